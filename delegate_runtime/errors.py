@@ -1,0 +1,30 @@
+"""Errors that say whose fault they are (ARCHITECTURE.md, decision 6)."""
+
+from __future__ import annotations
+
+
+class DevicefarmError(Exception):
+    """Base of every error the project raises on purpose."""
+
+    #: Whether the farm may retry the job (on another device) after this error.
+    retryable = False
+
+
+class ModelError(DevicefarmError):
+    """The model is malformed, too large, or uses an op or version we do not have.
+
+    The user's input is at fault; retrying elsewhere will not help.
+    """
+
+
+class DeviceError(DevicefarmError):
+    """A device or its driver failed (lost device, driver error, out of resources).
+
+    Infrastructure is at fault; the job may be retried on another matching device.
+    """
+
+    retryable = True
+
+
+class JobError(DevicefarmError):
+    """A job specification is invalid (bad configuration, selector, inputs)."""

@@ -1,0 +1,176 @@
+"""The numpy reference interpreter: runs a model's subgraphs op by op on the CPU."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import JobError, ModelError
+from .graph import Model, Operator, Subgraph
+from .ops.registry import Kernel, OpContext, lookup
+
+#: Precision modes: fp16 rounds every float activation to half precision, as fp16 storage.
+PRECISIONS = ("fp32", "fp16")
+
+#: Called after each op with (subgraph index, operator, seconds).
+OpHook = Callable[[int, Operator, float], None]
+
+
+@dataclass
+class _Plan:
+    kernels: list[Kernel]
+    #: tensor indices to drop after each op (their last use)
+    frees: list[tuple[int, ...]]
+
+
+def check_supported(model: Model) -> None:
+    """Raise ModelError naming every op or version the reference interpreter lacks."""
+    problems = []
+    for si, sg in enumerate(model.subgraphs):
+        for op in sg.operators:
+            kernel, why = lookup(op.op, op.version)
+            if kernel is None:
+                problems.append(f"subgraph {si} {op.describe()}: {why}")
+    if problems:
+        raise ModelError("model uses ops this runtime cannot run:\n  " + "\n  ".join(problems))
+
+
+class Interpreter:
+    """Runs a validated model on the CPU with the reference kernels."""
+
+    def __init__(self, model: Model, precision: str = "fp32", op_hook: OpHook | None = None):
+        if precision not in PRECISIONS:
+            raise JobError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
+        check_supported(model)
+        self.model = model
+        self.precision = precision
+        self.op_hook = op_hook
+        self._plans = [self._plan(sg) for sg in model.subgraphs]
+        self._variables: dict[tuple[int, int], np.ndarray] = {}
+        self.reset_variables()
+
+    # -- set-up ---------------------------------------------------------------
+
+    @staticmethod
+    def _plan(sg: Subgraph) -> _Plan:
+        kernels = [lookup(op.op, op.version)[0] for op in sg.operators]
+        keep = set(sg.outputs) | {t.index for t in sg.tensors if t.is_constant or t.is_variable}
+        last_use: dict[int, int] = {}
+        for op in sg.operators:
+            for t in (*op.inputs, *op.outputs):
+                if t >= 0:
+                    last_use[t] = op.index
+        frees: list[list[int]] = [[] for _ in sg.operators]
+        for t, i in last_use.items():
+            if t not in keep:
+                frees[i].append(t)
+        return _Plan(kernels, [tuple(f) for f in frees])  # type: ignore[misc]
+
+    def reset_variables(self) -> None:
+        """Set every variable tensor (e.g. LSTM state) back to its initial value."""
+        self._variables.clear()
+        for si, sg in enumerate(self.model.subgraphs):
+            for t in sg.tensors:
+                if t.is_variable:
+                    init = t.data if t.data is not None else np.zeros(t.shape, t.dtype)
+                    self._variables[(si, t.index)] = np.array(init)
+
+    # -- running --------------------------------------------------------------
+
+    def invoke(self, inputs: Sequence[np.ndarray], subgraph: int = 0) -> list[np.ndarray]:
+        """Run a subgraph on `inputs` (in its input order) and return its outputs."""
+        sg = self.model.subgraphs[subgraph]
+        if len(inputs) != len(sg.inputs):
+            raise JobError(f"model takes {len(sg.inputs)} inputs, {len(inputs)} given")
+        checked = [self._check_input(sg, pos, np.asarray(x)) for pos, x in enumerate(inputs)]
+        return self.run_subgraph(subgraph, checked)
+
+    def invoke_signature(self, key: str, **inputs: np.ndarray) -> dict[str, np.ndarray]:
+        """Run a signature by name with named inputs; returns named outputs."""
+        sig = next((s for s in self.model.signatures if s.key == key), None)
+        if sig is None:
+            keys = ", ".join(s.key for s in self.model.signatures) or "none"
+            raise JobError(f"no signature {key!r} (the model has: {keys})")
+        sg = self.model.subgraphs[sig.subgraph_index]
+        by_tensor = {}
+        for name, t in sig.inputs.items():
+            if name not in inputs:
+                raise JobError(f"signature {key!r} needs input {name!r}")
+            by_tensor[t] = inputs[name]
+        ordered = [by_tensor[t] for t in sg.inputs]
+        outs = self.invoke(ordered, sig.subgraph_index)
+        by_out = dict(zip(sg.outputs, outs))
+        return {name: by_out[t] for name, t in sig.outputs.items()}
+
+    def _check_input(self, sg: Subgraph, pos: int, x: np.ndarray) -> np.ndarray:
+        t = sg.tensors[sg.inputs[pos]]
+        if x.dtype != t.dtype:
+            raise JobError(f"input {pos} '{t.name}' must be {t.dtype.name}, got {x.dtype.name}")
+        sig = t.shape_signature or t.shape
+        ok = len(x.shape) == len(t.shape) and all(
+            want in (-1, got) or (want == t.shape[i] == got)
+            for i, (want, got) in enumerate(zip(sig, x.shape))
+        )
+        if not ok:
+            raise JobError(
+                f"input {pos} '{t.name}' must have shape {list(sig)}, got {list(x.shape)}"
+            )
+        return x
+
+    def run_subgraph(self, si: int, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """Run subgraph `si` (used by invoke and by control-flow kernels)."""
+        sg = self.model.subgraphs[si]
+        plan = self._plans[si]
+        values: dict[int, np.ndarray] = {}
+        for t in sg.tensors:
+            if t.data is not None:
+                values[t.index] = t.data
+        for (vsi, ti), v in self._variables.items():
+            if vsi == si:
+                values[ti] = v
+        for ti, x in zip(sg.inputs, inputs):
+            values[ti] = x
+        for op, kernel, frees in zip(sg.operators, plan.kernels, plan.frees):
+            self._run_op(si, sg, op, kernel, values)
+            for t in frees:
+                values.pop(t, None)
+        return [values[t] for t in sg.outputs]
+
+    def _run_op(
+        self, si: int, sg: Subgraph, op: Operator, kernel: Kernel, values: dict[int, np.ndarray]
+    ) -> None:
+        ctx = OpContext(
+            op=op,
+            inputs=[values[t] if t >= 0 else None for t in op.inputs],
+            in_tensors=[sg.tensors[t] if t >= 0 else None for t in op.inputs],
+            out_tensors=[sg.tensors[t] for t in op.outputs],
+            run_subgraph=self.run_subgraph,
+        )
+        start = time.perf_counter()
+        try:
+            result = kernel.fn(ctx)
+        except (ModelError, JobError):
+            raise
+        except (ValueError, IndexError, TypeError, ZeroDivisionError, OverflowError) as exc:
+            raise ModelError(f"subgraph {si} {op.describe()} failed: {exc}") from exc
+        if self.op_hook is not None:
+            self.op_hook(si, op, time.perf_counter() - start)
+        outs = [result] if isinstance(result, np.ndarray) else list(result)
+        if len(outs) != len(op.outputs):
+            raise ModelError(
+                f"subgraph {si} {op.describe()}: kernel gave {len(outs)} outputs, "
+                f"the model declares {len(op.outputs)}"
+            )
+        for ti, out, tensor in zip(op.outputs, outs, ctx.out_tensors):
+            out = np.asarray(out)
+            if out.dtype != tensor.dtype:
+                out = out.astype(tensor.dtype)
+            if self.precision == "fp16" and out.dtype == np.float32:
+                out = out.astype(np.float16).astype(np.float32)
+            values[ti] = out
+        for ti, v in ctx.variable_writes.items():
+            self._variables[(si, ti)] = v
+            values[ti] = v

@@ -1,0 +1,1 @@
+"""devicefarm orchestrator: Celery app, database, submission, reconciler, allowlists."""

@@ -1,0 +1,58 @@
+"""The `devicefarm` console command: one entry point, subcommands from every package.
+
+Each subcommand lives in its own module with `add_arguments(parser)` and `run(args) -> int`;
+modules are imported only when their subcommand runs (or to build its --help), so the
+command starts fast and each role needs only its own extras installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+#: subcommand -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "invoke": ("delegate_runtime.commands.invoke", "run a model once on inputs from an .npz file"),
+    "inspect": ("delegate_runtime.commands.inspect", "show a model's subgraphs, tensors and ops"),
+    "ops": ("delegate_runtime.commands.ops", "list the ops and versions the runtime supports"),
+}
+
+
+def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="devicefarm",
+        description="Device-farm test harness for GPU-delegated TensorFlow Lite (LiteRT) models.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    wanted = next((a for a in argv if not a.startswith("-")), None)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == wanted:  # only the chosen subcommand's module is imported
+            importlib.import_module(module).add_arguments(p)
+            p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from delegate_runtime.errors import DevicefarmError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    if not getattr(args, "_module", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(importlib.import_module(args._module).run(args) or 0)
+    except DevicefarmError as exc:
+        print(f"devicefarm {args.command}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
