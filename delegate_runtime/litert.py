@@ -1,0 +1,48 @@
+"""The official LiteRT interpreter (ai-edge-litert), the reference our kernels answer to."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def available() -> bool:
+    """Whether ai-edge-litert is installed."""
+    try:
+        import ai_edge_litert.interpreter  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def make_interpreter(model: bytes, num_threads: int = 1, xnnpack: bool = True) -> Any:
+    """A LiteRT interpreter on `model` bytes, tensors allocated.
+
+    xnnpack=False selects the builtin reference kernels (no default delegate).
+    """
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    resolver = OpResolverType.AUTO if xnnpack else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    it = Interpreter(
+        model_content=bytes(model), num_threads=num_threads, experimental_op_resolver_type=resolver
+    )
+    it.allocate_tensors()
+    return it
+
+
+def run(model: bytes, inputs: Sequence[np.ndarray], num_threads: int = 1,
+        xnnpack: bool = True) -> list[np.ndarray]:
+    """Run `model` once in the official interpreter; outputs in model output order."""
+    it = make_interpreter(model, num_threads, xnnpack)
+    details = it.get_input_details()
+    for d, x in zip(details, inputs):
+        x = np.asarray(x)
+        if tuple(d["shape"]) != x.shape:
+            it.resize_tensor_input(d["index"], x.shape)
+            it.allocate_tensors()
+    for d, x in zip(it.get_input_details(), inputs):
+        it.set_tensor(d["index"], np.asarray(x))
+    it.invoke()
+    return [np.array(it.get_tensor(d["index"])) for d in it.get_output_details()]
