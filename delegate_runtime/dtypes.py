@@ -24,9 +24,25 @@ TFLITE_TO_NUMPY: dict[int, np.dtype] = {
 }
 
 TYPE_NAMES = {
-    0: "FLOAT32", 1: "FLOAT16", 2: "INT32", 3: "UINT8", 4: "INT64", 5: "STRING", 6: "BOOL",
-    7: "INT16", 8: "COMPLEX64", 9: "INT8", 10: "FLOAT64", 11: "COMPLEX128", 12: "UINT64",
-    13: "RESOURCE", 14: "VARIANT", 15: "UINT32", 16: "UINT16", 17: "INT4", 18: "BFLOAT16",
+    0: "FLOAT32",
+    1: "FLOAT16",
+    2: "INT32",
+    3: "UINT8",
+    4: "INT64",
+    5: "STRING",
+    6: "BOOL",
+    7: "INT16",
+    8: "COMPLEX64",
+    9: "INT8",
+    10: "FLOAT64",
+    11: "COMPLEX128",
+    12: "UINT64",
+    13: "RESOURCE",
+    14: "VARIANT",
+    15: "UINT32",
+    16: "UINT16",
+    17: "INT4",
+    18: "BFLOAT16",
 }
 
 NUMPY_TO_TFLITE: dict[np.dtype, int] = {

@@ -32,8 +32,9 @@ def make_interpreter(model: bytes, num_threads: int = 1, xnnpack: bool = True) -
     return it
 
 
-def run(model: bytes, inputs: Sequence[np.ndarray], num_threads: int = 1,
-        xnnpack: bool = True) -> list[np.ndarray]:
+def run(
+    model: bytes, inputs: Sequence[np.ndarray], num_threads: int = 1, xnnpack: bool = True
+) -> list[np.ndarray]:
     """Run `model` once in the official interpreter; outputs in model output order."""
     it = make_interpreter(model, num_threads, xnnpack)
     details = it.get_input_details()

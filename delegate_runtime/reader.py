@@ -96,7 +96,9 @@ class _Reader:
         if len(self.buf) < 8:
             raise ModelError(f"file is {len(self.buf)} bytes: too small to be a .tflite model")
         if len(self.buf) > self.limits.max_file_bytes:
-            raise ModelError(f"file is {len(self.buf)} bytes, over the {self.limits.max_file_bytes} cap")
+            raise ModelError(
+                f"file is {len(self.buf)} bytes, over the {self.limits.max_file_bytes} cap"
+            )
         if self.buf[4:8] != TFLITE_FILE_IDENTIFIER:
             raise ModelError(
                 f"not a .tflite model: file identifier {self.buf[4:8]!r}, expected {TFLITE_FILE_IDENTIFIER!r}"
@@ -111,7 +113,9 @@ class _Reader:
         if n_sub == 0:
             raise ModelError("model has no subgraphs")
         if n_sub > self.limits.max_subgraphs:
-            raise ModelError(f"model has {n_sub} subgraphs, over the {self.limits.max_subgraphs} cap")
+            raise ModelError(
+                f"model has {n_sub} subgraphs, over the {self.limits.max_subgraphs} cap"
+            )
         subgraphs = [self.subgraph(m.Subgraphs(i), i, opcodes, buffers) for i in range(n_sub)]
         signatures = self.signatures(m, subgraphs)
         desc = m.Description()
@@ -166,7 +170,9 @@ class _Reader:
         where = f"subgraph {si} tensor {ti} '{name}'"
         shape = tuple(int(d) for d in self.vector(t, "Shape", where))
         if len(shape) > self.limits.max_rank:
-            raise ModelError(f"{where}: rank {len(shape)} exceeds the cap of {self.limits.max_rank}")
+            raise ModelError(
+                f"{where}: rank {len(shape)} exceeds the cap of {self.limits.max_rank}"
+            )
         if any(d < 0 for d in shape):
             raise ModelError(f"{where}: negative dimension in shape {list(shape)}")
         sig = None
@@ -174,7 +180,9 @@ class _Reader:
             sig = tuple(int(d) for d in self.vector(t, "ShapeSignature", where))
         ttype = int(t.Type())
         if ttype not in TFLITE_TO_NUMPY:
-            raise ModelError(f"{where}: tensor type {TYPE_NAMES.get(ttype, ttype)} is not supported")
+            raise ModelError(
+                f"{where}: tensor type {TYPE_NAMES.get(ttype, ttype)} is not supported"
+            )
         dtype = TFLITE_TO_NUMPY[ttype]
         elements = int(np.prod(shape, dtype=np.float64)) if shape else 1
         if elements > self.limits.max_tensor_elements:
@@ -290,8 +298,11 @@ class _Reader:
         out: dict[str, Any] = {}
         for union_enum, type_fn, table_fn in (
             (self.tflite.BuiltinOptions, op.BuiltinOptionsType, op.BuiltinOptions),
-            (getattr(self.tflite, "BuiltinOptions2", None), _maybe(op, "BuiltinOptions2Type"),
-             _maybe(op, "BuiltinOptions2")),
+            (
+                getattr(self.tflite, "BuiltinOptions2", None),
+                _maybe(op, "BuiltinOptions2Type"),
+                _maybe(op, "BuiltinOptions2"),
+            ),
         ):
             if union_enum is None or type_fn is None:
                 continue
@@ -311,7 +322,11 @@ class _Reader:
     def table_fields(self, obj: Any, where: str) -> dict[str, Any]:
         fields: dict[str, Any] = {}
         for attr in dir(type(obj)):
-            if attr.startswith("_") or attr in ("Init", "GetRootAs") or attr.startswith("GetRootAs"):
+            if (
+                attr.startswith("_")
+                or attr in ("Init", "GetRootAs")
+                or attr.startswith("GetRootAs")
+            ):
                 continue
             if attr.endswith(("AsNumpy", "Length", "IsNone")) or "BufferHasIdentifier" in attr:
                 continue

@@ -34,12 +34,10 @@ def _validate_subgraph(model: Model, si: int, sg: Subgraph) -> None:
                 later = produced_by.get(t)
                 why = (
                     "is produced later (a cycle or a wrong order)"
-                    if later is None and any(t in o.outputs for o in sg.operators[op.index:])
+                    if later is None and any(t in o.outputs for o in sg.operators[op.index :])
                     else "is never produced"
                 )
-                raise ModelError(
-                    f"{where} {op.describe()}: input tensor {t} '{tensor.name}' {why}"
-                )
+                raise ModelError(f"{where} {op.describe()}: input tensor {t} '{tensor.name}' {why}")
         for t in op.outputs:
             tensor = sg.tensors[t]
             if tensor.is_constant:
@@ -60,9 +58,7 @@ def _validate_subgraph(model: Model, si: int, sg: Subgraph) -> None:
                 )
     for t in sg.outputs:
         if t not in available:
-            raise ModelError(
-                f"{where}: output tensor {t} '{sg.tensors[t].name}' is never produced"
-            )
+            raise ModelError(f"{where}: output tensor {t} '{sg.tensors[t].name}' is never produced")
 
 
 def _check_subgraph_calls_acyclic(model: Model) -> None:

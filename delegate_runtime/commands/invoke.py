@@ -21,12 +21,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="path to a .tflite model")
     p.add_argument("--inputs", required=True, help=".npz with in_0, in_1, ... in model input order")
     p.add_argument("--outputs", required=True, help=".npz to write out_0, out_1, ... to")
-    p.add_argument("--delegate", choices=("cpu", "gpu"), default="cpu",
-                   help="cpu: the numpy reference; gpu: the OpenCL GPU delegate (default: cpu)")
-    p.add_argument("--precision", choices=("fp32", "fp16"), default="fp32",
-                   help="fp16 allows half-precision storage (default: fp32)")
-    p.add_argument("--device", default=None,
-                   help="OpenCL device for --delegate gpu: 'P:D' indices or a name substring")
+    p.add_argument(
+        "--delegate",
+        choices=("cpu", "gpu"),
+        default="cpu",
+        help="cpu: the numpy reference; gpu: the OpenCL GPU delegate (default: cpu)",
+    )
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "fp16"),
+        default="fp32",
+        help="fp16 allows half-precision storage (default: fp32)",
+    )
+    p.add_argument(
+        "--device",
+        default=None,
+        help="OpenCL device for --delegate gpu: 'P:D' indices or a name substring",
+    )
     p.add_argument("--signature", default=None, help="run this signature instead of subgraph 0")
 
 
@@ -52,8 +63,9 @@ def run(args: argparse.Namespace) -> int:
 
     model = load_model(args.model)
     inputs = load_inputs(args.inputs)
-    session = make_session(model, delegate=args.delegate, precision=args.precision,
-                           device=args.device, log=sys.stderr)
+    session = make_session(
+        model, delegate=args.delegate, precision=args.precision, device=args.device, log=sys.stderr
+    )
     if args.signature:
         sig = next((s for s in model.signatures if s.key == args.signature), None)
         if sig is None:

@@ -4,8 +4,20 @@ import importlib
 
 #: Kernel modules by op family. A module that is not written yet is skipped.
 KERNEL_MODULES = (
-    "conv", "pool", "fully_connected", "elementwise", "activations", "reduce", "shape",
-    "slicing", "resize", "space", "quantize", "misc", "control_flow", "lstm",
+    "conv",
+    "pool",
+    "fully_connected",
+    "elementwise",
+    "activations",
+    "reduce",
+    "shape",
+    "slicing",
+    "resize",
+    "space",
+    "quantize",
+    "misc",
+    "control_flow",
+    "lstm",
 )
 
 for _name in KERNEL_MODULES:

@@ -15,7 +15,9 @@ FLOAT_RTOL = 1e-5
 FLOAT_ATOL = 1e-5
 
 
-def run_ours(model: bytes, inputs: Sequence[np.ndarray], precision: str = "fp32") -> list[np.ndarray]:
+def run_ours(
+    model: bytes, inputs: Sequence[np.ndarray], precision: str = "fp32"
+) -> list[np.ndarray]:
     return Interpreter(read_model(model), precision=precision).invoke(list(inputs))
 
 
