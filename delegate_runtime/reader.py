@@ -222,12 +222,11 @@ class _Reader:
         if not np.all(np.isfinite(scale)) or np.any(scale < 0):
             raise ModelError(f"{where}: quantization scale must be finite and non-negative")
         axis = int(q.QuantizedDimension())
-        if scale.size > 1:
-            if not 0 <= axis < len(shape) or shape[axis] != scale.size:
-                raise ModelError(
-                    f"{where}: {scale.size} per-channel scales do not match dimension {axis} "
-                    f"of shape {list(shape)}"
-                )
+        if scale.size > 1 and (not 0 <= axis < len(shape) or shape[axis] != scale.size):
+            raise ModelError(
+                f"{where}: {scale.size} per-channel scales do not match dimension {axis} "
+                f"of shape {list(shape)}"
+            )
         return Quantization(scale=scale, zero_point=zp, axis=axis)
 
     def buffer_data(
