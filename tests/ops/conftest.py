@@ -21,10 +21,12 @@ def run_ours(
     return Interpreter(read_model(model), precision=precision).invoke(list(inputs))
 
 
-def run_litert(model: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+def run_litert(
+    model: bytes, inputs: Sequence[np.ndarray], xnnpack: bool = True
+) -> list[np.ndarray]:
     if not litert.available():
         pytest.skip("ai-edge-litert is not installed")
-    return litert.run(model, inputs)
+    return litert.run(model, inputs, xnnpack=xnnpack)
 
 
 def assert_matches_litert(
@@ -33,10 +35,14 @@ def assert_matches_litert(
     rtol: float = FLOAT_RTOL,
     atol: float = FLOAT_ATOL,
     quant_steps: float = 1.0,
+    xnnpack: bool = True,
 ) -> list[np.ndarray]:
     """Our outputs equal LiteRT's: floats within rtol/atol (atol scaled to the output's
-    magnitude), integers within `quant_steps` (one quantization step by default)."""
-    expected = run_litert(model, inputs)
+    magnitude), integers within `quant_steps` (one quantization step by default).
+
+    xnnpack=False compares with LiteRT's builtin kernels instead of its default delegate
+    (XNNPACK rounds some quantized ops differently)."""
+    expected = run_litert(model, inputs, xnnpack=xnnpack)
     got = run_ours(model, inputs)
     assert len(got) == len(expected)
     for i, (e, g) in enumerate(zip(expected, got)):
