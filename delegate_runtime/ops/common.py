@@ -191,3 +191,48 @@ def requantize(
         mult, shift = mult[0], shift[0]
     out = multiply_by_quantized_multiplier(acc, mult, shift) + out_zero_point
     return np.clip(out, lo, hi).astype(dtype)
+
+
+# -- quantized linear ops (conv, depthwise, fully connected, matmul) -------------------------
+
+
+def check_float_or_quantized(op_name: str, x: Tensor, w: Tensor, out: Tensor) -> bool:
+    """True for a quantized (int8/uint8) op, False for float32; ModelError for other types."""
+    kinds = (x.dtype, w.dtype, out.dtype)
+    if all(k == np.float32 for k in kinds):
+        return False
+    if x.dtype == out.dtype and x.dtype in (np.int8, np.uint8) and w.dtype in (np.int8, np.uint8):
+        return True
+    raise ModelError(
+        f"{op_name}: input {x.dtype.name}, weights {w.dtype.name}, output {out.dtype.name} "
+        "is not supported (float32, or int8/uint8 quantized)"
+    )
+
+
+def linear_real_multipliers(x: Tensor, w: Tensor, out: Tensor, channels: int) -> np.ndarray:
+    """input_scale * weight_scale / output_scale (float64) per output channel, as TFLite."""
+    xs = float(quant_params(x, "input").scale[0])
+    os_ = float(quant_params(out, "output").scale[0])
+    ws = quant_params(w, "weights").scale.astype(np.float64)
+    if ws.size not in (1, channels):
+        raise ModelError(
+            f"weights '{w.name}' have {ws.size} scales for {channels} output channels"
+        )
+    return np.broadcast_to(xs * ws / os_, (channels,))
+
+
+def requantize_linear(acc: np.ndarray, x: Tensor, w: Tensor, out: Tensor, act: int) -> np.ndarray:
+    """int64 accumulators (bias included) of a quantized linear op into its output type,
+    per output channel along the last axis, clamped by the fused activation."""
+    channels = acc.shape[-1]
+    oq = quant_params(out, "output")
+    lo, hi = quantized_activation_range(act, oq, out.dtype)
+    reals = linear_real_multipliers(x, w, out, channels)
+    if np.all(reals == reals[0]):
+        reals = reals[:1]
+    return requantize(acc, reals, int(oq.zero_point[0]), lo, hi, out.dtype)
+
+
+def zero_points(t: Tensor, what: str) -> np.ndarray:
+    """A quantized tensor's zero point(s) as float64 (one per channel or a single one)."""
+    return quant_params(t, what).zero_point.astype(np.float64)

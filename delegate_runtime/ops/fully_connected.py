@@ -1,0 +1,82 @@
+"""Matrix products: FULLY_CONNECTED and BATCH_MATMUL, float32 and int8/uint8.
+
+Quantized products accumulate (q - zero_point) exactly in float64, then add the int32 bias
+and requantize with TFLite's fixed-point multipliers (per output channel where the weights
+are per-channel).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ModelError
+from .common import check_float_or_quantized, zero_points
+from .conv import float_epilogue, quant_epilogue
+from .registry import OpContext, register
+
+
+def _fc_out_shape(ctx: OpContext, x: np.ndarray, units: int) -> tuple[int, ...]:
+    if ctx.opt("keep_num_dims", False):
+        return (*x.shape[:-1], units)
+    return (x.size // x.shape[-1] if x.shape[-1] else 0, units)
+
+
+def _check_fc(ctx: OpContext, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> None:
+    if int(ctx.opt("weights_format", 0)) != 0:
+        raise ModelError(f"{ctx.op.describe()}: only the default weights format is supported")
+    if w.ndim != 2 or x.ndim < 1 or x.shape[-1] != w.shape[1]:
+        raise ModelError(
+            f"{ctx.op.describe()}: weights {list(w.shape)} do not fit input {list(x.shape)}"
+        )
+    if bias is not None and bias.size != w.shape[0]:
+        raise ModelError(f"{ctx.op.describe()}: bias of {bias.size} values for {w.shape[0]} units")
+
+
+@register("FULLY_CONNECTED", versions=(1, 4, 5, 6))
+def fully_connected(ctx: OpContext) -> np.ndarray:
+    """y = x · Wᵀ + b over the last axis of x, with keep_num_dims."""
+    x, w, bias = ctx.inputs[0], ctx.inputs[1], ctx.input(2)
+    x_t, w_t, out_t = ctx.in_tensors[0], ctx.in_tensors[1], ctx.out_tensors[0]
+    quantized = check_float_or_quantized(ctx.op.describe(), x_t, w_t, out_t)
+    _check_fc(ctx, x, w, bias)
+    units = w.shape[0]
+    shape = _fc_out_shape(ctx, x, units)
+    x2 = x.reshape(-1, w.shape[1])
+    act = int(ctx.opt("fused_activation_function", 0))
+    if not quantized:
+        return float_epilogue(x2 @ w.T, bias, act).reshape(shape)
+    xq = x2.astype(np.float64) - zero_points(x_t, "input")[0]
+    wzp = zero_points(w_t, "weights")
+    wq = w.astype(np.float64) - (wzp[:, None] if wzp.size > 1 else wzp[0])
+    return quant_epilogue(xq @ wq.T, bias, x_t, w_t, out_t, act).reshape(shape)
+
+
+def _adjoint(a: np.ndarray, adj: bool) -> np.ndarray:
+    return np.swapaxes(a, -1, -2) if adj else a
+
+
+@register("BATCH_MATMUL", versions=(1, 2))
+def batch_matmul(ctx: OpContext) -> np.ndarray:
+    """lhs · rhs over the last two axes (adj_x / adj_y transpose them), batch broadcast."""
+    lhs, rhs = ctx.inputs[0], ctx.inputs[1]
+    l_t, r_t, out_t = ctx.in_tensors[0], ctx.in_tensors[1], ctx.out_tensors[0]
+    quantized = check_float_or_quantized(ctx.op.describe(), l_t, r_t, out_t)
+    if lhs.ndim < 2 or rhs.ndim < 2:
+        raise ModelError(f"{ctx.op.describe()}: operands must have rank 2 or more")
+    a = _adjoint(lhs, bool(ctx.opt("adj_x", False)))
+    b = _adjoint(rhs, bool(ctx.opt("adj_y", False)))
+    if a.shape[-1] != b.shape[-2]:
+        raise ModelError(
+            f"{ctx.op.describe()}: cannot multiply {list(lhs.shape)} by {list(rhs.shape)}"
+        )
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError as exc:
+        raise ModelError(f"{ctx.op.describe()}: batch dimensions do not broadcast") from exc
+    if not quantized:
+        return np.matmul(a, b).astype(np.float32, copy=False)
+    if zero_points(r_t, "rhs").size > 1:
+        raise ModelError(f"{ctx.op.describe()}: per-channel quantized operands are not supported")
+    aq = a.astype(np.float64) - zero_points(l_t, "lhs")[0]
+    bq = b.astype(np.float64) - zero_points(r_t, "rhs")[0]
+    return quant_epilogue(np.matmul(aq, bq), None, l_t, r_t, out_t, 0)

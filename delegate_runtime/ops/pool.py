@@ -1,0 +1,96 @@
+"""Pooling: AVERAGE_POOL_2D and MAX_POOL_2D (NHWC), float32 and int8/uint8/int16.
+
+Padded positions are left out: max ignores them, average divides by the count of real
+positions under each window. Quantized pooling keeps the input's scale and zero point.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ModelError
+from ..graph import Tensor
+from .common import apply_activation, quant_params, quantized_activation_range
+from .conv import Geometry, pad_nhwc, tap, window_geometry
+from .registry import OpContext, register
+
+_QUANTIZED = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
+
+
+def _setup(ctx: OpContext) -> tuple[np.ndarray, Geometry, tuple[int, int], int, bool]:
+    """Input, geometry, filter size, activation and whether the op is quantized."""
+    x = ctx.inputs[0]
+    x_t, out_t = ctx.in_tensors[0], ctx.out_tensors[0]
+    if x.dtype != out_t.dtype or (x.dtype != np.float32 and x.dtype not in _QUANTIZED):
+        raise ModelError(
+            f"{ctx.op.describe()}: input {x.dtype.name} / output {out_t.dtype.name} is not "
+            "supported (float32, int8, uint8, int16)"
+        )
+    if x.ndim != 4:
+        raise ModelError(f"{ctx.op.describe()}: expects a 4-D input, got {list(x.shape)}")
+    k = (int(ctx.opt("filter_height", 1)), int(ctx.opt("filter_width", 1)))
+    if min(k) <= 0:
+        raise ModelError(f"{ctx.op.describe()}: filter size {list(k)} must be positive")
+    quantized = x.dtype != np.float32
+    if quantized:
+        _check_same_quantization(ctx, x_t, out_t)
+    g = window_geometry(ctx, x.shape[1:3], k)
+    return x, g, k, int(ctx.opt("fused_activation_function", 0)), quantized
+
+
+def _check_same_quantization(ctx: OpContext, x_t: Tensor, out_t: Tensor) -> None:
+    xq, oq = quant_params(x_t, "input"), quant_params(out_t, "output")
+    if float(xq.scale[0]) != float(oq.scale[0]) or int(xq.zero_point[0]) != int(oq.zero_point[0]):
+        raise ModelError(
+            f"{ctx.op.describe()}: input and output quantization must be equal "
+            f"(scale {xq.scale[0]} vs {oq.scale[0]}, zero point {xq.zero_point[0]} vs "
+            f"{oq.zero_point[0]})"
+        )
+
+
+def _taps(k: tuple[int, int]) -> list[tuple[int, int]]:
+    return [(i, j) for i in range(k[0]) for j in range(k[1])]
+
+
+def _clamp_quantized(y: np.ndarray, ctx: OpContext, act: int) -> np.ndarray:
+    out_t = ctx.out_tensors[0]
+    lo, hi = quantized_activation_range(act, quant_params(out_t, "output"), out_t.dtype)
+    return np.clip(y, lo, hi).astype(out_t.dtype)
+
+
+def window_counts(in_hw: tuple[int, int], g: Geometry, k: tuple[int, int]) -> np.ndarray:
+    """(1, OH, OW, 1) count of real (unpadded) positions under each window."""
+    ones = pad_nhwc(np.ones((1, *in_hw, 1), np.int64), g)
+    return sum(tap(ones, i, j, g) for i, j in _taps(k))
+
+
+@register("AVERAGE_POOL_2D", versions=(1, 2, 3))
+def average_pool_2d(ctx: OpContext) -> np.ndarray:
+    """Average over each window's real positions; quantized sums round half away from zero."""
+    x, g, k, act, quantized = _setup(ctx)
+    acc_dtype = np.int64 if quantized else np.float32
+    xp = pad_nhwc(x.astype(acc_dtype, copy=False), g)
+    total = np.zeros((x.shape[0], *g.out_hw, x.shape[3]), acc_dtype)
+    for i, j in _taps(k):
+        total += tap(xp, i, j, g)
+    counts = window_counts(x.shape[1:3], g, k)
+    if not quantized:
+        return apply_activation(total / counts.astype(np.float32), act)
+    # (acc ± count/2) / count with C++ truncation toward zero
+    half = counts // 2
+    rounded = np.where(total >= 0, (total + half) // counts, -((-total + half) // counts))
+    return _clamp_quantized(rounded, ctx, act)
+
+
+@register("MAX_POOL_2D", versions=(1, 2, 3))
+def max_pool_2d(ctx: OpContext) -> np.ndarray:
+    """Maximum over each window, padding ignored."""
+    x, g, k, act, quantized = _setup(ctx)
+    low = np.iinfo(x.dtype).min if quantized else -np.inf
+    xp = pad_nhwc(x, g, value=low)
+    out = np.full((x.shape[0], *g.out_hw, x.shape[3]), low, x.dtype)
+    for i, j in _taps(k):
+        np.maximum(out, tap(xp, i, j, g), out=out)
+    if quantized:
+        return _clamp_quantized(out, ctx, act)
+    return apply_activation(out, act)
