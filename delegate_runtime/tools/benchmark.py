@@ -1,0 +1,367 @@
+"""`benchmark_model` for our runtime: latency, memory, delegation and op profile.
+
+    result = run_benchmark("model.tflite", BenchmarkOptions(use_gpu=True))
+    print(result.log)            # the lines benchmark_model prints
+    json.dumps(result.to_dict()) # every figure
+
+The loop follows TFLite's `BenchmarkModel::Run`: at least `num_runs` runs and `min_secs`
+seconds, stopping once `max_secs` have passed; warm-up likewise with its own minimums.
+Timings are integer microseconds from `time.perf_counter_ns`.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any
+
+import numpy as np
+
+from ..errors import ModelError
+from ..reader import load_model
+from . import benchmark_format as fmt
+from .inputs import benchmark_inputs
+from .memory import MemoryReport, PeakMonitor, delta_mb, hwm_bytes, rss_bytes, session_device_bytes
+from .profile import OpProfiler
+from .progress import Reporter
+from .session_info import delegation_summary, device_facts, versions
+from .sessions import gpu_options, open_session
+from .stats import Stat
+
+#: Seed of the random inputs (benchmark_model's generator is deterministic too).
+INPUT_SEED = 0
+
+
+@dataclass
+class BenchmarkOptions:
+    """benchmark_model's flags (REFERENCE.md), with its defaults."""
+
+    num_runs: int = 50
+    min_secs: float = 1.0
+    max_secs: float = 150.0
+    warmup_runs: int = 1
+    warmup_min_secs: float = 0.5
+    use_gpu: bool = False
+    precision: str = "fp32"  #: "fp16" when gpu_precision_loss_allowed
+    enable_quant: bool = True
+    max_delegated_partitions: int = 1
+    serialize_dir: str | None = None
+    serialize_token: str | None = None
+    enable_op_profiling: bool = False
+    report_peak_memory: bool = False
+    require_full_delegation: bool = False
+    device: str | None = None
+
+    @property
+    def delegate(self) -> str:
+        return "gpu" if self.use_gpu else "cpu"
+
+
+@dataclass
+class RunStats:
+    """Statistics of one loop (warm-up or timed), as the `count=` line gives them (us)."""
+
+    count: int = 0
+    first_us: int | None = None
+    curr_us: int | None = None
+    min_us: int | None = None
+    max_us: int | None = None
+    avg_us: float | None = None
+    std_us: int | None = None
+    p5_us: int | None = None
+    median_us: int | None = None
+    p95_us: int | None = None
+    runs_us: list[int] = field(default_factory=list)  #: raw times; empty when parsed
+
+    @classmethod
+    def from_stat(cls, stat: Stat) -> RunStats:
+        if stat.empty:
+            return cls()
+        return cls(
+            count=stat.count,
+            first_us=stat.first,
+            curr_us=stat.newest,
+            min_us=stat.min,
+            max_us=stat.max,
+            avg_us=stat.avg,
+            std_us=stat.std,
+            p5_us=stat.percentile(5),
+            median_us=stat.percentile(50),
+            p95_us=stat.percentile(95),
+            runs_us=list(stat.values),
+        )
+
+
+@dataclass
+class BenchmarkResult:
+    """Every figure of one benchmark; `log` is the exact text printed."""
+
+    model_path: str = ""
+    model_size_bytes: int | None = None
+    model_sha256: str | None = None
+    init_us: int | None = None
+    first_inference_us: int | None = None
+    warmup: RunStats = field(default_factory=RunStats)
+    inference: RunStats = field(default_factory=RunStats)
+    memory: MemoryReport = field(default_factory=MemoryReport)
+    delegation: dict[str, Any] | None = None
+    device: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, Any] = field(default_factory=dict)
+    op_profile: dict[str, Any] | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    source: str = "devicefarm"  #: or "benchmark_model" when parsed from the official tool
+    log: str = ""
+
+    @property
+    def warmup_avg_us(self) -> float | None:
+        return self.warmup.avg_us
+
+    @property
+    def avg_us(self) -> float | None:
+        return self.inference.avg_us
+
+    @property
+    def std_us(self) -> int | None:
+        return self.inference.std_us
+
+    @property
+    def min_us(self) -> int | None:
+        return self.inference.min_us
+
+    @property
+    def max_us(self) -> int | None:
+        return self.inference.max_us
+
+    @property
+    def runs_us(self) -> list[int]:
+        return self.inference.runs_us
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able record: the headline figures flat, then the details."""
+        inf = self.inference
+        return {
+            "source": self.source,
+            "model_path": self.model_path,
+            "model_size_bytes": self.model_size_bytes,
+            "model_sha256": self.model_sha256,
+            "init_us": self.init_us,
+            "first_inference_us": self.first_inference_us,
+            "warmup_avg_us": self.warmup.avg_us,
+            "avg_us": inf.avg_us,
+            "std_us": inf.std_us,
+            "min_us": inf.min_us,
+            "max_us": inf.max_us,
+            "p5_us": inf.p5_us,
+            "median_us": inf.median_us,
+            "p95_us": inf.p95_us,
+            "count": inf.count,
+            "runs_us": list(inf.runs_us),
+            "warmup": asdict(self.warmup),
+            "inference": asdict(inf),
+            "memory": self.memory.to_dict(),
+            "delegation": self.delegation,
+            "device": self.device,
+            "versions": self.versions,
+            "op_profile": self.op_profile,
+            "options": self.options,
+            "log": self.log,
+        }
+
+
+class _Log(io.TextIOBase):
+    """Collects the printed text; echoes it to `out` as it comes. Also a stream for the
+    session's own messages (the delegate's reports)."""
+
+    def __init__(self, out: IO[str] | None):
+        self.out = out
+        self.parts: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.parts.append(text)
+        if self.out is not None:
+            self.out.write(text)
+            self.out.flush()
+        return len(text)
+
+    def line(self, text: str = "") -> None:
+        self.write(fmt.with_prefix(text) + "\n")
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def _loop(
+    session: Any,
+    inputs: list[np.ndarray],
+    min_runs: int,
+    min_secs: float,
+    max_secs: float,
+    reporter: Reporter,
+    profiler: OpProfiler | None = None,
+) -> Stat:
+    """TFLite's run loop: until min_runs and min_secs are both met, or max_secs passed."""
+    stat = Stat()
+    now = time.perf_counter_ns()
+    min_finish = now + int(min_secs * 1e9)
+    max_finish = now + int(max_secs * 1e9)
+    run = 0
+    while (run < min_runs or now < min_finish) and now <= max_finish:
+        if profiler is not None:
+            profiler.begin_run()
+        start = time.perf_counter_ns()
+        session.invoke(inputs)
+        end = time.perf_counter_ns()
+        if profiler is not None:
+            profiler.collect_session(session)
+            profiler.end_run()
+        stat.add((end - start) // 1000)
+        reporter.update()
+        now = time.perf_counter_ns()
+        run += 1
+    return stat
+
+
+def _delegation_lines(log: _Log, delegation: dict[str, Any] | None) -> None:
+    if delegation is None:
+        return
+    done, total = delegation["nodes_delegated"], delegation["nodes_total"]
+    parts = delegation["partitions"] or 0
+    already = log.text
+    if "Following operations are not supported" not in already and total is not None:
+        for line in fmt.unsupported_ops(delegation["unsupported"], done or 0, total):
+            log.line(line)
+    if "Replacing " not in already and done and total is not None:
+        log.line(fmt.replacing(done, total, parts))
+    if done:
+        log.line(fmt.applied(delegation["fully_delegated"], parts))
+
+
+def run_benchmark(
+    model_path: str,
+    options: BenchmarkOptions,
+    progress: Any = None,
+    out: IO[str] | None = None,
+) -> BenchmarkResult:
+    """Benchmark `model_path` as `benchmark_model` does; `out` receives the lines live.
+
+    `progress`: True for tqdm bars on stderr, or a callable(stage, done, total).
+    Raises ModelError for a bad model (and for a partial delegation when full delegation
+    is required), JobError for bad options, DeviceError for device failures.
+    """
+    from ..errors import JobError
+
+    if options.num_runs < 0 or options.warmup_runs < 0 or options.max_secs < 0:
+        raise JobError("num_runs, warmup_runs and max_secs must not be negative")
+    log = _Log(out)
+    reporter = Reporter(progress)
+    result = BenchmarkResult(model_path=str(model_path), options=asdict(options))
+    mem = MemoryReport(host_start_bytes=rss_bytes())
+    monitor = PeakMonitor().start() if options.report_peak_memory else None
+    profiler = OpProfiler() if options.enable_op_profiling else None
+    notes: list[str] = []
+    try:
+        t0 = time.perf_counter_ns()
+        model = load_model(model_path)
+        log.line(fmt.loaded_model(str(model_path)))
+        session = open_session(
+            model,
+            options.delegate,
+            precision=options.precision,
+            device=options.device,
+            log=log,
+            op_hook=profiler.hook_for(model) if profiler else None,
+            notes=notes,
+            **(
+                gpu_options(
+                    model,
+                    options.enable_quant,
+                    options.max_delegated_partitions,
+                    options.serialize_dir,
+                    options.serialize_token,
+                )
+                if options.use_gpu
+                else {}
+            ),
+        )
+        result.init_us = (time.perf_counter_ns() - t0) // 1000
+        for note in notes:
+            log.line(note)
+        result.delegation = delegation_summary(session)
+        _delegation_lines(log, result.delegation)
+        if (
+            options.use_gpu
+            and options.require_full_delegation
+            and not (result.delegation or {}).get("fully_delegated")
+        ):
+            log.line("Disallowed CPU fallback detected.")
+            raise ModelError(
+                "Disallowed CPU fallback detected: the GPU delegate does not take the whole "
+                "graph and --require_full_delegation is set"
+            )
+        result.model_size_bytes = model.size_bytes
+        result.model_sha256 = model.sha256
+        result.device = device_facts(session, options.delegate)
+        result.versions = versions(result.device, f"delegate_runtime/{options.delegate}")
+        log.line(fmt.model_size(model.size_bytes))
+        log.line(fmt.initialized(result.init_us))
+        mem.host_init_bytes = rss_bytes()
+        inputs = benchmark_inputs(model, np.random.default_rng(INPUT_SEED))
+
+        warm = _timed_phase(log, reporter, "warm-up", session, inputs, options, warmup=True)
+        timed = _timed_phase(
+            log, reporter, "benchmark", session, inputs, options, profiler=profiler
+        )
+        result.warmup = RunStats.from_stat(warm)
+        result.inference = RunStats.from_stat(timed)
+        result.first_inference_us = warm.first if not warm.empty else 0
+        log.line(
+            fmt.timings(
+                result.init_us,
+                result.first_inference_us,
+                warm.avg if not warm.empty else float("nan"),
+                timed.avg,
+            )
+        )
+        mem.host_end_bytes = rss_bytes()
+        mem.device_bytes = session_device_bytes(session)
+    finally:
+        reporter.close()
+        peak = monitor.stop() if monitor else None
+    mem.init_mb = delta_mb(mem.host_init_bytes, mem.host_start_bytes)
+    mem.overall_mb = delta_mb(mem.host_end_bytes, mem.host_start_bytes)
+    mem.host_peak_bytes = peak if peak is not None else hwm_bytes()
+    if peak is not None:
+        mem.peak_mb = peak / (1024 * 1024)
+    result.memory = mem
+    if mem.init_mb is not None and mem.overall_mb is not None:
+        log.line(fmt.MEMORY_NOTE)
+        log.line(fmt.memory_delta(mem.init_mb, mem.overall_mb))
+    if mem.peak_mb is not None:
+        log.line(fmt.peak_memory(mem.peak_mb))
+    if profiler is not None:
+        log.write(profiler.format())
+        result.op_profile = profiler.to_dict()
+    result.log = log.text
+    return result
+
+
+def _timed_phase(
+    log: _Log,
+    reporter: Reporter,
+    stage: str,
+    session: Any,
+    inputs: list[np.ndarray],
+    options: BenchmarkOptions,
+    warmup: bool = False,
+    profiler: OpProfiler | None = None,
+) -> Stat:
+    runs = options.warmup_runs if warmup else options.num_runs
+    secs = options.warmup_min_secs if warmup else options.min_secs
+    log.line(fmt.running(runs, secs, options.max_secs))
+    reporter.start(stage, runs or None)
+    stat = _loop(session, inputs, runs, secs, options.max_secs, reporter, profiler)
+    log.line(fmt.stat_line(stat))
+    log.write("\n")
+    return stat

@@ -1,0 +1,59 @@
+"""Open a session for a tool: the CPU interpreter (with an op hook) or the GPU delegate."""
+
+from __future__ import annotations
+
+from typing import IO, Any
+
+from ..graph import Model
+from ..session import make_session
+from .session_info import accepted_kwargs
+
+
+def gpu_options(
+    model: Model,
+    enable_quant: bool = True,
+    max_delegated_partitions: int = 1,
+    serialize_dir: str | None = None,
+    serialize_token: str | None = None,
+) -> dict[str, Any]:
+    """TfLiteGpuDelegateOptionsV2-named options; the token defaults to the model's sha256."""
+    opts: dict[str, Any] = {
+        "enable_quant": enable_quant,
+        "max_delegated_partitions": max_delegated_partitions,
+    }
+    if serialize_dir:
+        opts["serialization_dir"] = serialize_dir
+        opts["model_token"] = serialize_token or model.sha256
+    return opts
+
+
+def open_session(
+    model: Model,
+    delegate: str,
+    precision: str = "fp32",
+    device: str | None = None,
+    log: IO[str] | None = None,
+    op_hook: Any = None,
+    notes: list[str] | None = None,
+    **options: Any,
+) -> Any:
+    """A session of `model` on `delegate`; `op_hook` profiles the CPU interpreter's ops.
+
+    GPU options the delegate does not take are left out and named in `notes`.
+    """
+    if delegate == "cpu":
+        from ..interpreter import Interpreter
+
+        return Interpreter(model, precision=precision, op_hook=op_hook)
+    try:
+        from ..gpu.delegate import GpuSession
+    except ImportError:
+        GpuSession = None  # make_session raises the clear error
+    if GpuSession is not None:
+        options, dropped = accepted_kwargs(GpuSession, options)
+        if notes is not None and dropped:
+            notes.append(f"the GPU delegate ignores options: {', '.join(dropped)}")
+    session = make_session(model, delegate, precision=precision, device=device, log=log, **options)
+    if op_hook is not None and hasattr(session, "op_hook"):
+        session.op_hook = op_hook  # the delegate's CPU fallback ops
+    return session
