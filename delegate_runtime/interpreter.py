@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -50,6 +51,8 @@ class Interpreter:
         self.op_hook = op_hook
         self._plans = [self._plan(sg) for sg in model.subgraphs]
         self._variables: dict[tuple[int, int], np.ndarray] = {}
+        #: state that stateful kernels keep for the interpreter's life (CALL_ONCE, resources)
+        self.kernel_state: dict[str, Any] = {}
         self.reset_variables()
 
     # -- set-up ---------------------------------------------------------------
@@ -148,6 +151,7 @@ class Interpreter:
             in_tensors=[sg.tensors[t] if t >= 0 else None for t in op.inputs],
             out_tensors=[sg.tensors[t] for t in op.outputs],
             run_subgraph=self.run_subgraph,
+            state=self.kernel_state,
         )
         start = time.perf_counter()
         try:
@@ -158,7 +162,8 @@ class Interpreter:
             raise ModelError(f"subgraph {si} {op.describe()} failed: {exc}") from exc
         if self.op_hook is not None:
             self.op_hook(si, op, time.perf_counter() - start)
-        outs = [result] if isinstance(result, np.ndarray) else list(result)
+        # NOTE: numpy gives 0-d results as scalars (np.bool_, np.float32): one output too.
+        outs = [result] if isinstance(result, (np.ndarray, np.generic)) else list(result)
         if len(outs) != len(op.outputs):
             raise ModelError(
                 f"subgraph {si} {op.describe()}: kernel gave {len(outs)} outputs, "

@@ -22,6 +22,8 @@ from .graph import Model, Operator, Quantization, Signature, Subgraph, Tensor
 #: Schema versions this reader understands (TFLite writes 3).
 SUPPORTED_SCHEMA_VERSIONS = (3,)
 TFLITE_FILE_IDENTIFIER = b"TFL3"
+#: Handle types, held as TFLite holds them: RESOURCE (13) is an int32 resource id.
+HANDLE_TYPES = {13: np.dtype(np.int32)}
 
 
 @dataclass(frozen=True)
@@ -179,11 +181,11 @@ class _Reader:
         if not t.ShapeSignatureIsNone():
             sig = tuple(int(d) for d in self.vector(t, "ShapeSignature", where))
         ttype = int(t.Type())
-        if ttype not in TFLITE_TO_NUMPY:
+        dtype = TFLITE_TO_NUMPY.get(ttype, HANDLE_TYPES.get(ttype))
+        if dtype is None:
             raise ModelError(
                 f"{where}: tensor type {TYPE_NAMES.get(ttype, ttype)} is not supported"
             )
-        dtype = TFLITE_TO_NUMPY[ttype]
         elements = int(np.prod(shape, dtype=np.float64)) if shape else 1
         if elements > self.limits.max_tensor_elements:
             raise ModelError(

@@ -73,6 +73,8 @@ class OpContext:
     out_tensors: list[Tensor]
     run_subgraph: Callable[[int, list[np.ndarray]], list[np.ndarray]]
     variable_writes: dict[int, np.ndarray] = field(default_factory=dict)
+    #: per-interpreter state of stateful kernels (CALL_ONCE, resource variables)
+    state: dict[str, Any] = field(default_factory=dict)
 
     @property
     def options(self) -> dict[str, Any]:
