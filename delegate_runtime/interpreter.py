@@ -85,11 +85,29 @@ class Interpreter:
 
     def invoke(self, inputs: Sequence[np.ndarray], subgraph: int = 0) -> list[np.ndarray]:
         """Run a subgraph on `inputs` (in its input order) and return its outputs."""
+        return self.run_subgraph(subgraph, self.check_inputs(inputs, subgraph))
+
+    def check_inputs(self, inputs: Sequence[np.ndarray], subgraph: int = 0) -> list[np.ndarray]:
+        """`inputs` as arrays, after checking their count, dtypes and shapes."""
         sg = self.model.subgraphs[subgraph]
         if len(inputs) != len(sg.inputs):
             raise JobError(f"model takes {len(sg.inputs)} inputs, {len(inputs)} given")
-        checked = [self._check_input(sg, pos, np.asarray(x)) for pos, x in enumerate(inputs)]
-        return self.run_subgraph(subgraph, checked)
+        return [self._check_input(sg, pos, np.asarray(x)) for pos, x in enumerate(inputs)]
+
+    def initial_values(self, si: int, inputs: list[np.ndarray]) -> dict[int, np.ndarray]:
+        """Constants, variables and inputs of subgraph `si`, by tensor index."""
+        sg = self.model.subgraphs[si]
+        values: dict[int, np.ndarray] = {t.index: t.data for t in sg.tensors if t.data is not None}
+        for (vsi, ti), v in self._variables.items():
+            if vsi == si:
+                values[ti] = v
+        values.update(zip(sg.inputs, inputs))
+        return values
+
+    def run_node(self, si: int, node: int, values: dict[int, np.ndarray]) -> None:
+        """Run one operator of subgraph `si` on `values` (which it updates)."""
+        sg = self.model.subgraphs[si]
+        self._run_op(si, sg, sg.operators[node], self._plans[si].kernels[node], values)
 
     def invoke_signature(self, key: str, **inputs: np.ndarray) -> dict[str, np.ndarray]:
         """Run a signature by name with named inputs; returns named outputs."""
@@ -127,15 +145,7 @@ class Interpreter:
         """Run subgraph `si` (used by invoke and by control-flow kernels)."""
         sg = self.model.subgraphs[si]
         plan = self._plans[si]
-        values: dict[int, np.ndarray] = {}
-        for t in sg.tensors:
-            if t.data is not None:
-                values[t.index] = t.data
-        for (vsi, ti), v in self._variables.items():
-            if vsi == si:
-                values[ti] = v
-        for ti, x in zip(sg.inputs, inputs):
-            values[ti] = x
+        values = self.initial_values(si, inputs)
         for op, kernel, frees in zip(sg.operators, plan.kernels, plan.frees):
             self._run_op(si, sg, op, kernel, values)
             for t in frees:

@@ -1,0 +1,187 @@
+"""The GPU delegate: fold, partition, run partitions on OpenCL and the rest on the CPU.
+
+Options mirror TfLiteGpuDelegateOptionsV2 (precision loss, quantization, max delegated
+partitions, serialization dir and model token, inference preference).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from ..errors import JobError
+from ..graph import Model
+from ..interpreter import Interpreter
+from .fold import fold_constants
+from .partition import DelegationSummary, partition
+from .support import SupportOptions
+
+PREFERENCES = ("FAST_SINGLE_ANSWER", "SUSTAINED_SPEED", "BALANCED")
+
+
+@dataclass
+class GpuDelegateOptions:
+    """TfLiteGpuDelegateOptionsV2, in Python."""
+
+    precision: str = "fp32"  #: "fp16" = is_precision_loss_allowed
+    enable_quant: bool = True  #: experimental_flags ENABLE_QUANT
+    max_delegated_partitions: int = 1
+    serialization_dir: str | None = None  #: None: the user cache, keyed by program source
+    model_token: str | None = None  #: None: the model's sha256
+    inference_preference: str = "FAST_SINGLE_ANSWER"
+    device: str | None = None  #: 'P:D' or a name substring; None: the first GPU
+    profiling: bool = False
+
+    def validate(self) -> None:
+        if self.precision not in ("fp32", "fp16"):
+            raise JobError(f"precision {self.precision!r} must be fp32 or fp16")
+        if self.inference_preference not in PREFERENCES:
+            raise JobError(f"inference_preference must be one of {', '.join(PREFERENCES)}")
+        if self.max_delegated_partitions < 0:
+            raise JobError("max_delegated_partitions must be >= 0 (0: no limit)")
+
+
+class GpuSession:
+    """A model prepared for the GPU delegate; `invoke` runs it host-in to host-out."""
+
+    def __init__(
+        self,
+        model: Model,
+        precision: str = "fp32",
+        device: str | None = None,
+        log: IO[str] | None = None,
+        **options: Any,
+    ):
+        self.options = GpuDelegateOptions(precision=precision, device=device, **options)
+        self.options.validate()
+        self.log = log if log is not None else sys.stderr
+        start = time.perf_counter()
+        self.model, self.folded_ops = fold_constants(model)
+        self.cpu = Interpreter(self.model)
+        self.delegation: DelegationSummary = partition(
+            self.model.main,
+            SupportOptions(self.options.enable_quant),
+            self.options.max_delegated_partitions,
+        )
+        for line in self.delegation.messages():
+            print(f"INFO: {line}", file=self.log)
+        self.executors: list[Any] = []
+        self.device_info = None
+        self.program_from_cache = False
+        if self.delegation.delegated_nodes:
+            self._prepare_gpu(model.sha256)
+        self.init_seconds = time.perf_counter() - start
+
+    # -- preparation ------------------------------------------------------------------
+
+    def _prepare_gpu(self, sha256: str) -> None:
+        import pyopencl as cl
+
+        from .opencl.cache import KernelCache, default_cache_dir, point_driver_cache
+        from .opencl.executor import PartitionExecutor
+        from .opencl.lowering import Lowerer
+        from .opencl.program import build_program
+        from .opencl.runtime import describe, guarded, select_device
+
+        opts = self.options
+        explicit = opts.serialization_dir is not None
+        cache_dir = Path(opts.serialization_dir) if explicit else default_cache_dir()
+        point_driver_cache(cache_dir)
+        device = select_device(opts.device)
+        self.device_info = describe(device)
+        props = cl.command_queue_properties.PROFILING_ENABLE if opts.profiling else 0
+        self.ctx = guarded("creating an OpenCL context", lambda: cl.Context([device]))
+        self.queue = guarded(
+            "creating a command queue", lambda: cl.CommandQueue(self.ctx, device, properties=props)
+        )
+        token = (opts.model_token or sha256) if explicit else "program"
+        built = build_program(
+            self.ctx, device, self.device_info, opts.precision, KernelCache(cache_dir), token
+        )
+        self.program_from_cache = built.from_cache
+        sg = self.model.main
+        storage = np.float16 if opts.precision == "fp16" else np.float32
+        for nodes in self.delegation.partitions:
+            lowerer = Lowerer(sg, self.device_info.compute_units)
+            for n in nodes:
+                lowerer.lower(sg.operators[n])
+            ins, outs = _boundary(sg, nodes)
+            self.executors.append(
+                PartitionExecutor(
+                    self.ctx,
+                    self.queue,
+                    built.program,
+                    sg,
+                    lowerer.out,
+                    ins,
+                    outs,
+                    storage,
+                    opts.profiling,
+                )
+            )
+
+    # -- running ----------------------------------------------------------------------
+
+    def invoke(self, inputs: Sequence[np.ndarray], subgraph: int = 0) -> list[np.ndarray]:
+        """Run the model: GPU partitions and CPU nodes in order; outputs in model order."""
+        checked = self.cpu.check_inputs(inputs, subgraph)
+        if subgraph != 0 or not self.executors:
+            return self.cpu.run_subgraph(subgraph, checked)
+        sg = self.model.main
+        values = self.cpu.initial_values(0, checked)
+        starts = {nodes[0]: ex for nodes, ex in zip(self.delegation.partitions, self.executors)}
+        delegated = {n for nodes in self.delegation.partitions for n in nodes}
+        for op in sg.operators:
+            if op.index in starts:
+                starts[op.index].run(values)
+            elif op.index not in delegated:
+                self.cpu.run_node(0, op.index, values)
+        return [values[t] for t in sg.outputs]
+
+    # -- facts ------------------------------------------------------------------------
+
+    @property
+    def device_facts(self) -> dict[str, Any]:
+        return self.device_info.facts() if self.device_info else {}
+
+    @property
+    def memory_bytes(self) -> int:
+        """Device memory held by the prepared partitions (buffers and constants)."""
+        return sum(ex.device_bytes for ex in self.executors)
+
+    def op_profile_ns(self) -> dict[int, int]:
+        """Device nanoseconds per node of the last invoke (options.profiling=True)."""
+        out: dict[int, int] = {}
+        for ex in self.executors:
+            out.update(ex.profile_ns())
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "options": asdict(self.options),
+            "delegation": self.delegation.to_dict(),
+            "folded_ops": self.folded_ops,
+            "device": self.device_facts,
+            "program_from_cache": self.program_from_cache,
+            "init_seconds": self.init_seconds,
+        }
+
+
+def _boundary(sg: Any, nodes: list[int]) -> tuple[list[int], list[int]]:
+    """Runtime tensors a partition reads from outside, and those read after it or output."""
+    inside = set(nodes)
+    produced = {t for n in nodes for t in sg.operators[n].outputs}
+    ins: list[int] = []
+    for n in nodes:
+        for t in sg.operators[n].inputs:
+            if t >= 0 and t not in produced and not sg.tensors[t].is_constant and t not in ins:
+                ins.append(t)
+    used_after = {t for op in sg.operators if op.index not in inside for t in op.inputs}
+    outs = [t for t in sorted(produced) if t in used_after or t in sg.outputs]
+    return ins, outs

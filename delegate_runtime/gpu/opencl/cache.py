@@ -1,0 +1,150 @@
+"""Compiled-program cache on disk (TFLite's delegate serialization).
+
+Entries are `<dir>/<token>_<fingerprint>.bin`, the fingerprint mixing the token, device,
+driver, build options, program source and the cache format. Written through a temporary
+file and a rename; each entry carries a header and a checksum, so a corrupt, truncated or
+foreign file is detected, removed and rebuilt, never trusted. The directory is created
+private (0700). On NVIDIA the "binary" is PTX that the driver still compiles, so the
+driver's own compute cache is pointed inside ours too (see `point_driver_cache`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Bump when the entry layout or the kernels' ABI changes.
+CACHE_FORMAT_VERSION = 1
+MAGIC = b"DFKC"
+#: Entries larger than this are refused when reading (bytes).
+MAX_ENTRY_BYTES = 256 * 1024 * 1024
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "devicefarm" / "kernels"
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create `path` with mode 0700 (and tighten it when it exists with wider rights)."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def point_driver_cache(cache_dir: Path) -> None:
+    """Keep NVIDIA's compute cache (PTX -> machine code) inside our private directory.
+
+    Must run before the first OpenCL context; a user's own CUDA_CACHE_PATH is respected.
+    """
+    if "CUDA_CACHE_PATH" not in os.environ:
+        os.environ["CUDA_CACHE_PATH"] = str(ensure_private_dir(cache_dir / "driver"))
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    token: str
+    device: str
+    driver: str
+    options: str
+    source_sha256: str
+
+    def fingerprint(self) -> str:
+        blob = json.dumps(
+            [
+                CACHE_FORMAT_VERSION,
+                self.token,
+                self.device,
+                self.driver,
+                self.options,
+                self.source_sha256,
+            ]
+        ).encode()
+        return hashlib.sha256(blob).hexdigest()[:32]
+
+    def file_name(self) -> str:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.token)[:64]
+        return f"{safe}_{self.fingerprint()}.bin"
+
+
+class KernelCache:
+    """Program binaries on disk, keyed by `CacheKey`."""
+
+    def __init__(self, directory: str | os.PathLike | None = None):
+        self.dir = ensure_private_dir(Path(directory) if directory else default_cache_dir())
+        self.rejected = 0  #: entries found corrupt or foreign and removed
+
+    def path(self, key: CacheKey) -> Path:
+        return self.dir / key.file_name()
+
+    def load(self, key: CacheKey) -> bytes | None:
+        """The stored binary for `key`, or None (missing, corrupt, truncated or foreign)."""
+        path = self.path(key)
+        try:
+            if path.stat().st_size > MAX_ENTRY_BYTES:
+                raise ValueError("entry too large")
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            self._reject(path)
+            return None
+        payload = self._unpack(raw, key)
+        if payload is None:
+            self._reject(path)
+        return payload
+
+    def store(self, key: CacheKey, binary: bytes) -> Path:
+        """Write atomically: a temporary file in the same directory, then a rename."""
+        header = json.dumps(
+            {
+                "v": CACHE_FORMAT_VERSION,
+                "fp": key.fingerprint(),
+                "sha256": hashlib.sha256(binary).hexdigest(),
+                "size": len(binary),
+            }
+        ).encode()
+        blob = MAGIC + len(header).to_bytes(4, "little") + header + binary
+        path = self.path(key)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.dir)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(blob)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    def _unpack(self, raw: bytes, key: CacheKey) -> bytes | None:
+        if len(raw) < 8 or raw[:4] != MAGIC:
+            return None
+        n = int.from_bytes(raw[4:8], "little")
+        if n > len(raw) - 8:
+            return None
+        try:
+            header = json.loads(raw[8 : 8 + n])
+        except ValueError:
+            return None
+        payload = raw[8 + n :]
+        ok = (
+            isinstance(header, dict)
+            and header.get("v") == CACHE_FORMAT_VERSION
+            and header.get("fp") == key.fingerprint()
+            and header.get("size") == len(payload)
+            and header.get("sha256") == hashlib.sha256(payload).hexdigest()
+        )
+        return payload if ok else None
+
+    def _reject(self, path: Path) -> None:
+        self.rejected += 1
+        path.unlink(missing_ok=True)

@@ -1,0 +1,78 @@
+"""The delegate's OpenCL program: source assembled per precision, built once, cached."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from .cache import CacheKey, KernelCache
+from .runtime import DeviceInfo, guarded
+
+#: GEMM variants: name -> (tile, work per thread, k step).
+GEMM_VARIANTS = {"gemm64": (64, 4, 16), "gemm32": (32, 2, 16)}
+BUILD_OPTIONS = "-cl-mad-enable -cl-no-signed-zeros"
+
+
+def program_source() -> str:
+    """kernels.cl with the GEMM variants instantiated."""
+    pkg = resources.files(__package__)
+    base = (pkg / "kernels.cl").read_text()
+    template = (pkg / "gemm.cl.in").read_text()
+    gemms = []
+    for name, (ts, wpt, tk) in GEMM_VARIANTS.items():
+        text = template.replace("@NAME@", name).replace("@TS@", str(ts))
+        gemms.append(text.replace("@WPT@", str(wpt)).replace("@TK@", str(tk)))
+    return base.replace("// @GEMM_KERNELS@", "\n".join(gemms), 1)
+
+
+def build_options(storage: str, info: DeviceInfo) -> str:
+    opts = BUILD_OPTIONS
+    if storage == "fp16":
+        opts += " -DSTORAGE_HALF"
+        if info.has_fp16:
+            opts += " -DHALF_ARITH"
+    return opts
+
+
+@dataclass
+class BuiltProgram:
+    program: Any
+    from_cache: bool
+    cache_path: str | None
+
+
+def build_program(
+    ctx: Any, device: Any, info: DeviceInfo, storage: str, cache: KernelCache | None, token: str
+) -> BuiltProgram:
+    """Build the program for `storage` ("fp32"/"fp16"), from the cache when it holds it."""
+    import pyopencl as cl
+
+    source = program_source()
+    options = build_options(storage, info)
+    key = CacheKey(
+        token=token,
+        device=info.name,
+        driver=info.driver_version,
+        options=options,
+        source_sha256=hashlib.sha256(source.encode()).hexdigest(),
+    )
+    if cache is not None:
+        binary = cache.load(key)
+        if binary is not None:
+            try:
+                prg = cl.Program(ctx, [device], [binary]).build(options=options)
+                return BuiltProgram(prg, True, str(cache.path(key)))
+            except cl.Error:
+                cache._reject(cache.path(key))  # the driver refused it: rebuild from source
+    prg = guarded(
+        "building the delegate's kernels",
+        lambda: cl.Program(ctx, source).build(options=options, devices=[device]),
+    )
+    path = None
+    if cache is not None:
+        binaries = prg.get_info(cl.program_info.BINARIES)
+        if binaries and binaries[0]:
+            path = str(cache.store(key, bytes(binaries[0])))
+    return BuiltProgram(prg, False, path)
