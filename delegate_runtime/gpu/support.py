@@ -42,7 +42,6 @@ RULES: dict[str, OpRule] = {
     "FULLY_CONNECTED": OpRule(_v(1), _v(9)),
     "LOGICAL_AND": OpRule(_v(1)),
     "LOGISTIC": OpRule(_v(1), _v(2)),
-    "LSTM": OpRule((2,), (2,)),
     "MAX_POOL_2D": OpRule(_v(1), _v(2)),
     "MAXIMUM": OpRule(_v(1), _v(2)),
     "MINIMUM": OpRule(_v(1), _v(2)),
@@ -70,8 +69,8 @@ RULES: dict[str, OpRule] = {
     "RSQRT": OpRule(_v(1), _v(2)),
     "SQRT": OpRule(_v(1)),
     "RESIZE_NEAREST_NEIGHBOR": OpRule(_v(3), _v(3)),
-    "QUANTIZE": OpRule((), _v(2)),
-    "DEQUANTIZE": OpRule(_v(2), _v(3)),
+    "QUANTIZE": OpRule((), _v(2)),  # only in the float view of quantized models
+    "DEQUANTIZE": OpRule(_v(3), _v(3)),
 }
 
 
@@ -186,15 +185,14 @@ def _check_op(op: Operator, sg: Subgraph) -> tuple[bool, str]:
             op.options.get("ellipsis_mask") or op.options.get("new_axis_mask")
         ):
             return False, "Ellipsis and new_axis masks are not supported."
-    elif name == "TRANSPOSE_CONV":
-        if not sg.tensors[op.inputs[0]].is_constant or not sg.tensors[op.inputs[1]].is_constant:
-            return False, "Output shape and weights must be constant."
-    elif name == "DEQUANTIZE":
-        if _runtime(sg, op.inputs[0]):
-            return False, "Only DEQUANTIZE of constant tensors is supported."
-    elif name == "LSTM":
-        if op.options.get("kernel_type", 0) != 1:
-            return False, "Only the basic LSTM kernel is supported."
+        if name == "MEAN":
+            rank = len(_shape(sg, op.inputs[0]))
+            axes = np.atleast_1d(sg.tensors[op.inputs[1]].data)
+            norm = sorted({int(a) % max(rank, 1) for a in axes})
+            if not norm or norm != list(range(norm[0], norm[-1] + 1)):
+                return False, f"MEAN over non-adjacent axes {norm} is not supported."
+    elif name == "TRANSPOSE_CONV" and not all(sg.tensors[t].is_constant for t in op.inputs[:2]):
+        return False, "Output shape and weights must be constant."
     return True, ""
 
 
