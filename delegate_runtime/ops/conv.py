@@ -15,6 +15,11 @@ from numpy.lib.stride_tricks import as_strided
 from ..errors import ModelError
 from ..graph import Tensor
 from .common import (
+    ACT_NONE,
+    ACT_RELU,
+    ACT_RELU6,
+    ACT_RELU_N1_TO_1,
+    ACT_SIGN_BIT,
     apply_activation,
     check_float_or_quantized,
     output_size,
@@ -23,6 +28,16 @@ from .common import (
     zero_points,
 )
 from .registry import OpContext, register
+
+
+def fused_activation(ctx: OpContext) -> int:
+    """The fused activation TFLite's CPU kernels apply for the op's option."""
+    act = int(ctx.opt("fused_activation_function", ACT_NONE))
+    if not 0 <= act <= ACT_SIGN_BIT:
+        raise ModelError(f"{ctx.op.describe()}: unknown fused activation {act}")
+    # NOTE: LiteRT's conv, depthwise, FC and pooling kernels only clamp (CalculateActivation-
+    # Range): a fused TANH or SIGN_BIT is ignored there, though the GPU delegate applies TANH.
+    return act if act in (ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1) else ACT_NONE
 
 
 @dataclass(frozen=True)
@@ -46,7 +61,10 @@ def window_geometry(ctx: OpContext, in_hw: tuple[int, ...], k_hw: tuple[int, ...
     dilation = (int(ctx.opt("dilation_h_factor", 1)), int(ctx.opt("dilation_w_factor", 1)))
     padding = int(ctx.opt("padding", 0))
     dims = list(zip(in_hw, k_hw, stride, dilation))
-    out = tuple(output_size(i, k, s, d, padding) for i, k, s, d in dims)
+    try:
+        out = tuple(output_size(i, k, s, d, padding) for i, k, s, d in dims)
+    except ModelError as exc:
+        raise ModelError(f"{ctx.op.describe()}: {exc}") from exc
     pads = [padding_amounts(i, k, s, d, padding) for i, k, s, d in dims]
     return Geometry(stride, dilation, pads[0], pads[1], (out[0], out[1]))
 
@@ -217,7 +235,7 @@ def conv_2d(ctx: OpContext) -> np.ndarray:
         )
     _check_bias(ctx, bias, quantized, w.shape[0])
     g = window_geometry(ctx, x.shape[1:3], w.shape[1:3])
-    act = int(ctx.opt("fused_activation_function", 0))
+    act = fused_activation(ctx)
     if not quantized:
         return float_epilogue(conv_core(x, w, g), bias, act)
     xq = _offset(x, x_t, "input")
@@ -241,7 +259,7 @@ def depthwise_conv_2d(ctx: OpContext) -> np.ndarray:
     multiplier = cout // cin
     _check_bias(ctx, bias, quantized, cout)
     g = window_geometry(ctx, x.shape[1:3], w.shape[1:3])
-    act = int(ctx.opt("fused_activation_function", 0))
+    act = fused_activation(ctx)
     if not quantized:
         return float_epilogue(depthwise_core(x, w, multiplier, g), bias, act)
     xq = _offset(x, x_t, "input")
@@ -268,7 +286,7 @@ def transpose_conv(ctx: OpContext) -> np.ndarray:
     # Padding is that of the forward conv mapping the output back onto the input.
     g = window_geometry(ctx, out_shape[1:3], w.shape[1:3])
     pad = (g.pad_h[0], g.pad_w[0])
-    act = int(ctx.opt("fused_activation_function", 0))
+    act = fused_activation(ctx)
     if not quantized:
         acc = transpose_conv_core(x, w, out_shape[1:3], g.stride, pad)
         return float_epilogue(acc, bias, act)

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import ModelError
 from .common import check_float_or_quantized, zero_points
-from .conv import float_epilogue, quant_epilogue
+from .conv import float_epilogue, fused_activation, quant_epilogue
 from .registry import OpContext, register
 
 
@@ -42,7 +42,7 @@ def fully_connected(ctx: OpContext) -> np.ndarray:
     units = w.shape[0]
     shape = _fc_out_shape(ctx, x, units)
     x2 = x.reshape(-1, w.shape[1])
-    act = int(ctx.opt("fused_activation_function", 0))
+    act = fused_activation(ctx)
     if not quantized:
         return float_epilogue(x2 @ w.T, bias, act).reshape(shape)
     xq = x2.astype(np.float64) - zero_points(x_t, "input")[0]

@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import ModelError
 from ..graph import Tensor
 from .common import apply_activation, quant_params, quantized_activation_range
-from .conv import Geometry, pad_nhwc, tap, window_geometry
+from .conv import Geometry, fused_activation, pad_nhwc, tap, window_geometry
 from .registry import OpContext, register
 
 _QUANTIZED = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
@@ -35,7 +35,7 @@ def _setup(ctx: OpContext) -> tuple[np.ndarray, Geometry, tuple[int, int], int, 
     if quantized:
         _check_same_quantization(ctx, x_t, out_t)
     g = window_geometry(ctx, x.shape[1:3], k)
-    return x, g, k, int(ctx.opt("fused_activation_function", 0)), quantized
+    return x, g, k, fused_activation(ctx), quantized
 
 
 def _check_same_quantization(ctx: OpContext, x_t: Tensor, out_t: Tensor) -> None:

@@ -16,7 +16,8 @@ from delegate_runtime.ops.common import output_size
 from tests.ops.conftest import assert_matches_litert, run_litert, run_ours
 
 PADDINGS = ("SAME", "VALID")
-ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
+#: TANH and SIGN_BIT are accepted and ignored by LiteRT's CPU kernels.
+ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1", "TANH", "SIGN_BIT")
 QUANT_TYPES = {"int8": np.int8, "uint8": np.uint8}
 
 
