@@ -30,11 +30,15 @@ from .common import (
 from .registry import OpContext, register
 
 
-def fused_activation(ctx: OpContext) -> int:
-    """The fused activation TFLite's CPU kernels apply for the op's option."""
+def fused_activation(ctx: OpContext, clamps_only: bool = False) -> int:
+    """The fused activation TFLite's CPU kernels apply for the op's option.
+
+    clamps_only: the op rejects activations other than NONE/RELU/RELU_N1_TO_1/RELU6.
+    """
     act = int(ctx.opt("fused_activation_function", ACT_NONE))
-    if not 0 <= act <= ACT_SIGN_BIT:
-        raise ModelError(f"{ctx.op.describe()}: unknown fused activation {act}")
+    clamps = (ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1)
+    if not 0 <= act <= ACT_SIGN_BIT or (clamps_only and act not in clamps):
+        raise ModelError(f"{ctx.op.describe()}: fused activation {act} is not supported")
     # NOTE: LiteRT's conv, depthwise, FC and pooling kernels only clamp (CalculateActivation-
     # Range): a fused TANH or SIGN_BIT is ignored there, though the GPU delegate applies TANH.
     return act if act in (ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1) else ACT_NONE

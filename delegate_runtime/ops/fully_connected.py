@@ -42,7 +42,7 @@ def fully_connected(ctx: OpContext) -> np.ndarray:
     units = w.shape[0]
     shape = _fc_out_shape(ctx, x, units)
     x2 = x.reshape(-1, w.shape[1])
-    act = fused_activation(ctx)
+    act = fused_activation(ctx, clamps_only=True)
     if not quantized:
         return float_epilogue(x2 @ w.T, bias, act).reshape(shape)
     xq = x2.astype(np.float64) - zero_points(x_t, "input")[0]
