@@ -55,10 +55,12 @@ def required_input(ctx: OpContext, i: int, what: str) -> np.ndarray:
     return x
 
 
-def index_values(ctx: OpContext, i: int, what: str) -> np.ndarray:
+def index_values(
+    ctx: OpContext, i: int, what: str, allowed: Iterable[np.dtype] = INDEX_TYPES
+) -> np.ndarray:
     """Input `i` as an int64 array: a shape, axis, index or size tensor."""
     x = required_input(ctx, i, what)
-    require_dtype(ctx, x, INDEX_TYPES, what)
+    require_dtype(ctx, x, allowed, what)
     return x.astype(np.int64)
 
 
