@@ -17,6 +17,22 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "invoke": ("delegate_runtime.commands.invoke", "run a model once on inputs from an .npz file"),
     "inspect": ("delegate_runtime.commands.inspect", "show a model's subgraphs, tensors and ops"),
     "ops": ("delegate_runtime.commands.ops", "list the ops and versions the runtime supports"),
+    "benchmark": (
+        "delegate_runtime.commands.benchmark",
+        "benchmark a model as TFLite's benchmark_model does",
+    ),
+    "diff": (
+        "delegate_runtime.commands.diff",
+        "inference diff: a delegate's outputs against the CPU reference",
+    ),
+    "accuracy": (
+        "delegate_runtime.commands.accuracy",
+        "task accuracy: image classification top-K, detection mAP",
+    ),
+    "make-dataset": (
+        "delegate_runtime.commands.make_dataset",
+        "write a small labelled synthetic dataset (and a model for it)",
+    ),
 }
 
 

@@ -271,20 +271,11 @@ def run_benchmark(
             precision=options.precision,
             device=options.device,
             log=log,
-            op_hook=profiler.hook_for(model) if profiler else None,
             notes=notes,
-            **(
-                gpu_options(
-                    model,
-                    options.enable_quant,
-                    options.max_delegated_partitions,
-                    options.serialize_dir,
-                    options.serialize_token,
-                )
-                if options.use_gpu
-                else {}
-            ),
+            **(_gpu_kwargs(model, options) if options.use_gpu else {}),
         )
+        if profiler is not None:
+            profiler.attach(session, model)
         result.init_us = (time.perf_counter_ns() - t0) // 1000
         for note in notes:
             log.line(note)
@@ -345,6 +336,19 @@ def run_benchmark(
         result.op_profile = profiler.to_dict()
     result.log = log.text
     return result
+
+
+def _gpu_kwargs(model: Any, options: BenchmarkOptions) -> dict[str, Any]:
+    kwargs = gpu_options(
+        model,
+        options.enable_quant,
+        options.max_delegated_partitions,
+        options.serialize_dir,
+        options.serialize_token,
+    )
+    if options.enable_op_profiling:
+        kwargs["profiling"] = True  # OpenCL profiling events per node
+    return kwargs
 
 
 def _timed_phase(

@@ -19,6 +19,8 @@ from .stats import Stat
 TOP_BY_TIME_ROWS = 10
 TITLE_RUN_ORDER = "Run Order"
 TITLE_TOP_BY_TIME = "Top by Computation Time"
+#: Run order of a node in subgraph s is s * stride + node index (subgraph 0 first).
+SUBGRAPH_ORDER_STRIDE = 1_000_000
 PROFILE_HEADER = "Operator-wise Profiling Info for Regular Benchmark Runs:"
 
 
@@ -78,14 +80,25 @@ class OpProfiler:
         self._current = None
         self.enabled = False
 
-    def record(self, name: str, node_type: str, seconds: float, backend: str = "cpu") -> None:
-        """Add one execution of a node (ignored outside begin_run/end_run)."""
+    def record(
+        self,
+        name: str,
+        node_type: str,
+        seconds: float,
+        backend: str = "cpu",
+        run_order: int | None = None,
+    ) -> None:
+        """Add one execution of a node (ignored outside begin_run/end_run).
+
+        `run_order` is the node's place in the graph; by default, the order first seen.
+        """
         if not self.enabled or self._current is None:
             return
         us = int(seconds * 1e6)
         detail = self.details.get(name)
         if detail is None:
-            detail = NodeDetail(name, node_type, self._order, backend)
+            order = self._order if run_order is None else run_order
+            detail = NodeDetail(name, node_type, order, backend)
             self._order += 1
             self.details[name] = detail
         detail.elapsed_us.add(us)
@@ -100,16 +113,33 @@ class OpProfiler:
                 return
             tensors = model.subgraphs[si].tensors
             names = [tensors[t].name for t in op.outputs if t >= 0]
-            self.record(node_name(names, op.index, si), op.op, seconds, "cpu")
+            order = si * SUBGRAPH_ORDER_STRIDE + op.index
+            self.record(node_name(names, op.index, si), op.op, seconds, "cpu", order)
 
         return hook
+
+    def attach(self, session: Any, model: Any) -> None:
+        """Hook the CPU ops of `session`: the interpreter itself, or a delegate's CPU
+        fallback interpreter (`session.cpu`)."""
+        model = getattr(session, "model", None) or model
+        for target in (session, getattr(session, "cpu", None)):
+            if target is not None and hasattr(target, "op_hook"):
+                target.op_hook = self.hook_for(getattr(target, "model", None) or model)
 
     def collect_session(self, session: Any) -> None:
         """Record a session's own per-op timings of its last invoke, when it reports them.
 
-        Each entry is a dict with `name`, `type` (or `node_type`), `seconds` (or `us`),
-        and optionally `backend` (e.g. "gpu" for OpenCL profiling events).
+        Either `op_profile_ns()` -> {node index: device ns} (the GPU delegate's OpenCL
+        profiling events), or `last_op_timings`: dicts with `name`, `type`, `seconds`
+        (or `us`) and optionally `backend`.
         """
+        per_node = getattr(session, "op_profile_ns", None)
+        if callable(per_node):
+            sg = session.model.main
+            for index, ns in sorted(per_node().items()):
+                op = sg.operators[index]
+                names = [sg.tensors[t].name for t in op.outputs if t >= 0]
+                self.record(node_name(names, index), op.op, ns / 1e9, "gpu", index)
         timings = getattr(session, "last_op_timings", None)
         if callable(timings):
             timings = timings()

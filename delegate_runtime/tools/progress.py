@@ -22,6 +22,8 @@ class Reporter:
         self.progress = progress
         self._bar: Any = None
         self._stage = ""
+        self._done = 0
+        self._total: int | None = None
 
     def start(self, stage: str, total: int | None) -> None:
         self.close()

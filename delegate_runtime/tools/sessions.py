@@ -33,27 +33,20 @@ def open_session(
     precision: str = "fp32",
     device: str | None = None,
     log: IO[str] | None = None,
-    op_hook: Any = None,
     notes: list[str] | None = None,
     **options: Any,
 ) -> Any:
-    """A session of `model` on `delegate`; `op_hook` profiles the CPU interpreter's ops.
+    """A session of `model` on `delegate` ("cpu" or "gpu").
 
     GPU options the delegate does not take are left out and named in `notes`.
     """
-    if delegate == "cpu":
-        from ..interpreter import Interpreter
-
-        return Interpreter(model, precision=precision, op_hook=op_hook)
-    try:
-        from ..gpu.delegate import GpuSession
-    except ImportError:
-        GpuSession = None  # make_session raises the clear error
-    if GpuSession is not None:
-        options, dropped = accepted_kwargs(GpuSession, options)
-        if notes is not None and dropped:
-            notes.append(f"the GPU delegate ignores options: {', '.join(dropped)}")
-    session = make_session(model, delegate, precision=precision, device=device, log=log, **options)
-    if op_hook is not None and hasattr(session, "op_hook"):
-        session.op_hook = op_hook  # the delegate's CPU fallback ops
-    return session
+    if delegate != "cpu":
+        try:
+            from ..gpu.delegate import GpuSession
+        except ImportError:
+            GpuSession = None  # make_session raises the clear error
+        if GpuSession is not None:
+            options, dropped = accepted_kwargs(GpuSession, options)
+            if notes is not None and dropped:
+                notes.append(f"the GPU delegate ignores options: {', '.join(dropped)}")
+    return make_session(model, delegate, precision=precision, device=device, log=log, **options)

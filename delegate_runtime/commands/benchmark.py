@@ -1,0 +1,100 @@
+"""`devicefarm benchmark`: TFLite's benchmark_model for our runtime (same flags, same lines).
+
+devicefarm benchmark --graph MODEL [--use_gpu] [--num_runs N] ... [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ._flags import (
+    add_bool,
+    add_delegate_flags,
+    add_output_flags,
+    delegate_options,
+    non_negative_float,
+    non_negative_int,
+    write_json,
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Measure a model's latency (init, first inference, warm-up, timed runs), memory, "
+        "delegation and per-op times, printing the lines of TFLite's benchmark_model."
+    )
+    p.add_argument("--graph", required=True, metavar="MODEL", help="path to a .tflite model")
+    runs = p.add_argument_group("runs")
+    runs.add_argument(
+        "--num_runs",
+        type=non_negative_int,
+        default=50,
+        help="timed runs: at least this many (default: 50)",
+    )
+    runs.add_argument(
+        "--min_secs",
+        type=non_negative_float,
+        default=1.0,
+        help="timed runs: for at least this many seconds (default: 1)",
+    )
+    runs.add_argument(
+        "--max_secs",
+        type=non_negative_float,
+        default=150.0,
+        help="stop each loop once this many seconds have passed (default: 150)",
+    )
+    runs.add_argument(
+        "--warmup_runs",
+        type=non_negative_int,
+        default=1,
+        help="warm-up runs before timing: at least this many (default: 1)",
+    )
+    runs.add_argument(
+        "--warmup_min_secs",
+        type=non_negative_float,
+        default=0.5,
+        help="warm-up: for at least this many seconds (default: 0.5)",
+    )
+    add_delegate_flags(p)
+    report = p.add_argument_group("reporting")
+    add_bool(
+        report,
+        "--enable_op_profiling",
+        False,
+        "time every op of the timed runs and print TFLite's profiling tables",
+    )
+    add_bool(
+        report,
+        "--report_peak_memory_footprint",
+        False,
+        "sample the resident size every 50 ms and report the peak",
+    )
+    add_bool(
+        report,
+        "--require_full_delegation",
+        False,
+        "fail when the GPU delegate leaves any op to the CPU",
+    )
+    add_output_flags(report)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..tools.benchmark import BenchmarkOptions, run_benchmark
+    from ..tools.progress import want_bar
+
+    options = BenchmarkOptions(
+        num_runs=args.num_runs,
+        min_secs=args.min_secs,
+        max_secs=args.max_secs,
+        warmup_runs=args.warmup_runs,
+        warmup_min_secs=args.warmup_min_secs,
+        enable_op_profiling=args.enable_op_profiling,
+        report_peak_memory=args.report_peak_memory_footprint,
+        require_full_delegation=args.require_full_delegation,
+        **delegate_options(args),
+    )
+    result = run_benchmark(args.graph, options, progress=want_bar(args.progress), out=sys.stdout)
+    if args.json:
+        write_json(args.json, result.to_dict())
+    return 0
