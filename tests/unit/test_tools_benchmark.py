@@ -142,7 +142,12 @@ def test_loop_reports_progress():
     reporter = Reporter(lambda stage, done, total: seen.append((stage, done, total)))
     reporter.start("benchmark", 3)
     bm._loop(_SlowSession(0.0), [], 3, 0.0, 10.0, reporter)
-    assert seen == [("benchmark", 0, 3), ("benchmark", 1, 3), ("benchmark", 2, 3), ("benchmark", 3, 3)]
+    assert seen == [
+        ("benchmark", 0, 3),
+        ("benchmark", 1, 3),
+        ("benchmark", 2, 3),
+        ("benchmark", 3, 3),
+    ]
 
 
 # -- whole benchmarks on the CPU reference ------------------------------------------
@@ -253,7 +258,10 @@ def test_full_delegation_lines_and_device_figures(tiny_model, fake_gpu):
     r = run_benchmark(tiny_model, BenchmarkOptions(use_gpu=True, precision="fp16", **FAST))
     assert fake_gpu["kw"]["precision"] == "fp16"
     assert fake_gpu["kw"]["enable_quant"] is True
-    assert "INFO: Replacing 2 out of 2 node(s) with delegate (TfLiteGpuDelegateV2) node, yielding 1 partitions" in r.log
+    assert (
+        "INFO: Replacing 2 out of 2 node(s) with delegate (TfLiteGpuDelegateV2) node, yielding 1 partitions"
+        in r.log
+    )
     assert fmt.applied(True, 1) in r.log
     assert r.delegation["fully_delegated"] is True
     assert r.memory.device_bytes == 4096
@@ -274,12 +282,16 @@ def test_partial_delegation_is_reported(tiny_model, fake_gpu):
 def test_require_full_delegation_fails_on_fallback(tiny_model, fake_gpu):
     fake_gpu["session"] = _FakeGpu(1, 2)
     with pytest.raises(ModelError, match="Disallowed CPU fallback"):
-        run_benchmark(tiny_model, BenchmarkOptions(use_gpu=True, require_full_delegation=True, **FAST))
+        run_benchmark(
+            tiny_model, BenchmarkOptions(use_gpu=True, require_full_delegation=True, **FAST)
+        )
 
 
 def test_serialization_token_defaults_to_the_model_hash(tiny_model, fake_gpu, tmp_path):
     fake_gpu["session"] = _FakeGpu(2, 2)
-    r = run_benchmark(tiny_model, BenchmarkOptions(use_gpu=True, serialize_dir=str(tmp_path), **FAST))
+    r = run_benchmark(
+        tiny_model, BenchmarkOptions(use_gpu=True, serialize_dir=str(tmp_path), **FAST)
+    )
     assert fake_gpu["kw"]["serialization_dir"] == str(tmp_path)
     assert fake_gpu["kw"]["model_token"] == r.model_sha256
 
@@ -287,8 +299,18 @@ def test_serialization_token_defaults_to_the_model_hash(tiny_model, fake_gpu, tm
 @pytest.mark.parametrize(
     "raw",
     [
-        {"nodes_delegated": 3, "nodes_total": 4, "partitions": [0], "unsupported": {"CUMSUM": "no"}},
-        {"delegated_nodes": 3, "total_nodes": 4, "num_partitions": 1, "unsupported_ops": [{"op": "CUMSUM", "reason": "no"}]},
+        {
+            "nodes_delegated": 3,
+            "nodes_total": 4,
+            "partitions": [0],
+            "unsupported": {"CUMSUM": "no"},
+        },
+        {
+            "delegated_nodes": 3,
+            "total_nodes": 4,
+            "num_partitions": 1,
+            "unsupported_ops": [{"op": "CUMSUM", "reason": "no"}],
+        },
     ],
     ids=["dict_of_reasons", "alternate_names"],
 )

@@ -35,9 +35,7 @@ INFO: Memory footprint delta from the start of the tool (MB): init=271.453 overa
 INFO: Overall peak memory footprint (MB) via periodic monitoring: 290.359
 """
 
-NO_PREFIX = "\n".join(
-    line.removeprefix("INFO: ") for line in MODERN_GPU.splitlines()
-)
+NO_PREFIX = "\n".join(line.removeprefix("INFO: ") for line in MODERN_GPU.splitlines())
 
 LOGCAT = "\n".join(
     line.replace("INFO: ", "I/tflite  ( 4242): ", 1) for line in MODERN_GPU.splitlines()
@@ -161,10 +159,23 @@ OLD_PROFILED = EXPONENT + (
 CASES = {
     "modern_gpu": (
         MODERN_GPU,
-        dict(count=126, avg_us=7927.52, std_us=199, p95_us=8339, warmup_count=62, init_us=1012210,
-             first_inference_us=9716, init_mb=271.453, overall_mb=283.973, peak_mb=290.359,
-             model_size_bytes=16900800, fully_delegated=True, nodes_delegated=31, partitions=1,
-             model_path="/data/local/tmp/mobilenet.tflite"),
+        dict(
+            count=126,
+            avg_us=7927.52,
+            std_us=199,
+            p95_us=8339,
+            warmup_count=62,
+            init_us=1012210,
+            first_inference_us=9716,
+            init_mb=271.453,
+            overall_mb=283.973,
+            peak_mb=290.359,
+            model_size_bytes=16900800,
+            fully_delegated=True,
+            nodes_delegated=31,
+            partitions=1,
+            model_path="/data/local/tmp/mobilenet.tflite",
+        ),
     ),
     "no_prefix": (
         NO_PREFIX,
@@ -173,13 +184,32 @@ CASES = {
     "logcat_prefix": (LOGCAT, dict(count=126, median_us=7906, peak_mb=290.359)),
     "old_build_no_percentiles": (
         OLD_BUILD,
-        dict(count=412, avg_us=2427.3, std_us=88, p5_us=None, median_us=None, init_us=3431,
-             first_inference_us=3112, init_mb=1.23, overall_mb=4.56, model_path="model.tflite"),
+        dict(
+            count=412,
+            avg_us=2427.3,
+            std_us=88,
+            p5_us=None,
+            median_us=None,
+            init_us=3431,
+            first_inference_us=3112,
+            init_mb=1.23,
+            overall_mb=4.56,
+            model_path="model.tflite",
+        ),
     ),
     "all_same": (
         ALL_SAME,
-        dict(count=50, avg_us=7.0, std_us=0, min_us=7, max_us=7, first_us=7, warmup_count=1,
-             first_inference_us=12, p5_us=7),
+        dict(
+            count=50,
+            avg_us=7.0,
+            std_us=0,
+            min_us=7,
+            max_us=7,
+            first_us=7,
+            warmup_count=1,
+            first_inference_us=12,
+            p5_us=7,
+        ),
     ),
     "all_same_spaced": (ALL_SAME_SPACED, dict(count=50, avg_us=7.0, min_us=7, max_us=7)),
     "exponent_avg": (
@@ -188,8 +218,14 @@ CASES = {
     ),
     "partial_delegation": (
         PARTIAL,
-        dict(count=600, fully_delegated=False, nodes_delegated=3, nodes_total=4, partitions=1,
-             unsupported=[{"op": "CUMSUM", "reason": "Operation is not supported."}]),
+        dict(
+            count=600,
+            fully_delegated=False,
+            nodes_delegated=3,
+            nodes_total=4,
+            partitions=1,
+            unsupported=[{"op": "CUMSUM", "reason": "Operation is not supported."}],
+        ),
     ),
     "no_ops_on_gpu": (
         NONE_ON_GPU,
@@ -197,8 +233,11 @@ CASES = {
     ),
     "old_delegate_warning": (
         OLD_WARNING,
-        dict(count=50, fully_delegated=False,
-             unsupported=[{"op": "op code #42", "reason": "cannot be handled by this delegate"}]),
+        dict(
+            count=50,
+            fully_delegated=False,
+            unsupported=[{"op": "op code #42", "reason": "cannot be handled by this delegate"}],
+        ),
     ),
     "op_profiling_tables": (PROFILED, dict(count=50, nodes_executed=2, profile_rows=2)),
     "op_profiling_old_start_column": (OLD_PROFILED, dict(count=50, profile_rows=1)),
