@@ -153,7 +153,7 @@ def squeeze(ctx: OpContext) -> np.ndarray:
     return x.reshape(tuple(d for i, d in enumerate(x.shape) if i not in axes))
 
 
-@register("EXPAND_DIMS", versions=(1, 2, 3))
+@register("EXPAND_DIMS", versions=(1,))
 def expand_dims(ctx: OpContext) -> np.ndarray:
     """EXPAND_DIMS: insert a size-1 dimension at axis (input 1) in [-rank-1, rank]."""
     x = data_input(ctx)
@@ -164,7 +164,7 @@ def expand_dims(ctx: OpContext) -> np.ndarray:
 # -- pack, unpack, transpose, concat ---------------------------------------------------------
 
 
-@register("PACK", versions=(1, 2, 3, 4))
+@register("PACK", versions=range(1, 6))
 def pack(ctx: OpContext) -> np.ndarray:
     """PACK: stack equal-shaped inputs along a new axis."""
     xs = [data_input(ctx, i) for i in range(len(ctx.inputs))]
@@ -175,7 +175,7 @@ def pack(ctx: OpContext) -> np.ndarray:
     return np.stack(xs, axis=axis)
 
 
-@register("UNPACK", versions=(1, 2, 3, 4))
+@register("UNPACK", versions=range(1, 7))
 def unpack(ctx: OpContext) -> list[np.ndarray]:
     """UNPACK: split along axis into `num` tensors with that axis removed."""
     x = data_input(ctx)
@@ -187,7 +187,7 @@ def unpack(ctx: OpContext) -> list[np.ndarray]:
     return [np.take(x, i, axis=axis) for i in range(x.shape[axis])]
 
 
-@register("TRANSPOSE", versions=(1, 2, 3, 4, 5, 6))
+@register("TRANSPOSE", versions=range(1, 10))
 def transpose(ctx: OpContext) -> np.ndarray:
     """TRANSPOSE: permute dimensions by perm (input 1), rank up to 6."""
     x = data_input(ctx)
@@ -230,7 +230,7 @@ def _check_same_quantization(ctx: OpContext) -> None:
             )
 
 
-@register("CONCATENATION", versions=(1, 2, 3, 4))
+@register("CONCATENATION", versions=range(1, 8))
 def concatenation(ctx: OpContext) -> np.ndarray:
     """CONCATENATION along axis, then the fused activation (float); uint8 inputs with other
     quantization are rescaled to the output's.
@@ -262,7 +262,7 @@ def concatenation(ctx: OpContext) -> np.ndarray:
 CAST_TYPES = DATA_TYPES | frozenset(_dt(t) for t in (np.float64, np.uint16, np.uint32))
 
 
-@register("CAST", versions=(1, 2, 3, 4, 5, 6))
+@register("CAST", versions=range(1, 10))
 def cast(ctx: OpContext) -> np.ndarray:
     """CAST to the output's type: C casts (floats truncate toward zero, bools are x != 0)."""
     x = data_input(ctx, 0, CAST_TYPES)
@@ -287,7 +287,7 @@ def _check_indices(ctx: OpContext, idx: np.ndarray, limit: int | np.ndarray, wha
         raise op_error(ctx, f"{what} {first} is out of range [0, {limit})")
 
 
-@register("GATHER", versions=(1, 2, 3, 4, 5, 6, 7))
+@register("GATHER", versions=range(1, 9))
 def gather(ctx: OpContext) -> np.ndarray:
     """GATHER: params[..., indices, ...] along axis, the first batch_dims dims shared."""
     params = data_input(ctx)
@@ -312,7 +312,7 @@ def gather(ctx: OpContext) -> np.ndarray:
     return taken.reshape(shape)
 
 
-@register("GATHER_ND", versions=(1, 2, 3, 4, 5))
+@register("GATHER_ND", versions=range(1, 7))
 def gather_nd(ctx: OpContext) -> np.ndarray:
     """GATHER_ND: slices of params addressed by the last dimension of indices."""
     params = data_input(ctx)
@@ -340,7 +340,7 @@ def tile(ctx: OpContext) -> np.ndarray:
     return np.tile(x, tuple(int(m) for m in multiples))
 
 
-@register("BROADCAST_TO", versions=(1, 2, 3))
+@register("BROADCAST_TO", versions=(2, 3, 4))
 def broadcast_to(ctx: OpContext) -> np.ndarray:
     """BROADCAST_TO: numpy broadcasting to the shape in input 1."""
     x = data_input(ctx)
@@ -351,7 +351,7 @@ def broadcast_to(ctx: OpContext) -> np.ndarray:
         raise op_error(ctx, f"cannot broadcast {list(x.shape)} to {list(target)}") from exc
 
 
-@register("FILL", versions=(1, 2, 3, 4))
+@register("FILL", versions=range(1, 6))
 def fill(ctx: OpContext) -> np.ndarray:
     """FILL: a tensor of shape `dims` (input 0) filled with the scalar `value` (input 1)."""
     dims = tuple(int(d) for d in index_values(ctx, 0, "dims").reshape(-1))

@@ -163,7 +163,7 @@ def strided_slice(ctx: OpContext) -> np.ndarray:
 # -- slice, split ----------------------------------------------------------------------------
 
 
-@register("SLICE", versions=(1, 2, 3, 4, 5, 6))
+@register("SLICE", versions=range(1, 9))
 def slice_(ctx: OpContext) -> np.ndarray:
     """SLICE: `size[i]` elements from `begin[i]` (size -1: to the end)."""
     x = data_input(ctx)
@@ -180,7 +180,7 @@ def slice_(ctx: OpContext) -> np.ndarray:
     return x[tuple(index)].copy()
 
 
-@register("SPLIT", versions=(1, 2, 3, 4))
+@register("SPLIT", versions=range(1, 6))
 def split(ctx: OpContext) -> list[np.ndarray]:
     """SPLIT: `num_splits` equal parts along axis (input 0) of input 1."""
     x = data_input(ctx, 1)
@@ -237,13 +237,13 @@ def _pad(ctx: OpContext) -> np.ndarray:
     return np.pad(x, _paddings(ctx, x.ndim), mode="constant", constant_values=_pad_value(ctx, x))
 
 
-@register("PAD", versions=(1, 2, 3, 4))
+@register("PAD", versions=range(1, 7))
 def pad(ctx: OpContext) -> np.ndarray:
     """PAD with zeros (the zero point when quantized)."""
     return _pad(ctx)
 
 
-@register("PADV2", versions=(1, 2, 3, 4))
+@register("PADV2", versions=range(1, 7))
 def pad_v2(ctx: OpContext) -> np.ndarray:
     """PADV2 with the constant in input 2."""
     return _pad(ctx)

@@ -279,6 +279,7 @@ def test_concatenation_int8_rescale_is_a_model_error():
 
 CONCAT_QUANT_CASES = {
     "int8_same_params": (np.int8, [Quant(0.05, 3), Quant(0.05, 3)], Quant(0.05, 3)),
+    "int16_same_params": (np.int16, [Quant(0.001, 0), Quant(0.001, 0)], Quant(0.001, 0)),
     "uint8_same_params": (np.uint8, [Quant(0.1, 128), Quant(0.1, 128)], Quant(0.1, 128)),
     "uint8_rescaled": (np.uint8, [Quant(0.1, 128), Quant(0.03, 100)], Quant(0.07, 120)),
     "uint8_one_rescaled": (np.uint8, [Quant(0.07, 120), Quant(0.2, 10)], Quant(0.07, 120)),
@@ -397,7 +398,7 @@ def test_gather_nd(case):
     assert_matches_litert(model, feeds)
 
 
-# -- TILE / BROADCAST_TO / FILL / ZEROS_LIKE / ONES_LIKE / RANGE -----------------------------
+# -- TILE / BROADCAST_TO / FILL / ZEROS_LIKE / RANGE ----------------------------------------
 
 TILE_CASES = {
     "float": ((2, 3), [2, 3], np.float32),
