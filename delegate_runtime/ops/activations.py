@@ -306,7 +306,7 @@ def exp(ctx: OpContext) -> np.ndarray:
 @register("LOG", versions=(1, 2))
 def log(ctx: OpContext) -> np.ndarray:
     """Natural logarithm."""
-    return _unary(ctx, np.log, quantized_lut=True)
+    return _unary(ctx, np.log, quantized_lut=INT8_ONLY)
 
 
 @register("SQRT", versions=(1, 2))
@@ -318,7 +318,7 @@ def sqrt(ctx: OpContext) -> np.ndarray:
 @register("RSQRT", versions=(1, 2, 3))
 def rsqrt(ctx: OpContext) -> np.ndarray:
     """1 / sqrt(x)."""
-    return _unary(ctx, lambda x: np.float32(1) / np.sqrt(x), quantized_lut=True)
+    return _unary(ctx, lambda x: np.float32(1) / np.sqrt(x), quantized_lut=INT8_ONLY)
 
 
 @register("SIN", versions=(1,))

@@ -182,3 +182,9 @@ def test_unsupported_dtype_names_op_and_type() -> None:
     model = unary_model("SOFTMAX", (2, 3), np.int32, beta=1.0)
     with pytest.raises(ModelError, match=r"SOFTMAX.*int32"):
         Interpreter(read_model(model)).invoke([np.ones((2, 3), np.int32)])
+
+
+@pytest.mark.parametrize("op", ["RSQRT", "LOG"])
+def test_quantized_positive_domain_int8(op: str) -> None:
+    model = unary_model(op, (2, 128), I8, Quant(0.05, -128), Quant(0.03, -100), 2)
+    assert_matches_litert(model, [full_range(I8)], xnnpack=False)
