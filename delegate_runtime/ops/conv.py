@@ -20,7 +20,6 @@ from .common import (
     ACT_RELU6,
     ACT_RELU_N1_TO_1,
     ACT_SIGN_BIT,
-    apply_activation,
     check_float_or_quantized,
     output_size,
     padding_amounts,
@@ -77,7 +76,15 @@ def pad_nhwc(x: np.ndarray, g: Geometry, value: float = 0.0) -> np.ndarray:
     """`x` padded spatially by the geometry's amounts (no copy when there is none)."""
     if not g.padded:
         return x
-    return np.pad(x, ((0, 0), g.pad_h, g.pad_w, (0, 0)), constant_values=value)
+    (pt, pb), (pl, pr) = g.pad_h, g.pad_w
+    n, h, w, c = x.shape
+    out = np.empty((n, h + pt + pb, w + pl + pr, c), x.dtype)
+    out[:, :pt] = value
+    out[:, pt + h :] = value
+    out[:, pt : pt + h, :pl] = value
+    out[:, pt : pt + h, pl + w :] = value
+    out[:, pt : pt + h, pl : pl + w] = x
+    return out
 
 
 def windows(xp: np.ndarray, k_hw: tuple[int, int], g: Geometry) -> np.ndarray:
@@ -90,11 +97,15 @@ def windows(xp: np.ndarray, k_hw: tuple[int, int], g: Geometry) -> np.ndarray:
     return as_strided(xp, shape, strides, writeable=False)
 
 
-def tap(xp: np.ndarray, i: int, j: int, g: Geometry) -> np.ndarray:
-    """The strided (N, OH, OW, C) slice of padded `xp` under kernel tap (i, j)."""
+def tap(
+    xp: np.ndarray, i: int, j: int, g: Geometry, rows: tuple[int, int] | None = None
+) -> np.ndarray:
+    """The strided (N, OH, OW, C) slice of padded `xp` under kernel tap (i, j), optionally
+    for output rows [r0, r1) only."""
     (sh, sw), (dh, dw), (oh, ow) = g.stride, g.dilation, g.out_hw
-    r, c = i * dh, j * dw
-    return xp[:, r : r + (oh - 1) * sh + 1 : sh, c : c + (ow - 1) * sw + 1 : sw, :]
+    r0, r1 = rows or (0, oh)
+    r, c = i * dh + r0 * sh, j * dw
+    return xp[:, r : r + (r1 - r0 - 1) * sh + 1 : sh, c : c + (ow - 1) * sw + 1 : sw, :]
 
 
 # -- cores (float32 for float ops, float64 of zero-point-corrected values for quantized) ----
@@ -135,15 +146,22 @@ def depthwise_core(x: np.ndarray, w: np.ndarray, multiplier: int, g: Geometry) -
     if multiplier > 1:
         x = np.repeat(x, multiplier, axis=3)
     xp = pad_nhwc(x, g)
-    kh, kw = w.shape[1:3]
-    out = np.empty((x.shape[0], *g.out_hw, w.shape[3]), x.dtype)
+    (sh, sw), (dh, dw), (oh, ow) = g.stride, g.dilation, g.out_hw
+    # Column phases make every tap's (OW, C) rows contiguous, so numpy runs whole rows
+    # instead of C-long pieces.
+    phases = [xp] if sw == 1 else [np.ascontiguousarray(xp[:, :, p::sw]) for p in range(sw)]
+    out = np.empty((x.shape[0], oh, ow, w.shape[3]), x.dtype)
     tmp = np.empty_like(out)
+    kh, kw = w.shape[1:3]
     for i in range(kh):
         for j in range(kw):
-            if i == j == 0:
-                np.multiply(tap(xp, 0, 0, g), w[0, 0, 0], out=out)
-            else:
-                np.multiply(tap(xp, i, j, g), w[0, i, j], out=tmp)
+            col, row = j * dw, i * dh
+            src = phases[col % sw][
+                :, row : row + (oh - 1) * sh + 1 : sh, col // sw : col // sw + ow
+            ]
+            weights = np.tile(w[0, i, j], (ow, 1))
+            np.multiply(src, weights, out=tmp if i or j else out)
+            if i or j:
                 out += tmp
     return out
 
@@ -188,12 +206,18 @@ def _offset(a: np.ndarray, t: Tensor, what: str, channel_axis: int | None = None
     return a.astype(np.float64) - zp
 
 
+#: Clamp bounds of the fused activations the CPU kernels apply.
+_CLAMPS = {ACT_RELU: (0.0, None), ACT_RELU6: (0.0, 6.0), ACT_RELU_N1_TO_1: (-1.0, 1.0)}
+
+
 def float_epilogue(acc: np.ndarray, bias: np.ndarray | None, act: int) -> np.ndarray:
-    """Bias and fused activation of a float linear op, in float32."""
+    """Bias and fused clamp of a float linear op, in place on a fresh float32 `acc`."""
     acc = acc.astype(np.float32, copy=False)
     if bias is not None:
         acc += bias.astype(np.float32, copy=False)
-    return apply_activation(acc, act)
+    if act in _CLAMPS:
+        np.clip(acc, *_CLAMPS[act], out=acc)
+    return acc
 
 
 def quant_epilogue(
