@@ -1,0 +1,1 @@
+"""The orchestrator's subcommands of `devicefarm` (see orchestrator/cli.py)."""

@@ -1,0 +1,194 @@
+"""The reconciler: the database is the truth, the broker is transport.
+
+One pass (`reconcile`) marks silent devices offline, takes back running jobs whose lease
+expired, moves jobs off devices that went offline, re-sends dispatched jobs whose message is
+no longer in the broker, places queued jobs, and expires jobs that waited too long for a
+device, each with its reason. Every change is a compare-and-set, so passes may overlap.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import Engine, select, update
+
+from . import jobs
+from .celery_app import task_id
+from .dispatch import Dispatcher, SendOrder
+from .probes import Probe
+from .schema import DISPATCHED, QUARANTINED, QUEUED, RUNNING, Device, Job, utcnow
+from .settings import Timing
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReconcileReport:
+    """What one pass did, job ids by reason."""
+
+    went_offline: list[str] = field(default_factory=list)
+    lease_expired: list[int] = field(default_factory=list)
+    moved_off_lost_device: list[int] = field(default_factory=list)
+    resent_lost_message: list[int] = field(default_factory=list)
+    placed: list[int] = field(default_factory=list)
+    expired: list[int] = field(default_factory=list)
+    sent: int = 0
+    broker_error: str = ""
+
+    def changed(self) -> bool:
+        return any(
+            (
+                self.went_offline,
+                self.lease_expired,
+                self.moved_off_lost_device,
+                self.resent_lost_message,
+                self.placed,
+                self.expired,
+            )
+        )
+
+
+def _when(t: datetime | None) -> str:
+    return t.strftime("%Y-%m-%d %H:%M:%S UTC") if t else "never"
+
+
+def mark_offline(engine: Engine, timing: Timing, now: datetime) -> list[str]:
+    """online -> offline for devices with no heartbeat for `offline_after_s`."""
+    cutoff = now - timedelta(seconds=timing.offline_after_s)
+    with engine.begin() as conn:
+        keys = list(
+            conn.execute(
+                update(Device)
+                .where(Device.state == "online", Device.last_seen < cutoff)
+                .values(state="offline")
+                .returning(Device.key)
+            ).scalars()
+        )
+    return keys
+
+
+def _device_status(engine: Engine, timing: Timing, now: datetime) -> dict[str, tuple]:
+    """key -> (alive, healthy, last_seen)."""
+    cutoff = now - timedelta(seconds=timing.offline_after_s)
+    with engine.begin() as conn:
+        rows = conn.execute(select(Device.key, Device.last_seen, Device.health)).all()
+    return {k: (seen >= cutoff, health != QUARANTINED, seen) for k, seen, health in rows}
+
+
+def reconcile(
+    engine: Engine,
+    dispatcher: Dispatcher,
+    probe: Probe,
+    timing: Timing,
+    now: datetime | None = None,
+) -> ReconcileReport:
+    """One reconciliation pass; sends what it re-dispatches."""
+    now = now or utcnow()
+    report = ReconcileReport(went_offline=mark_offline(engine, timing, now))
+    status = _device_status(engine, timing, now)
+    orders: list[SendOrder] = []
+
+    def move(job_id: int, state: str, attempt: int, bucket: list[int], **kw) -> None:
+        with engine.begin() as conn:
+            order = jobs.place(
+                conn, job_id, timing, expect_state=state, expect_attempt=attempt, now=now, **kw
+            )
+        bucket.append(job_id)
+        if order is not None:
+            orders.append(order)
+
+    with engine.begin() as conn:
+        active = conn.execute(
+            select(
+                Job.id,
+                Job.state,
+                Job.attempt,
+                Job.device_key,
+                Job.worker,
+                Job.lease_expires_at,
+                Job.dispatched_at,
+                Job.updated_at,
+                Job.reason,
+            ).where(Job.state.in_((QUEUED, DISPATCHED, RUNNING)))
+        ).all()
+
+    grace = now - timedelta(seconds=timing.dispatch_grace_s)
+    gone = now - timedelta(seconds=timing.device_gone_s)
+    in_broker: set[str] | None = None
+    if any(j.state == DISPATCHED and (j.dispatched_at or now) < grace for j in active):
+        in_broker = probe()
+
+    for j in active:
+        alive, healthy, seen = status.get(j.device_key, (False, False, None))
+        if j.state == RUNNING:
+            if j.lease_expires_at is not None and j.lease_expires_at < now:
+                move(
+                    j.id,
+                    RUNNING,
+                    j.attempt,
+                    report.lease_expired,
+                    outcome="lease_expired",
+                    reason=f"lease expired on {j.device_key} at {_when(j.lease_expires_at)} "
+                    f"(worker {j.worker} lost, or past its hard time limit)",
+                    count_failure=True,
+                    prefer_other=True,
+                    worker=j.worker,
+                )
+        elif j.state == DISPATCHED:
+            if not alive or not healthy:
+                why = (
+                    f"device {j.device_key} quarantined"
+                    if alive
+                    else f"device {j.device_key} offline (no heartbeat since {_when(seen)})"
+                )
+                before = len(orders)
+                move(
+                    j.id,
+                    DISPATCHED,
+                    j.attempt,
+                    [],
+                    outcome="device_lost",
+                    reason=why,
+                    prefer_other=True,
+                )
+                if len(orders) > before:
+                    report.moved_off_lost_device.append(j.id)
+            elif (
+                in_broker is not None
+                and (j.dispatched_at or now) < grace
+                and task_id(j.id, j.attempt) not in in_broker
+            ):
+                move(
+                    j.id,
+                    DISPATCHED,
+                    j.attempt,
+                    report.resent_lost_message,
+                    outcome="message_lost",
+                    reason=f"message for attempt {j.attempt} was no longer in the broker",
+                )
+        elif j.state == QUEUED and (j.updated_at or now) < grace:
+            before = len(orders)
+            move(j.id, QUEUED, j.attempt, [], outcome="", reason=j.reason)
+            if len(orders) > before:
+                report.placed.append(j.id)
+            elif (j.updated_at or now) < gone:
+                _expire(engine, j, now, timing, report)
+
+    if orders:
+        sent, report.broker_error = dispatcher.send(orders)
+        report.sent = len(sent)
+        with engine.begin() as conn:
+            jobs.mark_sent(conn, sent, now)
+    if report.changed():
+        log.info("reconcile: %s", report)
+    return report
+
+
+def _expire(engine: Engine, j, now: datetime, timing: Timing, report: ReconcileReport) -> None:
+    waited = (now - j.updated_at).total_seconds()
+    why = f"expired after waiting {waited:.0f} s (device_gone_s={timing.device_gone_s:g})"
+    with engine.begin() as conn:
+        if jobs.expire(conn, j.id, why, now):
+            report.expired.append(j.id)

@@ -1,0 +1,183 @@
+"""Campaign results as rows, and those rows as a table, CSV or JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Engine, func, select
+
+from .schema import Campaign, Device, Job, Result, StoredModel
+
+#: Columns of the comparison table: (header, row key, format).
+TABLE_COLUMNS = (
+    ("model", "model", "{}"),
+    ("device", "device", "{}"),
+    ("config", "config", "{}"),
+    ("state", "state", "{}"),
+    ("avg ms", "avg_ms", "{:.3f}"),
+    ("median ms", "median_ms", "{:.3f}"),
+    ("p95 ms", "p95_ms", "{:.3f}"),
+    ("init ms", "init_ms", "{:.1f}"),
+    ("vs cpu", "speedup", "{:.2f}x"),
+    ("gpu ops", "delegated", "{}"),
+    ("diff", "max_avg_error", "{:.2e}"),
+    ("note", "note", "{}"),
+)
+
+
+def _ms(us: float | None) -> float | None:
+    return None if us is None else us / 1000.0
+
+
+def campaign_rows(engine: Engine, campaign_id: int, full: bool = False) -> list[dict[str, Any]]:
+    """One row per job of a campaign, with its result's key figures (all of it if `full`)."""
+    cols = [
+        Job.id,
+        Job.state,
+        Job.config,
+        Job.device_key,
+        Job.planned_device,
+        Job.attempt,
+        Job.failures,
+        Job.reason,
+        StoredModel.name,
+        StoredModel.sha256,
+        Result.avg_us,
+        Result.median_us,
+        Result.p95_us,
+        Result.init_us,
+        Result.max_avg_error,
+        Result.delegated_ops,
+        Result.total_ops,
+        Result.error,
+    ]
+    if full:
+        cols += [
+            Result.benchmark,
+            Result.diff,
+            Result.delegation,
+            Result.device_facts,
+            Result.versions,
+        ]
+    with engine.begin() as conn:
+        rows = (
+            conn.execute(
+                select(*cols)
+                .join(StoredModel, StoredModel.sha256 == Job.model_sha256)
+                .outerjoin(Result, (Result.job_id == Job.id) & (Result.attempt == Job.attempt))
+                .where(Job.campaign_id == campaign_id)
+                .order_by(StoredModel.name, Job.planned_device, Job.config)
+            )
+            .mappings()
+            .all()
+        )
+    out = []
+    for r in rows:
+        d = {
+            "job": r["id"],
+            "model": r["name"],
+            "sha256": r["sha256"],
+            "device": r["device_key"],
+            "planned_device": r["planned_device"],
+            "config": r["config"],
+            "state": r["state"],
+            "attempt": r["attempt"],
+            "failures": r["failures"],
+            "avg_ms": _ms(r["avg_us"]),
+            "median_ms": _ms(r["median_us"]),
+            "p95_ms": _ms(r["p95_us"]),
+            "init_ms": _ms(r["init_us"]),
+            "max_avg_error": r["max_avg_error"],
+            "delegated": (f"{r['delegated_ops']}/{r['total_ops']}" if r["total_ops"] else None),
+            "reason": r["error"] or r["reason"] or "",
+        }
+        if full:
+            d.update(
+                {k: r[k] for k in ("benchmark", "diff", "delegation", "device_facts", "versions")}
+            )
+        out.append(d)
+    _add_speedups(out)
+    return out
+
+
+def _add_speedups(rows: list[dict[str, Any]]) -> None:
+    """avg latency of the model's cpu configuration divided by each row's."""
+    cpu = {}
+    for r in rows:
+        if r["config"] == "cpu" and r["avg_ms"]:
+            cpu.setdefault(r["sha256"], r["avg_ms"])
+    for r in rows:
+        base = cpu.get(r["sha256"])
+        r["speedup"] = base / r["avg_ms"] if base and r["avg_ms"] else None
+        moved = r["device"] != r["planned_device"]
+        note = f"ran on {r['device']} (planned {r['planned_device']})" if moved else ""
+        r["note"] = "; ".join(
+            x for x in (note, r["reason"].splitlines()[0] if r["reason"] else "") if x
+        )
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    """An aligned text table of the comparison columns."""
+    if not rows:
+        return "(no jobs)"
+    cells = [[h for h, _, _ in TABLE_COLUMNS]]
+    for r in rows:
+        cells.append(["-" if r.get(k) is None else fmt.format(r[k]) for _, k, fmt in TABLE_COLUMNS])
+    widths = [max(len(row[i]) for row in cells) for i in range(len(TABLE_COLUMNS))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_csv(rows: Sequence[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    keys = [k for k in rows[0] if not isinstance(rows[0][k], dict)]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def format_json(rows: Sequence[dict[str, Any]]) -> str:
+    return json.dumps(list(rows), indent=2, default=str)
+
+
+def campaign_counts(engine: Engine, campaign_id: int | None = None) -> list[dict[str, Any]]:
+    """Per campaign: its jobs counted by state (newest first)."""
+    with engine.begin() as conn:
+        q = select(Campaign.id, Campaign.name, Campaign.created_at, Campaign.cancelled)
+        if campaign_id is not None:
+            q = q.where(Campaign.id == campaign_id)
+        campaigns = conn.execute(q.order_by(Campaign.id.desc()).limit(50)).all()
+        ids = [c.id for c in campaigns]
+        counts = conn.execute(
+            select(Job.campaign_id, Job.state, func.count())
+            .where(Job.campaign_id.in_(ids))
+            .group_by(Job.campaign_id, Job.state)
+        ).all()
+    by: dict[int, dict[str, int]] = {}
+    for cid, state, n in counts:
+        by.setdefault(cid, {})[state] = n
+    return [
+        {
+            "campaign": c.id,
+            "name": c.name,
+            "created": c.created_at,
+            "cancelled": c.cancelled,
+            "states": by.get(c.id, {}),
+            "jobs": sum(by.get(c.id, {}).values()),
+        }
+        for c in campaigns
+    ]
+
+
+def device_rows(engine: Engine) -> list[dict[str, Any]]:
+    with engine.begin() as conn:
+        rows = conn.execute(select(Device.__table__).order_by(Device.key)).mappings().all()
+    return [dict(r) for r in rows]

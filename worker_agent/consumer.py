@@ -1,0 +1,160 @@
+"""One device's consumer: a Celery worker process on that device's queue, one job at a time.
+
+The agent starts one per device: `python -m worker_agent.consumer --device JSON --db URL
+--broker URL`. It installs the device context, then runs a prefork worker with a single
+child (hard time limits need the pool), prefetch 1 and acks_late, so a device never holds
+more than the job it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+import warnings
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from orchestrator.celery_app import configure, prepare_broker, queue_for
+from orchestrator.settings import Timing, home
+
+from .devices import DeviceInfo, host_name
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ConsumerContext:
+    """What a job needs on the worker side: the device, its runner, the DB, the broker."""
+
+    device: DeviceInfo
+    db_url: str
+    broker_url: str
+    worker: str  #: this consumer's identity (stable across its pool's child restarts)
+    timing: Timing = field(default_factory=Timing.from_env)
+    cache_dir: Path = field(default_factory=lambda: home() / "cache")
+    campaign_settings: dict[int, dict[str, Any]] = field(default_factory=dict)
+    jobs_since_canary: int = 0
+    quarantined: bool = False
+
+    @cached_property
+    def engine(self) -> Engine:
+        from orchestrator.database import make_engine
+
+        return make_engine(self.db_url)
+
+    @cached_property
+    def runner(self) -> Any:
+        from .runners import make_runner
+
+        runner = make_runner(self.device)
+        runner.setup()
+        return runner
+
+    @cached_property
+    def dispatcher(self) -> Any:
+        from orchestrator.dispatch import CeleryDispatcher
+
+        return CeleryDispatcher(self.broker_url)
+
+    @cached_property
+    def lease(self) -> Any:
+        from .lease import LeaseKeeper
+
+        return LeaseKeeper(self.engine, self.worker, self.timing.lease_s)
+
+    def note_device_error(self) -> None:
+        """A DeviceError: check the device's health before its next job."""
+        self.jobs_since_canary = self.timing.canary_every_jobs
+
+    def after_job(self) -> None:
+        """Every `canary_every_jobs` jobs, re-run the canary; quarantine on failure."""
+        self.jobs_since_canary += 1
+        if self.jobs_since_canary < self.timing.canary_every_jobs:
+            return
+        self.jobs_since_canary = 0
+        self.check_health()
+
+    def check_health(self) -> bool:
+        from orchestrator.schema import Device
+
+        from . import health
+
+        with self.engine.begin() as conn:
+            baseline = conn.execute(
+                select(Device.health_baseline).where(Device.key == self.device.key)
+            ).scalar()
+        report = health.check(self.runner, baseline)
+        health.record(self.engine, self.device.key, report, baseline)
+        self.quarantined = not report.ok
+        if not report.ok:
+            log.warning("%s quarantined: %s", self.device.key, report.reason)
+        return report.ok
+
+
+_CONTEXT: ConsumerContext | None = None
+
+
+def install(ctx: ConsumerContext) -> None:
+    """Make `ctx` the context of the jobs this process (and its forked pool) runs."""
+    global _CONTEXT
+    _CONTEXT = ctx
+
+
+def current_context() -> ConsumerContext:
+    if _CONTEXT is None:
+        raise RuntimeError("no device context: run jobs through worker_agent.consumer")
+    return _CONTEXT
+
+
+def worker_argv(ctx: ConsumerContext, loglevel: str) -> list[str]:
+    return [
+        "worker",
+        "--queues",
+        queue_for(ctx.device.key),
+        "--concurrency",
+        "1",
+        "--pool",
+        "prefork",
+        "--hostname",
+        f"{ctx.device.key}@{host_name()}",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "--loglevel",
+        loglevel,
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m worker_agent.consumer")
+    p.add_argument("--device", required=True, help="the device as JSON (DeviceInfo)")
+    p.add_argument("--db", required=True)
+    p.add_argument("--broker", required=True)
+    p.add_argument("--worker", default="", help="identity (default host:pid:key)")
+    p.add_argument("--loglevel", default="WARNING")
+    args = p.parse_args(argv)
+    device = DeviceInfo.from_json(args.device)
+    worker = args.worker or f"{host_name()}:{os.getpid()}:{device.key}"
+    ctx = ConsumerContext(device, args.db, args.broker, worker)
+    # under `python -m` this file is __main__: install into the module the task imports
+    importlib.import_module("worker_agent.consumer").install(ctx)
+    from orchestrator.tasks import app
+
+    prepare_broker(args.broker)
+    configure(app, args.broker)
+    logging.basicConfig(level=args.loglevel, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("kombu.connection").setLevel(logging.ERROR)  # "no hostname" chatter
+    warnings.filterwarnings("ignore", message=".*superuser privileges.*")
+    app.worker_main(["--quiet", *worker_argv(ctx, args.loglevel)])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

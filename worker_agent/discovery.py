@@ -1,0 +1,177 @@
+"""Finding this host's devices: OpenCL devices on every platform, the CPU reference, and
+(for tests and benchmarks) no-op devices that do no model work.
+
+`--devices` specs choose among them: a kind (`opencl`, `cpu`), a key glob (`opencl:*amd*`),
+or `noop:NAME[?delay_s=0.5&error=device&canary=fail&tags=a+b]` for a no-op device.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+from collections.abc import Sequence
+from fnmatch import fnmatchcase
+from urllib.parse import parse_qs
+
+from delegate_runtime.errors import JobError
+
+from .devices import DeviceInfo, canonical, host_name
+
+log = logging.getLogger(__name__)
+
+#: Short vendor names for keys (substring of the OpenCL vendor or platform name -> name).
+VENDORS = {
+    "nvidia": "nvidia",
+    "advanced micro devices": "amd",
+    "amd": "amd",
+    "intel": "intel",
+    "apple": "apple",
+    "arm": "arm",
+    "qualcomm": "qualcomm",
+    "imagination": "imagination",
+}
+NOOP_OPTIONS = ("delay_s", "error", "canary", "tags")
+
+
+def vendor_name(platform_name: str, device_vendor: str) -> str:
+    """`pocl` for PoCL's devices, else the device vendor's short name."""
+    if "portable computing language" in platform_name.lower() or "pocl" in platform_name.lower():
+        return "pocl"
+    low = device_vendor.lower()
+    for needle, short in VENDORS.items():
+        if needle in low:
+            return short
+    return canonical(device_vendor)
+
+
+def discover_opencl(host: str) -> list[DeviceInfo]:
+    """Every OpenCL device on every platform (none when pyopencl or an ICD is missing)."""
+    try:
+        import pyopencl as cl
+    except ImportError:
+        return []
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as exc:  # e.g. PLATFORM_NOT_FOUND_KHR: no ICD installed
+        log.warning("no OpenCL platforms: %s", exc)
+        return []
+    found: list[DeviceInfo] = []
+    for pi, p in enumerate(platforms):
+        try:
+            devices = p.get_devices()
+        except cl.Error as exc:
+            log.warning("OpenCL platform %r lists no devices: %s", p.name, exc)
+            continue
+        for di, d in enumerate(devices):
+            vendor = vendor_name(p.name, d.vendor)
+            key = f"opencl:{vendor}:{canonical(d.name)}"
+            n = sum(1 for f in found if f.key == key or f.key.startswith(key + ":"))
+            found.append(
+                DeviceInfo(
+                    key=key if n == 0 else f"{key}:{n}",
+                    kind="opencl",
+                    vendor=vendor,
+                    model=d.name.strip(),
+                    renderer=d.name.strip(),
+                    driver_version=d.driver_version.strip(),
+                    api_version=d.version.strip(),
+                    host=host,
+                    facts={
+                        "platform": p.name.strip(),
+                        "platform_version": p.version.strip(),
+                        "device_vendor": d.vendor.strip(),
+                        "opencl_spec": f"{pi}:{di}",
+                        "device_type": cl.device_type.to_string(d.type),
+                        "compute_units": d.max_compute_units,
+                        "global_mem_bytes": d.global_mem_size,
+                        "extensions": d.extensions.split(),
+                    },
+                )
+            )
+    return found
+
+
+def discover_cpu(host: str) -> DeviceInfo:
+    """The host CPU running the numpy reference interpreter."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        import numpy
+
+        numpy_version = numpy.__version__
+    except ImportError:  # pragma: no cover - numpy is a core dependency
+        numpy_version = ""
+    return DeviceInfo(
+        key=f"cpu:reference:{host}",
+        kind="cpu",
+        vendor="reference",
+        model=cpu,
+        driver_version=f"numpy {numpy_version}",
+        host=host,
+        facts={"machine": platform.machine(), "python": platform.python_version()},
+    )
+
+
+def noop_device(spec: str, host: str) -> DeviceInfo:
+    """A device that does no model work, from `noop:NAME[?options]`."""
+    name, _, query = spec.removeprefix("noop:").partition("?")
+    if not name:
+        raise JobError(f"no-op device spec {spec!r} needs a name: noop:NAME")
+    options = {k: v[-1] for k, v in parse_qs(query).items()}
+    unknown = set(options) - set(NOOP_OPTIONS)
+    if unknown:
+        raise JobError(
+            f"no-op device {spec!r}: unknown option(s) {', '.join(sorted(unknown))} "
+            f"(known: {', '.join(NOOP_OPTIONS)})"
+        )
+    tags = [t for t in options.pop("tags", "").replace("+", " ").split() if t]
+    return DeviceInfo(
+        key=f"noop:{canonical(name)}",
+        kind="noop",
+        vendor="noop",
+        model=name,
+        host=host,
+        tags=tags,
+        facts={"noop": options},
+    )
+
+
+def discover_android(host: str) -> list[DeviceInfo]:
+    """Phones over adb, when the android backend is installed (worker_agent.android)."""
+    try:
+        from .android.discovery import discover  # type: ignore[import-not-found]
+    except ImportError:
+        return []
+    return list(discover(host))
+
+
+def discover(
+    specs: Sequence[str] | None = None, tags: Sequence[str] = (), host: str | None = None
+) -> list[DeviceInfo]:
+    """This host's devices, chosen by `specs` (all real devices when None)."""
+    host = host or host_name()
+    wanted = [s.strip() for s in (specs or []) if s.strip()]
+    real_needed = not wanted or any(not s.startswith("noop:") for s in wanted)
+    real = []
+    if real_needed:
+        real = [discover_cpu(host), *discover_opencl(host), *discover_android(host)]
+    chosen: dict[str, DeviceInfo] = {}
+    errors = []
+    if not wanted:
+        chosen = {d.key: d for d in real}
+    for spec in wanted:
+        if spec.startswith("noop:"):
+            d = noop_device(spec, host)
+            chosen[d.key] = d
+            continue
+        hits = [d for d in real if d.kind == spec or fnmatchcase(d.key, spec)]
+        if not hits:
+            errors.append(
+                f"--devices {spec!r} matches no device on this host "
+                f"(found: {', '.join(d.key for d in real) or 'none'})"
+            )
+        chosen.update((d.key, d) for d in hits)
+    if errors:
+        raise JobError("; ".join(errors))
+    for d in chosen.values():
+        d.tags = sorted(set(d.tags) | set(tags))
+    return list(chosen.values())

@@ -1,0 +1,188 @@
+"""Running one dispatched job on this consumer's device: the body of the Celery task.
+
+claim -> fetch the model -> runner.run -> finish (result + state, once). Infrastructure
+errors (DeviceError) send the job to another matching device after a backoff; the user's
+errors (ModelError, JobError) fail it; a soft time limit times it out; anything else is a
+bug: the job fails with the traceback and is never retried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+
+from delegate_runtime.errors import DeviceError, JobError, ModelError
+from orchestrator import jobs
+from orchestrator.configs import CONFIGS
+from orchestrator.schema import (
+    FAILED,
+    RUNNING,
+    SUCCEEDED,
+    TIMED_OUT,
+    Campaign,
+    StoredModel,
+)
+
+from .runners.base import JobSpec, RunOutcome
+
+if TYPE_CHECKING:
+    from .consumer import ConsumerContext
+
+log = logging.getLogger(__name__)
+
+#: Outcomes `execute_job` returns (the task's return value, for logs).
+STALE, MOVED, RETRIED = "stale", "moved", "retried"
+
+
+def model_path(ctx: ConsumerContext, sha256: str) -> Path:
+    """The model's file in this host's cache, fetched from the database when missing."""
+    path = ctx.cache_dir / "models" / f"{sha256}.tflite"
+    if path.exists():
+        return path
+    with ctx.engine.begin() as conn:
+        data = conn.execute(select(StoredModel.data).where(StoredModel.sha256 == sha256)).scalar()
+    if data is None:
+        raise JobError(f"model {sha256} is not in the database")
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise JobError(f"model {sha256} in the database does not match its hash")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+    return path
+
+
+def result_values(outcome: RunOutcome, facts: dict[str, Any], duration_s: float) -> dict:
+    """Result columns from what the runner measured."""
+    b, d = outcome.benchmark, outcome.diff
+    errors = [o.get("avg_error") for o in d.get("outputs", []) if o.get("avg_error") is not None]
+    deleg = outcome.delegation
+    return {
+        "init_us": b.get("init_us"),
+        "avg_us": b.get("avg_us"),
+        "median_us": b.get("median_us"),
+        "p95_us": b.get("p95_us"),
+        "max_avg_error": max(errors) if errors else None,
+        "delegated_ops": deleg.get("delegated_ops"),
+        "total_ops": deleg.get("total_ops"),
+        "benchmark": _jsonable(b),
+        "diff": _jsonable(d),
+        "delegation": _jsonable(deleg),
+        "device_facts": facts,
+        "versions": outcome.versions,
+        "log": outcome.log,
+        "duration_s": duration_s,
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON types (numpy scalars and arrays become floats and lists)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return value
+
+
+def _settings(ctx: ConsumerContext, campaign_id: int) -> dict[str, Any]:
+    cached = ctx.campaign_settings.get(campaign_id)
+    if cached is None:
+        with ctx.engine.begin() as conn:
+            cached = conn.execute(
+                select(Campaign.settings).where(Campaign.id == campaign_id)
+            ).scalar_one()
+        ctx.campaign_settings[campaign_id] = cached
+    return cached
+
+
+def _move(
+    ctx: ConsumerContext, job_id: int, attempt: int, outcome: str, reason: str, count_failure: bool
+) -> str:
+    with ctx.engine.begin() as conn:
+        order = jobs.place(
+            conn,
+            job_id,
+            ctx.timing,
+            expect_state=RUNNING,
+            expect_attempt=attempt,
+            outcome=outcome,
+            reason=reason,
+            count_failure=count_failure,
+            prefer_other=True,
+            worker=ctx.worker,
+        )
+    if order is not None:
+        sent, err = ctx.dispatcher.send([order])
+        if sent:
+            with ctx.engine.begin() as conn:
+                jobs.mark_sent(conn, sent)
+        elif err:
+            log.warning("job %s: re-send failed (%s); the reconciler will send it", job_id, err)
+    return RETRIED if count_failure else MOVED
+
+
+def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
+    """Run dispatch `attempt` of job `job_id`; returns its outcome (for the task's log)."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    with ctx.engine.begin() as conn:
+        claimed = jobs.claim(conn, job_id, attempt, ctx.worker, ctx.timing.lease_s)
+    if claimed is None:
+        return STALE
+    if ctx.quarantined:
+        return _move(
+            ctx,
+            job_id,
+            attempt,
+            "quarantined",
+            f"device {ctx.device.key} is quarantined",
+            count_failure=False,
+        )
+    ctx.lease.hold(job_id, attempt)
+    start = time.perf_counter()
+    state, error, outcome = SUCCEEDED, "", RunOutcome()
+    try:
+        spec = JobSpec(
+            job_id,
+            attempt,
+            model_path(ctx, claimed.model_sha256),
+            claimed.model_sha256,
+            CONFIGS[claimed.config],
+            _settings(ctx, claimed.campaign_id),
+        )
+        outcome = ctx.runner.run(spec)
+    except DeviceError as exc:
+        ctx.lease.release()
+        ctx.note_device_error()
+        return _move(
+            ctx,
+            job_id,
+            attempt,
+            "device_error",
+            f"{ctx.device.key}: DeviceError: {exc}",
+            count_failure=True,
+        )
+    except (ModelError, JobError) as exc:
+        state, error = FAILED, f"{type(exc).__name__}: {exc}"
+    except SoftTimeLimitExceeded:
+        state, error = TIMED_OUT, "the job ran past its soft time limit"
+    except Exception as exc:  # noqa: BLE001 - a bug: record it, never retry it
+        state = FAILED
+        error = f"bug: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+    finally:
+        ctx.lease.release()
+    values = result_values(outcome, ctx.device.row(), time.perf_counter() - start)
+    values["error"] = error
+    with ctx.engine.begin() as conn:
+        written = jobs.finish(conn, job_id, attempt, ctx.worker, state, values)
+    ctx.after_job()
+    return state if written else STALE

@@ -1,0 +1,66 @@
+"""A device that does no model work: for tests and for measuring the farm's own overhead.
+
+Options (from the device spec `noop:NAME?...`): `delay_s` sleeps that long per job,
+`error=device|model|bug` raises that kind of error, `canary=fail|drift` fails its canary.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from delegate_runtime.errors import DeviceError, ModelError
+
+from .base import CanaryReading, JobSpec, Runner
+
+#: What a no-op benchmark reports (figures in microseconds, as the benchmark tool's).
+NOOP_FIGURE_US = 1.0
+
+
+class NoopRunner(Runner):
+    kind = "noop"
+
+    @property
+    def options(self) -> dict[str, str]:
+        return dict(self.device.facts.get("noop", {}))
+
+    def benchmark(self, spec: JobSpec, path: str) -> dict[str, Any]:
+        delay_s = float(self.options.get("delay_s", 0) or 0)
+        if delay_s:
+            time.sleep(delay_s)
+        error = self.options.get("error", "")
+        if error == "device":
+            raise DeviceError(f"no-op device {self.device.key} failed on purpose")
+        if error == "model":
+            raise ModelError("no-op device rejects the model on purpose")
+        if error == "bug":
+            raise RuntimeError("no-op device hit a bug on purpose")
+        n = int(spec.settings.get("num_runs", 1))
+        return {
+            "init_us": NOOP_FIGURE_US,
+            "first_us": NOOP_FIGURE_US,
+            "avg_us": NOOP_FIGURE_US,
+            "median_us": NOOP_FIGURE_US,
+            "p95_us": NOOP_FIGURE_US,
+            "std_us": 0.0,
+            "count": n,
+            "delegation": {"delegated_ops": 0, "total_ops": 0},
+            "log": "noop",
+        }
+
+    def diff(self, spec: JobSpec, path: str) -> dict[str, Any]:
+        return {"num_runs": 0, "outputs": [{"avg_error": 0.0, "std_dev": 0.0}]}
+
+    def canary(self, model_bytes: bytes, inputs: list[np.ndarray]) -> CanaryReading:
+        mode = self.options.get("canary", "")
+        if mode == "fail":
+            raise DeviceError(f"no-op device {self.device.key} fails its canary on purpose")
+        from delegate_runtime import read_model
+        from delegate_runtime.session import make_session
+
+        outputs = make_session(read_model(model_bytes)).invoke(inputs)
+        if mode == "drift":
+            outputs = [o + 1.0 for o in outputs]
+        return CanaryReading(outputs, NOOP_FIGURE_US)

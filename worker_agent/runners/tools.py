@@ -1,0 +1,78 @@
+"""Runners that measure with delegate_runtime's tools (benchmark and inference diff)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from delegate_runtime.errors import JobError
+
+from .base import CanaryReading, JobSpec, Runner
+
+#: Canary invocations timed for its latency (the median is kept).
+CANARY_RUNS = 5
+
+
+def _tools() -> tuple[Any, Any, Any]:
+    try:
+        from delegate_runtime.tools.benchmark import BenchmarkOptions, run_benchmark
+        from delegate_runtime.tools.diff import run_inference_diff
+    except ImportError as exc:
+        raise JobError(f"the measurement tools are not available here: {exc}") from exc
+    return BenchmarkOptions, run_benchmark, run_inference_diff
+
+
+def _as_dict(result: Any) -> dict[str, Any]:
+    return dict(result.to_dict()) if hasattr(result, "to_dict") else dict(result)
+
+
+class ToolsRunner(Runner):
+    """Benchmark and diff in this process through delegate_runtime (cpu or OpenCL)."""
+
+    def device_spec(self) -> str | None:
+        """The OpenCL device spec the tools take (None for the CPU reference)."""
+        return None
+
+    def options(self, spec: JobSpec) -> Any:
+        BenchmarkOptions, _, _ = _tools()
+        s = spec.settings
+        return BenchmarkOptions(
+            num_runs=int(s.get("num_runs", 50)),
+            min_secs=float(s.get("min_secs", 1.0)),
+            max_secs=float(s.get("max_secs", 150.0)),
+            warmup_runs=int(s.get("warmup_runs", 1)),
+            use_gpu=spec.config.use_gpu,
+            precision=spec.config.precision,
+            device=self.device_spec(),
+        )
+
+    def benchmark(self, spec: JobSpec, path: str) -> dict[str, Any]:
+        _, run_benchmark, _ = _tools()
+        lines: list[str] = []
+        result = _as_dict(run_benchmark(path, self.options(spec), progress=lines.append))
+        if lines and "log" not in result:
+            result["log"] = "\n".join(str(x) for x in lines)
+        return result
+
+    def diff(self, spec: JobSpec, path: str) -> dict[str, Any]:
+        _, _, run_inference_diff = _tools()
+        runs = int(spec.settings.get("diff_runs", 50))
+        return _as_dict(run_inference_diff(path, self.options(spec), num_runs=runs))
+
+    def canary(self, model_bytes: bytes, inputs: list[np.ndarray]) -> CanaryReading:
+        from delegate_runtime import read_model
+        from delegate_runtime.session import make_session
+
+        delegate = "gpu" if self.kind == "opencl" else "cpu"
+        session = make_session(
+            read_model(model_bytes), delegate=delegate, device=self.device_spec()
+        )
+        outputs = session.invoke(inputs)
+        times = []
+        for _ in range(CANARY_RUNS):
+            start = time.perf_counter()
+            session.invoke(inputs)
+            times.append((time.perf_counter() - start) * 1e6)
+        return CanaryReading(outputs, float(np.median(times)))
