@@ -5,6 +5,7 @@ outside the flatbuffer (buffer offset/size), which our builder does not write.""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,22 @@ from delegate_runtime.builder import ModelBuilder
 #: The shared folder beside the repository (../shared).
 SHARED_DIR = Path(__file__).resolve().parents[2].parent / "shared"
 DEV_MODELS_DIR = SHARED_DIR / "conformance" / "dev"
+
+
+def _tests_conftest() -> Any:
+    """tests/conftest.py by path: `import conftest` may find another tier's conftest."""
+    path = Path(__file__).resolve().parents[1] / "conftest.py"
+    spec = importlib.util.spec_from_file_location("_devicefarm_tests_conftest", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def dev_models() -> list[Path]:
+    """The shared dev models; skips locally (fails in CI) when ../shared is missing."""
+    found = sorted(DEV_MODELS_DIR.glob("*.tflite"))
+    _tests_conftest().require(bool(found), f"shared dev models in {DEV_MODELS_DIR}")
+    return found
 
 
 @dataclass(frozen=True)
