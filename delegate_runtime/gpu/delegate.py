@@ -133,6 +133,13 @@ class GpuSession:
         checked = self.cpu.check_inputs(inputs, subgraph)
         if subgraph != 0 or not self.executors:
             return self.cpu.run_subgraph(subgraph, checked)
+        for pos, (t, x) in enumerate(zip(self.model.main.inputs, checked)):
+            want = self.model.main.tensors[t].shape
+            if x.shape != want:
+                raise JobError(
+                    f"input {pos} has shape {list(x.shape)}; the GPU delegate was "
+                    f"prepared for {list(want)} (create a new session to resize)"
+                )
         sg = self.model.main
         values = self.cpu.initial_values(0, checked)
         starts = {nodes[0]: ex for nodes, ex in zip(self.delegation.partitions, self.executors)}

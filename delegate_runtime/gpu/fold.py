@@ -31,18 +31,10 @@ NEVER_FOLD = {
 MAX_FOLDED_ELEMENTS = 1 << 24
 
 
-def _static_shape(sg: Subgraph, t: int) -> bool:
-    tensor = sg.tensors[t]
-    sig = tensor.shape_signature
-    return sig is None or all(d >= 0 for d in sig)
-
-
 def _fold_one(op: Operator, sg: Subgraph) -> list[np.ndarray] | None:
     if op.op in NEVER_FOLD or any(sg.tensors[t].is_variable for t in op.inputs if t >= 0):
         return None
-    if op.op == "SHAPE":
-        if not _static_shape(sg, op.inputs[0]):
-            return None
+    if op.op == "SHAPE":  # the delegate runs on the shapes it was prepared with
         out_dtype = sg.tensors[op.outputs[0]].dtype
         return [np.array(sg.tensors[op.inputs[0]].shape, dtype=out_dtype)]
     if not all(t < 0 or sg.tensors[t].is_constant for t in op.inputs):

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from ...graph import Subgraph
-from ...ops.common import quantize
-from .lowering import Buf, Const, Local, Lowered
+from ...ops.common import dequantize, quantize
+from .lowering import LOCAL_1D, Buf, Const, Local, Lowered, Scratch
 from .runtime import device_error
 
 
@@ -115,11 +115,17 @@ class PartitionExecutor:
                 k: cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=self._const_host(v))
                 for k, v in lowered.consts.items()
             }
+            scratch = max(
+                [a.nbytes for ln in rooted.launches for a in ln.args if isinstance(a, Scratch)]
+                + [4]
+            )
+            self.scratch = cl.Buffer(ctx, mf.READ_WRITE, scratch)
             self.kernels = [self._bind(program, launch) for launch in rooted.launches]
+            self.nodes = [launch.node for launch in rooted.launches]
+            self._add_conversions(ctx, program)
         except cl.Error as exc:
             raise device_error(exc, "preparing the GPU partition") from exc
         self.const_bytes = sum(self._const_host(v).nbytes for v in lowered.consts.values())
-        self.nodes = [launch.node for launch in rooted.launches]
         self.last_events: list[Any] = []
 
     def root(self, t: int) -> int:
@@ -142,14 +148,40 @@ class PartitionExecutor:
                 args.append(self.consts[arg.key])
             elif isinstance(arg, Local):
                 args.append(self.cl.LocalMemory(arg.nbytes))
+            elif isinstance(arg, Scratch):
+                args.append(self.scratch)
             else:
                 args.append(arg)
         kernel.set_args(*args)
         return kernel, launch.gsize, launch.lsize
 
+    def _add_conversions(self, ctx: Any, program: Any) -> None:
+        """With half storage, inputs arrive and outputs leave as float32 through staging
+        buffers converted on the device, so the host does no per-element work."""
+        self.staging: dict[int, Any] = {}
+        if self.storage == np.float32:
+            return
+        cl = self.cl
+        before, after = [], []
+        for t in [*self.input_tensors, *self.outputs]:
+            if t in self.staging:
+                continue
+            n = self.sg.tensors[t].size
+            self.staging[t] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(4 * n, 4))
+            is_input = t in self.input_tensors
+            kernel = cl.Kernel(program, "to_storage" if is_input else "from_storage")
+            buf = self.buffers[self.plan.buffer_of[self.root(t)]]
+            src, dst = (self.staging[t], buf) if is_input else (buf, self.staging[t])
+            kernel.set_args(src, dst, np.int32(n))
+            g = ((n + LOCAL_1D - 1) // LOCAL_1D * LOCAL_1D,)
+            (before if is_input else after).append((kernel, g, (LOCAL_1D,)))
+        self.kernels = before + self.kernels + after
+        self.nodes = [-1] * len(before) + self.nodes + [-1] * len(after)
+
     @property
     def device_bytes(self) -> int:
-        return self.plan.total_bytes + self.const_bytes
+        staging = sum(b.size for b in self.staging.values())
+        return self.plan.total_bytes + self.const_bytes + self.scratch.size + staging
 
     def run(self, values: dict[int, np.ndarray]) -> None:
         """Read the partition's inputs from `values` and write its outputs there."""
@@ -158,9 +190,10 @@ class PartitionExecutor:
         keep = []
         try:
             for t, root in zip(self.input_tensors, self.inputs):
-                host = self._to_storage(t, values[t])
+                host = self._to_host(t, values[t])
                 keep.append(host)
-                cl.enqueue_copy(q, self.buffers[self.plan.buffer_of[root]], host, is_blocking=False)
+                dst = self.staging.get(t) or self.buffers[self.plan.buffer_of[root]]
+                cl.enqueue_copy(q, dst, host, is_blocking=False)
             events = []
             for kernel, g, lsz in self.kernels:
                 events.append(cl.enqueue_nd_range_kernel(q, kernel, g, lsz))
@@ -178,14 +211,14 @@ class PartitionExecutor:
         for t, host in results:
             values[t] = self._from_storage(t, host)
 
-    def _to_storage(self, t: int, x: np.ndarray) -> np.ndarray:
+    def _to_host(self, t: int, x: np.ndarray) -> np.ndarray:
+        """The host array to upload: float32 to staging, else the storage type."""
         tensor = self.sg.tensors[t]
         x = np.asarray(x)
         if x.dtype.kind in "iu" and tensor.quantization is not None:
-            from ...ops.common import dequantize
-
             x = dequantize(x, tensor.quantization)
-        return np.ascontiguousarray(x, dtype=self.storage)
+        dtype = np.float32 if t in self.staging else self.storage
+        return np.ascontiguousarray(x, dtype=dtype)
 
     def _from_storage(self, t: int, host: np.ndarray) -> np.ndarray:
         tensor = self.sg.tensors[t]
@@ -200,6 +233,8 @@ class PartitionExecutor:
         """Device time per node of the last run (needs a profiling queue)."""
         per_node: dict[int, int] = {}
         for node, evt in zip(self.nodes, self.last_events):
+            if node < 0:
+                continue  # boundary conversions
             per_node[node] = per_node.get(node, 0) + (evt.profile.end - evt.profile.start)
         return per_node
 

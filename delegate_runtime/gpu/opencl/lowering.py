@@ -44,6 +44,8 @@ BINARY_OPS = {
 INDEX_MAP_OPS = ("TRANSPOSE", "STRIDED_SLICE", "SLICE", "SPACE_TO_DEPTH", "DEPTH_TO_SPACE", "PAD")
 #: Work-group size of 1-D kernels.
 LOCAL_1D = 128
+#: Smallest slice of K worth a work group of its own in split-K GEMM.
+MIN_SPLIT_K = 64
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,13 @@ class Const:
 @dataclass(frozen=True)
 class Local:
     """A __local memory argument of `nbytes`."""
+
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A float scratch buffer of at least `nbytes`, shared by all launches (one queue)."""
 
     nbytes: int
 
@@ -288,19 +297,25 @@ class Lowerer:
     def gemm(
         self, op: Operator, a: Any, b: Any, bias: Any, out: Any, m: int, n: int, k: int, act: int
     ) -> None:
+        """Tiled GEMM; small outputs split K across work groups to fill the device."""
+        target = 2 * self.compute_units  # work groups wanted in flight
         tiles64 = -(-m // 64) * -(-n // 64)
-        name, ts, wpt = (
-            ("gemm64", 64, 4) if tiles64 >= 2 * self.compute_units else ("gemm32", 32, 2)
-        )
+        name, ts, wpt = ("gemm64", 64, 4) if tiles64 >= target else ("gemm32", 32, 2)
+        tiles = -(-m // ts) * -(-n // ts)
+        splits = 1
+        if tiles < target and k >= 2 * MIN_SPLIT_K:
+            splits = min(-(-target // tiles), k // MIN_SPLIT_K)
+        kps = -(-k // splits)
+        kps = -(-kps // 16) * 16  # K per split, a multiple of the k step
+        splits = -(-k // kps)
         rts = ts // wpt
-        gsize = (-(-n // ts) * rts, -(-m // ts) * rts)
-        self.emit(
-            op,
-            name,
-            [a, b, bias, out, np.int32(m), np.int32(n), np.int32(k), np.int32(act)],
-            gsize,
-            (rts, rts),
-        )
+        gsize = (-(-n // ts) * rts, -(-m // ts) * rts, splits)
+        scratch = Scratch(4 * splits * m * n if splits > 1 else 4)
+        args = [a, b, bias, out, scratch, *map(np.int32, (m, n, k, kps, act))]
+        self.emit(op, name, args, gsize, (rts, rts, 1))
+        if splits > 1:
+            reduce_args = [scratch, bias, out, *map(np.int32, (m, n, splits, act))]
+            self.emit_1d(op, "gemm_splitk_reduce", reduce_args, m * n)
 
     def op_fully_connected(self, op: Operator) -> None:
         x, w_i, out = op.inputs[0], op.inputs[1], op.outputs[0]
