@@ -78,8 +78,10 @@ class Interpreter:
         for si, sg in enumerate(self.model.subgraphs):
             for t in sg.tensors:
                 if t.is_variable:
-                    init = t.data if t.data is not None else np.zeros(t.shape, t.dtype)
-                    self._variables[(si, t.index)] = np.array(init)
+                    # NOTE: np.zeros maps untouched pages: a huge declared state that no op
+                    # uses costs no memory, where a copy would allocate it all up front.
+                    init = np.array(t.data) if t.data is not None else np.zeros(t.shape, t.dtype)
+                    self._variables[(si, t.index)] = init
 
     # -- running --------------------------------------------------------------
 

@@ -277,3 +277,24 @@ SEED_NAMES = sorted(p.stem for p in DEV_MODELS_DIR.glob("*.tflite")) + sorted(BU
 def test_seed_reads(seeds: list[Seed], name: str) -> None:
     """Unmutated, every seed reads: the fuzz starts from valid models."""
     read_model(next(s.data for s in seeds if s.name == name))
+
+
+# -- regressions ------------------------------------------------------------------------
+
+
+def test_huge_declared_state_costs_no_memory_at_set_up() -> None:
+    """Regression: a 300-byte model declaring a 1 GiB variable made the Interpreter copy
+    a 1 GiB zero array up front (4 GiB, 13 s for complex128)."""
+    import resource
+
+    b = ModelBuilder()
+    g = b.main
+    x, y = g.input("x", (2,)), g.tensor("y", (2,))
+    g.tensor("state", (1 << 14, 1 << 14), np.float32, is_variable=True)
+    g.op("RELU", [x], [y])
+    g.output(y)
+    model = read_model(b.build())
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    Interpreter(model).invoke([np.float32([1, -1])])
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mib < 256
