@@ -1,0 +1,58 @@
+"""Helpers for tests and benchmarks: a recording dispatcher, devices and models on demand."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy import Engine, insert
+
+from .database import open_database
+from .dispatch import SendOrder
+from .schema import Device, utcnow
+
+
+class RecordingDispatcher:
+    """A dispatcher that keeps what it is asked to send (or fails, when `broken`)."""
+
+    def __init__(self, broken: str = ""):
+        self.sent: list[SendOrder] = []
+        self.broken = broken
+
+    def send(self, orders: Sequence[SendOrder]) -> tuple[list[SendOrder], str]:
+        if self.broken:
+            return [], self.broken
+        self.sent.extend(orders)
+        return list(orders), ""
+
+    def close(self) -> None:
+        pass
+
+
+def sqlite_engine(folder: Path) -> Engine:
+    return open_database(f"sqlite:///{folder / 'farm.db'}")
+
+
+def add_device(engine: Engine, key: str, kind: str = "noop", **columns) -> None:
+    """Register a device row directly (as an agent would), online now."""
+    now = utcnow()
+    values = {"key": key, "kind": kind, "last_seen": now, "registered_at": now, "state": "online"}
+    values.update(columns)
+    with engine.begin() as conn:
+        conn.execute(insert(Device).values(**values))
+
+
+def write_model(path: Path, scale: float = 1.0) -> Path:
+    """A tiny valid model (y = x * scale) written to `path`; `scale` makes its hash differ."""
+    from delegate_runtime.builder import ModelBuilder
+
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", (1, 4), np.float32)
+    w = g.const("w", np.full((1, 4), scale, np.float32))
+    y = g.tensor("y", (1, 4), np.float32)
+    g.op("MUL", [x, w], [y])
+    g.output(y)
+    path.write_bytes(b.build())
+    return path

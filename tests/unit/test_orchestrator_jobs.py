@@ -1,0 +1,181 @@
+"""The job state machine: claims, leases, idempotent results, moves between devices."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select, update
+
+from orchestrator import jobs
+from orchestrator.schema import (
+    CANCELLED,
+    DISPATCHED,
+    FAILED,
+    QUEUED,
+    RUNNING,
+    SUCCEEDED,
+    Attempt,
+    Device,
+    Job,
+    Result,
+    utcnow,
+)
+from orchestrator.settings import MAX_FAILURES, Timing
+from orchestrator.submit import submit
+from orchestrator.testing import RecordingDispatcher, add_device, sqlite_engine, write_model
+
+TIMING = Timing()
+
+
+@pytest.fixture
+def farm(tmp_path: Path):
+    engine = sqlite_engine(tmp_path)
+    add_device(engine, "noop:a")
+    add_device(engine, "noop:b")
+    sub = submit(
+        engine, RecordingDispatcher(), [write_model(tmp_path / "m.tflite")], "key=noop:a", "cpu"
+    )
+    with engine.begin() as conn:
+        job_id = conn.execute(select(Job.id)).scalar_one()
+    # widen the campaign's selector so that a second matching device exists
+    from orchestrator.schema import Campaign
+
+    with engine.begin() as conn:
+        conn.execute(
+            update(Campaign).where(Campaign.id == sub.campaign_id).values(selector="kind=noop")
+        )
+    return engine, job_id
+
+
+def test_claim_once_per_attempt(farm) -> None:
+    engine, job = farm
+    with engine.begin() as c:
+        assert jobs.claim(c, job, 1, "w1", 60) is not None
+    with engine.begin() as c:  # another worker with the same message: stale
+        assert jobs.claim(c, job, 1, "w2", 60) is None
+    with engine.begin() as c:  # an old attempt number: stale
+        assert jobs.claim(c, job, 0, "w1", 60) is None
+
+
+def test_result_is_written_once(farm) -> None:
+    engine, job = farm
+    with engine.begin() as c:
+        jobs.claim(c, job, 1, "w1", 60)
+    with engine.begin() as c:
+        assert jobs.finish(c, job, 1, "w1", SUCCEEDED, {"avg_us": 5.0})
+    with engine.begin() as c:  # a redelivered message finishing again
+        assert not jobs.finish(c, job, 1, "w1", SUCCEEDED, {"avg_us": 6.0})
+        assert jobs.claim(c, job, 1, "w1", 60) is None
+    with engine.begin() as c:
+        assert c.execute(select(func.count()).select_from(Result)).scalar() == 1
+        assert c.execute(select(Job.state)).scalar() == SUCCEEDED
+
+
+def test_same_worker_redelivery_restarts_and_counts_a_failure(farm) -> None:
+    engine, job = farm
+    with engine.begin() as c:
+        jobs.claim(c, job, 1, "w1", 60)
+    with engine.begin() as c:  # the pool child died; the message came back to w1
+        again = jobs.claim(c, job, 1, "w1", 60)
+    assert again is not None
+    with engine.begin() as c:
+        assert c.execute(select(Job.failures)).scalar() == 1
+
+
+def test_expired_lease_lets_another_worker_claim(farm) -> None:
+    engine, job = farm
+    with engine.begin() as c:
+        jobs.claim(c, job, 1, "w1", 60, now=utcnow() - timedelta(seconds=120))
+    with engine.begin() as c:
+        assert jobs.claim(c, job, 1, "w2", 60) is not None
+
+
+def test_renew_lease_only_for_the_owner(farm) -> None:
+    engine, job = farm
+    with engine.begin() as c:
+        jobs.claim(c, job, 1, "w1", 60)
+    with engine.begin() as c:
+        assert jobs.renew_lease(c, job, 1, "w1", 60)
+        assert not jobs.renew_lease(c, job, 1, "w2", 60)
+
+
+def test_place_prefers_another_device_and_bumps_the_attempt(farm) -> None:
+    engine, job = farm
+    with engine.begin() as c:
+        jobs.claim(c, job, 1, "w1", 60)
+    with engine.begin() as c:
+        order = jobs.place(
+            c,
+            job,
+            TIMING,
+            expect_state=RUNNING,
+            expect_attempt=1,
+            outcome="device_error",
+            reason="boom",
+            count_failure=True,
+            prefer_other=True,
+        )
+    assert order is not None and order.device_key == "noop:b" and order.attempt == 2
+    assert order.countdown_s > 0
+    with engine.begin() as c:
+        row = c.execute(select(Job.state, Job.attempt, Job.failures, Job.planned_device)).one()
+        assert tuple(row) == (QUEUED, 2, 1, "noop:a")
+        assert c.execute(select(Attempt.outcome)).scalar() == "device_error"
+        jobs.mark_sent(c, [order])
+        assert c.execute(select(Job.state)).scalar() == DISPATCHED
+    with engine.begin() as c:  # the first message is now stale
+        assert jobs.claim(c, job, 1, "w1", 60) is None
+
+
+def test_gives_up_after_max_failures(farm) -> None:
+    engine, job = farm
+    with engine.begin() as c:
+        c.execute(update(Job).values(state=RUNNING, failures=MAX_FAILURES - 1))
+        assert (
+            jobs.place(
+                c,
+                job,
+                TIMING,
+                expect_state=RUNNING,
+                expect_attempt=1,
+                outcome="device_error",
+                reason="boom",
+                count_failure=True,
+            )
+            is None
+        )
+        state, reason = c.execute(select(Job.state, Job.reason)).one()
+    assert state == FAILED and "gave up after 3" in reason
+
+
+def test_no_eligible_device_leaves_it_waiting(farm) -> None:
+    engine, job = farm
+    with engine.begin() as c:
+        c.execute(update(Device).values(last_seen=utcnow() - timedelta(hours=1)))
+        assert (
+            jobs.place(
+                c,
+                job,
+                TIMING,
+                expect_state=DISPATCHED,
+                expect_attempt=1,
+                outcome="device_lost",
+                reason="gone",
+            )
+            is None
+        )
+        state, reason = c.execute(select(Job.state, Job.reason)).one()
+    assert state == QUEUED and "waiting for a matching device" in reason
+
+
+def test_cancel_makes_late_results_vanish(farm) -> None:
+    engine, job = farm
+    with engine.begin() as c:
+        jobs.claim(c, job, 1, "w1", 60)
+    with engine.begin() as c:
+        assert jobs.cancel(c, campaign_id=1) == 1
+    with engine.begin() as c:
+        assert not jobs.finish(c, job, 1, "w1", SUCCEEDED, {})
+        assert c.execute(select(Job.state)).scalar() == CANCELLED

@@ -1,0 +1,108 @@
+"""The reconciler: lost messages, expired leases, silent devices, with reasons."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select, update
+
+from orchestrator import jobs
+from orchestrator.reconciler import reconcile
+from orchestrator.schema import DISPATCHED, QUEUED, TIMED_OUT, Device, Job, utcnow
+from orchestrator.settings import Timing
+from orchestrator.submit import submit
+from orchestrator.testing import RecordingDispatcher, add_device, sqlite_engine, write_model
+
+TIMING = Timing(dispatch_grace_s=0, offline_after_s=30, device_gone_s=300)
+LATER = timedelta(seconds=1)
+
+
+@pytest.fixture
+def farm(tmp_path: Path):
+    engine = sqlite_engine(tmp_path)
+    add_device(engine, "noop:a")
+    add_device(engine, "noop:b")
+    submit(engine, RecordingDispatcher(), [write_model(tmp_path / "m.tflite")], "key=noop:a", "cpu")
+    return engine
+
+
+def job_row(engine):
+    with engine.begin() as c:
+        return c.execute(select(Job)).one()
+
+
+def test_lost_message_is_sent_again(farm) -> None:
+    d = RecordingDispatcher()
+    report = reconcile(farm, d, lambda: set(), TIMING, now=utcnow() + LATER)
+    assert report.resent_lost_message == [1]
+    assert [(o.device_key, o.attempt) for o in d.sent] == [("noop:a", 2)]
+    row = job_row(farm)
+    assert (row.state, row.attempt) == (DISPATCHED, 2)
+
+
+def test_message_still_in_broker_is_left_alone(farm) -> None:
+    d = RecordingDispatcher()
+    report = reconcile(farm, d, lambda: {"df-job-1-1"}, TIMING, now=utcnow() + LATER)
+    assert not report.changed() and d.sent == []
+
+
+def test_probe_that_cannot_tell_sends_nothing(farm) -> None:
+    d = RecordingDispatcher()
+    assert not reconcile(farm, d, lambda: None, TIMING, now=utcnow() + LATER).changed()
+
+
+def test_expired_lease_moves_the_job_and_counts_a_failure(farm) -> None:
+    with farm.begin() as c:
+        jobs.claim(c, 1, 1, "w1", lease_s=1)
+    d = RecordingDispatcher()
+    report = reconcile(farm, d, lambda: set(), TIMING, now=utcnow() + timedelta(seconds=5))
+    assert report.lease_expired == [1]
+    row = job_row(farm)
+    assert (row.state, row.attempt, row.failures) == (DISPATCHED, 2, 1)
+    assert "lease expired" in row.reason
+
+
+def test_silent_device_goes_offline_and_its_job_moves(farm) -> None:
+    with farm.begin() as c:
+        c.execute(
+            update(Device)
+            .where(Device.key == "noop:a")
+            .values(last_seen=utcnow() - timedelta(seconds=60))
+        )
+    # widen the selector so that noop:b matches
+    from orchestrator.schema import Campaign
+
+    with farm.begin() as c:
+        c.execute(update(Campaign).values(selector="kind=noop"))
+    d = RecordingDispatcher()
+    report = reconcile(farm, d, lambda: {"df-job-1-1"}, TIMING)
+    assert report.went_offline == ["noop:a"]
+    assert report.moved_off_lost_device == [1]
+    assert d.sent[0].device_key == "noop:b"
+
+
+def test_job_of_a_device_that_never_comes_back_expires_with_the_reason(farm) -> None:
+    with farm.begin() as c:
+        c.execute(update(Device).values(last_seen=utcnow() - timedelta(seconds=60)))
+    d = RecordingDispatcher()
+    reconcile(farm, d, lambda: {"df-job-1-1"}, TIMING)
+    row = job_row(farm)
+    assert row.state == QUEUED and "offline" in row.reason
+    report = reconcile(farm, d, lambda: set(), TIMING, now=utcnow() + timedelta(seconds=400))
+    row = job_row(farm)
+    assert report.expired == [1] and row.state == TIMED_OUT
+    assert "no heartbeat since" in row.reason and "expired after waiting" in row.reason
+    assert d.sent == []
+
+
+def test_queued_job_is_placed_when_its_device_returns(farm) -> None:
+    d = RecordingDispatcher(broken="down")
+    with farm.begin() as c:
+        c.execute(update(Job).values(state=QUEUED))
+    reconcile(farm, d, lambda: set(), TIMING, now=utcnow() + LATER)  # broker down: still queued
+    assert job_row(farm).state == QUEUED
+    d.broken = ""
+    report = reconcile(farm, d, lambda: set(), TIMING, now=utcnow() + LATER)
+    assert report.placed == [1] and job_row(farm).state == DISPATCHED

@@ -1,0 +1,59 @@
+"""Device discovery, keys and the no-op device specs."""
+
+from __future__ import annotations
+
+import pytest
+
+from delegate_runtime.errors import JobError
+from worker_agent.devices import DeviceInfo, canonical
+from worker_agent.discovery import discover, discover_cpu, noop_device, vendor_name
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("pthread-AMD EPYC", "pthread_amd_epyc"),
+        ("NVIDIA  H200", "nvidia_h200"),
+        ("Mali-G78 (r1p0)", "mali_g78_r1p0"),
+        ("", "unknown"),
+    ],
+)
+def test_canonical(text: str, want: str) -> None:
+    assert canonical(text) == want
+
+
+@pytest.mark.parametrize(
+    ("platform", "vendor", "want"),
+    [
+        ("Portable Computing Language", "AuthenticAMD", "pocl"),
+        ("NVIDIA CUDA", "NVIDIA Corporation", "nvidia"),
+        ("AMD Accelerated Parallel Processing", "Advanced Micro Devices, Inc.", "amd"),
+        ("Weird", "Some Vendor", "some_vendor"),
+    ],
+)
+def test_vendor_names(platform: str, vendor: str, want: str) -> None:
+    assert vendor_name(platform, vendor) == want
+
+
+def test_cpu_reference_is_on_every_host() -> None:
+    d = discover_cpu("h1")
+    assert d.key == "cpu:reference:h1" and d.kind == "cpu"
+
+
+def test_noop_spec_options_and_errors() -> None:
+    d = noop_device("noop:Slow-1?delay_s=2&tags=a+b", "h")
+    assert d.key == "noop:slow_1" and d.tags == ["a", "b"]
+    assert d.facts["noop"] == {"delay_s": "2"}
+    assert DeviceInfo.from_json(d.to_json()) == d
+    with pytest.raises(JobError, match="unknown option"):
+        noop_device("noop:x?colour=red", "h")
+    with pytest.raises(JobError, match="needs a name"):
+        noop_device("noop:", "h")
+
+
+def test_specs_select_and_unknown_specs_fail() -> None:
+    got = discover(["cpu", "noop:z"], tags=["lab"], host="h")
+    assert {d.key for d in got} == {"cpu:reference:h", "noop:z"}
+    assert all("lab" in d.tags for d in got)
+    with pytest.raises(JobError, match="matches no device"):
+        discover(["android:*"], host="h")

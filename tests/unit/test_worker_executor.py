@@ -1,0 +1,120 @@
+"""The job body, run as a plain function on a no-op device (no broker, no Celery worker)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select, update
+
+from orchestrator.schema import (
+    DISPATCHED,
+    FAILED,
+    QUARANTINED,
+    SUCCEEDED,
+    TIMED_OUT,
+    Campaign,
+    Device,
+    Job,
+    Result,
+)
+from orchestrator.settings import Timing
+from orchestrator.submit import submit
+from orchestrator.testing import RecordingDispatcher, add_device, sqlite_engine, write_model
+from worker_agent.consumer import ConsumerContext
+from worker_agent.discovery import noop_device
+from worker_agent.executor import STALE, execute_job
+
+
+def make_ctx(tmp_path: Path, spec: str = "noop:a", **timing) -> ConsumerContext:
+    device = noop_device(spec, "h")
+    ctx = ConsumerContext(
+        device,
+        f"sqlite:///{tmp_path / 'farm.db'}",
+        "unused://",
+        "w1",
+        timing=Timing(**timing),
+        cache_dir=tmp_path / "cache",
+    )
+    ctx.__dict__["dispatcher"] = RecordingDispatcher()
+    return ctx
+
+
+@pytest.fixture
+def engine(tmp_path: Path):
+    engine = sqlite_engine(tmp_path)
+    add_device(engine, "noop:a")
+    add_device(engine, "noop:b")
+    submit(engine, RecordingDispatcher(), [write_model(tmp_path / "m.tflite")], "key=noop:a", "cpu")
+    return engine
+
+
+def state(engine) -> tuple:
+    with engine.begin() as c:
+        return tuple(c.execute(select(Job.state, Job.attempt, Job.device_key, Job.reason)).one())
+
+
+def test_success_writes_one_result_with_device_facts(engine, tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    assert execute_job(ctx, 1, 1) == SUCCEEDED
+    assert execute_job(ctx, 1, 1) == STALE  # redelivered after success
+    with engine.begin() as c:
+        assert c.execute(select(func.count()).select_from(Result)).scalar() == 1
+        r = c.execute(select(Result)).one()
+    assert r.outcome == SUCCEEDED and r.avg_us == 1.0 and r.device_facts["key"] == "noop:a"
+    assert (tmp_path / "cache" / "models").is_dir()
+
+
+def test_device_error_retries_on_another_matching_device(engine, tmp_path: Path) -> None:
+    with engine.begin() as c:
+        c.execute(update(Campaign).values(selector="kind=noop"))
+    ctx = make_ctx(tmp_path, "noop:a?error=device")
+    assert execute_job(ctx, 1, 1) == "retried"
+    sent = ctx.dispatcher.sent
+    assert [(o.device_key, o.attempt) for o in sent] == [("noop:b", 2)]
+    assert sent[0].countdown_s > 0  # backoff
+    s = state(engine)
+    assert s[:3] == (DISPATCHED, 2, "noop:b") and "DeviceError" in s[3]
+
+
+@pytest.mark.parametrize(
+    ("error", "want", "needle"),
+    [("model", FAILED, "ModelError"), ("bug", FAILED, "bug: RuntimeError")],
+)
+def test_user_errors_and_bugs_fail_without_retry(engine, tmp_path, error, want, needle) -> None:
+    ctx = make_ctx(tmp_path, f"noop:a?error={error}")
+    assert execute_job(ctx, 1, 1) == want
+    assert ctx.dispatcher.sent == []
+    s = state(engine)
+    assert s[0] == want and needle in s[3]
+
+
+def test_soft_time_limit_times_the_job_out(engine, tmp_path, monkeypatch) -> None:
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    ctx = make_ctx(tmp_path)
+
+    def slow(spec):
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(ctx.runner, "run", slow)
+    assert execute_job(ctx, 1, 1) == TIMED_OUT
+    assert state(engine)[0] == TIMED_OUT
+
+
+def test_failing_canary_quarantines_and_jobs_move_away(engine, tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path, "noop:a?canary=fail", canary_every_jobs=1)
+    with engine.begin() as c:
+        c.execute(update(Campaign).values(selector="kind=noop"))
+    assert execute_job(ctx, 1, 1) == SUCCEEDED  # the canary runs after the job
+    with engine.begin() as c:
+        health, why = c.execute(
+            select(Device.health, Device.health_reason).where(Device.key == "noop:a")
+        ).one()
+    assert health == QUARANTINED and "canary failed" in why
+    # a second job for the quarantined device is moved, not run
+    submit(engine, RecordingDispatcher(), [tmp_path / "m.tflite"], "key=noop:b", "cpu")
+    with engine.begin() as c:
+        c.execute(update(Job).where(Job.id == 2).values(device_key="noop:a"))
+    assert execute_job(ctx, 2, 1) == "moved"
+    assert ctx.dispatcher.sent[-1].device_key == "noop:b"
