@@ -215,9 +215,7 @@ def linear_real_multipliers(x: Tensor, w: Tensor, out: Tensor, channels: int) ->
     os_ = float(quant_params(out, "output").scale[0])
     ws = quant_params(w, "weights").scale.astype(np.float64)
     if ws.size not in (1, channels):
-        raise ModelError(
-            f"weights '{w.name}' have {ws.size} scales for {channels} output channels"
-        )
+        raise ModelError(f"weights '{w.name}' have {ws.size} scales for {channels} output channels")
     return np.broadcast_to(xs * ws / os_, (channels,))
 
 
@@ -236,3 +234,36 @@ def requantize_linear(acc: np.ndarray, x: Tensor, w: Tensor, out: Tensor, act: i
 def zero_points(t: Tensor, what: str) -> np.ndarray:
     """A quantized tensor's zero point(s) as float64 (one per channel or a single one)."""
     return quant_params(t, what).zero_point.astype(np.float64)
+
+
+# -- hybrid (dynamic-range) ops: float inputs quantized on the fly ---------------------------
+
+
+def quantize_rows_symmetric(x2: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-row symmetric int8 quantization (values, float32 scales, zero offsets)."""
+    rng = np.maximum(np.abs(x2.min(axis=1)), np.abs(x2.max(axis=1))).astype(np.float32)
+    zero = rng == 0
+    safe = np.where(zero, np.float32(1), rng)
+    scale = np.where(zero, np.float32(1), safe / np.float32(127)).astype(np.float32)
+    inv = (np.float32(127) / safe).astype(np.float32)
+    q = np.clip(round_half_away(x2 * inv[:, None]), -127, 127)
+    q[zero] = 0
+    return q.astype(np.float64), scale, np.zeros(len(x2))
+
+
+def quantize_rows_asymmetric(x2: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-row asymmetric int8 quantization (values, float32 scales, zero points)."""
+    rmin = np.minimum(x2.min(axis=1), 0).astype(np.float64)
+    rmax = np.maximum(x2.max(axis=1), 0).astype(np.float64)
+    same = rmin == rmax
+    scale64 = np.where(same, 1.0, (rmax - rmin) / 255.0)
+    from_min, from_max = -128.0 - rmin / scale64, 127.0 - rmax / scale64
+    use_min = (128.0 + np.abs(rmin / scale64)) < (127.0 + np.abs(rmax / scale64))
+    zp = np.where(use_min, from_min, from_max)
+    zp = np.where(zp <= -128, -128, np.where(zp >= 127, 127, round_half_away(zp)))
+    zp = np.where(same, 0, zp)
+    scale = scale64.astype(np.float32)
+    inv = (np.float32(1) / scale).astype(np.float32)
+    q = np.clip(round_half_away(zp[:, None].astype(np.float32) + x2 * inv[:, None]), -128, 127)
+    q[same] = 0
+    return q.astype(np.float64), scale, zp.astype(np.float64)

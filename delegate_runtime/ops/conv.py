@@ -7,6 +7,7 @@ bias and requantize with TFLite's fixed-point multipliers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +24,9 @@ from .common import (
     check_float_or_quantized,
     output_size,
     padding_amounts,
+    quant_params,
+    quantize_rows_asymmetric,
+    quantize_rows_symmetric,
     requantize_linear,
     zero_points,
 )
@@ -250,12 +254,39 @@ def _check_rank4(ctx: OpContext, *arrays: np.ndarray) -> None:
 # -- kernels --------------------------------------------------------------------------------
 
 
-@register("CONV_2D", versions=(1, 3, 6))
+def is_hybrid(ctx: OpContext) -> bool:
+    """Float input and output with int8 weights: dynamic-range quantization."""
+    x_t, w_t, out_t = ctx.in_tensors[0], ctx.in_tensors[1], ctx.out_tensors[0]
+    return x_t.dtype == np.float32 and w_t.dtype == np.int8 and out_t.dtype == np.float32
+
+
+def hybrid_epilogue(
+    ctx: OpContext, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, core: CoreFn
+) -> np.ndarray:
+    """A hybrid conv: each batch's float input quantized to int8 on the fly (asymmetric
+    for per-channel weights, symmetric otherwise, as TFLite), integer products, float out."""
+    w_scale = quant_params(ctx.in_tensors[1], "weights").scale.astype(np.float32)
+    quantize = quantize_rows_asymmetric if w_scale.size > 1 else quantize_rows_symmetric
+    n = x.shape[0]
+    q, scale, offset = quantize(x.reshape(n, -1))
+    xq = (q - offset[:, None]).reshape(x.shape)  # padding with 0 is padding with the offset
+    acc = core(xq, w.astype(np.float64)).astype(np.float32)
+    acc *= w_scale
+    acc *= scale.reshape(n, 1, 1, 1)
+    return float_epilogue(acc, bias, fused_activation(ctx))
+
+
+#: A conv core bound to its geometry: (input, weights) -> accumulators.
+CoreFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+@register("CONV_2D", versions=(1, 2, 3, 5, 6))
 def conv_2d(ctx: OpContext) -> np.ndarray:
     """2-D convolution, NHWC input, OHWI filter, optional bias, grouped when I < C."""
     x, w, bias = ctx.inputs[0], ctx.inputs[1], ctx.input(2)
     x_t, w_t, out_t = ctx.in_tensors[0], ctx.in_tensors[1], ctx.out_tensors[0]
-    quantized = check_float_or_quantized(ctx.op.describe(), x_t, w_t, out_t)
+    hybrid = is_hybrid(ctx)
+    quantized = not hybrid and check_float_or_quantized(ctx.op.describe(), x_t, w_t, out_t)
     _check_rank4(ctx, x, w)
     if w.shape[3] == 0 or x.shape[3] % w.shape[3] or w.shape[0] % (x.shape[3] // w.shape[3]):
         raise ModelError(
@@ -263,6 +294,8 @@ def conv_2d(ctx: OpContext) -> np.ndarray:
         )
     _check_bias(ctx, bias, quantized, w.shape[0])
     g = window_geometry(ctx, x.shape[1:3], w.shape[1:3])
+    if hybrid:
+        return hybrid_epilogue(ctx, x, w, bias, lambda a, b: conv_core(a, b, g))
     act = fused_activation(ctx)
     if not quantized:
         return float_epilogue(conv_core(x, w, g), bias, act)
@@ -272,12 +305,13 @@ def conv_2d(ctx: OpContext) -> np.ndarray:
     return quant_epilogue(conv_core(xq, wq, g), bias, x_t, w_t, out_t, act)
 
 
-@register("DEPTHWISE_CONV_2D", versions=(1, 2, 3))
+@register("DEPTHWISE_CONV_2D", versions=(1, 2, 3, 6))
 def depthwise_conv_2d(ctx: OpContext) -> np.ndarray:
     """Depthwise 2-D convolution: output channel c*M+m filters input channel c."""
     x, w, bias = ctx.inputs[0], ctx.inputs[1], ctx.input(2)
     x_t, w_t, out_t = ctx.in_tensors[0], ctx.in_tensors[1], ctx.out_tensors[0]
-    quantized = check_float_or_quantized(ctx.op.describe(), x_t, w_t, out_t)
+    hybrid = is_hybrid(ctx)
+    quantized = not hybrid and check_float_or_quantized(ctx.op.describe(), x_t, w_t, out_t)
     _check_rank4(ctx, x, w)
     cin, cout = x.shape[3], w.shape[3]
     if w.shape[0] != 1 or cin == 0 or cout % cin:
@@ -287,6 +321,10 @@ def depthwise_conv_2d(ctx: OpContext) -> np.ndarray:
     multiplier = cout // cin
     _check_bias(ctx, bias, quantized, cout)
     g = window_geometry(ctx, x.shape[1:3], w.shape[1:3])
+    if hybrid:
+        if quant_params(w_t, "weights").scale.size != cout:  # as LiteRT
+            raise ModelError(f"{ctx.op.describe()}: hybrid weights must be per-channel")
+        return hybrid_epilogue(ctx, x, w, bias, lambda a, b: depthwise_core(a, b, multiplier, g))
     act = fused_activation(ctx)
     if not quantized:
         return float_epilogue(depthwise_core(x, w, multiplier, g), bias, act)

@@ -10,7 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ModelError
-from .common import check_float_or_quantized, zero_points
+from .common import (
+    check_float_or_quantized,
+    quant_params,
+    quantize_rows_asymmetric,
+    quantize_rows_symmetric,
+    zero_points,
+)
 from .conv import float_epilogue, fused_activation, quant_epilogue
 from .registry import OpContext, register
 
@@ -32,11 +38,18 @@ def _check_fc(ctx: OpContext, x: np.ndarray, w: np.ndarray, bias: np.ndarray | N
         raise ModelError(f"{ctx.op.describe()}: bias of {bias.size} values for {w.shape[0]} units")
 
 
-@register("FULLY_CONNECTED", versions=(1, 4, 5, 6))
+def _is_hybrid(x: np.ndarray, w: np.ndarray, out_dtype: np.dtype) -> bool:
+    return x.dtype == np.float32 and w.dtype == np.int8 and out_dtype == np.float32
+
+
+@register("FULLY_CONNECTED", versions=(1, 3, 4, 5, 6, 9, 12))
 def fully_connected(ctx: OpContext) -> np.ndarray:
-    """y = x · Wᵀ + b over the last axis of x, with keep_num_dims."""
+    """y = x · Wᵀ + b over the last axis of x, with keep_num_dims; float, quantized, or
+    hybrid (float input, int8 weights: dynamic-range quantization)."""
     x, w, bias = ctx.inputs[0], ctx.inputs[1], ctx.input(2)
     x_t, w_t, out_t = ctx.in_tensors[0], ctx.in_tensors[1], ctx.out_tensors[0]
+    if _is_hybrid(x, w, out_t.dtype):
+        return _fully_connected_hybrid(ctx, x, w, bias)
     quantized = check_float_or_quantized(ctx.op.describe(), x_t, w_t, out_t)
     _check_fc(ctx, x, w, bias)
     units = w.shape[0]
@@ -49,6 +62,29 @@ def fully_connected(ctx: OpContext) -> np.ndarray:
     wzp = zero_points(w_t, "weights")
     wq = w.astype(np.float64) - (wzp[:, None] if wzp.size > 1 else wzp[0])
     return quant_epilogue(xq @ wq.T, bias, x_t, w_t, out_t, act).reshape(shape)
+
+
+def _fully_connected_hybrid(
+    ctx: OpContext, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None
+) -> np.ndarray:
+    _check_fc(ctx, x, w, bias)
+    act = fused_activation(ctx, clamps_only=True)
+    shape = _fc_out_shape(ctx, x, w.shape[0])
+    w_scale = quant_params(ctx.in_tensors[1], "weights").scale.astype(np.float32)
+    asymmetric = bool(ctx.opt("asymmetric_quantize_inputs", False))
+    acc = hybrid_matmul(x.reshape(-1, w.shape[1]), w, w_scale, asymmetric)
+    return float_epilogue(acc, bias, act).reshape(shape)
+
+
+def hybrid_matmul(
+    x2: np.ndarray, w: np.ndarray, w_scale: np.ndarray, asymmetric: bool
+) -> np.ndarray:
+    """x2 · Wᵀ as TFLite's hybrid kernels compute it: each row of float `x2` quantized to
+    int8 on the fly, integer products, then scaled back to float32 (no bias)."""
+    q, scale, offset = (quantize_rows_asymmetric if asymmetric else quantize_rows_symmetric)(x2)
+    wf = w.astype(np.float64)
+    dot = q @ wf.T - offset[:, None] * wf.sum(axis=1)[None, :]  # exact integers
+    return dot.astype(np.float32) * (scale[:, None] * w_scale[None, :])
 
 
 def _adjoint(a: np.ndarray, adj: bool) -> np.ndarray:

@@ -248,6 +248,33 @@ def test_conv_quantized(op, qtype_pc, padding, stride, act):
     assert_matches_litert(model, [x], xnnpack=False)
 
 
+# -- hybrid CONV_2D / DEPTHWISE_CONV_2D (float input, int8 weights) ---------------------------
+
+HYBRID_CONV = [("CONV_2D", False, 2), ("CONV_2D", True, 5), ("DEPTHWISE_CONV_2D", True, 6)]
+
+
+@pytest.mark.parametrize("op,per_channel,version", HYBRID_CONV)
+@pytest.mark.parametrize("padding", PADDINGS)
+def test_conv_hybrid(op, per_channel, version, padding):
+    rng = _rng("hybrid", op, per_channel, padding)
+    depthwise = op == "DEPTHWISE_CONV_2D"
+    cout = 8 if depthwise else 6
+    w_shape = (1, 3, 3, cout) if depthwise else (cout, 3, 3, 4)
+    w = rng.integers(-127, 128, w_shape).astype(np.int8)
+    w_scale = rng.uniform(0.005, 0.02, cout) if per_channel else np.array([0.01])
+    quants = (None, Quant(w_scale, 0, 3 if depthwise else 0), None, None)
+    options = dict(padding=padding, stride_h=1, stride_w=1, fused_activation_function="RELU")
+    if depthwise:
+        options["depth_multiplier"] = 2
+    oh = 7 if padding == "SAME" else 5
+    bias = rng.standard_normal(cout).astype(np.float32)
+    model = conv_model(
+        op, (2, 7, 7, 4), w, bias, (2, oh, oh, cout), version, np.float32, quants, **options
+    )
+    x = rng.standard_normal((2, 7, 7, 4)).astype(np.float32) + 0.3
+    assert_matches_litert(model, [x], xnnpack=False)
+
+
 # -- TRANSPOSE_CONV -------------------------------------------------------------------------
 
 
@@ -355,17 +382,39 @@ def test_conv2d_int16_is_model_error():
         _run(model, np.zeros((1, 4, 4, 3), np.int16))
 
 
-def test_conv2d_hybrid_version_is_model_error():
+def test_conv2d_int4_version_is_model_error():
     w = np.ones((2, 1, 1, 3), np.int8)
+    q = Quant(0.1, 0)
     b = ModelBuilder()
     g = b.main
-    x = g.input("x", (1, 4, 4, 3), np.float32)
-    wt = g.const("w", w, quant=Quant(0.1, 0))
-    y = g.tensor("y", (1, 4, 4, 2), np.float32)
-    g.op("CONV_2D", [x, wt, -1], [y], version=2, padding="SAME")
+    x = g.input("x", (1, 4, 4, 3), np.int8, quant=q)
+    wt = g.const("w", w, quant=q)
+    y = g.tensor("y", (1, 4, 4, 2), np.int8, quant=q)
+    g.op("CONV_2D", [x, wt, -1], [y], version=7, padding="SAME", stride_h=1, stride_w=1)
     g.output(y)
-    with pytest.raises(ModelError, match="CONV_2D version 2"):
+    with pytest.raises(ModelError, match="CONV_2D version 7"):
         Interpreter(read_model(b.build()))
+
+
+def test_depthwise_hybrid_per_tensor_is_model_error():
+    w = np.ones((1, 3, 3, 4), np.int8)
+    quants = (None, Quant(0.1, 0, 3), None, None)
+    model = conv_model(
+        "DEPTHWISE_CONV_2D",
+        (1, 4, 4, 4),
+        w,
+        None,
+        (1, 4, 4, 4),
+        6,
+        np.float32,
+        quants,
+        padding="SAME",
+        stride_h=1,
+        stride_w=1,
+        depth_multiplier=1,
+    )
+    with pytest.raises(ModelError, match="DEPTHWISE_CONV_2D.*per-channel"):
+        _run(model, np.zeros((1, 4, 4, 4), np.float32))
 
 
 def test_depthwise_filter_mismatch_is_model_error():

@@ -143,6 +143,29 @@ def test_fc_quantized(qtype_pc, keep_num_dims, with_bias, act):
     assert_matches_litert(model, [x], xnnpack=False)
 
 
+# -- hybrid FULLY_CONNECTED (float input, int8 weights) ---------------------------------------
+
+HYBRID_FC = [(False, False, 3), (True, False, 9), (False, True, 12), (True, True, 12)]
+
+
+@pytest.mark.parametrize("asymmetric,per_channel,version", HYBRID_FC)
+@pytest.mark.parametrize("zero_row", (False, True))
+def test_fc_hybrid(asymmetric, per_channel, version, zero_row):
+    rng = _rng("fc-hybrid", asymmetric, per_channel, zero_row)
+    w = rng.integers(-127, 128, (6, 20)).astype(np.int8)
+    w_scale = rng.uniform(0.005, 0.02, 6) if per_channel else np.array([0.01])
+    bias = rng.standard_normal(6).astype(np.float32)
+    quants = (None, Quant(w_scale, 0, 0), None, None)
+    model = fc_model(
+        (3, 20), w, bias, (3, 6), version, np.float32, quants, asymmetric_quantize_inputs=asymmetric
+    )
+    x = rng.standard_normal((3, 20)).astype(np.float32)
+    x[2] = np.abs(x[2])  # one row all positive: the zero point sits at the range's end
+    if zero_row:
+        x[1] = 0
+    assert_matches_litert(model, [x], xnnpack=False)
+
+
 # -- BATCH_MATMUL ----------------------------------------------------------------------------
 
 
@@ -213,15 +236,16 @@ def test_fc_unclamped_activation_is_model_error(act):
         Interpreter(read_model(model)).invoke([np.zeros((2, 4), np.float32)])
 
 
-def test_fc_hybrid_version_is_model_error():
+def test_fc_int16_version_is_model_error():
+    q = Quant(0.1, 0)
     b = ModelBuilder()
     g = b.main
-    x = g.input("x", (2, 4), np.float32)
-    w = g.const("w", np.ones((3, 4), np.int8), quant=Quant(0.1, 0))
-    y = g.tensor("y", (2, 3), np.float32)
-    g.op("FULLY_CONNECTED", [x, w], [y], version=3)
+    x = g.input("x", (2, 4), np.int16, quant=q)
+    w = g.const("w", np.ones((3, 4), np.int16), quant=q)
+    y = g.tensor("y", (2, 3), np.int16, quant=q)
+    g.op("FULLY_CONNECTED", [x, w], [y], version=7)
     g.output(y)
-    with pytest.raises(ModelError, match="FULLY_CONNECTED version 3"):
+    with pytest.raises(ModelError, match="FULLY_CONNECTED version 7"):
         Interpreter(read_model(b.build()))
 
 
