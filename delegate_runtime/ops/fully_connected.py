@@ -21,16 +21,23 @@ from .conv import float_epilogue, fused_activation, quant_epilogue
 from .registry import OpContext, register
 
 
-def _fc_out_shape(ctx: OpContext, x: np.ndarray, units: int) -> tuple[int, ...]:
+def _fc_out_shape(ctx: OpContext, x: np.ndarray, w: np.ndarray) -> tuple[int, ...]:
     if ctx.opt("keep_num_dims", False):
-        return (*x.shape[:-1], units)
-    return (x.size // x.shape[-1] if x.shape[-1] else 0, units)
+        return (*x.shape[:-1], w.shape[0])
+    return (x.size // w.shape[1], w.shape[0])
 
 
 def _check_fc(ctx: OpContext, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> None:
     if int(ctx.opt("weights_format", 0)) != 0:
         raise ModelError(f"{ctx.op.describe()}: only the default weights format is supported")
-    if w.ndim != 2 or x.ndim < 1 or x.shape[-1] != w.shape[1]:
+    if w.ndim != 2 or w.shape[1] == 0 or x.ndim < 1:
+        raise ModelError(f"{ctx.op.describe()}: weights {list(w.shape)} must be [units, depth]")
+    # Without keep_num_dims the input is flattened to rows of the weights' depth.
+    if ctx.opt("keep_num_dims", False):
+        fits = x.shape[-1] == w.shape[1]
+    else:
+        fits = x.size % w.shape[1] == 0
+    if not fits:
         raise ModelError(
             f"{ctx.op.describe()}: weights {list(w.shape)} do not fit input {list(x.shape)}"
         )
@@ -52,8 +59,7 @@ def fully_connected(ctx: OpContext) -> np.ndarray:
         return _fully_connected_hybrid(ctx, x, w, bias)
     quantized = check_float_or_quantized(ctx.op.describe(), x_t, w_t, out_t)
     _check_fc(ctx, x, w, bias)
-    units = w.shape[0]
-    shape = _fc_out_shape(ctx, x, units)
+    shape = _fc_out_shape(ctx, x, w)
     x2 = x.reshape(-1, w.shape[1])
     act = fused_activation(ctx, clamps_only=True)
     if not quantized:
@@ -69,7 +75,7 @@ def _fully_connected_hybrid(
 ) -> np.ndarray:
     _check_fc(ctx, x, w, bias)
     act = fused_activation(ctx, clamps_only=True)
-    shape = _fc_out_shape(ctx, x, w.shape[0])
+    shape = _fc_out_shape(ctx, x, w)
     w_scale = quant_params(ctx.in_tensors[1], "weights").scale.astype(np.float32)
     asymmetric = bool(ctx.opt("asymmetric_quantize_inputs", False))
     acc = hybrid_matmul(x.reshape(-1, w.shape[1]), w, w_scale, asymmetric)

@@ -71,6 +71,14 @@ def test_fc_float(x_shape, keep_num_dims, with_bias, act):
     assert_matches_litert(model, [rng.standard_normal(x_shape).astype(np.float32)])
 
 
+def test_fc_float_flattens_input():
+    rng = _rng("fc-flatten")
+    w = rng.standard_normal((5, 12)).astype(np.float32)
+    bias = rng.standard_normal(5).astype(np.float32)
+    model = fc_model((2, 3, 4), w, bias, (2, 5), 1)
+    assert_matches_litert(model, [rng.standard_normal((2, 3, 4)).astype(np.float32)])
+
+
 def test_fc_float_runtime_weights():
     rng = _rng("fc-runtime-w")
     b = ModelBuilder()
