@@ -62,6 +62,7 @@ class GpuSession:
         self.options.validate()
         self.log = log if log is not None else sys.stderr
         start = time.perf_counter()
+        self.init_phases_ms: dict[str, float] = {}
         self.model, self.folded_ops = fold_constants(model)
         self.cpu = Interpreter(self.model)
         self.delegation: DelegationSummary = partition(
@@ -77,6 +78,12 @@ class GpuSession:
         if self.delegation.delegated_nodes:
             self._prepare_gpu(model.sha256)
         self.init_seconds = time.perf_counter() - start
+        self.init_phases_ms["total"] = self.init_seconds * 1e3
+
+    def _phase(self, name: str, since: float) -> float:
+        now = time.perf_counter()
+        self.init_phases_ms[name] = round((now - since) * 1e3, 2)
+        return now
 
     # -- preparation ------------------------------------------------------------------
 
@@ -93,6 +100,7 @@ class GpuSession:
         explicit = opts.serialization_dir is not None
         cache_dir = Path(opts.serialization_dir) if explicit else default_cache_dir()
         point_driver_cache(cache_dir)
+        t = time.perf_counter()
         device = select_device(opts.device)
         self.device_info = describe(device)
         props = cl.command_queue_properties.PROFILING_ENABLE if opts.profiling else 0
@@ -105,6 +113,7 @@ class GpuSession:
             self.ctx, device, self.device_info, opts.precision, KernelCache(cache_dir), token
         )
         self.program_from_cache = built.from_cache
+        t = self._phase("program", t)
         sg = self.model.main
         storage = np.float16 if opts.precision == "fp16" else np.float32
         for nodes in self.delegation.partitions:

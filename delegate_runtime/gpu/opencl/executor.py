@@ -17,6 +17,10 @@ from .lowering import LOCAL_1D, Buf, Const, Local, Lowered, Scratch
 from .runtime import device_error
 
 
+#: Launches between queue flushes, so the device works while the host still enqueues.
+FLUSH_EVERY = 6
+
+
 @dataclass
 class MemoryPlan:
     """Runtime tensors mapped to shared buffers whose lifetimes do not overlap."""
@@ -195,8 +199,10 @@ class PartitionExecutor:
                 dst = self.staging.get(t) or self.buffers[self.plan.buffer_of[root]]
                 cl.enqueue_copy(q, dst, host, is_blocking=False)
             events = []
-            for kernel, g, lsz in self.kernels:
+            for i, (kernel, g, lsz) in enumerate(self.kernels):
                 events.append(cl.enqueue_nd_range_kernel(q, kernel, g, lsz))
+                if i % FLUSH_EVERY == 0:
+                    q.flush()  # NOTE: NVIDIA holds enqueued work until a flush; start early
             results = []
             for t in self.outputs:
                 host = np.empty(self.sg.tensors[t].shape, self.storage)

@@ -300,13 +300,13 @@ class Lowerer:
         """Tiled GEMM; small outputs split K across work groups to fill the device."""
         target = 2 * self.compute_units  # work groups wanted in flight
         tiles64 = -(-m // 64) * -(-n // 64)
-        name, ts, wpt = ("gemm64", 64, 4) if tiles64 >= target else ("gemm32", 32, 2)
+        name, ts, wpt = ("gemm64", 64, 4) if tiles64 >= target else ("gemm32", 32, 4)
         tiles = -(-m // ts) * -(-n // ts)
         splits = 1
         if tiles < target and k >= 2 * MIN_SPLIT_K:
             splits = min(-(-target // tiles), k // MIN_SPLIT_K)
         kps = -(-k // splits)
-        kps = -(-kps // 16) * 16  # K per split, a multiple of the k step
+        kps = -(-kps // 32) * 32  # K per split, a multiple of the k steps
         splits = -(-k // kps)
         rts = ts // wpt
         gsize = (-(-n // ts) * rts, -(-m // ts) * rts, splits)
