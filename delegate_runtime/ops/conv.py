@@ -1,4 +1,5 @@
-"""Convolutions: CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV (NHWC), float32 and int8/uint8.
+"""Convolutions: CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV (NHWC): float32, int8/uint8,
+and hybrid (float activations, int8 weights).
 
 Float kernels run in float32 on BLAS (im2col by strided views, one matmul per group).
 Quantized kernels accumulate (q - zero_point) products exactly in float64, add the int32
@@ -101,15 +102,11 @@ def windows(xp: np.ndarray, k_hw: tuple[int, int], g: Geometry) -> np.ndarray:
     return as_strided(xp, shape, strides, writeable=False)
 
 
-def tap(
-    xp: np.ndarray, i: int, j: int, g: Geometry, rows: tuple[int, int] | None = None
-) -> np.ndarray:
-    """The strided (N, OH, OW, C) slice of padded `xp` under kernel tap (i, j), optionally
-    for output rows [r0, r1) only."""
+def tap(xp: np.ndarray, i: int, j: int, g: Geometry) -> np.ndarray:
+    """The strided (N, OH, OW, C) slice of padded `xp` under kernel tap (i, j)."""
     (sh, sw), (dh, dw), (oh, ow) = g.stride, g.dilation, g.out_hw
-    r0, r1 = rows or (0, oh)
-    r, c = i * dh + r0 * sh, j * dw
-    return xp[:, r : r + (r1 - r0 - 1) * sh + 1 : sh, c : c + (ow - 1) * sw + 1 : sw, :]
+    r, c = i * dh, j * dw
+    return xp[:, r : r + (oh - 1) * sh + 1 : sh, c : c + (ow - 1) * sw + 1 : sw, :]
 
 
 # -- cores (float32 for float ops, float64 of zero-point-corrected values for quantized) ----
@@ -234,24 +231,8 @@ def quant_epilogue(
     return requantize_linear(acc, x, w, out, act)
 
 
-def _check_bias(ctx: OpContext, bias: np.ndarray | None, quantized: bool, channels: int) -> None:
-    if bias is None:
-        return
-    want = np.int32 if quantized else np.float32
-    if bias.dtype != want or bias.size != channels:
-        raise ModelError(
-            f"{ctx.op.describe()}: bias must be {np.dtype(want).name}[{channels}], "
-            f"got {bias.dtype.name}{list(bias.shape)}"
-        )
-
-
-def _check_rank4(ctx: OpContext, *arrays: np.ndarray) -> None:
-    for a in arrays:
-        if a.ndim != 4:
-            raise ModelError(f"{ctx.op.describe()}: expects 4-D tensors, got shape {list(a.shape)}")
-
-
-# -- kernels --------------------------------------------------------------------------------
+#: A conv core bound to its geometry: (input, weights) -> accumulators.
+CoreFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 def is_hybrid(ctx: OpContext) -> bool:
@@ -276,8 +257,24 @@ def hybrid_epilogue(
     return float_epilogue(acc, bias, fused_activation(ctx))
 
 
-#: A conv core bound to its geometry: (input, weights) -> accumulators.
-CoreFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+def _check_bias(ctx: OpContext, bias: np.ndarray | None, quantized: bool, channels: int) -> None:
+    if bias is None:
+        return
+    want = np.int32 if quantized else np.float32
+    if bias.dtype != want or bias.size != channels:
+        raise ModelError(
+            f"{ctx.op.describe()}: bias must be {np.dtype(want).name}[{channels}], "
+            f"got {bias.dtype.name}{list(bias.shape)}"
+        )
+
+
+def _check_rank4(ctx: OpContext, *arrays: np.ndarray) -> None:
+    for a in arrays:
+        if a.ndim != 4:
+            raise ModelError(f"{ctx.op.describe()}: expects 4-D tensors, got shape {list(a.shape)}")
+
+
+# -- kernels --------------------------------------------------------------------------------
 
 
 @register("CONV_2D", versions=(1, 2, 3, 5, 6))

@@ -1,4 +1,5 @@
-"""Matrix products: FULLY_CONNECTED and BATCH_MATMUL, float32 and int8/uint8.
+"""Matrix products: FULLY_CONNECTED (float32, int8/uint8, hybrid) and BATCH_MATMUL (float32,
+int8).
 
 Quantized products accumulate (q - zero_point) exactly in float64, then add the int32 bias
 and requantize with TFLite's fixed-point multipliers (per output channel where the weights
