@@ -57,6 +57,26 @@ def _snake(name: str) -> str:
     return _CAMEL.sub("_", name).lower()
 
 
+#: Bytes each element of a vector of tables takes at least (its offset).
+_TABLE = 4
+
+
+class _LazyTables:
+    """A vector of tables read on first use: a hostile length costs nothing by itself."""
+
+    def __init__(self, get: Any, n: int):
+        self.get, self.n = get, n
+        self.cache: dict[int, Any] = {}
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> Any:
+        if i not in self.cache:
+            self.cache[i] = self.get(i)
+        return self.cache[i]
+
+
 class _Reader:
     def __init__(self, buf: bytes, limits: Limits):
         import tflite
@@ -69,9 +89,9 @@ class _Reader:
 
     # -- bounds ---------------------------------------------------------------
 
-    def length(self, n: int, what: str) -> int:
-        """A vector length, checked: each element takes at least one byte of the file."""
-        if n < 0 or n > len(self.buf):
+    def length(self, n: int, what: str, element_bytes: int = 1) -> int:
+        """A vector length, checked: each element takes `element_bytes` of the file."""
+        if n < 0 or n * element_bytes > len(self.buf):
             raise ModelError(f"{what}: vector length {n} exceeds the file ({len(self.buf)} bytes)")
         return n
 
@@ -110,8 +130,8 @@ class _Reader:
         if version not in SUPPORTED_SCHEMA_VERSIONS:
             raise ModelError(f"schema version {version} is not supported (expected 3)")
         opcodes = self.opcodes(m)
-        buffers = [m.Buffers(i) for i in range(self.length(m.BuffersLength(), "buffers"))]
-        n_sub = self.length(m.SubgraphsLength(), "subgraphs")
+        buffers = _LazyTables(m.Buffers, self.length(m.BuffersLength(), "buffers", _TABLE))
+        n_sub = self.length(m.SubgraphsLength(), "subgraphs", _TABLE)
         if n_sub == 0:
             raise ModelError("model has no subgraphs")
         if n_sub > self.limits.max_subgraphs:
@@ -130,7 +150,7 @@ class _Reader:
 
     def opcodes(self, m: Any) -> list[tuple[str, int, int]]:
         out = []
-        for i in range(self.length(m.OperatorCodesLength(), "operator codes")):
+        for i in range(self.length(m.OperatorCodesLength(), "operator codes", _TABLE)):
             oc = m.OperatorCodes(i)
             # The builtin code moved from an int8 field to an int32 one; take the larger.
             code = max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode()))
@@ -143,11 +163,11 @@ class _Reader:
             out.append((name, code, version))
         return out
 
-    def subgraph(self, sg: Any, si: int, opcodes: list, buffers: list) -> Subgraph:
+    def subgraph(self, sg: Any, si: int, opcodes: list, buffers: _LazyTables) -> Subgraph:
         where = f"subgraph {si}"
-        n_t = self.length(sg.TensorsLength(), f"{where} tensors")
+        n_t = self.length(sg.TensorsLength(), f"{where} tensors", _TABLE)
         tensors = [self.tensor(sg.Tensors(i), i, si, buffers) for i in range(n_t)]
-        n_op = self.length(sg.OperatorsLength(), f"{where} operators")
+        n_op = self.length(sg.OperatorsLength(), f"{where} operators", _TABLE)
         operators = [self.operator(sg.Operators(i), i, si, opcodes, n_t) for i in range(n_op)]
         inputs = tuple(
             self.index(int(i), n_t, f"{where} input")
@@ -166,7 +186,7 @@ class _Reader:
             outputs=outputs,
         )
 
-    def tensor(self, t: Any, ti: int, si: int, buffers: list) -> Tensor:
+    def tensor(self, t: Any, ti: int, si: int, buffers: _LazyTables) -> Tensor:
         raw_name = t.Name()
         name = raw_name.decode("utf-8", "replace") if raw_name else f"tensor_{ti}"
         where = f"subgraph {si} tensor {ti} '{name}'"
@@ -349,7 +369,7 @@ class _Reader:
 
     def signatures(self, m: Any, subgraphs: list[Subgraph]) -> list[Signature]:
         out = []
-        for i in range(self.length(m.SignatureDefsLength(), "signatures")):
+        for i in range(self.length(m.SignatureDefsLength(), "signatures", _TABLE)):
             s = m.SignatureDefs(i)
             key = s.SignatureKey()
             key = key.decode("utf-8", "replace") if key else f"signature_{i}"
@@ -358,7 +378,9 @@ class _Reader:
             maps = []
             for kind in ("Inputs", "Outputs"):
                 entries = {}
-                n = self.length(getattr(s, f"{kind}Length")(), f"signature '{key}' {kind.lower()}")
+                n = self.length(
+                    getattr(s, f"{kind}Length")(), f"signature '{key}' {kind.lower()}", _TABLE
+                )
                 for j in range(n):
                     tm = getattr(s, kind)(j)
                     nm = tm.Name()

@@ -171,6 +171,23 @@ def test_index_out_of_range(case: str) -> None:
         read_model(make())
 
 
+def _buffers_length(value: Callable[[int], int]) -> bytes:
+    data = good()
+    return patch(data, fields_of(data, "buffers.length")[0], value(len(data)))
+
+
+def test_table_vector_needs_four_bytes_per_element() -> None:
+    """Regression: a vector of n tables only had to fit n bytes (6 s of garbage reads)."""
+    with pytest.raises(ModelError, match=r"buffers: vector length \d+ exceeds the file"):
+        read_model(_buffers_length(lambda n: n // 4 + 1))
+
+
+def test_unreferenced_buffers_are_never_read() -> None:
+    """Regression: every buffer was read up front, so a hostile count cost its length."""
+    model = read_model(_buffers_length(lambda n: n // 4))
+    np.testing.assert_array_equal(model.main.tensors[1].data, np.arange(6).reshape(2, 3))
+
+
 def test_optional_input_minus_1_is_allowed() -> None:
     data = _op_index("operator.inputs", 1, -1)
     assert read_model(data).main.operators[0].inputs == (0, -1)
