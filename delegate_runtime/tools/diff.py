@@ -84,8 +84,8 @@ class FloatStat:
     def std(self) -> float:
         if not self.values or min(self.values) == max(self.values):
             return 0.0
-        sq = sum(v * v for v in self.values) / len(self.values)
-        return math.sqrt(max(sq - self.avg**2, 0.0))
+        # NOTE: two-pass, not TFLite's E[x^2] - E[x]^2, which cancels to 0 for tiny errors.
+        return float(np.std(self.values))
 
 
 @dataclass
