@@ -152,9 +152,12 @@ def _states(ctx: OpContext) -> tuple[np.ndarray, np.ndarray]:
     return h, c
 
 
-@register("UNIDIRECTIONAL_SEQUENCE_LSTM", versions=(1, 2, 3, 4))
+# NOTE: versions 2-3 of UNIDIRECTIONAL_SEQUENCE_LSTM and 3-4 of LSTM are hybrid (int8
+# weights, inputs quantized on the fly): not registered, so such models fail before running.
+@register("UNIDIRECTIONAL_SEQUENCE_LSTM", versions=(1, 4))
 def unidirectional_sequence_lstm(ctx: OpContext) -> np.ndarray:
-    """An LSTM over a sequence [time, batch, input] (time_major) or [batch, time, input]."""
+    """An LSTM over a sequence [time, batch, input] (time_major) or [batch, time, input];
+    version 4 takes diagonal (vector) recurrent weights."""
     cell = read_cell(ctx)
     x = _float(ctx, IN_INPUT)
     if x is None or x.ndim != 3:
@@ -173,7 +176,7 @@ def unidirectional_sequence_lstm(ctx: OpContext) -> np.ndarray:
     return out if time_major else out.transpose(1, 0, 2)
 
 
-@register("LSTM", versions=(1, 2, 3, 4))
+@register("LSTM", versions=(1, 2))
 def lstm(ctx: OpContext) -> np.ndarray | list[np.ndarray]:
     """One LSTM step: the full 20/24-input kernel, or the basic 5-input one (kernel_type)."""
     if int(ctx.opt("kernel_type", KERNEL_FULL)) == KERNEL_BASIC:

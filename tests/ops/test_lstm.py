@@ -10,6 +10,7 @@ import pytest
 
 from delegate_runtime import litert, read_model
 from delegate_runtime.builder import ModelBuilder, SubgraphBuilder
+from delegate_runtime.errors import ModelError
 from delegate_runtime.interpreter import Interpreter
 
 #: Float tolerances: LiteRT's LSTM uses its own sigmoid/tanh approximations and sum order.
@@ -33,6 +34,7 @@ class Cfg:
     cell_clip: float = 0.0
     proj_clip: float = 0.0
     activation: str = "TANH"
+    diagonal: bool = False  #: recurrent weights are vectors (version 4)
 
     @property
     def n_out(self) -> int:
@@ -55,6 +57,8 @@ CONFIGS = {
     "cell_clip": replace(BASE, cell_clip=0.3),
     "proj_clip": replace(BASE, projection=True, proj_clip=0.2),
     "relu": replace(BASE, activation="RELU"),
+    "diagonal_recurrent": replace(BASE, diagonal=True),
+    "diagonal_recurrent_cifg_peephole": replace(BASE, diagonal=True, cifg=True, peephole=True),
     "batch1_long": replace(BASE, batch=1, time=12, n_in=7, n_cell=16),
     "everything_time_major": replace(
         BASE,
@@ -77,10 +81,9 @@ def _weights(g: SubgraphBuilder, cfg: Cfg, rng: np.random.Generator) -> list[int
 
     gates = ("i", "f", "c", "o")
     no_input = cfg.cifg
+    recurrent_shape = (cfg.n_cell,) if cfg.diagonal else (cfg.n_cell, cfg.n_out)
     ins = [-1 if (k == "i" and no_input) else const(f"wx_{k}", cfg.n_cell, cfg.n_in) for k in gates]
-    ins += [
-        -1 if (k == "i" and no_input) else const(f"wh_{k}", cfg.n_cell, cfg.n_out) for k in gates
-    ]
+    ins += [-1 if (k == "i" and no_input) else const(f"wh_{k}", *recurrent_shape) for k in gates]
     ins += [
         const(f"peep_{k}", cfg.n_cell) if cfg.peephole and not (k == "i" and no_input) else -1
         for k in ("i", "f", "o")
@@ -117,9 +120,13 @@ def build_lstm(cfg: Cfg, op: str) -> bytes:
     options = dict(
         fused_activation_function=cfg.activation, cell_clip=cfg.cell_clip, proj_clip=cfg.proj_clip
     )
+    version = 1
     if seq:
         options["time_major"] = cfg.time_major
-    g.op(op, [x, *weights, h, c, *_layer_norm(g, cfg, rng)], [y], **options)
+    if cfg.diagonal:
+        options["diagonal_recurrent_tensors"] = True
+        version = 4
+    g.op(op, [x, *weights, h, c, *_layer_norm(g, cfg, rng)], [y], version=version, **options)
     g.output(y)
     return b.build()
 
@@ -217,3 +224,14 @@ def test_reset_variables_restarts_the_sequence() -> None:
     assert not np.allclose(it.invoke(x)[0], first)
     it.reset_variables()
     np.testing.assert_array_equal(it.invoke(x)[0], first)
+
+
+@pytest.mark.parametrize("op,version", [("UNIDIRECTIONAL_SEQUENCE_LSTM", 2), ("LSTM", 3)])
+def test_hybrid_versions_fail_before_running(op: str, version: int) -> None:
+    """Hybrid (int8-weight) LSTM versions are not implemented: named at set-up."""
+    b = ModelBuilder()
+    x, y = b.main.input("x", (1, 2, 3)), b.main.tensor("y", (1, 2, 3))
+    b.main.op(op, [x], [y], version=version)
+    b.main.output(y)
+    with pytest.raises(ModelError, match=rf"{op} v{version}\): op {op} version {version} is not"):
+        Interpreter(read_model(b.build()))

@@ -10,6 +10,7 @@ the reader trusts (indices, vector lengths, buffer offsets and sizes, types, ver
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -66,6 +67,8 @@ HUGE_DIMS = (2**31 - 1, 2**30, 2**20, 2**16, 46341, 65537)
 
 #: Outcomes over the whole module, printed at its end.
 OUTCOMES: Counter[str] = Counter()
+#: The slowest mutant: (seconds to read and set up, mutation kind).
+SLOWEST: list[tuple[float, str]] = [(0.0, "")]
 
 
 @dataclass
@@ -151,6 +154,7 @@ def seeds(
     total = sum(v for k, v in OUTCOMES.items() if k.startswith("total."))
     record_testsuite_property("fuzz_cases", total)
     detail = ", ".join(f"{k}={v}" for k, v in sorted(OUTCOMES.items()))
+    detail += f"; slowest {SLOWEST[0][0] * 1e3:.0f} ms ({SLOWEST[0][1]})"
     capture = request.config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():
         print(f"\nfuzz: {total} mutated models from {len(models)} seeds ({detail})")
@@ -162,6 +166,14 @@ def seeds(
 def check(kind: str, data: bytes) -> None:
     """Read and set up `data`: ModelError is the only error allowed."""
     OUTCOMES[f"total.{kind}"] += 1
+    start = time.perf_counter()
+    try:
+        _read_and_set_up(data)
+    finally:
+        SLOWEST[0] = max(SLOWEST[0], (time.perf_counter() - start, kind))
+
+
+def _read_and_set_up(data: bytes) -> None:
     try:
         model = read_model(data)
     except ModelError:
