@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Engine, insert
@@ -56,3 +58,15 @@ def write_model(path: Path, scale: float = 1.0) -> Path:
     g.output(y)
     path.write_bytes(b.build())
     return path
+
+
+def wait_until(check: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.2) -> Any:
+    """Poll `check` until it returns something truthy; AssertionError after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(every_s)
