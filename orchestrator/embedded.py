@@ -22,7 +22,7 @@ from .probes import probe_for
 from .reconciler import reconcile
 from .report import campaign_rows, format_table
 from .schema import TERMINAL_STATES, Job
-from .settings import Timing, default_broker_url, default_db_url
+from .settings import Timing, default_broker_url, default_db_url, home
 from .submit import RunSettings, submit
 
 #: How often progress is polled and the reconciler runs.
@@ -107,7 +107,13 @@ def run_local(
     devices = discover(device_specs)
     say(f"devices: {', '.join(d.key for d in devices) or 'none'}")
     agent = Agent(
-        db_url, broker_url, devices, name=f"embedded:{os.getpid()}", timing=timing, say=say
+        db_url,
+        broker_url,
+        devices,
+        name=f"embedded:{os.getpid()}",
+        timing=timing,
+        say=say,
+        log_dir=home() / "logs",
     )
     agent.register()
     agent.check_all()

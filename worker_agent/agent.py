@@ -19,6 +19,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, insert, select, update
 
+from orchestrator.celery_app import queue_for
 from orchestrator.database import open_database
 from orchestrator.schema import QUARANTINED, Device, utcnow
 from orchestrator.settings import Timing
@@ -48,6 +49,7 @@ class Agent:
         timing: Timing | None = None,
         loglevel: str = "WARNING",
         say: Callable[[str], None] | None = None,
+        log_dir: Path | None = None,
     ):
         self.db_url = db_url
         self.broker_url = broker_url
@@ -56,6 +58,7 @@ class Agent:
         self.timing = timing or Timing.from_env()
         self.loglevel = loglevel
         self.say = say or (lambda msg: log.info("%s", msg))
+        self.log_dir = log_dir  #: consumers write their logs here (default: inherit stdout)
         self.engine: Engine = open_database(db_url)
         self.consumers: dict[str, subprocess.Popen] = {}
         self.quarantined: set[str] = set()
@@ -138,18 +141,28 @@ class Agent:
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
         )
-        self.consumers[key] = subprocess.Popen(cmd, env=env, start_new_session=False)
+        out = None
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            out = (self.log_dir / f"{queue_for(key)}.log").open("a")
+        self.consumers[key] = subprocess.Popen(cmd, env=env, stdout=out, stderr=out)
+        if out is not None:
+            out.close()  # the child holds its own descriptor
 
-    def _stop_consumer(self, key: str, grace_s: float = STOP_GRACE_S) -> None:
-        proc = self.consumers.pop(key, None)
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)  # Celery's warm shutdown: finish the current job
-        try:
-            proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()  # the job's lease runs out and the reconciler moves it
-            proc.wait()
+    def _stop_consumers(self, keys: Sequence[str], grace_s: float = STOP_GRACE_S) -> None:
+        """SIGTERM (Celery's warm shutdown: the current job finishes) to all at once, then
+        SIGKILL whatever is still there after `grace_s` (its job's lease runs out and the
+        reconciler moves it)."""
+        procs = [p for k in keys if (p := self.consumers.pop(k, None)) and p.poll() is None]
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for proc in procs:
+            try:
+                proc.wait(max(deadline - time.monotonic(), 0.0))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
     def supervise_once(self) -> None:
         """One round: heartbeat, follow quarantine both ways, restart exited consumers."""
@@ -166,7 +179,7 @@ class Agent:
             self.quarantined.add(key)
             self._last_check[key] = time.monotonic()
             self.say(f"{key} quarantined; its consumer stops")
-            self._stop_consumer(key)
+            self._stop_consumers([key])
         now = time.monotonic()
         for key in sorted(self.quarantined):
             due = now - self._last_check.get(key, 0) >= self.timing.health_retry_s
@@ -208,8 +221,7 @@ class Agent:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=grace_s)
-        for key in list(self.consumers):
-            self._stop_consumer(key, grace_s)
+        self._stop_consumers(list(self.consumers), grace_s)
 
     def wait(self) -> None:
         """Block until stopped (SIGTERM/SIGINT stop the agent)."""

@@ -9,9 +9,11 @@ more than the job it runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
+import signal
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -142,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     device = DeviceInfo.from_json(args.device)
     worker = args.worker or f"{host_name()}:{os.getpid()}:{device.key}"
+    from billiard.util import set_pdeathsig
+
+    with contextlib.suppress(OSError):  # Linux only
+        set_pdeathsig(signal.SIGTERM)  # the agent died: finish the job, then stop
     ctx = ConsumerContext(device, args.db, args.broker, worker)
     # under `python -m` this file is __main__: install into the module the task imports
     importlib.import_module("worker_agent.consumer").install(ctx)

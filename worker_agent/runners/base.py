@@ -119,5 +119,5 @@ class Runner:
             diff=diff,
             delegation=dict(bench.get("delegation") or {}),
             versions=self.versions(),
-            log=str(bench.get("log", "")),
+            log="\n".join(str(x.get("log") or "") for x in (bench, diff) if x.get("log")),
         )

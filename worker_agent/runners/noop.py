@@ -46,7 +46,7 @@ class NoopRunner(Runner):
             "p95_us": NOOP_FIGURE_US,
             "std_us": 0.0,
             "count": n,
-            "delegation": {"delegated_ops": 0, "total_ops": 0},
+            "delegation": {"nodes_delegated": 0, "nodes_total": 0, "partitions": 0},
             "log": "noop",
         }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import time
 from typing import Any
 
@@ -50,16 +51,18 @@ class ToolsRunner(Runner):
 
     def benchmark(self, spec: JobSpec, path: str) -> dict[str, Any]:
         _, run_benchmark, _ = _tools()
-        lines: list[str] = []
-        result = _as_dict(run_benchmark(path, self.options(spec), progress=lines.append))
-        if lines and "log" not in result:
-            result["log"] = "\n".join(str(x) for x in lines)
+        out = io.StringIO()
+        result = _as_dict(run_benchmark(path, self.options(spec), out=out))
+        result["log"] = result.get("log") or out.getvalue()
         return result
 
     def diff(self, spec: JobSpec, path: str) -> dict[str, Any]:
         _, _, run_inference_diff = _tools()
         runs = int(spec.settings.get("diff_runs", 50))
-        return _as_dict(run_inference_diff(path, self.options(spec), num_runs=runs))
+        out = io.StringIO()
+        result = _as_dict(run_inference_diff(path, self.options(spec), num_runs=runs, out=out))
+        result["log"] = result.get("log") or out.getvalue()
+        return result
 
     def canary(self, model_bytes: bytes, inputs: list[np.ndarray]) -> CanaryReading:
         from delegate_runtime import read_model
