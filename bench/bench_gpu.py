@@ -11,6 +11,7 @@ initialisation in separate processes (empty cache, then the cache the first one 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import statistics
@@ -44,7 +45,7 @@ def ours(
     from delegate_runtime.gpu.delegate import GpuSession
 
     session = GpuSession(
-        load_model(model_path), precision=precision, device=device, log=open(os.devnull, "w")
+        load_model(model_path), precision=precision, device=device, log=io.StringIO()
     )
     out = session.invoke([x])[0]
     return median_ms(lambda: session.invoke([x]), runs), out
@@ -96,7 +97,7 @@ def profile(model_path: str, x: np.ndarray, precision: str, device: str | None) 
         load_model(model_path),
         precision=precision,
         device=device,
-        log=open(os.devnull, "w"),
+        log=io.StringIO(),
         profiling=True,
     )
     for _ in range(5):
@@ -121,10 +122,18 @@ def init_once(model_path: str, precision: str, device: str | None, cache: str) -
         precision=precision,
         device=device,
         serialization_dir=cache,
-        log=open(os.devnull, "w"),
+        log=io.StringIO(),
     )
     init = time.perf_counter() - t
-    print(json.dumps({"init_ms": init * 1e3, "from_cache": session.program_from_cache}))
+    print(
+        json.dumps(
+            {
+                "init_ms": init * 1e3,
+                "from_cache": session.program_from_cache,
+                "phases_ms": session.init_phases_ms,
+            }
+        )
+    )
 
 
 def init_cold_warm(model_path: str, precision: str, device: str | None) -> dict:

@@ -13,9 +13,8 @@ import numpy as np
 
 from ...graph import Subgraph
 from ...ops.common import dequantize, quantize
-from .lowering import LOCAL_1D, Buf, Const, Local, Lowered, Scratch
+from .lowering import LOCAL_1D, Buf, Const, Counters, Local, Lowered, Scratch
 from .runtime import device_error
-
 
 #: Launches between queue flushes, so the device works while the host still enqueues.
 FLUSH_EVERY = 6
@@ -124,6 +123,13 @@ class PartitionExecutor:
                 + [4]
             )
             self.scratch = cl.Buffer(ctx, mf.READ_WRITE, scratch)
+            n_counters = max(
+                [a.count for ln in rooted.launches for a in ln.args if isinstance(a, Counters)]
+                + [1]
+            )
+            self.counters = cl.Buffer(
+                ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(n_counters, np.int32)
+            )
             self.kernels = [self._bind(program, launch) for launch in rooted.launches]
             self.nodes = [launch.node for launch in rooted.launches]
             self._add_conversions(ctx, program)
@@ -154,6 +160,8 @@ class PartitionExecutor:
                 args.append(self.cl.LocalMemory(arg.nbytes))
             elif isinstance(arg, Scratch):
                 args.append(self.scratch)
+            elif isinstance(arg, Counters):
+                args.append(self.counters)
             else:
                 args.append(arg)
         kernel.set_args(*args)

@@ -63,16 +63,6 @@ __kernel void conv2d_direct(__global const store_t* in, __global const store_t* 
 // GEMM kernels, generated from gemm.cl.in (one per tile size):
 // @GEMM_KERNELS@
 
-// Finish a split-K GEMM: C = act(sum over splits of P + bias).
-__kernel void gemm_splitk_reduce(__global const float* P, __global const store_t* bias,
-                                 __global store_t* C, int M, int N, int splits, int a) {
-  int i = get_global_id(0);
-  if (i >= M * N) return;
-  float acc = LDF(bias, i % N);
-  for (int s = 0; s < splits; ++s) acc += P[s * M * N + i];
-  ST(C, i, act(acc, a));
-}
-
 // Boundary conversions between float32 host data and the storage type.
 __kernel void to_storage(__global const float* in, __global store_t* out, int n) {
   int i = get_global_id(0);

@@ -17,6 +17,7 @@ from ...errors import ModelError
 from ...graph import Operator, Subgraph, Tensor
 from ...ops.common import dequantize, padding_amounts
 from ...ops.registry import OpContext, lookup
+from . import program
 
 #: Fused activation code -> `unary` op code.
 ACT_TO_UNARY = {1: 0, 3: 1, 2: 2, 6: 3, 4: 4}
@@ -46,6 +47,8 @@ INDEX_MAP_OPS = ("TRANSPOSE", "STRIDED_SLICE", "SLICE", "SPACE_TO_DEPTH", "DEPTH
 LOCAL_1D = 128
 #: Smallest slice of K worth a work group of its own in split-K GEMM.
 MIN_SPLIT_K = 64
+#: Work groups per compute unit a GEMM aims for before it splits K.
+GEMM_GROUPS_PER_CU = 2
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,13 @@ class Scratch:
     """A float scratch buffer of at least `nbytes`, shared by all launches (one queue)."""
 
     nbytes: int
+
+
+@dataclass(frozen=True)
+class Counters:
+    """Zeroed int counters (one per GEMM tile), shared by all launches; kernels reset them."""
+
+    count: int
 
 
 @dataclass
@@ -298,24 +308,24 @@ class Lowerer:
         self, op: Operator, a: Any, b: Any, bias: Any, out: Any, m: int, n: int, k: int, act: int
     ) -> None:
         """Tiled GEMM; small outputs split K across work groups to fill the device."""
-        target = 2 * self.compute_units  # work groups wanted in flight
+        target = GEMM_GROUPS_PER_CU * self.compute_units  # work groups wanted in flight
         tiles64 = -(-m // 64) * -(-n // 64)
-        name, ts, wpt = ("gemm64", 64, 4) if tiles64 >= target else ("gemm32", 32, 4)
+        name = "gemm64" if tiles64 >= target else "gemm32"
+        ts, wpt, _ = program.GEMM_VARIANTS[name]
         tiles = -(-m // ts) * -(-n // ts)
         splits = 1
         if tiles < target and k >= 2 * MIN_SPLIT_K:
             splits = min(-(-target // tiles), k // MIN_SPLIT_K)
         kps = -(-k // splits)
-        kps = -(-kps // 32) * 32  # K per split, a multiple of the k steps
+        tk = program.GEMM_VARIANTS[name][2]
+        kps = -(-kps // tk) * tk  # K per split, a multiple of the k step
         splits = -(-k // kps)
         rts = ts // wpt
         gsize = (-(-n // ts) * rts, -(-m // ts) * rts, splits)
         scratch = Scratch(4 * splits * m * n if splits > 1 else 4)
-        args = [a, b, bias, out, scratch, *map(np.int32, (m, n, k, kps, act))]
+        counters = Counters(gsize[0] // rts * (gsize[1] // rts))
+        args = [a, b, bias, out, scratch, counters, *map(np.int32, (m, n, k, kps, act))]
         self.emit(op, name, args, gsize, (rts, rts, 1))
-        if splits > 1:
-            reduce_args = [scratch, bias, out, *map(np.int32, (m, n, splits, act))]
-            self.emit_1d(op, "gemm_splitk_reduce", reduce_args, m * n)
 
     def op_fully_connected(self, op: Operator) -> None:
         x, w_i, out = op.inputs[0], op.inputs[1], op.outputs[0]

@@ -11,7 +11,7 @@ from .cache import CacheKey, KernelCache
 from .runtime import DeviceInfo, guarded
 
 #: GEMM variants: name -> (tile, work per thread, k step).
-GEMM_VARIANTS = {"gemm64": (64, 4, 16), "gemm32": (32, 4, 32)}
+GEMM_VARIANTS = {"gemm64": (64, 4, 32), "gemm32": (32, 2, 32)}
 BUILD_OPTIONS = "-cl-mad-enable -cl-no-signed-zeros"
 
 
