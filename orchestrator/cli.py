@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "invoke": ("delegate_runtime.commands.invoke", "run a model once on inputs from an .npz file"),
     "inspect": ("delegate_runtime.commands.inspect", "show a model's subgraphs, tensors and ops"),
     "ops": ("delegate_runtime.commands.ops", "list the ops and versions the runtime supports"),
+    "example": ("delegate_runtime.commands.example", "write a small example model to try the farm"),
     "run": ("orchestrator.commands.run", "run models on this machine's devices, no server"),
     "submit": ("orchestrator.commands.submit", "submit a campaign of jobs to the farm"),
     "status": ("orchestrator.commands.status", "show campaigns and their jobs by state"),
