@@ -249,6 +249,13 @@ class Lowerer:
 
         def strides(i: int) -> np.ndarray:
             s = shape4(self.t(i).shape)
+            raw = self.t(i).shape
+            if (
+                len(raw) == 2
+                and raw == (out_shape[0], out_shape[3])
+                and raw[0] not in (1, out_shape[2])
+            ):
+                s = (raw[0], 1, 1, raw[1])  # [b, c] against [b, x, y, c]: the delegate's BHWC view
             cs = contiguous_strides(s)
             return i4([0 if s[k] == 1 and out_shape[k] != 1 else cs[k] for k in range(4)])
 
