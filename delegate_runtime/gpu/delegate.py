@@ -117,7 +117,7 @@ class GpuSession:
         sg = self.model.main
         storage = np.float16 if opts.precision == "fp16" else np.float32
         for nodes in self.delegation.partitions:
-            lowerer = Lowerer(sg, self.device_info.compute_units, nodes)
+            lowerer = Lowerer(sg, self.device_info.compute_units)
             for n in nodes:
                 lowerer.lower(sg.operators[n])
             ins, outs = _boundary(sg, nodes)

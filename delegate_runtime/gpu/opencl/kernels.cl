@@ -35,27 +35,6 @@ inline float act(float x, int a) {
   }
 }
 
-// The value of a 3x3 depthwise convolution (+ bias, activation) at pixel m, channel c:
-// lets a pointwise GEMM read its A operand straight from the depthwise input, so the
-// depthwise layer needs no launch and no buffer of its own.
-inline float dw3x3_value(__global const store_t* in, __global const store_t* w,
-                         __global const store_t* b, int4 ins, int oh, int ow, int s, int pt,
-                         int pl, int a, int m, int c) {
-  int x = m % ow, r = m / ow;
-  int y = r % oh, n = r / oh, C = ins.w;
-  float acc = LDF(b, c);
-  for (int ky = 0; ky < 3; ++ky) {
-    int iy = y * s - pt + ky;
-    if (iy < 0 || iy >= ins.y) continue;
-    for (int kx = 0; kx < 3; ++kx) {
-      int ix = x * s - pl + kx;
-      if (ix < 0 || ix >= ins.z) continue;
-      acc += LDF(in, ((n * ins.y + iy) * ins.z + ix) * C + c) * LDF(w, (ky * 3 + kx) * C + c);
-    }
-  }
-  return act(acc, a);
-}
-
 // ---- convolution ------------------------------------------------------------------------
 // Direct convolution: one work item per output element. Weights OHWI.
 __kernel void conv2d_direct(__global const store_t* in, __global const store_t* w,

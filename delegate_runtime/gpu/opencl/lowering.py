@@ -141,18 +141,10 @@ def contiguous_strides(shape: tuple[int, ...]) -> list[int]:
 class Lowerer:
     """Turns the nodes of one partition into launches."""
 
-    def __init__(self, sg: Subgraph, compute_units: int, nodes: list[int] | None = None):
+    def __init__(self, sg: Subgraph, compute_units: int):
         self.sg = sg
         self.compute_units = compute_units
         self.out = Lowered()
-        self.nodes = set(range(len(sg.operators)) if nodes is None else nodes)
-        self.consumers: dict[int, list[int]] = {}
-        for op in sg.operators:
-            for t in op.inputs:
-                if t >= 0:
-                    self.consumers.setdefault(t, []).append(op.index)
-        #: depthwise outputs to compute inside their pointwise consumer's GEMM
-        self.fused_dw: dict[int, list[Any]] = {}
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -296,14 +288,9 @@ class Lowerer:
         dh, dw = o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)
         act = o.get("fused_activation_function", 0)
         bias = self.bias(op, 2, oc)
-        if self._is_pointwise(op):
+        if kh == kw == 1 and sh == sw == 1 and in_s[1:3] == out_s[1:3]:
             weights = self.add_const(f"t{w_i}:kn", w.reshape(oc, ic).T)
-            m = in_s[0] * in_s[1] * in_s[2]
-            if x in self.fused_dw:
-                src, *dw_args = self.fused_dw.pop(x)
-                self.gemm(op, Buf(src), weights, bias, Buf(out), m, oc, ic, act, dw_args)
-            else:
-                self.gemm(op, Buf(x), weights, bias, Buf(out), m, oc, ic, act)
+            self.gemm(op, Buf(x), weights, bias, Buf(out), in_s[0] * in_s[1] * in_s[2], oc, ic, act)
             return
         pt, _ = padding_amounts(in_s[1], kh, sh, dh, o.get("padding", 0))
         pl, _ = padding_amounts(in_s[2], kw, sw, dw, o.get("padding", 0))
@@ -324,44 +311,8 @@ class Lowerer:
             lsz,
         )
 
-    def _is_pointwise(self, op: Operator) -> bool:
-        """A CONV_2D that is one GEMM: 1x1 weights, stride 1, same spatial size."""
-        if op.op != "CONV_2D" or not self.t(op.inputs[1]).is_constant:
-            return False
-        w = self.t(op.inputs[1]).shape
-        in_s, out_s = shape4(self.t(op.inputs[0]).shape), shape4(self.t(op.outputs[0]).shape)
-        strides = (op.options.get("stride_h", 1), op.options.get("stride_w", 1))
-        return w[1:3] == (1, 1) and strides == (1, 1) and in_s[1:3] == out_s[1:3]
-
-    def _fusable_dw(
-        self, op: Operator, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, mult: int
-    ) -> bool:
-        """A 3x3 depthwise whose only reader is a pointwise conv in this partition."""
-        out = op.outputs[0]
-        readers = self.consumers.get(out, [])
-        if (kh, kw, dh, dw, mult) != (3, 3, 1, 1, 1) or sh != sw or len(readers) != 1:
-            return False
-        reader = self.sg.operators[readers[0]]
-        return (
-            readers[0] in self.nodes
-            and out not in self.sg.outputs
-            and reader.inputs[0] == out
-            and self._is_pointwise(reader)
-            and self.t(out).quantization is None
-        )
-
     def gemm(
-        self,
-        op: Operator,
-        a: Any,
-        b: Any,
-        bias: Any,
-        out: Any,
-        m: int,
-        n: int,
-        k: int,
-        act: int,
-        dw_args: list[Any] | None = None,
+        self, op: Operator, a: Any, b: Any, bias: Any, out: Any, m: int, n: int, k: int, act: int
     ) -> None:
         """Tiled GEMM; small outputs split K across work groups to fill the device."""
         target = GEMM_GROUPS_PER_CU * self.compute_units  # work groups wanted in flight
@@ -381,8 +332,6 @@ class Lowerer:
         scratch = Scratch(4 * splits * m * n if splits > 1 else 4)
         counters = Counters(gsize[0] // rts * (gsize[1] // rts))
         args = [a, b, bias, out, scratch, counters, *map(np.int32, (m, n, k, kps, act))]
-        if dw_args:
-            name, args = name + "_dw", args + dw_args
         self.emit(op, name, args, gsize, (rts, rts, 1))
 
     def op_fully_connected(self, op: Operator) -> None:
@@ -407,15 +356,6 @@ class Lowerer:
         pt, _ = padding_amounts(in_s[1], kh, sh, dh, o.get("padding", 0))
         pl, _ = padding_amounts(in_s[2], kw, sw, dw, o.get("padding", 0))
         wc, bias = self.add_const(f"t{w_i}", w), self.bias(op, 2, oc)
-        if self._fusable_dw(op, kh, kw, sh, sw, dh, dw, mult):
-            self.fused_dw[out] = [
-                x,
-                wc,
-                bias,
-                i4(in_s),
-                *map(np.int32, (out_s[1], out_s[2], sh, pt, pl, act)),
-            ]
-            return
         if kh == kw == 3 and dh == dw == 1 and mult == 1 and oc % 4 == 0:
             g, lsz = grid3(oc // 4, out_s[2], out_s[0] * out_s[1])
             self.emit(

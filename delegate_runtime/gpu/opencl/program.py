@@ -12,12 +12,6 @@ from .runtime import DeviceInfo, guarded
 
 #: GEMM variants: name -> (tile, work per thread, k step).
 GEMM_VARIANTS = {"gemm64": (64, 4, 32), "gemm32": (32, 2, 32)}
-#: Extra arguments and A-operand load of the GEMMs fused with a preceding 3x3 depthwise.
-DW_ARGS = (
-    ",\n    __global const store_t* dww, __global const store_t* dwb, int4 dw_in,"
-    " int dw_oh, int dw_ow, int dw_s, int dw_pt, int dw_pl, int dw_act"
-)
-DW_LOAD_A = "dw3x3_value(A, dww, dwb, dw_in, dw_oh, dw_ow, dw_s, dw_pt, dw_pl, dw_act, gr, gk)"
 BUILD_OPTIONS = "-cl-mad-enable -cl-no-signed-zeros"
 
 
@@ -28,11 +22,8 @@ def program_source() -> str:
     template = (pkg / "gemm.cl.in").read_text()
     gemms = []
     for name, (ts, wpt, tk) in GEMM_VARIANTS.items():
-        text = template.replace("@TS@", str(ts)).replace("@WPT@", str(wpt))
-        text = text.replace("@TK@", str(tk))
-        plain = text.replace("@DW_ARGS@", "").replace("@LOAD_A@", "LDF(A, gr * K + gk)")
-        fused = text.replace("@DW_ARGS@", DW_ARGS).replace("@LOAD_A@", DW_LOAD_A)
-        gemms += [plain.replace("@NAME@", name), fused.replace("@NAME@", name + "_dw")]
+        text = template.replace("@NAME@", name).replace("@TS@", str(ts))
+        gemms.append(text.replace("@WPT@", str(wpt)).replace("@TK@", str(tk)))
     return base.replace("// @GEMM_KERNELS@", "\n".join(gemms), 1)
 
 
