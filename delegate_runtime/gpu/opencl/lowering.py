@@ -46,9 +46,9 @@ INDEX_MAP_OPS = ("TRANSPOSE", "STRIDED_SLICE", "SLICE", "SPACE_TO_DEPTH", "DEPTH
 #: Work-group size of 1-D kernels.
 LOCAL_1D = 128
 #: Smallest slice of K worth a work group of its own in split-K GEMM.
-MIN_SPLIT_K = 64
+MIN_SPLIT_K = 32
 #: Work groups per compute unit a GEMM aims for before it splits K.
-GEMM_GROUPS_PER_CU = 2
+GEMM_GROUPS_PER_CU = 4
 
 
 @dataclass(frozen=True)
