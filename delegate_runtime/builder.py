@@ -175,7 +175,7 @@ class SubgraphBuilder:
         self, name: str, data: Any, quant: Quant | tuple | None = None, dtype: Any = None
     ) -> int:
         """Add a constant tensor holding `data` (its dtype unless `dtype` is given)."""
-        arr = np.ascontiguousarray(np.asarray(data, dtype=dtype))
+        arr = np.array(data, dtype=dtype, order="C")  # keeps 0-d constants 0-d
         t = self.tensor(name, arr.shape, arr.dtype, quant)
         self.tensors[t].data = arr
         return t
@@ -271,7 +271,7 @@ class ModelBuilder:
             fb.StartVector(1, len(raw), 16)  # 16-byte aligned constants
             fb.head -= len(raw)
             fb.Bytes[fb.head : fb.head + len(raw)] = raw
-            raw_off = fb.EndVector(len(raw))
+            raw_off = fb.EndVector()
         _mod("Buffer").BufferStart(fb)
         if raw_off is not None:
             _mod("Buffer").BufferAddData(fb, raw_off)
@@ -331,6 +331,11 @@ class ModelBuilder:
         vectors = {
             k: self._int_vector(fb, v) for k, v in o.options.items() if isinstance(v, (list, tuple))
         }
+        vectors.update(  # string fields (e.g. VAR_HANDLE's names): offsets made before the table
+            (k, fb.CreateString(v))
+            for k, v in o.options.items()
+            if isinstance(v, str) and k not in ENUM_FIELDS
+        )
         getattr(mod, f"{cls_name}Start")(fb)
         for key, value in o.options.items():
             add = getattr(mod, f"{cls_name}Add{_camel(key)}", None)

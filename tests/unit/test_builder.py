@@ -43,9 +43,6 @@ def test_constant_round_trip(dtype: type) -> None:
     assert not t.data.flags.writeable
 
 
-@pytest.mark.xfail(
-    strict=True, reason="builder writes 0-d constants as shape [1] (np.ascontiguousarray)"
-)
 def test_scalar_constant_keeps_rank_0() -> None:
     assert read_model(_one_const(np.float32(2.5)).build()).main.tensors[1].shape == ()
 
@@ -123,7 +120,6 @@ def test_options_errors() -> None:
         b.build()
 
 
-@pytest.mark.xfail(strict=True, reason="builder cannot write string options (VAR_HANDLE names)")
 def test_string_option_round_trip() -> None:
     b = ModelBuilder()
     h = b.main.tensor("h", (), np.int32)
