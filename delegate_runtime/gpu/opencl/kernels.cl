@@ -36,7 +36,9 @@ inline float act(float x, int a) {
 }
 
 // ---- convolution ------------------------------------------------------------------------
-// Direct convolution: one work item per output element. Weights OHWI.
+// Direct convolution: one work item per output element. Weights HWIO (transposed at
+// preparation from TFLite's OHWI) so that neighbouring output channels read neighbouring
+// weights.
 __kernel void conv2d_direct(__global const store_t* in, __global const store_t* w,
                             __global const store_t* bias, __global store_t* out,
                             int4 in_shape, int4 out_shape, int kh, int kw,
@@ -53,8 +55,8 @@ __kernel void conv2d_direct(__global const store_t* in, __global const store_t* 
       int ix = x * sw - pad_l + kx * dw;
       if (ix < 0 || ix >= in_shape.z) continue;
       int ib = ((n * in_shape.y + iy) * in_shape.z + ix) * C;
-      int wb = ((oc * kh + ky) * kw + kx) * C;
-      for (int c = 0; c < C; ++c) acc += LDF(in, ib + c) * LDF(w, wb + c);
+      int wb = (ky * kw + kx) * C * OC + oc;
+      for (int c = 0; c < C; ++c) acc += LDF(in, ib + c) * LDF(w, wb + c * OC);
     }
   }
   ST(out, ((n * OH + y) * OW + x) * OC + oc, act(acc, a));

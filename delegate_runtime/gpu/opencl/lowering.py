@@ -300,7 +300,7 @@ class Lowerer:
             "conv2d_direct",
             [
                 Buf(x),
-                self.add_const(f"t{w_i}", w),
+                self.add_const(f"t{w_i}:hwio", w.transpose(1, 2, 3, 0)),
                 bias,
                 Buf(out),
                 i4(in_s),
