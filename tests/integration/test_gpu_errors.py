@@ -1,0 +1,264 @@
+"""The GPU delegate on a real OpenCL device (PoCL without a GPU): named driver errors,
+device selection, and mixed GPU + CPU execution with TFLite's messages."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from delegate_runtime import read_model
+from delegate_runtime.builder import ModelBuilder
+from delegate_runtime.errors import DeviceError, JobError
+from delegate_runtime.interpreter import Interpreter
+from tests.conftest import require
+
+cl = pytest.importorskip("pyopencl")
+
+pytestmark = pytest.mark.integration
+
+SHAPE = (1, 6, 6, 4)
+
+
+@pytest.fixture(scope="module")
+def devices():
+    from delegate_runtime.gpu.opencl.runtime import list_devices
+
+    found = list_devices()
+    require(bool(found), "an OpenCL device (a GPU driver or PoCL)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def context(devices):
+    return cl.Context([devices[0][2]])
+
+
+def mixed_model() -> bytes:
+    """CONV_2D -> RELU -> CUMSUM (not a GPU op) -> ADD -> LOGISTIC."""
+    rng = np.random.default_rng(0)
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", SHAPE)
+    w = g.const("w", rng.standard_normal((4, 3, 3, 4)).astype(np.float32) * 0.3)
+    t0, t1, t2, t3, y = (g.tensor(n, SHAPE) for n in ("conv", "relu", "cumsum", "add", "y"))
+    g.op("CONV_2D", [x, w, -1], [t0], padding="SAME", stride_h=1, stride_w=1)
+    g.op("RELU", [t0], [t1])
+    g.op("CUMSUM", [t1, g.const("axis", np.array(3, np.int32))], [t2])
+    g.op("ADD", [t2, x], [t3])
+    g.op("LOGISTIC", [t3], [y])
+    g.output(y)
+    return b.build()
+
+
+# -- errors with names -----------------------------------------------------------------------
+
+
+def test_absurd_buffer_is_a_named_device_error(context):
+    from delegate_runtime.gpu.opencl.runtime import guarded
+
+    def allocate():
+        buf = cl.Buffer(context, cl.mem_flags.READ_WRITE, 1 << 62)
+        q = cl.CommandQueue(context)
+        cl.enqueue_fill_buffer(q, buf, np.uint8(0), 0, 1 << 62).wait()  # lazily-allocating drivers
+        return buf
+
+    with pytest.raises(DeviceError) as info:
+        guarded("allocating a huge buffer", allocate)
+    text = str(info.value)
+    assert "allocating a huge buffer" in text
+    assert any(
+        n in text
+        for n in (
+            "CL_INVALID_BUFFER_SIZE",
+            "CL_MEM_OBJECT_ALLOCATION_FAILURE",
+            "CL_OUT_OF_RESOURCES",
+        )
+    ), text
+    assert info.value.retryable
+    assert isinstance(info.value.__cause__, cl.Error)
+
+
+def test_build_failure_is_named(context, devices):
+    from delegate_runtime.gpu.opencl.runtime import guarded
+
+    with pytest.raises(DeviceError, match="CL_BUILD_PROGRAM_FAILURE"):
+        guarded(
+            "building a broken kernel",
+            lambda: cl.Program(context, "__kernel void k( { }").build(devices=[devices[0][2]]),
+        )
+
+
+def test_bad_work_group_size_is_named(context):
+    from delegate_runtime.gpu.opencl.runtime import guarded
+
+    prg = cl.Program(context, "__kernel void k(__global int* x) { x[get_global_id(0)] = 1; }")
+    prg = prg.build()
+    buf = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4 * 10)
+    q = cl.CommandQueue(context)
+    kernel = cl.Kernel(prg, "k")
+    kernel.set_args(buf)
+    with pytest.raises(DeviceError, match=r"CL_INVALID_WORK_GROUP_SIZE|CL_INVALID_WORK_ITEM_SIZE"):
+        guarded("launching", lambda: cl.enqueue_nd_range_kernel(q, kernel, (10,), (3,)).wait())
+
+
+@pytest.mark.parametrize(
+    "code,name",
+    [
+        (-4, "CL_MEM_OBJECT_ALLOCATION_FAILURE"),
+        (-5, "CL_OUT_OF_RESOURCES"),
+        (-61, "CL_INVALID_BUFFER_SIZE"),
+        (-9999, "CL_ERROR_-9999"),
+    ],
+)
+def test_error_codes_get_their_names(code, name):
+    from delegate_runtime.gpu.opencl.runtime import cl_error_name
+
+    assert cl_error_name(code) == name
+
+
+# -- device selection ------------------------------------------------------------------------
+
+
+def test_select_by_index(devices):
+    from delegate_runtime.gpu.opencl.runtime import select_device
+
+    pi, di, dev = devices[-1]
+    assert select_device(f"{pi}:{di}").int_ptr == dev.int_ptr
+
+
+def test_select_by_name_is_case_insensitive(devices):
+    from delegate_runtime.gpu.opencl.runtime import describe, select_device
+
+    dev = devices[0][2]
+    fragment = dev.name.strip()[-4:].upper()
+    assert describe(select_device(fragment)).name == dev.name.strip()
+
+
+def test_select_by_key(devices):
+    from delegate_runtime.gpu.opencl.runtime import describe, select_device
+
+    info = describe(devices[0][2])
+    assert describe(select_device(info.key)).key == info.key
+
+
+def test_default_prefers_a_gpu(devices):
+    from delegate_runtime.gpu.opencl.runtime import describe, select_device
+
+    infos = [describe(d) for _, _, d in devices]
+    want = next((i for i in infos if i.is_gpu), infos[0])
+    assert describe(select_device(None)).key == want.key
+
+
+@pytest.mark.parametrize("spec", ["99:0", "0:99", "no-such-device-xyz"])
+def test_bad_spec_is_a_job_error_listing_devices(devices, spec):
+    from delegate_runtime.gpu.opencl.runtime import select_device
+
+    with pytest.raises(JobError) as info:
+        select_device(spec)
+    text = str(info.value)
+    assert spec in text
+    for pi, di, d in devices:
+        assert f"{pi}:{di} {d.name.strip()}" in text
+
+
+def test_session_with_a_bad_device_is_a_job_error(devices):
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    with pytest.raises(JobError, match="no OpenCL device"):
+        GpuSession(read_model(mixed_model()), device="no-such-device-xyz", log=io.StringIO())
+
+
+def test_session_on_a_named_device(devices):
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl.runtime import describe
+
+    name = describe(devices[0][2]).name
+    session = GpuSession(read_model(mixed_model()), device=name, log=io.StringIO())
+    assert session.device_facts["model"] == name
+    assert session.device_facts["kind"] == "opencl"
+
+
+def test_bad_options_are_job_errors():
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    model = read_model(mixed_model())
+    with pytest.raises(JobError, match="precision"):
+        GpuSession(model, precision="fp64", log=io.StringIO())
+    with pytest.raises(JobError, match="max_delegated_partitions"):
+        GpuSession(model, max_delegated_partitions=-1, log=io.StringIO())
+
+
+# -- mixed execution -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mixed(devices):
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    model = read_model(mixed_model())
+    log = io.StringIO()
+    session = GpuSession(model, precision="fp32", log=log, max_delegated_partitions=2)
+    return model, session, log.getvalue()
+
+
+def test_mixed_execution_prints_tflites_lines(mixed):
+    _, _, log = mixed
+    lines = log.splitlines()
+    assert lines == [
+        "INFO: Following operations are not supported by GPU delegate:",
+        "INFO: CUMSUM: Operation is not supported.",
+        "INFO: 4 operations will run on the GPU, and the remaining 1 operations will run on the CPU.",
+        "INFO: Replacing 4 out of 5 node(s) with delegate (TfLiteGpuDelegateV2) node, "
+        "yielding 3 partitions for the whole graph.",
+    ]
+
+
+def test_mixed_execution_facts(mixed):
+    _, session, _ = mixed
+    d = session.delegation
+    assert (d.total_nodes, d.delegated_nodes, d.partitions) == (5, 4, [[0, 1], [3, 4]])
+    assert [(u.node, u.op) for u in d.unsupported] == [(2, "CUMSUM")]
+    assert len(session.executors) == 2 and session.memory_bytes > 0
+
+
+def test_mixed_execution_matches_the_reference(mixed):
+    model, session, _ = mixed
+    x = np.random.default_rng(5).uniform(-1, 1, SHAPE).astype(np.float32)
+    want = Interpreter(model).invoke([x])[0]
+    for _ in range(2):  # buffers are reused between invokes
+        np.testing.assert_allclose(session.invoke([x])[0], want, rtol=1e-4, atol=1e-5)
+
+
+def test_default_keeps_one_partition_and_runs_the_rest_on_the_cpu(devices):
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    model = read_model(mixed_model())
+    log = io.StringIO()
+    session = GpuSession(model, precision="fp16", log=log)
+    assert session.delegation.partitions == [[0, 1]]
+    assert (
+        "2 operations will run on the GPU, and the remaining 3 operations will run on the CPU."
+        in (log.getvalue())
+    )
+    x = np.random.default_rng(6).uniform(-1, 1, SHAPE).astype(np.float32)
+    want = Interpreter(model).invoke([x])[0]
+    np.testing.assert_allclose(session.invoke([x])[0], want, rtol=2e-2, atol=2e-2)
+
+
+def test_wrong_input_shape_is_a_job_error(mixed):
+    _, session, _ = mixed
+    with pytest.raises(JobError):
+        session.invoke([np.zeros((1, 5, 6, 4), np.float32)])
+
+
+def test_op_profile_names_the_gpu_nodes(devices):
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    model = read_model(mixed_model())
+    session = GpuSession(model, log=io.StringIO(), max_delegated_partitions=2, profiling=True)
+    session.invoke([np.zeros(SHAPE, np.float32)])
+    profile = session.op_profile_ns()
+    assert set(profile) == {0, 1, 3, 4}
+    assert all(ns >= 0 for ns in profile.values())

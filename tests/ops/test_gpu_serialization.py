@@ -1,0 +1,77 @@
+"""Delegate serialization on a real device: entries written, reused, and rebuilt when bad."""
+
+from __future__ import annotations
+
+import io
+import stat
+
+import numpy as np
+import pytest
+
+from delegate_runtime.interpreter import Interpreter
+from tests.ops.test_gpu_ops import conv, opencl_device
+
+pytest.importorskip("pyopencl")
+
+__all__ = ["opencl_device"]  # the fixture, re-exported for this module's tests
+
+
+@pytest.fixture(scope="module")
+def model_and_input():
+    model, xs = conv(k=(1, 1), cin=8, cout=4).model(0)
+    return model, xs
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory, opencl_device):
+    return tmp_path_factory.mktemp("serialized") / "private" / "kernels"
+
+
+def session(model, cache_dir, **kw):
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    return GpuSession(model, log=io.StringIO(), serialization_dir=str(cache_dir), **kw)
+
+
+def entries(cache_dir):
+    return sorted(p for p in cache_dir.iterdir() if p.suffix == ".bin")
+
+
+def test_cold_then_warm(model_and_input, cache_dir):
+    model, xs = model_and_input
+    cold = session(model, cache_dir)
+    assert not cold.program_from_cache
+    assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o700
+    (entry,) = entries(cache_dir)
+    assert entry.name.startswith(model.sha256[:64] + "_")  # default token: the model's hash
+    warm = session(model, cache_dir)
+    assert warm.program_from_cache
+    want = Interpreter(model).invoke(xs)[0]
+    np.testing.assert_allclose(warm.invoke(xs)[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_corrupt_entry_is_rebuilt(model_and_input, cache_dir):
+    model, xs = model_and_input
+    session(model, cache_dir)
+    (entry,) = entries(cache_dir)
+    raw = bytearray(entry.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    entry.write_bytes(bytes(raw))
+    rebuilt = session(model, cache_dir)
+    assert not rebuilt.program_from_cache
+    assert session(model, cache_dir).program_from_cache  # written again, whole
+    want = Interpreter(model).invoke(xs)[0]
+    np.testing.assert_allclose(rebuilt.invoke(xs)[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_token_names_the_entry_and_precision_keys_it(model_and_input, cache_dir):
+    model, _ = model_and_input
+    session(model, cache_dir, model_token="my-model-v1")
+    session(model, cache_dir, model_token="my-model-v1", precision="fp16")
+    mine = [p for p in entries(cache_dir) if p.name.startswith("my-model-v1_")]
+    assert len(mine) == 2  # fp32 and fp16 build options differ
+
+
+def test_another_model_does_not_use_this_entry(cache_dir):
+    other, _ = conv(k=(1, 1), cin=8, cout=5).model(0)
+    assert not session(other, cache_dir).program_from_cache
