@@ -45,6 +45,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "delegate_runtime.commands.accuracy",
         "task accuracy: image classification top-K, detection mAP",
     ),
+    "allowlist": ("orchestrator.commands.allowlist", "export a model's GPU allowlist"),
+    "dashboard": ("orchestrator.commands.dashboard", "serve the Streamlit dashboard"),
     "make-dataset": (
         "delegate_runtime.commands.make_dataset",
         "write a small labelled synthetic dataset (and a model for it)",

@@ -1,0 +1,10 @@
+"""GPU allowlists: per-model decisions from measured results, exported as TFLite's
+compatibility database (devicedb), CSV or JSON.
+
+- `facts`: a device's facts as the list's `tflite.*` variables (canonicalised).
+- `rules`: supported / unsupported (with a reason) / unknown, from aggregated evidence.
+- `collect`: the evidence from the farm's database, grouped by the facts results ran with.
+- `devicedb`: the decision tree, as a flatbuffer (database.fbs) or flatc's JSON.
+- `reader`: walks a tree with a device's variables exactly as TFLite does.
+- `export`: CSV and JSON.
+"""

@@ -1,0 +1,265 @@
+"""Evidence from the farm's database, and the allowlist it decides.
+
+Results are grouped by the facts they ran with (`Result.device_facts`), so a driver update
+starts a new entry: the list is decided per (device model, driver), as measured. One
+aggregate query reads every figure the rules need; no result row crosses into Python.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Integer, case, cast, func, or_, select
+
+from delegate_runtime.errors import JobError
+
+from ..schema import CANCELLED, FAILED, SUCCEEDED, TIMED_OUT, Device, Result, StoredModel
+from .facts import list_variables, signature
+from .rules import NOT_MEASURED, UNKNOWN, ConfigStats, Decision, Evidence, Thresholds, decide
+
+Signature = tuple[tuple[str, str], ...]
+
+
+@dataclass
+class Entry:
+    """Devices the list cannot tell apart (equal variables), and their decision."""
+
+    variables: dict[str, str]
+    devices: list[str] = field(default_factory=list)  #: every device seen with these facts
+    current: list[str] = field(default_factory=list)  #: devices whose facts are these now
+    evidence: Evidence = field(default_factory=Evidence)
+    decision: Decision = field(default_factory=lambda: Decision(UNKNOWN, NOT_MEASURED))
+
+
+@dataclass
+class Allowlist:
+    """One model's decisions, per entry (fact signature)."""
+
+    model_sha256: str
+    model_name: str
+    thresholds: Thresholds
+    entries: list[Entry]
+
+    def entry_for(self, device_key: str) -> Entry | None:
+        """The entry of a device's current facts."""
+        return next((e for e in self.entries if device_key in e.current), None)
+
+
+@dataclass
+class _Acc:
+    """ConfigStats being summed over result groups."""
+
+    ok: int = 0
+    failed: int = 0
+    timed_out: int = 0
+    error: str = ""
+    sum_us: float = 0.0
+    sum_sq: float = 0.0
+    worst_run_cv: float | None = None
+    max_error: float | None = None
+    fell_back: int | None = None
+    total_ops: int | None = None
+    quant: int | None = None
+
+    def add(self, r: Mapping[str, Any]) -> None:
+        ok = int(r["ok"] or 0)
+        self.ok += ok
+        self.failed += int(r["failed"] or 0)
+        self.timed_out += int(r["timed_out"] or 0)
+        self.error = self.error or (r["error"] or "")
+        if ok and r["mean_us"] is not None:
+            self.sum_us += float(r["mean_us"]) * ok
+            self.sum_sq += float(r["mean_sq"] or 0.0) * ok
+        for name in ("worst_run_cv", "max_error", "fell_back", "total_ops"):
+            if r[name] is not None:
+                mine = getattr(self, name)
+                setattr(self, name, r[name] if mine is None else max(mine, r[name]))
+        if r["quant"] is not None:
+            self.quant = int(r["quant"]) if self.quant is None else min(self.quant, r["quant"])
+
+    def stats(self, config: str) -> ConfigStats:
+        mean = self.sum_us / self.ok if self.ok and self.sum_us else None
+        cv = None
+        if mean and self.ok > 1:
+            var = max(self.sum_sq / self.ok - mean * mean, 0.0)
+            cv = math.sqrt(var) / mean
+        return ConfigStats(
+            config,
+            self.ok,
+            self.failed,
+            self.timed_out,
+            self.error,
+            mean,
+            cv,
+            self.worst_run_cv,
+            self.max_error,
+            self.fell_back,
+            self.total_ops,
+            self.quant != 0,
+        )
+
+
+def evidence_query(models: Sequence[str] | None = None) -> Any:
+    """Results aggregated per model, device, configuration and facts-as-they-ran."""
+    ok = Result.outcome == SUCCEEDED
+    bad = Result.outcome.in_((FAILED, TIMED_OUT))
+    std = Result.benchmark["std_us"].as_float()
+    quant = cast(Result.benchmark["options"]["enable_quant"].as_boolean(), Integer)
+    q = (
+        select(
+            Result.model_sha256.label("model"),
+            Result.device_key,
+            Result.config,
+            Result.device_facts,
+            func.sum(case((ok, 1), else_=0)).label("ok"),
+            func.sum(case((Result.outcome == FAILED, 1), else_=0)).label("failed"),
+            func.sum(case((Result.outcome == TIMED_OUT, 1), else_=0)).label("timed_out"),
+            func.max(case((bad, Result.error))).label("error"),
+            func.avg(case((ok, Result.avg_us))).label("mean_us"),
+            func.avg(case((ok, Result.avg_us * Result.avg_us))).label("mean_sq"),
+            func.max(case((ok, std / func.nullif(Result.avg_us, 0)))).label("worst_run_cv"),
+            func.max(case((ok, Result.max_avg_error))).label("max_error"),
+            func.max(case((ok, Result.total_ops - Result.delegated_ops))).label("fell_back"),
+            func.max(Result.total_ops).label("total_ops"),
+            func.min(case((ok, quant))).label("quant"),
+        )
+        .where(Result.outcome != CANCELLED)
+        .group_by(Result.model_sha256, Result.device_key, Result.config, Result.device_facts)
+    )
+    if models is not None:
+        q = q.where(Result.model_sha256.in_(list(models)))
+    return q
+
+
+DEVICE_COLUMNS = (
+    Device.key,
+    Device.kind,
+    Device.vendor,
+    Device.model,
+    Device.renderer,
+    Device.driver_version,
+    Device.api_version,
+    Device.android_sdk,
+    Device.host,
+    Device.facts,
+)
+
+
+def load_devices(conn: Connection) -> dict[str, dict[str, Any]]:
+    """Every registered device's list-relevant columns, by key."""
+    rows = conn.execute(select(*DEVICE_COLUMNS).order_by(Device.key)).mappings()
+    return {r["key"]: dict(r) for r in rows}
+
+
+def resolve_model(conn: Connection, text: str) -> tuple[str, str]:
+    """(sha256, name) of the model named by a sha256, a sha256 prefix or a file name."""
+    text = text.strip()
+    rows = conn.execute(
+        select(StoredModel.sha256, StoredModel.name).where(
+            or_(
+                StoredModel.sha256 == text.lower(),
+                StoredModel.sha256.startswith(text.lower()) if len(text) >= 6 else False,
+                StoredModel.name == text,
+            )
+        )
+    ).all()
+    if not rows:
+        raise JobError(f"no model {text!r} in the database (give its sha256 or file name)")
+    if len(rows) > 1:
+        listed = ", ".join(f"{r.name} ({r.sha256[:12]})" for r in rows)
+        raise JobError(f"model {text!r} is ambiguous: {listed}; give its sha256")
+    return rows[0].sha256, rows[0].name
+
+
+def decide_models(
+    engine: Engine, thresholds: Thresholds, models: Iterable[str] | None = None
+) -> dict[str, Allowlist]:
+    """Allowlists for `models` (sha256; default every stored model), one query for all."""
+    with engine.begin() as conn:
+        names = {
+            r.sha256: r.name for r in conn.execute(select(StoredModel.sha256, StoredModel.name))
+        }
+        wanted = list(names) if models is None else list(models)
+        rows = [dict(r) for r in conn.execute(evidence_query(wanted)).mappings()]
+        devices = load_devices(conn)
+    return build_allowlists(rows, devices, {m: names.get(m, m) for m in wanted}, thresholds)
+
+
+def build_allowlists(
+    rows: Sequence[Mapping[str, Any]],
+    devices: Mapping[str, Mapping[str, Any]],
+    models: Mapping[str, str],
+    thresholds: Thresholds,
+) -> dict[str, Allowlist]:
+    """Allowlists from aggregated evidence rows and the device table (pure)."""
+    accs: dict[tuple[str, Signature], dict[str, _Acc]] = defaultdict(dict)
+    seen: dict[tuple[str, Signature], set[str]] = defaultdict(set)
+    variables: dict[Signature, dict[str, str]] = {}
+    host_cpu: dict[tuple[str, str], _Acc] = defaultdict(_Acc)
+    for r in rows:
+        dev = devices.get(r["device_key"], {})
+        facts = r["device_facts"] or dev or {"model": r["device_key"]}
+        var = list_variables(facts)
+        sig = signature(var)
+        variables[sig] = var
+        key = (r["model"], sig)
+        accs[key].setdefault(r["config"], _Acc()).add(r)
+        seen[key].add(r["device_key"])
+        if dev.get("kind") == "cpu" and r["config"] == "cpu":
+            host_cpu[(r["model"], dev.get("host") or "")].add(r)
+    current: dict[Signature, list[str]] = defaultdict(list)
+    for k, dev in devices.items():
+        var = list_variables(dev)
+        sig = signature(var)
+        variables.setdefault(sig, var)
+        current[sig].append(k)
+    out = {}
+    for model, name in models.items():
+        sigs = {s for (m, s) in accs if m == model} | set(current)
+        entries = []
+        for sig in sorted(sigs):
+            key = (model, sig)
+            configs = {c: a.stats(c) for c, a in accs.get(key, {}).items()}
+            keys = sorted(seen.get(key, set()) | set(current.get(sig, [])))
+            cpu = configs.get("cpu")
+            cpu_us = (
+                cpu.mean_us if cpu and cpu.ok else _host_baseline(model, keys, devices, host_cpu)
+            )
+            evidence = Evidence(configs, cpu_us)
+            decision = (
+                decide(evidence, thresholds)
+                if configs
+                else Decision(UNKNOWN, NOT_MEASURED, "not measured")
+            )
+            entries.append(
+                Entry(dict(variables[sig]), keys, sorted(current.get(sig, [])), evidence, decision)
+            )
+        out[model] = Allowlist(model, name, thresholds, entries)
+    return out
+
+
+def _host_baseline(
+    model: str,
+    keys: Sequence[str],
+    devices: Mapping[str, Mapping[str, Any]],
+    host_cpu: Mapping[tuple[str, str], _Acc],
+) -> float | None:
+    """The CPU reference's mean latency on the hosts of these devices."""
+    acc = _Acc()
+    for host in sorted({devices[k].get("host") or "" for k in keys if k in devices}):
+        a = host_cpu.get((model, host))
+        if a and a.ok:
+            acc.ok += a.ok
+            acc.sum_us += a.sum_us
+    return acc.sum_us / acc.ok if acc.ok else None
+
+
+def build_allowlist(engine: Engine, model: str, thresholds: Thresholds) -> Allowlist:
+    """The allowlist of one model (sha256, prefix or name)."""
+    with engine.begin() as conn:
+        sha, _ = resolve_model(conn, model)
+    return decide_models(engine, thresholds, [sha])[sha]

@@ -1,0 +1,84 @@
+"""Walks a compatibility list with a device's variables exactly as TFLite's devicedb.cc.
+
+Every root is followed; a node whose variable the device lacks is skipped; EQUAL finds its
+edge by binary search over the (sorted) items, as flatbuffers' `LookupByKey`; MINIMUM
+takes every edge with `value >= edge`, any other comparison every edge with
+`value <= edge` (byte-wise string comparison); each matching edge's derived properties
+are applied in order (later ones overwrite), then its children are followed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .facts import canonical_value
+from .rules import SUPPORTED, UNKNOWN, UNSUPPORTED
+from .tree import (
+    EQUAL,
+    MINIMUM,
+    STATUS,
+    STATUS_SUPPORTED,
+    STATUS_UNSUPPORTED,
+    Edge,
+    Node,
+)
+
+
+def _key(text: str) -> bytes:
+    return text.encode("utf-8")
+
+
+def _lookup(items: Sequence[Edge], value: str) -> Edge | None:
+    """flatbuffers' LookupByKey: a binary search (strcmp) that assumes sorted items."""
+    want = _key(value)
+    lo, hi = 0, len(items)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        got = _key(items[mid].value)
+        if got == want:
+            return items[mid]
+        if got < want:
+            lo = mid + 1
+        else:
+            hi = mid
+    return None
+
+
+def find(node: Node, value: str) -> list[Edge]:
+    """The edges of `node` that a device value matches."""
+    if node.comparison == EQUAL:
+        hit = _lookup(node.items, value)
+        return [hit] if hit is not None else []
+    v = _key(value)
+    if node.comparison == MINIMUM:
+        return [e for e in node.items if v >= _key(e.value)]
+    return [e for e in node.items if v <= _key(e.value)]
+
+
+def follow(node: Node, variables: dict[str, str]) -> None:
+    """TFLite's `Follow`: apply matching edges' properties, then their children."""
+    if node.variable is None or node.variable not in variables:
+        return
+    for edge in find(node, variables[node.variable]):
+        for name, value in edge.derived_properties:
+            variables[name] = value
+        for child in edge.children:
+            follow(child, variables)
+
+
+def evaluate(roots: Sequence[Node], variables: Mapping[str, str]) -> dict[str, str]:
+    """The variables after the walk (inputs canonicalised first, as GetStatus does)."""
+    out = {k: canonical_value(v) for k, v in variables.items()}
+    for root in roots:
+        follow(root, out)
+    return out
+
+
+def status(roots: Sequence[Node], variables: Mapping[str, str]) -> str:
+    """supported / unsupported / unknown for a device's variables."""
+    got = evaluate(roots, variables).get(STATUS, "")
+    if got == STATUS_SUPPORTED:
+        return SUPPORTED
+    if got == STATUS_UNSUPPORTED:
+        return UNSUPPORTED
+    return UNKNOWN

@@ -1,0 +1,209 @@
+"""Per-device decisions for one model: supported (with the best options), unsupported
+(with the reason) or unknown (not measured enough), from aggregated evidence.
+
+A GPU configuration is judged in this order; the first failed check is its reason:
+crashed (a run failed or timed out) → too few runs (no data) → ops fell back (with
+`require_full_delegation`) → unstable (latency spread) → error too large (inference diff)
+→ slower than CPU (speed-up below the threshold). The device is supported when a
+configuration passes (the fastest one is the best option), unsupported when every
+configuration with data failed a check, and unknown otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+SUPPORTED, UNSUPPORTED, UNKNOWN = "supported", "unsupported", "unknown"
+STATUSES = (SUPPORTED, UNSUPPORTED, UNKNOWN)
+
+#: Reason codes, most severe first (an unsupported device reports its most severe).
+CRASHED = "crashed"
+FELL_BACK = "ops_fell_back"
+UNSTABLE = "unstable"
+ERROR_TOO_LARGE = "error_too_large"
+SLOWER_THAN_CPU = "slower_than_cpu"
+REASONS = (CRASHED, FELL_BACK, UNSTABLE, ERROR_TOO_LARGE, SLOWER_THAN_CPU)
+NOT_MEASURED = "not_measured"
+
+#: GPU configurations and their delegate precision.
+GPU_CONFIGS = {"gpu-fp16": "fp16", "gpu-fp32": "fp32"}
+#: Inference-diff limits (mean absolute error, worst output) when --max-error is not given.
+DEFAULT_MAX_ERROR = {"fp32": 1e-3, "fp16": 1e-2}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """What a configuration must meet to be allowed."""
+
+    min_speedup: float = 1.2  #: CPU avg latency / GPU avg latency
+    max_error: float | None = None  #: None: DEFAULT_MAX_ERROR per precision
+    require_full_delegation: bool = False
+    min_runs: int = 1  #: successful results needed per configuration
+    max_cv: float = 0.25  #: relative std dev of avg latency across results
+    max_run_cv: float = 0.5  #: std / avg within one benchmark run
+
+    def error_limit(self, precision: str) -> float:
+        return self.max_error if self.max_error is not None else DEFAULT_MAX_ERROR[precision]
+
+
+@dataclass
+class ConfigStats:
+    """One configuration's results on one device (facts), aggregated."""
+
+    config: str
+    ok: int = 0
+    failed: int = 0
+    timed_out: int = 0
+    error: str = ""  #: one failed run's error
+    mean_us: float | None = None  #: mean of the successful runs' avg latency
+    cv: float | None = None  #: relative std dev of those
+    worst_run_cv: float | None = None  #: max std/avg within a run
+    max_error: float | None = None  #: worst inference-diff avg error (None: not measured)
+    fell_back: int | None = None  #: most ops left to the CPU in a successful run
+    total_ops: int | None = None
+    enable_quant: bool = True
+
+
+@dataclass
+class Evidence:
+    """Everything measured for one model on one device (as its facts were)."""
+
+    configs: dict[str, ConfigStats] = field(default_factory=dict)
+    cpu_us: float | None = None  #: CPU baseline (mean avg latency)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One GPU configuration judged: ok True/False, or None when there is no data."""
+
+    config: str
+    ok: bool | None
+    code: str
+    reason: str
+    speedup: float | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The list's answer for one device: status, reason code/text, best options."""
+
+    status: str
+    code: str = ""
+    reason: str = ""
+    config: str = ""
+    precision: str = ""
+    enable_quant: bool | None = None
+    speedup: float | None = None
+
+
+def _first_line(text: str) -> str:
+    return (text or "").strip().splitlines()[0][:200] if (text or "").strip() else ""
+
+
+def judge(stats: ConfigStats, cpu_us: float | None, th: Thresholds) -> Verdict:
+    """One GPU configuration against the thresholds."""
+    c = stats.config
+    bad = stats.failed + stats.timed_out
+    if bad:
+        what = "timed out" if stats.timed_out and not stats.failed else "crashed"
+        runs = bad + stats.ok
+        why = f"{c}: {what} in {bad} of {runs} runs"
+        err = _first_line(stats.error)
+        return Verdict(c, False, CRASHED, f"{why} ({err})" if err else why)
+    if stats.ok < max(th.min_runs, 1) or stats.mean_us is None:
+        return Verdict(c, None, NOT_MEASURED, f"{c}: {stats.ok} of {th.min_runs} runs needed")
+    if th.require_full_delegation and stats.fell_back:
+        total = f" of {stats.total_ops}" if stats.total_ops else ""
+        return Verdict(c, False, FELL_BACK, f"{c}: {stats.fell_back}{total} ops fell back to CPU")
+    if stats.cv is not None and stats.cv > th.max_cv:
+        return Verdict(c, False, UNSTABLE, f"{c}: latency varies {stats.cv:.0%} across runs")
+    if stats.worst_run_cv is not None and stats.worst_run_cv > th.max_run_cv:
+        return Verdict(
+            c, False, UNSTABLE, f"{c}: latency varies {stats.worst_run_cv:.0%} within a run"
+        )
+    if stats.max_error is None:
+        return Verdict(c, None, NOT_MEASURED, f"{c}: no inference diff measured")
+    limit = th.error_limit(GPU_CONFIGS[c])
+    if not math.isfinite(stats.max_error) or stats.max_error > limit:
+        return Verdict(
+            c, False, ERROR_TOO_LARGE, f"{c}: error {stats.max_error:.3g} above {limit:.3g}"
+        )
+    speedup = cpu_us / stats.mean_us if cpu_us and stats.mean_us > 0 else None
+    if th.min_speedup > 0:
+        if speedup is None:
+            return Verdict(c, None, NOT_MEASURED, f"{c}: no CPU baseline to compare with")
+        if speedup < th.min_speedup:
+            return Verdict(
+                c,
+                False,
+                SLOWER_THAN_CPU,
+                f"{c}: {speedup:.2f}x over CPU, needs {th.min_speedup:.2f}x",
+                speedup,
+            )
+    return Verdict(c, True, "", "", speedup)
+
+
+def decide(evidence: Evidence, th: Thresholds) -> Decision:
+    """The decision for one device from its evidence."""
+    verdicts = [
+        judge(s, evidence.cpu_us, th)
+        for c, s in sorted(evidence.configs.items())
+        if c in GPU_CONFIGS
+    ]
+    good = [v for v in verdicts if v.ok]
+    if good:
+        stats = evidence.configs
+        best = min(
+            good, key=lambda v: (stats[v.config].mean_us or math.inf, v.config != "gpu-fp32")
+        )
+        return Decision(
+            SUPPORTED,
+            config=best.config,
+            precision=GPU_CONFIGS[best.config],
+            enable_quant=stats[best.config].enable_quant,
+            speedup=best.speedup,
+        )
+    bad = [v for v in verdicts if v.ok is False]
+    if bad:
+        code = min((v.code for v in bad), key=REASONS.index)
+        return Decision(UNSUPPORTED, code, "; ".join(v.reason for v in bad))
+    if not verdicts:
+        return Decision(UNKNOWN, NOT_MEASURED, "no GPU configuration measured")
+    return Decision(UNKNOWN, NOT_MEASURED, "; ".join(v.reason for v in verdicts))
+
+
+def merge(decisions: Iterable[Decision], why: str = "") -> Decision:
+    """One decision for devices the list cannot tell apart: the most conservative."""
+    ds = list(decisions)
+    if not ds:
+        return Decision(UNKNOWN, NOT_MEASURED, "not measured")
+    if len(ds) == 1:
+        return ds[0]
+    statuses = {d.status for d in ds}
+    note = f" ({why})" if why else ""
+    if statuses == {SUPPORTED}:
+        fp32 = [d for d in ds if d.precision == "fp32"]
+        base = fp32[0] if fp32 else ds[0]
+        speedups = [d.speedup for d in ds if d.speedup is not None]
+        return Decision(
+            SUPPORTED,
+            config=base.config,
+            precision=base.precision,
+            enable_quant=all(d.enable_quant for d in ds),
+            speedup=min(speedups) if speedups else None,
+        )
+    if UNSUPPORTED in statuses:
+        bad = [d for d in ds if d.status == UNSUPPORTED]
+        code = min((d.code for d in bad), key=lambda c: REASONS.index(c) if c in REASONS else 99)
+        return Decision(UNSUPPORTED, code, bad[0].reason + note)
+    return Decision(UNKNOWN, NOT_MEASURED, "not measured everywhere" + note)
+
+
+def summary(decisions: Mapping[str, Decision]) -> dict[str, int]:
+    """Count of each status."""
+    out = dict.fromkeys(STATUSES, 0)
+    for d in decisions.values():
+        out[d.status] += 1
+    return out

@@ -1,0 +1,65 @@
+"""`devicefarm dashboard [--db URL] [--port P] [--read-only]`: the Streamlit app."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from . import common
+
+#: Environment the app reads (set here for the `streamlit run` child).
+ENV_READ_ONLY = "DEVICEFARM_DASHBOARD_READ_ONLY"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    common.add_db(p)
+    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--address", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    p.add_argument("--read-only", action="store_true", help="no campaign submission")
+
+
+def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
+    """The `streamlit run` command line and environment for `args`."""
+    import dashboard
+
+    app = Path(dashboard.__file__).parent / "app.py"
+    env = dict(os.environ)
+    env["DEVICEFARM_DB"] = common.db_url(args)
+    if args.read_only:
+        env[ENV_READ_ONLY] = "1"
+    argv = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app),
+        "--server.port",
+        str(args.port),
+        "--server.address",
+        args.address,
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
+    return argv, env
+
+
+def run(args: argparse.Namespace) -> int:
+    from delegate_runtime.errors import JobError
+
+    try:
+        import streamlit  # noqa: F401
+    except ImportError as exc:
+        raise JobError(
+            "the dashboard needs streamlit: pip install 'devicefarm[dashboard]'"
+        ) from exc
+    common.engine(args)  # migrate (and fail early on a bad URL) before serving
+    argv, env = command(args)
+    print(
+        f"dashboard on http://{args.address}:{args.port} ({common.db_url(args)})", file=sys.stderr
+    )
+    return subprocess.call(argv, env=env)
