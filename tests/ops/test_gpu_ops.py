@@ -310,14 +310,18 @@ def test_fully_connected(opencl_device, make, precision):
     check(make(), precision)
 
 
-def transpose_conv(hw, cin, cout, k, stride, padding, bias=True, act=None) -> Case:
+def transpose_conv(hw, cin, cout, k, stride, padding, bias=True, act=None, batch=1) -> Case:
     key = f"tc{hw}{cin}{cout}{k}"
     if padding == "SAME":
         out_hw = (hw[0] * stride, hw[1] * stride)
     else:
         out_hw = tuple((i - 1) * stride + kk for i, kk in zip(hw, k))
-    out_shape = (1, *out_hw, cout)
-    operands = [np.array(out_shape, np.int32), randn(key + "w", cout, *k, cin), In((1, *hw, cin))]
+    out_shape = (batch, *out_hw, cout)
+    operands = [
+        np.array(out_shape, np.int32),
+        randn(key + "w", cout, *k, cin),
+        In((batch, *hw, cin)),
+    ]
     version = 1
     if bias:
         operands.append(randn(key + "b", cout))
@@ -335,6 +339,7 @@ TRANSPOSE_CONV_CASES = {
     "2x2-stride2-same-no-bias": lambda: transpose_conv((3, 3), 4, 2, (2, 2), 2, "SAME", False),
     "3x3-stride1-same": lambda: transpose_conv((5, 4), 2, 3, (3, 3), 1, "SAME"),
     "4x4-stride3-valid": lambda: transpose_conv((3, 2), 2, 3, (4, 4), 3, "VALID"),
+    "3x3-stride2-batch2": lambda: transpose_conv((3, 4), 3, 2, (3, 3), 2, "SAME", batch=2),
 }
 
 
