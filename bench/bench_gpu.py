@@ -38,9 +38,29 @@ def median_ms(fn: Callable[[], object], runs: int, warmup: int = 10) -> float:
     return statistics.median(times) / 1e6
 
 
+def interleaved_median_ms(
+    steps: dict[str, Callable[[], object]], runs: int, rounds: int = 10, warmup_s: float = 1.0
+) -> dict[str, float]:
+    """Median latency of each step, measured in alternating rounds after a timed warm-up,
+    so that clock ramps and drift touch every runtime alike."""
+    end = time.perf_counter() + warmup_s
+    while time.perf_counter() < end:
+        for step in steps.values():
+            step()
+    times: dict[str, list[int]] = {name: [] for name in steps}
+    per_round = max(runs // rounds, 1)
+    for _ in range(rounds):
+        for name, step in steps.items():
+            for _ in range(per_round):
+                t = time.perf_counter_ns()
+                step()
+                times[name].append(time.perf_counter_ns() - t)
+    return {name: statistics.median(ts) / 1e6 for name, ts in times.items()}
+
+
 def ours(
-    model_path: str, x: np.ndarray, precision: str, device: str | None, runs: int
-) -> tuple[float, np.ndarray]:
+    model_path: str, x: np.ndarray, precision: str, device: str | None
+) -> tuple[Callable[[], object], np.ndarray]:
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
 
@@ -48,10 +68,10 @@ def ours(
         load_model(model_path), precision=precision, device=device, log=io.StringIO()
     )
     out = session.invoke([x])[0]
-    return median_ms(lambda: session.invoke([x]), runs), out
+    return (lambda: session.invoke([x])), out
 
 
-def litert_cpu(model_path: str, x: np.ndarray, threads: int, runs: int) -> float:
+def litert_cpu(model_path: str, x: np.ndarray, threads: int) -> Callable[[], object]:
     from ai_edge_litert.interpreter import Interpreter
 
     it = Interpreter(model_path=model_path, num_threads=threads)
@@ -63,10 +83,10 @@ def litert_cpu(model_path: str, x: np.ndarray, threads: int, runs: int) -> float
         it.invoke()
         it.get_tensor(o)
 
-    return median_ms(step, runs)
+    return step
 
 
-def litert_gpu(model_path: str, x: np.ndarray, runs: int) -> float:
+def litert_gpu(model_path: str, x: np.ndarray) -> Callable[[], object]:
     from ai_edge_litert.compiled_model import CompiledModel
     from ai_edge_litert.hardware_accelerator import HardwareAccelerator
 
@@ -85,7 +105,7 @@ def litert_gpu(model_path: str, x: np.ndarray, runs: int) -> float:
         model.run_by_index(0, ins, outs)
         outs[0].read(n_out, np.float32)
 
-    return median_ms(step, runs)
+    return step
 
 
 def profile(model_path: str, x: np.ndarray, precision: str, device: str | None) -> None:
@@ -112,6 +132,8 @@ def profile(model_path: str, x: np.ndarray, precision: str, device: str | None) 
 
 def init_once(model_path: str, precision: str, device: str | None, cache: str) -> None:
     """Child process: time GpuSession creation with the given serialization dir."""
+    import pyopencl  # noqa: F401  (library loading is process start-up, not init)
+
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
 
@@ -158,6 +180,8 @@ def init_cold_warm(model_path: str, precision: str, device: str | None) -> dict:
         "warm_ms": results[1]["init_ms"],
         "warm_from_cache": results[1]["from_cache"],
         "warm_over_cold": results[1]["init_ms"] / results[0]["init_ms"],
+        "cold_phases": results[0]["phases_ms"],
+        "warm_phases": results[1]["phases_ms"],
     }
 
 
@@ -186,20 +210,24 @@ def main() -> int:
         t = load_model(a.model).main
         shape = t.tensors[t.inputs[0]].shape
         x, ref = rng.uniform(-1, 1, shape).astype(np.float32), None
-    rows: dict[str, float] = {}
+    steps: dict[str, Callable[[], object]] = {}
     for precision in ("fp32", "fp16"):
-        ms, out = ours(a.model, x, precision, a.device, a.runs)
-        rows[f"devicefarm GPU {precision}"] = ms
+        step, out = ours(a.model, x, precision, a.device)
+        steps[f"devicefarm GPU {precision}"] = step
         if ref is not None:
             err = float(np.abs(out.astype(np.float64) - ref).max())
             print(f"devicefarm GPU {precision}: max |out - golden| = {err:.3g}")
     try:
-        rows["LiteRT GPU (CompiledModel)"] = litert_gpu(a.model, x, a.runs)
+        steps["LiteRT GPU (CompiledModel)"] = litert_gpu(a.model, x)
     except Exception as exc:  # the accelerator needs Vulkan; report, don't hide
         print(f"LiteRT GPU accelerator unavailable: {type(exc).__name__}: {exc}")
-    rows[f"LiteRT CPU {a.threads} threads"] = litert_cpu(a.model, x, a.threads, a.runs)
+    steps[f"LiteRT CPU {a.threads} threads"] = litert_cpu(a.model, x, a.threads)
+    rows = interleaved_median_ms(steps, a.runs)
     anchor = rows.get("LiteRT GPU (CompiledModel)")
-    print(f"\nmedian of {a.runs} runs after warm-up, host in -> host out")
+    print(
+        f"\nmedian of {a.runs} runs each, interleaved in 10 rounds after 1 s of warm-up, "
+        "host in -> host out"
+    )
     print(f"{'runtime':34s} {'ms':>8s} {'vs LiteRT GPU':>14s}")
     for name, ms in rows.items():
         ratio = f"{anchor / ms:.2f}x" if anchor else "-"
@@ -215,6 +243,7 @@ def main() -> int:
                 f"init {precision}: cold {r['cold_ms']:.1f} ms, warm {r['warm_ms']:.1f} ms "
                 f"(warm/cold {r['warm_over_cold']:.3f}, from cache: {r['warm_from_cache']})"
             )
+            print(f"  phases ms, cold: {r['cold_phases']}\n  phases ms, warm: {r['warm_phases']}")
     return 0
 
 

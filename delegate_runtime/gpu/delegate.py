@@ -75,6 +75,7 @@ class GpuSession:
         self.executors: list[Any] = []
         self.device_info = None
         self.program_from_cache = False
+        self._phase("fold_and_partition", start)
         if self.delegation.delegated_nodes:
             self._prepare_gpu(model.sha256)
         self.init_seconds = time.perf_counter() - start
@@ -108,6 +109,7 @@ class GpuSession:
         self.queue = guarded(
             "creating a command queue", lambda: cl.CommandQueue(self.ctx, device, properties=props)
         )
+        t = self._phase("context", t)
         token = (opts.model_token or sha256) if explicit else "program"
         built = build_program(
             self.ctx, device, self.device_info, opts.precision, KernelCache(cache_dir), token
@@ -134,6 +136,7 @@ class GpuSession:
                     opts.profiling,
                 )
             )
+        self._phase("lower_and_upload", t)
 
     # -- running ----------------------------------------------------------------------
 
