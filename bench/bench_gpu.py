@@ -134,6 +134,10 @@ def init_once(model_path: str, precision: str, device: str | None, cache: str) -
     """Child process: time GpuSession creation with the given serialization dir."""
     import pyopencl  # noqa: F401  (library loading is process start-up, not init)
 
+    from delegate_runtime.ops.registry import supported_ops
+
+    supported_ops()  # likewise: imports the reference kernel modules
+
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
 
