@@ -208,9 +208,12 @@ def supports(
         return False, TYPE_SHAPE
     versions = rule.quant_versions if opts.enable_quant else rule.float_versions
     if op.version not in versions and op.version not in rule.float_versions:
+        known = versions or rule.float_versions
+        if not known:  # e.g. QUANTIZE with quantization disabled
+            return False, TYPE_SHAPE
         return (
             False,
-            f"Max version supported: {max(versions or rule.float_versions)}. Requested version {op.version}.",
+            f"Max version supported: {max(known)}. Requested version {op.version}.",
         )
     if not _type_shape_ok(op, sg, opts):
         return False, TYPE_SHAPE

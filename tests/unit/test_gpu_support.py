@@ -106,11 +106,6 @@ def test_prelu_has_version_1_only():
     assert check(op) == (False, "Max version supported: 1. Requested version 2.")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="support.py: an op with no float versions (QUANTIZE) and quantization off "
-    "calls max(()) -> ValueError instead of giving a reason",
-)
 def test_quantize_to_int16_without_quant_gives_a_reason():
     op = one_op("QUANTIZE", [X4], (1, 4, 5, 3), np.int16, Quant(0.001, 0), version=3)
     ok, why = check(op, QUANT_OFF)
