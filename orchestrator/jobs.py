@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, insert, select, update
+from sqlalchemy import Connection, and_, bindparam, func, insert, select, update
 
 from .configs import supports
 from .dispatch import SendOrder
@@ -43,6 +43,64 @@ from .selectors import parse_selector
 from .settings import BACKOFF_BASE_S, BACKOFF_MAX_S, MAX_FAILURES, Timing
 
 WAITING = "waiting for a matching device"
+#: Core tables: statements on them skip the ORM's per-statement value coercion (hot path).
+JOBS = Job.__table__
+_CLAIM = (
+    update(JOBS)
+    .where(
+        JOBS.c.id == bindparam("jid"),
+        JOBS.c.attempt == bindparam("att"),
+        JOBS.c.state.in_((QUEUED, DISPATCHED)),
+    )
+    .values(
+        state=RUNNING,
+        worker=bindparam("w"),
+        lease_expires_at=bindparam("lease"),
+        started_at=bindparam("now"),
+        updated_at=bindparam("now"),
+    )
+    .returning(
+        JOBS.c.id,
+        JOBS.c.attempt,
+        JOBS.c.campaign_id,
+        JOBS.c.model_sha256,
+        JOBS.c.config,
+        JOBS.c.device_key,
+    )
+)
+_FINISH = (
+    update(JOBS)
+    .where(
+        JOBS.c.id == bindparam("jid"),
+        JOBS.c.attempt == bindparam("att"),
+        JOBS.c.state == RUNNING,
+        JOBS.c.worker == bindparam("w"),
+    )
+    .values(
+        state=bindparam("st"),
+        finished_at=bindparam("now"),
+        updated_at=bindparam("now"),
+        lease_expires_at=None,
+        reason=bindparam("why"),
+    )
+    .returning(JOBS.c.campaign_id, JOBS.c.model_sha256, JOBS.c.device_key, JOBS.c.config)
+)
+_RESULT_COLUMNS = tuple(c.name for c in Result.__table__.c if c.name != "id")
+#: Result columns copied from the job row; the rest come from the runner's outcome.
+_JOB_COPIED = ("campaign_id", "model_sha256", "device_key", "config")
+_RESULT_OWN_COLUMNS = tuple(c for c in _RESULT_COLUMNS if c not in _JOB_COPIED)
+_RESULT_DEFAULTS: dict[str, Any] = {"error": "", "log": "", "worker": ""} | {
+    k: {} for k in ("benchmark", "diff", "delegation", "device_facts", "versions")
+}
+_INSERT_RESULT = insert(Result.__table__)
+_FINISHED = _FINISH.cte("finished")
+_FINISH_AND_INSERT = insert(Result.__table__).from_select(
+    [*_JOB_COPIED, *_RESULT_OWN_COLUMNS],
+    select(
+        *(_FINISHED.c[k] for k in _JOB_COPIED),
+        *(bindparam(f"r_{k}", type_=Result.__table__.c[k].type) for k in _RESULT_OWN_COLUMNS),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -78,7 +136,7 @@ def record_attempt(
     ).first()
     if exists is None:
         conn.execute(
-            insert(Attempt).values(
+            insert(Attempt.__table__).values(
                 job_id=job_id,
                 attempt=attempt,
                 device_key=device_key,
@@ -106,17 +164,13 @@ def claim(
     A running job is claimed again by its own worker (the execution before died: a device
     runs one job at a time, so a redelivery to the same consumer means the last one is
     gone) or by anyone once its lease has expired. That counts as an infrastructure failure.
+    Every write here is a single compare-and-set statement, so autocommit is safe.
     """
     now = now or utcnow()
     lease = now + timedelta(seconds=lease_s)
     cols = (Job.id, Job.attempt, Job.campaign_id, Job.model_sha256, Job.config, Job.device_key)
     fresh = conn.execute(
-        update(Job)
-        .where(Job.id == job_id, Job.attempt == attempt, Job.state.in_((QUEUED, DISPATCHED)))
-        .values(
-            state=RUNNING, worker=worker, lease_expires_at=lease, started_at=now, updated_at=now
-        )
-        .returning(*cols)
+        _CLAIM, {"jid": job_id, "att": attempt, "w": worker, "lease": lease, "now": now}
     ).first()
     if fresh is not None:
         return Claimed(*fresh)
@@ -148,7 +202,7 @@ def claim(
         )
         return None
     again = conn.execute(
-        update(Job)
+        update(JOBS)
         .where(
             Job.id == job_id, Job.attempt == attempt, Job.state == RUNNING, Job.worker == row.worker
         )
@@ -176,7 +230,7 @@ def renew_lease(
     """Extend a running job's lease; False when the job is no longer this worker's."""
     now = now or utcnow()
     res = conn.execute(
-        update(Job)
+        update(JOBS)
         .where(Job.id == job_id, Job.attempt == attempt, Job.state == RUNNING, Job.worker == worker)
         .values(lease_expires_at=now + timedelta(seconds=lease_s))
     )
@@ -192,41 +246,30 @@ def finish(
     result: dict[str, Any],
     now: datetime | None = None,
 ) -> bool:
-    """End a running job in `state` and store its result, once; False if it was not ours."""
+    """End a running job in `state` and store its result, once; False if it was not ours.
+
+    One statement on PostgreSQL (safe under autocommit); a transaction is needed elsewhere.
+    """
     now = now or utcnow()
-    ok = _cas(
-        conn,
-        job_id,
-        RUNNING,
-        attempt,
-        state=state,
-        finished_at=now,
-        lease_expires_at=None,
-        reason=result.get("error", ""),
-        updated_at=now,
-        extra=(Job.worker == worker,),
-    )
-    if not ok:
+    params = {
+        "jid": job_id,
+        "att": attempt,
+        "w": worker,
+        "st": state,
+        "now": now,
+        "why": result.get("error", ""),
+    }
+    row = dict(_RESULT_DEFAULTS)
+    row.update(result)
+    row.update(job_id=job_id, attempt=attempt, outcome=state, worker=worker, created_at=now)
+    if conn.dialect.name == "postgresql":  # one round trip: UPDATE ... RETURNING feeds INSERT
+        params.update({f"r_{k}": row.get(k) for k in _RESULT_OWN_COLUMNS})
+        return conn.execute(_FINISH_AND_INSERT, params).rowcount == 1
+    job = conn.execute(_FINISH, params).first()
+    if job is None:
         return False
-    job = conn.execute(
-        select(Job.campaign_id, Job.model_sha256, Job.device_key, Job.config).where(
-            Job.id == job_id
-        )
-    ).one()
-    conn.execute(
-        insert(Result).values(
-            job_id=job_id,
-            attempt=attempt,
-            campaign_id=job.campaign_id,
-            model_sha256=job.model_sha256,
-            device_key=job.device_key,
-            config=job.config,
-            outcome=state,
-            worker=worker,
-            created_at=now,
-            **result,
-        )
-    )
+    row.update(zip(_JOB_COPIED, job))
+    conn.execute(_INSERT_RESULT, {k: row.get(k) for k in _RESULT_COLUMNS})
     return True
 
 
@@ -415,7 +458,7 @@ def cancel(conn: Connection, campaign_id: int | None = None, job_ids: Sequence[i
     if job_ids:
         where.append(Job.id.in_(list(job_ids)))
     res = conn.execute(
-        update(Job)
+        update(JOBS)
         .where(and_(*where))
         .values(
             state=CANCELLED,
@@ -437,7 +480,7 @@ def _cas(
     **values: Any,
 ) -> bool:
     res = conn.execute(
-        update(Job)
+        update(JOBS)
         .where(Job.id == job_id, Job.state == from_state, Job.attempt == at_attempt, *extra)
         .values(**values)
     )

@@ -26,6 +26,7 @@ from orchestrator.settings import Timing
 
 from . import health
 from .devices import DeviceInfo, host_name
+from .discovery import present
 from .runners import make_runner
 
 log = logging.getLogger(__name__)
@@ -113,13 +114,17 @@ class Agent:
         return reports
 
     def heartbeat(self) -> None:
-        """Mark this agent's devices alive now."""
+        """Mark this agent's devices alive now; a phone no longer attached goes offline."""
+        alive = present(list(self.devices.values()))
+        gone = [k for k in self.devices if k not in alive]
         with self.engine.begin() as conn:
             conn.execute(
                 update(Device)
-                .where(Device.key.in_(list(self.devices)))
+                .where(Device.key.in_(sorted(alive)))
                 .values(last_seen=utcnow(), state="online", agent=self.name)
             )
+            if gone:
+                conn.execute(update(Device).where(Device.key.in_(gone)).values(state="offline"))
 
     # -- consumers ----------------------------------------------------------------------
 

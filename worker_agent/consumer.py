@@ -49,7 +49,12 @@ class ConsumerContext:
     def engine(self) -> Engine:
         from orchestrator.database import make_engine
 
-        return make_engine(self.db_url)
+        return make_engine(self.db_url, durable=False)
+
+    @cached_property
+    def facts(self) -> dict[str, Any]:
+        """The device's facts as stored with each result."""
+        return self.device.row()
 
     @cached_property
     def runner(self) -> Any:

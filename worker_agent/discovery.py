@@ -144,6 +144,17 @@ def discover_android(host: str) -> list[DeviceInfo]:
     return list(discover(host))
 
 
+def present(devices: Sequence[DeviceInfo]) -> set[str]:
+    """Keys of `devices` still attached: phones are asked over adb; the others always are."""
+    keys = {d.key for d in devices if d.kind != "android"}
+    phones = [d for d in devices if d.kind == "android"]
+    if phones:
+        from .android.discovery import present as phones_present
+
+        keys |= phones_present(phones)
+    return keys
+
+
 def discover(
     specs: Sequence[str] | None = None, tags: Sequence[str] = (), host: str | None = None
 ) -> list[DeviceInfo]:

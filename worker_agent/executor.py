@@ -21,6 +21,7 @@ from sqlalchemy import select
 from delegate_runtime.errors import DeviceError, JobError, ModelError
 from orchestrator import jobs
 from orchestrator.configs import CONFIGS
+from orchestrator.database import retrying
 from orchestrator.schema import (
     FAILED,
     RUNNING,
@@ -134,8 +135,9 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
     """Run dispatch `attempt` of job `job_id`; returns its outcome (for the task's log)."""
     from celery.exceptions import SoftTimeLimitExceeded
 
-    with ctx.engine.begin() as conn:
-        claimed = jobs.claim(conn, job_id, attempt, ctx.worker, ctx.timing.lease_s)
+    claimed = retrying(
+        ctx.engine, lambda c: jobs.claim(c, job_id, attempt, ctx.worker, ctx.timing.lease_s)
+    )
     if claimed is None:
         return STALE
     if ctx.quarantined:
@@ -173,6 +175,7 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
         )
     except (ModelError, JobError) as exc:
         state, error = FAILED, f"{type(exc).__name__}: {exc}"
+        outcome.log = str(getattr(exc, "log", "") or "")  # e.g. a phone tool's raw output
     except SoftTimeLimitExceeded:
         state, error = TIMED_OUT, "the job ran past its soft time limit"
     except Exception as exc:  # noqa: BLE001 - a bug: record it, never retry it
@@ -180,9 +183,10 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
         error = f"bug: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
     finally:
         ctx.lease.release()
-    values = result_values(outcome, ctx.device.row(), time.perf_counter() - start)
+    values = result_values(outcome, ctx.facts, time.perf_counter() - start)
     values["error"] = error
-    with ctx.engine.begin() as conn:
-        written = jobs.finish(conn, job_id, attempt, ctx.worker, state, values)
+    written = retrying(
+        ctx.engine, lambda c: jobs.finish(c, job_id, attempt, ctx.worker, state, values)
+    )
     ctx.after_job()
     return state if written else STALE

@@ -16,6 +16,8 @@ worker_agent/android) subclasses Runner and fills in a few hooks:
 
 from __future__ import annotations
 
+import functools
+import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -58,6 +60,18 @@ class CanaryReading:
     latency_us: float
 
 
+@functools.lru_cache(maxsize=1)
+def _package_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version(), "numpy": np.__version__}
+    try:
+        out["devicefarm"] = version("devicefarm")
+    except PackageNotFoundError:
+        out["devicefarm"] = "source"
+    return out
+
+
 class Runner:
     """Runs jobs on one device. Subclasses set `kind` and fill in the hooks."""
 
@@ -91,12 +105,7 @@ class Runner:
         raise NotImplementedError
 
     def versions(self) -> dict[str, Any]:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return {"devicefarm": version("devicefarm")}
-        except PackageNotFoundError:
-            return {"devicefarm": "source"}
+        return dict(_package_versions())
 
     def teardown(self) -> None:
         """Release the device."""
