@@ -1,0 +1,72 @@
+"""Compatibility matrix (models × devices) and the allowlist builder."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from dashboard import queries, ui
+from orchestrator.allowlist import export
+from orchestrator.allowlist.rules import Thresholds
+
+st.title("Compatibility")
+with st.expander("Thresholds", expanded=True):
+    c1, c2, c3, c4 = st.columns(4)
+    min_speedup = c1.number_input("min speed-up", 0.0, 100.0, 1.2, 0.1, key="min_speedup")
+    use_error = c2.checkbox("custom max error", key="use_error")
+    max_error = c2.number_input(
+        "max error", 0.0, 10.0, 1e-2, format="%.1e", key="max_error", disabled=not use_error
+    )
+    full = c3.checkbox("require full delegation", key="full")
+    min_runs = c4.number_input("min runs", 1, 1000, 1, key="min_runs")
+thresholds = Thresholds(
+    min_speedup=float(min_speedup),
+    max_error=float(max_error) if use_error else None,
+    require_full_delegation=full,
+    min_runs=int(min_runs),
+)
+lists = queries.allowlists(ui.engine(), thresholds)
+rows = queries.matrix(lists)
+if not rows:
+    st.info("No models or devices yet.")
+    st.stop()
+df = pd.DataFrame(rows)
+df["reason"] = df["reason"].map(ui.short_reason)
+colors = alt.Scale(domain=list(ui.STATUS_COLORS), range=list(ui.STATUS_COLORS.values()))
+st.altair_chart(
+    alt.Chart(df)
+    .mark_rect(stroke="white")
+    .encode(
+        x=alt.X("device:N", title=None),
+        y=alt.Y("model:N", title=None),
+        color=alt.Color("status:N", scale=colors),
+        tooltip=["model", "device", "status", "code", "reason", "precision"],
+    ),
+    width="stretch",
+)
+counts = df.groupby("status").size().to_dict()
+st.caption(" · ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+
+st.subheader("Allowlist")
+by_name = {f"{a.model_name} ({sha[:10]})": a for sha, a in lists.items()}
+allowlist = by_name[st.selectbox("Model", list(by_name), key="allowlist_model")]
+sdk_minimum = st.checkbox(
+    "newer Android SDKs inherit the newest measured decision (MINIMUM)", key="sdk_minimum"
+)
+preview = pd.DataFrame([export.row(e) for e in allowlist.entries])
+st.dataframe(preview, hide_index=True, width="stretch")
+stem = allowlist.model_name.removesuffix(".tflite")
+files = {
+    "devicedb-json": (f"{stem}_gpu_compatibility.json", "application/json"),
+    "devicedb-bin": (f"{stem}_gpu_compatibility.bin", "application/octet-stream"),
+    "csv": (f"{stem}_allowlist.csv", "text/csv"),
+    "json": (f"{stem}_allowlist.json", "application/json"),
+}
+cols = st.columns(len(files))
+for col, (fmt, (name, mime)) in zip(cols, files.items()):
+    col.download_button(
+        fmt, export.render(allowlist, fmt, sdk_minimum), name, mime, key=f"dl_{fmt}"
+    )
+with st.expander("devicedb JSON"):
+    st.code(export.render(allowlist, "devicedb-json", sdk_minimum).decode(), language="json")

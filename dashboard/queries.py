@@ -1,0 +1,442 @@
+"""Every query the dashboard runs: plain functions of an Engine, tested without Streamlit.
+
+Lists of dicts come back (pages turn them into tables and charts). Figures are aggregated
+in SQL; JSON columns are read only for the latest result of each device and configuration,
+so pages stay fast on a large database.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, case, func, select
+
+from orchestrator.allowlist.collect import Allowlist, decide_models
+from orchestrator.allowlist.rules import Thresholds
+from orchestrator.report import campaign_counts
+from orchestrator.schema import (
+    FAILED,
+    RUNNING,
+    SUCCEEDED,
+    TERMINAL_STATES,
+    TIMED_OUT,
+    Campaign,
+    Device,
+    Job,
+    Result,
+    StoredModel,
+    utcnow,
+)
+from orchestrator.settings import Timing
+
+#: Largest model accepted from an upload.
+MAX_UPLOAD_BYTES = 512 * 1024 * 1024
+#: A .tflite file's flatbuffer identifier, at bytes 4..8.
+TFLITE_MAGIC = b"TFL3"
+CONFIGS = ("cpu", "gpu-fp32", "gpu-fp16")
+
+
+def _ms(us: float | None) -> float | None:
+    return None if us is None else float(us) / 1000.0
+
+
+# -- fleet ---------------------------------------------------------------------------------
+
+
+def fleet(engine: Engine, now: datetime | None = None) -> list[dict[str, Any]]:
+    """Every device: host, kind, state (offline when its heartbeat is late), health, last
+    seen, and the job it is running."""
+    now = now or utcnow()
+    late = now - timedelta(seconds=Timing.from_env().offline_after_s)
+    with engine.begin() as conn:
+        devices = conn.execute(
+            select(
+                Device.key,
+                Device.host,
+                Device.kind,
+                Device.vendor,
+                Device.model,
+                Device.driver_version,
+                Device.state,
+                Device.health,
+                Device.health_reason,
+                Device.last_seen,
+            ).order_by(Device.host, Device.kind, Device.key)
+        ).mappings()
+        devices = [dict(d) for d in devices]
+        running = conn.execute(
+            select(Job.device_key, Job.id, Job.config, StoredModel.name, Job.started_at)
+            .join(StoredModel, StoredModel.sha256 == Job.model_sha256)
+            .where(Job.state == RUNNING)
+        ).all()
+    jobs = {r.device_key: f"#{r.id} {r.name} ({r.config})" for r in running}
+    for d in devices:
+        d["state"] = "offline" if d["last_seen"] < late else d["state"]
+        d["current_job"] = jobs.get(d["key"], "")
+    return devices
+
+
+# -- campaigns -----------------------------------------------------------------------------
+
+
+def campaigns(engine: Engine) -> list[dict[str, Any]]:
+    """The newest campaigns with their jobs by state and progress (0..1)."""
+    rows = campaign_counts(engine)
+    for r in rows:
+        s = r["states"]
+        done = sum(s.get(k, 0) for k in TERMINAL_STATES)
+        r["progress"] = done / r["jobs"] if r["jobs"] else 0.0
+        r["failed"] = s.get(FAILED, 0) + s.get(TIMED_OUT, 0)
+        for k in ("queued", "dispatched", "running", "succeeded"):
+            r[k] = s.get(k, 0)
+        r["cancelled_jobs"] = s.get("cancelled", 0)
+    return rows
+
+
+def campaign_failures(engine: Engine, campaign_id: int) -> list[dict[str, Any]]:
+    """A campaign's failed and timed-out jobs with their reasons."""
+    with engine.begin() as conn:
+        rows = conn.execute(
+            select(
+                Job.id.label("job"),
+                StoredModel.name.label("model"),
+                Job.device_key.label("device"),
+                Job.config,
+                Job.state,
+                Job.failures,
+                Job.reason,
+            )
+            .join(StoredModel, StoredModel.sha256 == Job.model_sha256)
+            .where(Job.campaign_id == campaign_id, Job.state.in_((FAILED, TIMED_OUT)))
+            .order_by(Job.id)
+        ).mappings()
+        return [
+            dict(r) | {"reason": next(iter((r["reason"] or "").splitlines()), "")} for r in rows
+        ]
+
+
+def selectable_devices(engine: Engine) -> list[str]:
+    with engine.begin() as conn:
+        return list(conn.execute(select(Device.key).order_by(Device.key)).scalars())
+
+
+@dataclass
+class Upload:
+    """A model upload checked before submission: `errors` empty when it is usable."""
+
+    name: str
+    size: int
+    errors: list[str]
+
+
+def check_upload(name: str, data: bytes) -> Upload:
+    """Size, flatbuffer magic and a full parse of an uploaded .tflite file."""
+    errors = []
+    if not data:
+        errors.append("the file is empty")
+    elif len(data) > MAX_UPLOAD_BYTES:
+        errors.append(
+            f"the file is {len(data) / 2**20:.0f} MiB, above {MAX_UPLOAD_BYTES >> 20} MiB"
+        )
+    elif len(data) < 8 or data[4:8] != TFLITE_MAGIC:
+        errors.append("not a .tflite file (no TFL3 identifier at byte 4)")
+    else:
+        from delegate_runtime import read_model
+        from delegate_runtime.errors import DevicefarmError
+
+        try:
+            read_model(data)
+        except DevicefarmError as exc:
+            errors.append(f"the model does not parse: {exc}")
+    return Upload(name, len(data), errors)
+
+
+def submit_upload(
+    engine: Engine,
+    dispatcher: Any,
+    name: str,
+    data: bytes,
+    selector: str,
+    configs: Sequence[str],
+    campaign_name: str = "",
+) -> Any:
+    """Submit a campaign for an uploaded model through the spine's `submit` (which raises
+    SubmissionError listing every problem, before anything is written)."""
+    from orchestrator.submit import SubmissionError, submit
+
+    upload = check_upload(name, data)
+    if upload.errors:
+        raise SubmissionError([f"model {name}: {e}" for e in upload.errors])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / os.path.basename(name or "model.tflite")
+        path.write_bytes(data)
+        return submit(engine, dispatcher, [path], selector, list(configs), name=campaign_name)
+
+
+# -- models --------------------------------------------------------------------------------
+
+
+def models(engine: Engine) -> list[dict[str, Any]]:
+    """Stored models that have results, newest first."""
+    with engine.begin() as conn:
+        measured = select(Result.model_sha256).distinct().subquery()
+        rows = conn.execute(
+            select(StoredModel.sha256, StoredModel.name, StoredModel.size_bytes)
+            .join(measured, measured.c.model_sha256 == StoredModel.sha256)
+            .order_by(StoredModel.created_at.desc(), StoredModel.name)
+        ).mappings()
+        return [dict(r) for r in rows]
+
+
+def _latest_ids(model: str, gpu_only: bool = True) -> Any:
+    """Subquery: the newest successful result's id per device and configuration."""
+    q = select(func.max(Result.id).label("id")).where(
+        Result.model_sha256 == model, Result.outcome == SUCCEEDED
+    )
+    if gpu_only:
+        q = q.where(Result.config != "cpu")
+    return q.group_by(Result.device_key, Result.config).subquery()
+
+
+# -- compare devices -----------------------------------------------------------------------
+
+
+def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
+    """Per device and configuration: latency, speed-up over the CPU, init cold vs cached
+    (programs from the kernel cache or not), peak memory."""
+    cached = Result.benchmark["program_from_cache"].as_boolean()
+    peak = Result.benchmark["memory"]["peak_mb"].as_float()
+    with engine.begin() as conn:
+        rows = conn.execute(
+            select(
+                Result.device_key.label("device"),
+                Result.config,
+                func.count().label("runs"),
+                func.avg(Result.avg_us).label("avg_us"),
+                func.min(Result.avg_us).label("best_us"),
+                func.avg(Result.median_us).label("median_us"),
+                func.avg(Result.p95_us).label("p95_us"),
+                func.avg(case((cached.is_(False), Result.init_us))).label("cold_us"),
+                func.avg(case((cached.is_(True), Result.init_us))).label("cached_us"),
+                func.avg(Result.init_us).label("init_us"),
+                func.avg(peak).label("peak_mb"),
+            )
+            .where(Result.model_sha256 == model, Result.outcome == SUCCEEDED)
+            .group_by(Result.device_key, Result.config)
+            .order_by(Result.device_key, Result.config)
+        ).mappings()
+        rows = [dict(r) for r in rows]
+        hosts = dict(conn.execute(select(Device.key, Device.host)).all())
+        kinds = dict(conn.execute(select(Device.key, Device.kind)).all())
+    cpu_own = {r["device"]: r["avg_us"] for r in rows if r["config"] == "cpu"}
+    cpu_host = {hosts.get(d): us for d, us in cpu_own.items() if kinds.get(d) == "cpu"}
+    out = []
+    for r in rows:
+        base = cpu_own.get(r["device"]) or cpu_host.get(hosts.get(r["device"]))
+        out.append(
+            {
+                "device": r["device"],
+                "config": r["config"],
+                "runs": r["runs"],
+                "avg_ms": _ms(r["avg_us"]),
+                "best_ms": _ms(r["best_us"]),
+                "median_ms": _ms(r["median_us"]),
+                "p95_ms": _ms(r["p95_us"]),
+                "speedup": base / r["avg_us"] if base and r["avg_us"] else None,
+                "init_cold_ms": _ms(r["cold_us"]),
+                "init_cached_ms": _ms(r["cached_us"]),
+                "init_ms": _ms(r["init_us"]),
+                "peak_mb": r["peak_mb"],
+            }
+        )
+    return out
+
+
+# -- accuracy ------------------------------------------------------------------------------
+
+
+def accuracy(engine: Engine, model: str) -> list[dict[str, Any]]:
+    """Per device, GPU configuration and output: the newest inference diff's errors, and
+    task accuracy (`diff.task_accuracy`) where it was measured."""
+    latest = _latest_ids(model)
+    with engine.begin() as conn:
+        rows = conn.execute(
+            select(Result.device_key, Result.config, Result.created_at, Result.diff)
+            .join(latest, latest.c.id == Result.id)
+            .order_by(Result.device_key, Result.config)
+        ).all()
+    out = []
+    for r in rows:
+        diff = r.diff or {}
+        task = diff.get("task_accuracy") or {}
+        for o in diff.get("outputs") or []:
+            out.append(
+                {
+                    "device": r.device_key,
+                    "config": r.config,
+                    "output": o.get("name") or f"output {o.get('index', 0)}",
+                    "avg_error": o.get("avg_error"),
+                    "std_dev": o.get("std_dev"),
+                    "max_error": o.get("max_error"),
+                    **{f"task {k}": v for k, v in task.items()},
+                    "measured": r.created_at,
+                }
+            )
+    return out
+
+
+# -- op coverage ---------------------------------------------------------------------------
+
+
+def op_coverage(engine: Engine, model: str) -> list[dict[str, Any]]:
+    """Per device and GPU configuration (newest result): ops on the GPU, ops left to the
+    CPU, partitions, and each unsupported op with the delegate's reason."""
+    latest = _latest_ids(model)
+    with engine.begin() as conn:
+        rows = conn.execute(
+            select(Result.device_key, Result.config, Result.delegation)
+            .join(latest, latest.c.id == Result.id)
+            .order_by(Result.device_key, Result.config)
+        ).all()
+    out = []
+    for r in rows:
+        d = r.delegation or {}
+        total, done = d.get("nodes_total"), d.get("nodes_delegated")
+        out.append(
+            {
+                "device": r.device_key,
+                "config": r.config,
+                "gpu_ops": done,
+                "cpu_ops": (total - done) if total is not None and done is not None else None,
+                "total_ops": total,
+                "partitions": d.get("partitions"),
+                "fully_delegated": bool(d.get("fully_delegated")),
+                "fallbacks": [
+                    {"op": u.get("op", "?"), "reason": u.get("reason", "")}
+                    for u in d.get("unsupported") or []
+                ],
+            }
+        )
+    return out
+
+
+# -- compatibility -------------------------------------------------------------------------
+
+
+def allowlists(
+    engine: Engine, thresholds: Thresholds, model_shas: Sequence[str] | None = None
+) -> dict[str, Allowlist]:
+    """Allowlists per model (the CLI's rules)."""
+    return decide_models(engine, thresholds, model_shas)
+
+
+def matrix(lists: dict[str, Allowlist]) -> list[dict[str, Any]]:
+    """Models × current devices: status, reason code and text, best precision."""
+    out = []
+    for a in lists.values():
+        for e in a.entries:
+            for key in e.current:
+                d = e.decision
+                out.append(
+                    {
+                        "model": a.model_name,
+                        "device": key,
+                        "status": d.status,
+                        "code": d.code,
+                        "reason": d.reason or (f"best: {d.config}" if d.config else ""),
+                        "precision": d.precision,
+                        "speedup": d.speedup,
+                    }
+                )
+    return out
+
+
+# -- history -------------------------------------------------------------------------------
+
+
+def history_devices(engine: Engine, model: str) -> list[str]:
+    """Devices with results for the model."""
+    with engine.begin() as conn:
+        return list(
+            conn.execute(
+                select(Result.device_key)
+                .where(Result.model_sha256 == model)
+                .distinct()
+                .order_by(Result.device_key)
+            ).scalars()
+        )
+
+
+def history(engine: Engine, model: str, device: str) -> list[dict[str, Any]]:
+    """The model's results on one device over time (oldest first)."""
+    driver = Result.device_facts["driver_version"].as_string()
+    with engine.begin() as conn:
+        rows = conn.execute(
+            select(
+                Result.created_at,
+                Result.campaign_id,
+                Campaign.name,
+                Result.config,
+                Result.outcome,
+                Result.avg_us,
+                Result.max_avg_error,
+                driver.label("driver"),
+            )
+            .join(Campaign, Campaign.id == Result.campaign_id)
+            .where(Result.model_sha256 == model, Result.device_key == device)
+            .order_by(Result.created_at, Result.id)
+        ).all()
+    return [
+        {
+            "at": r.created_at,
+            "campaign": r.campaign_id,
+            "campaign_name": r.name,
+            "config": r.config,
+            "outcome": r.outcome,
+            "avg_ms": _ms(r.avg_us),
+            "max_avg_error": r.max_avg_error,
+            "driver": r.driver or "",
+        }
+        for r in rows
+    ]
+
+
+def flag_regressions(
+    rows: Sequence[dict[str, Any]], threshold: float = 0.1, window: int = 5
+) -> list[dict[str, Any]]:
+    """Rows with `regression` set where avg latency exceeds the median of the previous
+    `window` successful runs of the same configuration by more than `threshold` (0.1: 10%);
+    `change` is the relative change."""
+    out, before = [], {}
+    for r in rows:
+        past = before.setdefault(r["config"], [])
+        row = dict(r, change=None, regression=False)
+        if r["outcome"] == SUCCEEDED and r["avg_ms"] is not None:
+            if past:
+                ref = statistics.median(past[-window:])
+                row["change"] = r["avg_ms"] / ref - 1.0
+                row["regression"] = row["change"] > threshold
+            past.append(r["avg_ms"])
+        out.append(row)
+    return out
+
+
+def summary(engine: Engine) -> dict[str, int]:
+    """Counts for the home page."""
+    with engine.begin() as conn:
+        return {
+            "devices": conn.execute(select(func.count()).select_from(Device)).scalar_one(),
+            "models": conn.execute(select(func.count()).select_from(StoredModel)).scalar_one(),
+            "campaigns": conn.execute(select(func.count()).select_from(Campaign)).scalar_one(),
+            "results": conn.execute(select(func.count()).select_from(Result)).scalar_one(),
+            "running": conn.execute(
+                select(func.count()).select_from(Job).where(Job.state == RUNNING)
+            ).scalar_one(),
+        }
