@@ -68,7 +68,36 @@ def test_ops_outside_the_list_are_not_supported(op):
 
 
 def test_every_reference_md_op_is_in_the_rules():
-    listed = ["ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "EXP", "FULLY_CONNECTED", "LOGICAL_AND", "LOGISTIC", "MAX_POOL_2D", "MAXIMUM", "MINIMUM", "MUL", "PAD", "PRELU", "RELU", "RELU6", "RESHAPE", "RESIZE_BILINEAR", "SOFTMAX", "STRIDED_SLICE", "SUB", "TRANSPOSE_CONV", "MEAN", "TRANSPOSE", "SLICE", "SPACE_TO_DEPTH", "DEQUANTIZE"]
+    listed = [
+        "ADD",
+        "AVERAGE_POOL_2D",
+        "CONCATENATION",
+        "CONV_2D",
+        "DEPTHWISE_CONV_2D",
+        "EXP",
+        "FULLY_CONNECTED",
+        "LOGICAL_AND",
+        "LOGISTIC",
+        "MAX_POOL_2D",
+        "MAXIMUM",
+        "MINIMUM",
+        "MUL",
+        "PAD",
+        "PRELU",
+        "RELU",
+        "RELU6",
+        "RESHAPE",
+        "RESIZE_BILINEAR",
+        "SOFTMAX",
+        "STRIDED_SLICE",
+        "SUB",
+        "TRANSPOSE_CONV",
+        "MEAN",
+        "TRANSPOSE",
+        "SLICE",
+        "SPACE_TO_DEPTH",
+        "DEQUANTIZE",
+    ]
     assert set(listed) <= set(RULES)
 
 
