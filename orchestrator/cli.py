@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "devices": ("orchestrator.commands.devices", "list registered devices and their health"),
     "cancel": ("orchestrator.commands.cancel", "cancel a campaign's unfinished jobs"),
     "worker": ("worker_agent.command", "run this host's worker agent"),
+    "adb-sim": ("worker_agent.android.simulator.command", "run simulated Android phones (adbd)"),
     "reconcile": ("orchestrator.commands.reconcile", "re-send lost jobs, expire stuck ones"),
     "db": ("orchestrator.commands.db", "migrate the farm database or show its revision"),
     "benchmark": (
