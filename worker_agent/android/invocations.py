@@ -52,10 +52,10 @@ def benchmark_argv(tool: str, model: str, config: RunConfig, settings: dict) -> 
         _flag("warmup_runs", int(settings.get("warmup_runs", 1))),
         _flag("min_secs", float(settings.get("min_secs", 1.0))),
         _flag("max_secs", float(settings.get("max_secs", 150.0))),
-        _flag("use_gpu", config.use_gpu),
     ]
     if settings.get("warmup_min_secs") is not None:
         argv.append(_flag("warmup_min_secs", float(settings["warmup_min_secs"])))
+    argv.append(_flag("use_gpu", config.use_gpu))
     if config.use_gpu:
         argv.append(_flag("gpu_precision_loss_allowed", config.precision == "fp16"))
     if settings.get("num_threads"):

@@ -109,7 +109,7 @@ class Stream:
         """Close from our side (the service ended): CLSE, once."""
         if not self.closed.is_set():
             self.closed.set()
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, StreamClosed):
                 self.conn.send(Message(A_CLSE, self.local_id, self.remote_id))
         self.conn.forget(self)
 

@@ -1,0 +1,265 @@
+"""Jobs on simulated phones through the adb runner and the real adb server: the record a
+local run produces, a phone lost mid-job, garbage output, a slow phone, and an injection
+corpus of model names that proves exactly which commands reached the phone."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from delegate_runtime.errors import DeviceError, ModelError
+from orchestrator.configs import CONFIGS
+from orchestrator.testing import write_model
+from tests.conftest import require
+from worker_agent.android import adb, discovery
+from worker_agent.android.runner import AdbRunner, ToolOutputError, ToolTimeout
+from worker_agent.android.simulator import SimulatedPhone, load_profile
+from worker_agent.android.simulator.testing import AdbServer
+from worker_agent.executor import result_values
+from worker_agent.runners.base import JobSpec
+from worker_agent.runners.cpu import CpuRunner
+
+pytestmark = pytest.mark.integration
+
+#: Small jobs: a few runs, no minimum times, no cooldown.
+FAST = {"num_runs": 3, "warmup_runs": 1, "min_secs": 0.0, "max_secs": 5.0,
+        "warmup_min_secs": 0.0, "diff_runs": 2, "cooldown_s": 0.0}  # fmt: skip
+ARM64_BENCH = b"\x7fELF fake arm64 benchmark_model"
+ARM64_EVAL = b"\x7fELF fake arm64 run_eval"
+ARMV7_BENCH = b"\x7fELF fake armv7 benchmark_model"
+
+
+@pytest.fixture(scope="module")
+def adb_server():
+    require(shutil.which("adb") is not None, "adb (Debian package adb)")
+    pytest.importorskip("adbutils")
+    server = AdbServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory) -> Path:
+    """The lab host's official tools, per ABI (stand-ins: the simulator runs its own)."""
+    root = tmp_path_factory.mktemp("tools")
+    for abi, name, data in (
+        ("arm64-v8a", "benchmark_model", ARM64_BENCH),
+        ("arm64-v8a", "run_eval", ARM64_EVAL),
+        ("armeabi-v7a", "benchmark_model", ARMV7_BENCH),
+    ):
+        (root / abi).mkdir(exist_ok=True)
+        (root / abi / name).write_bytes(data)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _tools_env(tools, monkeypatch) -> None:
+    monkeypatch.setenv("DEVICEFARM_ANDROID_TOOLS", str(tools))
+
+
+@pytest.fixture
+def phone(adb_server):
+    """Factory: (simulated phone, its AdbRunner), connected through the real adb server."""
+    phones: list[SimulatedPhone] = []
+    server = adb.Server("127.0.0.1", adb_server.port)
+
+    def make(profile: str | dict = "pixel-7", **faults) -> tuple[SimulatedPhone, AdbRunner]:
+        p = load_profile(profile)
+        for k, v in faults.items():
+            setattr(p.faults, k, v)
+        ph = SimulatedPhone(p).start()
+        phones.append(ph)
+        adb_server.connect(ph.serial)
+        status = next(s for s in discovery.scan("lab", server) if s.serial == ph.serial)
+        runner = AdbRunner(status.device)
+        runner.setup()
+        ph.commands.clear()  # discovery's getprop/dumpsys
+        return ph, runner
+
+    yield make
+    for ph in phones:
+        ph.stop()
+        adb_server.run("disconnect", ph.serial)
+
+
+def _spec(path: Path, config: str = "gpu-fp32", **settings) -> JobSpec:
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    return JobSpec(1, 1, path, sha, CONFIGS[config], FAST | settings)
+
+
+def _bench_line(runner: AdbRunner, spec: JobSpec, tool_sha: str, gpu: bool = True) -> str:
+    flags = (f" --use_gpu=true --gpu_precision_loss_allowed={str(spec.config.precision == 'fp16').lower()}"
+             if gpu else " --use_gpu=false")  # fmt: skip
+    return (
+        f"/data/local/tmp/devicefarm/tools/{tool_sha[:16]}/benchmark_model "
+        f"--graph=/data/local/tmp/devicefarm/{spec.model_sha256}.tflite --num_runs=3 "
+        f"--warmup_runs=1 --min_secs=0 --max_secs=5 --warmup_min_secs=0{flags}"
+    )
+
+
+def _rm_line(spec: JobSpec) -> str:
+    return f"rm -f /data/local/tmp/devicefarm/{spec.model_sha256}.tflite"
+
+
+def test_job_gives_the_record_of_a_local_run(phone, tmp_path) -> None:
+    ph, runner = phone("pixel-7")
+    model = write_model(tmp_path / "m.tflite")
+    spec = _spec(model, "gpu-fp32")
+    outcome = runner.run(spec)
+    local = CpuRunner(runner.device)  # the host's reference, for the record's shape
+    local_outcome = local.run(_spec(model, "cpu", diff_runs=0))
+    b = outcome.benchmark
+    assert set(local_outcome.benchmark) <= set(b)
+    assert b["source"] == "benchmark_model" and b["count"] == 3 and b["avg_us"] > 0
+    assert b["median_us"] is not None and b["init_us"] > 0
+    assert outcome.delegation["nodes_delegated"] == outcome.delegation["nodes_total"] == 1
+    assert b["model_sha256"] == spec.model_sha256
+    # the diff record has our own diff's keys (run through run_eval on the phone)
+    from delegate_runtime.tools.benchmark import BenchmarkOptions
+    from delegate_runtime.tools.diff import run_inference_diff
+
+    own_diff = run_inference_diff(str(model), BenchmarkOptions(), num_runs=1).to_dict()
+    assert set(own_diff) <= set(outcome.diff) and outcome.diff["num_runs"] == 2
+    assert outcome.diff["outputs"][0]["avg_error"] < 1e-3
+    # the result columns the executor writes are all there
+    values = result_values(outcome, runner.device.row(), 1.0)
+    assert values["avg_us"] == b["avg_us"] and values["max_avg_error"] is not None
+    assert values["delegated_ops"] == 1 and "Inference timings in us" in values["log"]
+    # measurement hygiene: temperatures and clocks around the run
+    for moment in ("before", "after"):
+        reading = b["conditions"][moment]
+        assert reading["thermal_c"]["BIG"] == pytest.approx(41.2)
+        assert reading["cpu_khz"]["cpu7"] == 2850000
+        assert reading["gpu_hz"] == {"28000000.mali": 848000000}
+    # the phone's ABI got its tools; the model went by its hash and is gone afterwards
+    bench_sha = hashlib.sha256(ARM64_BENCH).hexdigest()
+    eval_sha = hashlib.sha256(ARM64_EVAL).hexdigest()
+    assert (
+        ph.fs.read(f"/data/local/tmp/devicefarm/tools/{bench_sha[:16]}/benchmark_model")
+        == ARM64_BENCH
+    )
+    assert not ph.fs.exists(f"/data/local/tmp/devicefarm/{spec.model_sha256}.tflite")
+    assert ph.commands == [
+        _bench_line(runner, spec, bench_sha),
+        f"/data/local/tmp/devicefarm/tools/{eval_sha[:16]}/run_eval "
+        f"--model_file_path=/data/local/tmp/devicefarm/{spec.model_sha256}.tflite "
+        "--num_runs=2 --delegate=gpu",
+        _rm_line(spec),
+    ]
+    # a second job reuses the pushed tools
+    ph.sync_requests.clear()
+    runner.run(_spec(model, "cpu"))
+    assert [p for kind, p in ph.sync_requests if kind == "SEND"] == [
+        f"/data/local/tmp/devicefarm/{spec.model_sha256}.tflite,33188"
+    ]
+
+
+def test_a_32_bit_phone_gets_the_32_bit_tool(phone, tmp_path) -> None:
+    profile = load_profile("pixel-7")
+    profile.props["ro.product.cpu.abi"] = "armeabi-v7a"
+    profile.props["ro.product.cpu.abilist"] = "armeabi-v7a,armeabi"
+    ph, runner = phone(profile.__dict__ | {"faults": {}})
+    runner.run(_spec(write_model(tmp_path / "m.tflite"), "cpu"))
+    sha = hashlib.sha256(ARMV7_BENCH).hexdigest()
+    assert ph.fs.read(f"/data/local/tmp/devicefarm/tools/{sha[:16]}/benchmark_model") == ARMV7_BENCH
+    assert runner.versions()["abi"] == "armeabi-v7a"
+
+
+def test_phone_lost_mid_job_is_a_device_error_and_goes_offline(phone, tmp_path) -> None:
+    ph, runner = phone("pixel-7", slow_s=5.0, drop_after_s=0.3)
+    start = time.monotonic()
+    with pytest.raises(DeviceError, match="went offline"):
+        runner.run(_spec(write_model(tmp_path / "m.tflite"), "gpu-fp16"))
+    assert time.monotonic() - start < 4.0  # noticed at once, not at the deadline
+    assert adb.state(runner.client, ph.serial) == "offline"
+    assert discovery.present([runner.device]) == set()
+
+
+@pytest.mark.parametrize("garbage", ["noise", "truncated"])
+def test_garbage_output_fails_the_job_and_keeps_the_raw_log(phone, tmp_path, garbage) -> None:
+    ph, runner = phone("pixel-7", garbage=garbage)
+    spec = _spec(write_model(tmp_path / "m.tflite"), "cpu")
+    with pytest.raises(ToolOutputError, match="benchmark_model on android:.* gave no result") as e:
+        runner.run(spec)
+    assert isinstance(e.value, ModelError)  # the job fails; it is not retried elsewhere
+    assert "STARTING!" in e.value.log
+    if garbage == "noise":
+        assert "Segmentation fault" in e.value.log
+    else:
+        assert "Loaded model" in e.value.log and "Inference timings" not in e.value.log
+    assert adb.state(runner.client, ph.serial) == "device"
+    assert ph.commands[-1] == _rm_line(spec)  # cleaned up all the same
+
+
+def test_full_phone_disk_is_a_device_error(phone, tmp_path) -> None:
+    ph, runner = phone("pixel-7", disk_free_bytes=100)
+    with pytest.raises(DeviceError, match="No space left on device"):
+        runner.run(_spec(write_model(tmp_path / "m.tflite"), "cpu"))
+    assert [p for p in ph.fs.nodes if p.endswith(".tflite")] == []
+
+
+def test_slow_phone_times_out_and_its_tool_is_stopped(phone, tmp_path) -> None:
+    ph, runner = phone("pixel-7", slow_s=60.0)
+    spec = _spec(write_model(tmp_path / "m.tflite"), "cpu", tool_timeout_s=1.0)
+    start = time.monotonic()
+    with pytest.raises(ToolTimeout, match="ran past its 1 s deadline"):
+        runner.run(spec)
+    assert time.monotonic() - start < 5.0
+    tool = ph.commands[0].split()[0]
+    assert ph.commands[1:] == [f"pkill -f {tool}", _rm_line(spec)]
+    deadline = time.monotonic() + 2
+    while ph.processes and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ph.processes == []
+
+
+#: Hostile model file names: none of them may reach a shell line.
+INJECTION_NAMES = [
+    "a;reboot.tflite",
+    "$(id).tflite",
+    "`id`.tflite",
+    "a\nreboot.tflite",
+    "-rf.tflite",
+    "--graph=evil.tflite",
+    "'; rm -rf ~ '.tflite",
+    "a b|sh&.tflite",
+    '"$HOME".tflite',
+]
+
+
+@pytest.fixture(scope="module")
+def corpus_phone(adb_server, tools):
+    """One phone for the whole corpus (tools already pushed after the first case)."""
+    import os
+
+    os.environ["DEVICEFARM_ANDROID_TOOLS"] = str(tools)
+    ph = SimulatedPhone("galaxy-s23").start()
+    adb_server.connect(ph.serial)
+    server = adb.Server("127.0.0.1", adb_server.port)
+    status = next(s for s in discovery.scan("lab", server) if s.serial == ph.serial)
+    runner = AdbRunner(status.device)
+    yield ph, runner
+    ph.stop()
+    adb_server.run("disconnect", ph.serial)
+
+
+@pytest.mark.parametrize("name", INJECTION_NAMES, ids=repr)
+def test_injection_corpus_runs_only_the_intended_commands(corpus_phone, tmp_path, name) -> None:
+    ph, runner = corpus_phone
+    ph.commands.clear()
+    ph.sync_requests.clear()
+    model = write_model(tmp_path / name, scale=float(len(name)))
+    spec = _spec(model, "gpu-fp16", diff_runs=0)
+    runner.run(spec)
+    bench_sha = hashlib.sha256(ARM64_BENCH).hexdigest()
+    assert ph.commands == [_bench_line(runner, spec, bench_sha), _rm_line(spec)]
+    assert ph.violations == []
+    pushed = {p for kind, p in ph.sync_requests if kind == "SEND"}
+    model_push = f"/data/local/tmp/devicefarm/{spec.model_sha256}.tflite,33188"
+    tool_push = f"/data/local/tmp/devicefarm/tools/{bench_sha[:16]}/benchmark_model,33261"
+    assert model_push in pushed and pushed <= {model_push, tool_push}
+    assert all(name not in p for _, p in ph.sync_requests)
