@@ -120,9 +120,14 @@ def test_push_pull_stat_list_through_the_real_adb(phone, server, adb_server, tmp
     # and adb's own command line
     local = tmp_path / "c.bin"
     local.write_bytes(payload[:1000])
-    assert adb_server.run("-s", ph.serial, "push", str(local), "/data/local/tmp/c.bin").returncode == 0
+    assert (
+        adb_server.run("-s", ph.serial, "push", str(local), "/data/local/tmp/c.bin").returncode == 0
+    )
     pulled = tmp_path / "pulled.bin"
-    assert adb_server.run("-s", ph.serial, "pull", "/data/local/tmp/c.bin", str(pulled)).returncode == 0
+    assert (
+        adb_server.run("-s", ph.serial, "pull", "/data/local/tmp/c.bin", str(pulled)).returncode
+        == 0
+    )
     assert pulled.read_bytes() == payload[:1000]
     assert ph.fs.read("/data/local/tmp/x/a.bin") == payload
 
