@@ -23,7 +23,7 @@ from .reconciler import reconcile
 from .report import campaign_rows, format_table
 from .schema import TERMINAL_STATES, Job
 from .settings import Timing, default_broker_url, default_db_url, home
-from .submit import RunSettings, submit
+from .submit import RunSettings, SubmissionError, read_models, submit
 
 #: How often progress is polled and the reconciler runs.
 POLL_S = 0.25
@@ -103,6 +103,10 @@ def run_local(
     db_url = db_url or default_db_url()
     broker_url = broker_url or default_broker_url()
     timing = Timing.from_env()
+    errors: list[str] = []
+    read_models(models, errors)  # fail fast, before devices are started and checked
+    if errors:
+        raise SubmissionError(errors)
     engine = open_database(db_url)
     devices = discover(device_specs)
     say(f"devices: {', '.join(d.key for d in devices) or 'none'}")

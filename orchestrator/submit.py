@@ -99,7 +99,7 @@ class _ModelIn:
     data: bytes
 
 
-def _read_models(paths: Sequence[str | os.PathLike], errors: list[str]) -> list[_ModelIn]:
+def read_models(paths: Sequence[str | os.PathLike], errors: list[str]) -> list[_ModelIn]:
     from delegate_runtime import read_model
 
     models: dict[str, _ModelIn] = {}
@@ -182,7 +182,7 @@ def validate(
     """Check a submission; raise SubmissionError with every problem, else return its parts."""
     errors: list[str] = []
     warnings: list[str] = []
-    models = _read_models(model_paths, errors)
+    models = read_models(model_paths, errors)
     run_configs, config_errors = parse_configs(configs)  # type: ignore[arg-type]
     errors.extend(config_errors)
     errors.extend(settings.errors())
