@@ -42,6 +42,7 @@ RULES: dict[str, OpRule] = {
     "FULLY_CONNECTED": OpRule(_v(1), _v(9)),
     "LOGICAL_AND": OpRule(_v(1)),
     "LOGISTIC": OpRule(_v(1), _v(2)),
+    "LSTM": OpRule((2,)),  # the basic LSTM only
     "MAX_POOL_2D": OpRule(_v(1), _v(2)),
     "MAXIMUM": OpRule(_v(1), _v(2)),
     "MINIMUM": OpRule(_v(1), _v(2)),
@@ -191,6 +192,8 @@ def _check_op(op: Operator, sg: Subgraph) -> tuple[bool, str]:
             norm = sorted({int(a) % max(rank, 1) for a in axes})
             if not norm or norm != list(range(norm[0], norm[-1] + 1)):
                 return False, f"MEAN over non-adjacent axes {norm} is not supported."
+    elif name == "LSTM" and (op.options.get("kernel_type", 0) != 1 or len(op.inputs) != 5):
+        return False, "Only the basic LSTM kernel is supported."
     elif name == "TRANSPOSE_CONV" and not all(sg.tensors[t].is_constant for t in op.inputs[:2]):
         return False, "Output shape and weights must be constant."
     return True, ""

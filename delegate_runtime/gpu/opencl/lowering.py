@@ -420,6 +420,51 @@ class Lowerer:
             lsz,
         )
 
+    def op_lstm(self, op: Operator) -> None:
+        """The basic LSTM (kernel_type BASIC, v2): concat [x, h], one GEMM, the gates."""
+        x, h, w_i, _, c = op.inputs[:5]
+        h_out, c_out, concat, activ = op.outputs
+        w = self.const_float(w_i)  # [4 * units, in + units]
+        units4, depth = w.shape
+        batch = self.t(x).size // self.t(x).shape[-1]
+        offset = 0
+        for src in (x, h):
+            cols = self.t(src).shape[-1]
+            shape = (1, 1, batch, cols)
+            self.emit_1d(
+                op,
+                "copy4d",
+                [
+                    self.operand(src),
+                    Buf(concat),
+                    i4(shape),
+                    i4(contiguous_strides(shape)),
+                    np.int32(0),
+                    i4((0, 0, depth, 1)),
+                    np.int32(offset),
+                ],
+                batch * cols,
+            )
+            offset += cols
+        weights = self.add_const(f"t{w_i}:kn", w.T)
+        self.gemm(
+            op, Buf(concat), weights, self.bias(op, 3, units4), Buf(activ), batch, units4, depth, 0
+        )
+        n = batch * (units4 // 4)
+        self.emit_1d(
+            op,
+            "lstm_basic_gates",
+            [
+                Buf(activ),
+                self.operand(c),
+                Buf(h_out),
+                Buf(c_out),
+                np.int32(batch),
+                np.int32(units4 // 4),
+            ],
+            n,
+        )
+
     def _pool(self, op: Operator, kind: int) -> None:
         x, out = op.inputs[0], op.outputs[0]
         in_s, out_s = shape4(self.t(x).shape), shape4(self.t(out).shape)
