@@ -7,13 +7,13 @@ import streamlit as st
 from dashboard import ui
 
 PAGES = (
-    ("pages/fleet.py", "Fleet", ":material/devices:"),
-    ("pages/campaigns.py", "Campaigns", ":material/playlist_play:"),
-    ("pages/compare.py", "Compare devices", ":material/speed:"),
-    ("pages/accuracy.py", "Accuracy", ":material/target:"),
-    ("pages/op_coverage.py", "Op coverage", ":material/account_tree:"),
-    ("pages/compatibility.py", "Compatibility", ":material/verified:"),
-    ("pages/history.py", "History", ":material/timeline:"),
+    ("views/fleet.py", "Fleet", ":material/devices:"),
+    ("views/campaigns.py", "Campaigns", ":material/playlist_play:"),
+    ("views/compare.py", "Compare devices", ":material/speed:"),
+    ("views/accuracy.py", "Accuracy", ":material/target:"),
+    ("views/op_coverage.py", "Op coverage", ":material/account_tree:"),
+    ("views/compatibility.py", "Compatibility", ":material/verified:"),
+    ("views/history.py", "History", ":material/timeline:"),
 )
 
 st.set_page_config(page_title="devicefarm", page_icon=":material/memory:", layout="wide")

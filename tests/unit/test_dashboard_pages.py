@@ -38,7 +38,7 @@ def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def page(name: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
     at.run()
-    at.switch_page(f"pages/{name}.py")
+    at.switch_page(f"views/{name}.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at

@@ -1,0 +1,122 @@
+"""Dashboard queries on a seeded SQLite farm, without Streamlit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, select
+
+from dashboard import queries
+from dashboard.demo_data import MODELS, SeedSummary, seed
+from orchestrator.allowlist.rules import Thresholds
+from orchestrator.schema import Campaign
+from orchestrator.submit import SubmissionError
+from orchestrator.testing import RecordingDispatcher, sqlite_engine, write_model
+
+
+@pytest.fixture(scope="module")
+def farm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Engine, SeedSummary]:
+    engine = sqlite_engine(Path(tmp_path_factory.mktemp("queries")))
+    return engine, seed(engine)
+
+
+def sha(summary: SeedSummary, i: int = 0) -> str:
+    return summary.models[MODELS[i].name]
+
+
+def test_fleet_states_and_current_jobs(farm) -> None:
+    engine, _ = farm
+    rows = {r["key"]: r for r in queries.fleet(engine)}
+    assert rows["android:a52_2"]["state"] == "offline"
+    assert rows["android:quarantined_tab"]["health"] == "quarantined"
+    assert sum(1 for r in rows.values() if r["current_job"]) == 4
+    assert any("ssd_mobilenet_v2.tflite (gpu-fp16)" in r["current_job"] for r in rows.values())
+
+
+def test_campaign_progress_and_failures(farm) -> None:
+    engine, summary = farm
+    rows = queries.campaigns(engine)
+    assert len(rows) == summary.campaigns
+    running = rows[0]
+    assert 0 < running["progress"] < 1 and running["running"] == 4
+    assert all(r["progress"] == 1.0 for r in rows[1:])
+    failures = queries.campaign_failures(engine, 1)
+    assert failures and all(f["state"] in ("failed", "timed_out") for f in failures)
+    assert all("\n" not in f["reason"] for f in failures)
+
+
+def test_compare_speedups_and_init(farm) -> None:
+    engine, summary = farm
+    rows = {(r["device"], r["config"]): r for r in queries.compare(engine, sha(summary))}
+    nvidia = rows[("opencl:nvidia:nvidia_geforce_rtx_3080", "gpu-fp32")]
+    assert nvidia["speedup"] > 10  # against lab1's CPU reference
+    assert rows[("android:s21", "cpu")]["speedup"] == pytest.approx(1.0)
+    assert rows[("opencl:pocl:pthread_cpu", "gpu-fp32")]["speedup"] < 1
+    assert any(r["init_cold_ms"] and r["init_cached_ms"] for r in rows.values())
+    assert all(r["peak_mb"] > 0 for r in rows.values())
+
+
+def test_accuracy_per_output_with_task_accuracy(farm) -> None:
+    engine, summary = farm
+    rows = queries.accuracy(engine, sha(summary, 1))
+    outputs = {r["output"] for r in rows}
+    assert len(outputs) == len(MODELS[1].outputs)
+    top1 = [r for r in queries.accuracy(engine, sha(summary, 0)) if "task top1" in r]
+    assert top1 and all(0.0 < r["task top1"] <= MODELS[0].top1 for r in top1)
+
+
+def test_op_coverage_lists_fallbacks_with_reasons(farm) -> None:
+    engine, summary = farm
+    rows = queries.op_coverage(engine, sha(summary, 1))
+    assert rows and all(r["cpu_ops"] == 1 and not r["fully_delegated"] for r in rows)
+    assert rows[0]["fallbacks"][0]["op"] == "CUSTOM"
+    assert all(r["fully_delegated"] for r in queries.op_coverage(engine, sha(summary, 0)))
+
+
+def test_matrix_covers_models_by_current_devices(farm) -> None:
+    engine, summary = farm
+    rows = queries.matrix(queries.allowlists(engine, Thresholds()))
+    assert len(rows) == len(MODELS) * len(summary.devices)
+    by = {(r["model"], r["device"]): r for r in rows}
+    assert by[(MODELS[0].name, "android:pixel8")]["status"] == "unknown"
+    assert by[(MODELS[3].name, "android:pixel7")]["code"] == "crashed"
+
+
+def test_history_flags_the_seeded_regression(farm) -> None:
+    engine, summary = farm
+    assert "android:pixel4a" in queries.history_devices(engine, sha(summary))
+    rows = queries.flag_regressions(queries.history(engine, sha(summary), "android:pixel4a"))
+    flagged = [r for r in rows if r["regression"]]
+    assert flagged and all(r["campaign_name"] == "nightly #6" for r in flagged)
+    assert rows[0]["change"] is None and rows[0]["driver"].startswith("OpenGL ES")
+
+
+def test_flag_regressions_threshold() -> None:
+    rows = [{"config": "c", "outcome": "succeeded", "avg_ms": v} for v in (10.0, 10.2, 9.9, 11.5)]
+    assert [r["regression"] for r in queries.flag_regressions(rows, 0.1)] == [0, 0, 0, 1]
+    assert not any(r["regression"] for r in queries.flag_regressions(rows, 0.2))
+
+
+def test_check_upload() -> None:
+    assert queries.check_upload("x", b"").errors == ["the file is empty"]
+    assert "TFL3" in queries.check_upload("x", b"12345678abc").errors[0]
+    assert "does not parse" in queries.check_upload("x", b"\0\0\0\0TFL3\0\0").errors[0]
+
+
+def test_submit_upload_uses_the_spine(farm, tmp_path: Path) -> None:
+    engine, _ = farm
+    data = write_model(tmp_path / "m.tflite", scale=7.0).read_bytes()
+    done = queries.submit_upload(
+        engine, RecordingDispatcher(), "m.tflite", data, "kind=opencl", ["gpu-fp16"], "upload"
+    )
+    assert done.jobs == len(done.devices) >= 3
+    with engine.begin() as conn:
+        assert (
+            conn.execute(select(Campaign.name).where(Campaign.id == done.campaign_id)).scalar_one()
+            == "upload"
+        )
+    with pytest.raises(SubmissionError, match="TFL3"):
+        queries.submit_upload(engine, RecordingDispatcher(), "bad", b"x" * 16, "all", ["cpu"])
+    with pytest.raises(SubmissionError, match="matches no device"):
+        queries.submit_upload(engine, RecordingDispatcher(), "m", data, "kind=nope", ["cpu"])
