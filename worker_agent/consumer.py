@@ -76,10 +76,6 @@ class ConsumerContext:
 
         return LeaseKeeper(self.engine, self.worker, self.timing.lease_s)
 
-    def note_device_error(self) -> None:
-        """A DeviceError: check the device's health before its next job."""
-        self.jobs_since_canary = self.timing.canary_every_jobs
-
     def after_job(self) -> None:
         """Every `canary_every_jobs` jobs, re-run the canary; quarantine on failure."""
         self.jobs_since_canary += 1

@@ -164,8 +164,7 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
         outcome = ctx.runner.run(spec)
     except DeviceError as exc:
         ctx.lease.release()
-        ctx.note_device_error()
-        return _move(
+        moved = _move(
             ctx,
             job_id,
             attempt,
@@ -173,6 +172,8 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
             f"{ctx.device.key}: DeviceError: {exc}",
             count_failure=True,
         )
+        ctx.check_health()  # quarantine at once if the device itself is at fault
+        return moved
     except (ModelError, JobError) as exc:
         state, error = FAILED, f"{type(exc).__name__}: {exc}"
         outcome.log = str(getattr(exc, "log", "") or "")  # e.g. a phone tool's raw output
