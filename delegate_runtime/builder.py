@@ -334,7 +334,7 @@ class ModelBuilder:
         vectors.update(  # string fields (e.g. VAR_HANDLE's names): offsets made before the table
             (k, fb.CreateString(v))
             for k, v in o.options.items()
-            if isinstance(v, str) and k not in ENUM_FIELDS
+            if isinstance(v, str) and k not in ENUM_FIELDS and not k.endswith("type")
         )
         getattr(mod, f"{cls_name}Start")(fb)
         for key, value in o.options.items():
