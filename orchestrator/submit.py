@@ -154,7 +154,10 @@ def _select_devices(
         else:
             usable.append(r)
     if not usable:
-        errors.append(f"selector {selector_text!r} matches only offline or quarantined devices")
+        errors.append(
+            f"selector {selector_text!r} matches only offline or quarantined devices: "
+            + "; ".join(w.removeprefix("skipped ") for w in warnings)
+        )
         return [], configs
     kept = []
     for c in configs:
