@@ -42,7 +42,7 @@ def row(e: Entry) -> dict[str, Any]:
         "reason": d.reason,
         "precision": d.precision,
         "enable_quant": "" if d.enable_quant is None else str(d.enable_quant).lower(),
-        "speedup": "" if d.speedup is None else round(d.speedup, 3),
+        "speedup": None if d.speedup is None else round(d.speedup, 3),
         "devices": " ".join(e.devices),
         **{v: e.variables.get(v, "") for v in ORDER},
     }

@@ -1,0 +1,121 @@
+"""Dashboard pages on 100,000 result rows in PostgreSQL: each page's queries, then the page
+rendered through AppTest (queries included), against a 2 s target.
+
+    python bench/bench_dashboard.py [--results 100000] [--url postgresql://...]
+
+Uses a fresh database `devicefarm_bench_<pid>` on DEVICEFARM_TEST_PG_URL (default
+postgresql://postgres:postgres@127.0.0.1:5432/postgres), dropped at the end. The anchor is
+the time of `SELECT count(*) FROM results` in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from dashboard import queries  # noqa: E402
+from dashboard.demo_data import DEVICES, MODELS, extra_phones, seed  # noqa: E402
+from orchestrator.allowlist.rules import Thresholds  # noqa: E402
+from orchestrator.configs import KIND_CONFIGS  # noqa: E402
+from orchestrator.database import make_engine, open_database  # noqa: E402
+
+TARGET_S = 2.0
+DEFAULT_URL = "postgresql://postgres:postgres@127.0.0.1:5432/postgres"
+PAGES = ("fleet", "campaigns", "compare", "accuracy", "op_coverage", "compatibility", "history")
+
+
+def best_of(fn: Callable[[], Any], n: int = 3) -> float:
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def page_queries(engine: Any, sha: str) -> dict[str, Callable[[], Any]]:
+    return {
+        "fleet": lambda: queries.fleet(engine),
+        "campaigns": lambda: (queries.campaigns(engine), queries.campaign_failures(engine, 1)),
+        "compare": lambda: (queries.models(engine), queries.compare(engine, sha)),
+        "accuracy": lambda: (queries.models(engine), queries.accuracy(engine, sha)),
+        "op_coverage": lambda: (queries.models(engine), queries.op_coverage(engine, sha)),
+        "compatibility": lambda: queries.matrix(queries.allowlists(engine, Thresholds())),
+        "history": lambda: queries.flag_regressions(
+            queries.history(engine, sha, queries.history_devices(engine, sha)[0])
+        ),
+    }
+
+
+def render(name: str) -> float:
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(REPO / "dashboard" / "app.py"), default_timeout=120)
+    at.run()
+    at.switch_page(f"views/{name}.py")
+    start = time.perf_counter()
+    at.run()
+    took = time.perf_counter() - start
+    if at.exception:
+        raise SystemExit(f"page {name} raised: {at.exception[0].value}")
+    return took
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", type=int, default=100_000)
+    ap.add_argument("--url", default=os.environ.get("DEVICEFARM_TEST_PG_URL", DEFAULT_URL))
+    args = ap.parse_args()
+    admin = make_engine(args.url).execution_options(isolation_level="AUTOCOMMIT")
+    name = f"devicefarm_bench_{os.getpid()}"
+    with admin.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(args.url).set(database=name).render_as_string(hide_password=False)
+    try:
+        engine = open_database(url)
+        extra = 40
+        fleet = [*DEVICES, *extra_phones(extra)]
+        per_campaign = len(MODELS) * sum(len(KIND_CONFIGS[d.kind]) for d in fleet)
+        campaigns = max(2, round(args.results / per_campaign))
+        start = time.perf_counter()
+        summary = seed(engine, campaigns=campaigns, extra_devices=extra, days=180)
+        print(
+            f"seeded {summary.results} results, {summary.jobs} jobs, {summary.campaigns} "
+            f"campaigns, {len(summary.devices)} devices in {time.perf_counter() - start:.1f} s"
+        )
+        with engine.begin() as c:
+            c.execute(text("ANALYZE"))
+        with engine.connect() as c:
+            anchor = best_of(lambda: c.execute(text("SELECT count(*) FROM results")).scalar())
+        print(f"anchor: SELECT count(*) FROM results: {anchor * 1000:.1f} ms")
+        sha = summary.models[MODELS[0].name]
+        os.environ["DEVICEFARM_DB"] = url
+        print(f"{'page':14} {'queries s':>10} {'render s':>9} {'x anchor':>9}  target {TARGET_S} s")
+        worst = 0.0
+        for page, fn in page_queries(engine, sha).items():
+            q = best_of(fn)
+            r = render(page)
+            worst = max(worst, r, q)
+            flag = "ok" if max(q, r) < TARGET_S else "SLOW"
+            print(f"{page:14} {q:10.3f} {r:9.3f} {r / anchor:9.0f}  {flag}")
+        print(f"slowest: {worst:.3f} s ({'within' if worst < TARGET_S else 'over'} target)")
+        engine.dispose()
+        return 0 if worst < TARGET_S else 1
+    finally:
+        with admin.connect() as c:
+            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
