@@ -120,3 +120,18 @@ def test_submit_upload_uses_the_spine(farm, tmp_path: Path) -> None:
         queries.submit_upload(engine, RecordingDispatcher(), "bad", b"x" * 16, "all", ["cpu"])
     with pytest.raises(SubmissionError, match="matches no device"):
         queries.submit_upload(engine, RecordingDispatcher(), "m", data, "kind=nope", ["cpu"])
+
+
+def test_dashboard_command_line() -> None:
+    import argparse
+
+    from orchestrator.commands import dashboard as cmd
+
+    p = argparse.ArgumentParser()
+    cmd.add_arguments(p)
+    argv, env = cmd.command(
+        p.parse_args(["--db", "sqlite:///x.db", "--port", "9999", "--read-only"])
+    )
+    assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4].endswith("dashboard/app.py")
+    assert "9999" in argv and env["DEVICEFARM_DB"] == "sqlite:///x.db"
+    assert env[cmd.ENV_READ_ONLY] == "1"
