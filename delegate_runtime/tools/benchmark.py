@@ -110,6 +110,8 @@ class BenchmarkResult:
     versions: dict[str, Any] = field(default_factory=dict)
     op_profile: dict[str, Any] | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    #: GPU only: whether the delegate's program came from the kernel cache (warm init)
+    program_from_cache: bool | None = None
     source: str = "devicefarm"  #: or "benchmark_model" when parsed from the official tool
     log: str = ""
 
@@ -165,6 +167,7 @@ class BenchmarkResult:
             "versions": self.versions,
             "op_profile": self.op_profile,
             "options": self.options,
+            "program_from_cache": self.program_from_cache,
             "log": self.log,
         }
 
@@ -294,6 +297,7 @@ def run_benchmark(
         result.model_size_bytes = model.size_bytes
         result.model_sha256 = model.sha256
         result.device = device_facts(session, options.delegate)
+        result.program_from_cache = getattr(session, "program_from_cache", None)
         result.versions = versions(result.device, f"delegate_runtime/{options.delegate}")
         log.line(fmt.model_size(model.size_bytes))
         log.line(fmt.initialized(result.init_us))
