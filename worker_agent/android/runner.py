@@ -95,8 +95,8 @@ class AdbRunner(Runner):
     def toolset(self) -> Toolset:
         return toolset_for(self.abis())
 
-    def _lost_or(self, error: Exception, what: str) -> None:
-        """Raise DeviceError when the phone is gone; else return (the caller raises)."""
+    def _raise_if_lost(self, what: str) -> None:
+        """DeviceError when the phone is gone (given a moment to settle); else return."""
         if adb.state(self.client, self.serial) != "device":
             time.sleep(STATE_SETTLE_S)
         adb.ensure_online(self.client, self.serial, what)
@@ -182,12 +182,15 @@ class AdbRunner(Runner):
         try:
             result = parse_benchmark_output(text)
         except BenchmarkParseError as exc:
-            self._lost_or(exc, "while benchmark_model ran")
+            self._raise_if_lost("while benchmark_model ran")
             raise ToolOutputError(
                 f"benchmark_model on {self.device.key} gave no result: {exc}", text
             ) from exc
-        with self.sync() as s:
-            after = conditions.read(s, self._zone_types)
+        try:
+            with self.sync() as s:
+                after = conditions.read(s, self._zone_types)
+        except DeviceError as exc:  # the figures are complete; only the reading is lost
+            after = {"at": time.time(), "error": str(exc)}
         record = result.to_dict()
         record |= {
             "model_path": path,
@@ -221,7 +224,7 @@ class AdbRunner(Runner):
         try:
             record = parse_diff_output(text)
         except BenchmarkParseError as exc:
-            self._lost_or(exc, "while run_eval ran")
+            self._raise_if_lost("while run_eval ran")
             raise ToolOutputError(
                 f"run_eval on {self.device.key} gave no result: {exc}", text
             ) from exc

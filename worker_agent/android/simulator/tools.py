@@ -13,6 +13,7 @@ import io
 import os
 import random
 import tempfile
+import threading
 from pathlib import Path
 
 from delegate_runtime.errors import DevicefarmError
@@ -23,6 +24,23 @@ from .transport import StreamClosed
 
 #: Bytes of junk the "noise" fault prints.
 NOISE_BYTES = 2048
+_WARM = threading.Lock()
+_warmed = False
+
+
+def _warm_runtime() -> None:
+    """Load the runtime's op registry once, before phones run tools on threads at once.
+
+    NOTE: delegate_runtime fills its kernel registry lazily, unlocked: two first runs on
+    two threads can see it half filled ("model uses ops this runtime cannot run").
+    """
+    global _warmed
+    with _WARM:
+        if not _warmed:
+            from delegate_runtime.ops.registry import supported_ops
+
+            supported_ops()
+            _warmed = True
 
 
 class _ArgError(Exception):
@@ -85,6 +103,7 @@ def _run_on_model(ctx: Context, phone_path: str, body) -> int:
         ctx.write(f"ERROR: Could not open '{phone_path}'.\nERROR: Failed to load model\n")
         return 1
     faults = ctx.phone.profile.faults
+    _warm_runtime()
     with tempfile.TemporaryDirectory(prefix="adb-sim-") as tmp:
         path = os.path.join(tmp, Path(phone_path).name or "model.tflite")
         Path(path).write_bytes(data)
