@@ -170,11 +170,11 @@ def test_a_32_bit_phone_gets_the_32_bit_tool(phone, tmp_path) -> None:
 
 
 def test_phone_lost_mid_job_is_a_device_error_and_goes_offline(phone, tmp_path) -> None:
-    ph, runner = phone("pixel-7", slow_s=5.0, drop_after_s=0.3)
+    ph, runner = phone("pixel-7", slow_s=30.0, drop_after_s=0.3)
     start = time.monotonic()
     with pytest.raises(DeviceError, match="went offline"):
         runner.run(_spec(write_model(tmp_path / "m.tflite"), "gpu-fp16"))
-    assert time.monotonic() - start < 4.0  # noticed at once, not at the deadline
+    assert time.monotonic() - start < 10.0  # noticed at once, not after the slow run
     assert adb.state(runner.client, ph.serial) == "offline"
     assert discovery.present([runner.device]) == set()
 
@@ -208,7 +208,7 @@ def test_slow_phone_times_out_and_its_tool_is_stopped(phone, tmp_path) -> None:
     start = time.monotonic()
     with pytest.raises(ToolTimeout, match="ran past its 1 s deadline"):
         runner.run(spec)
-    assert time.monotonic() - start < 5.0
+    assert time.monotonic() - start < 10.0
     tool = ph.commands[0].split()[0]
     assert ph.commands[1:] == [f"pkill -f {tool}", _rm_line(spec)]
     deadline = time.monotonic() + 2
