@@ -7,6 +7,8 @@ unsupported by a delegate falls back to these kernels.
 
 from __future__ import annotations
 
+import threading
+
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -95,10 +97,16 @@ class OpContext:
 
 
 _LOADED = False
+_LOAD_LOCK = threading.Lock()
 
 
 def _load_kernels() -> None:
+    """Import every kernel module once; threads wait until the registry is complete."""
     global _LOADED
-    if not _LOADED:
-        _LOADED = True
-        from . import _all  # noqa: F401  (registers every kernel module)
+    if _LOADED:
+        return
+    with _LOAD_LOCK:
+        if not _LOADED:
+            from . import _all  # noqa: F401  (registers every kernel module)
+
+            _LOADED = True
