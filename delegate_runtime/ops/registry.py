@@ -8,7 +8,6 @@ unsupported by a delegate falls back to these kernels.
 from __future__ import annotations
 
 import threading
-
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
