@@ -10,7 +10,11 @@
     data = b.build()                               # bytes of a .tflite file
 
 Options are the schema's field names in snake_case; enum fields take their names
-("SAME", "RELU6") or codes; vector fields take lists.
+("SAME", "RELU6") or codes; vector fields take lists. Custom ops take their options as
+raw bytes (usually a flexbuffer map):
+
+    g.custom_op("TFLite_Detection_PostProcess", [boxes, scores, anchors], outs,
+                custom_options=flexbuffers.Dumps({...}))
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ from typing import Any
 import numpy as np
 
 from .dtypes import tflite_type
+
+#: Prefix of custom op names, as the reader names them ("CUSTOM:<custom_code>").
+CUSTOM_PREFIX = "CUSTOM:"
 
 _POOL = "Pool2DOptions"
 _REDUCER = "ReducerOptions"
@@ -126,6 +133,7 @@ class _OpSpec:
     outputs: list[int]
     options: dict[str, Any]
     intermediates: list[int]
+    custom_options: bytes | None = None  #: raw options of a custom op
 
 
 class SubgraphBuilder:
@@ -195,6 +203,27 @@ class SubgraphBuilder:
         """Add a builtin operator; `options` are its schema fields in snake_case."""
         self.ops.append(
             _OpSpec(op, version, list(inputs), list(outputs), options, list(intermediates or []))
+        )
+
+    def custom_op(
+        self,
+        custom_code: str,
+        inputs: list[int],
+        outputs: list[int],
+        custom_options: bytes = b"",
+        version: int = 1,
+    ) -> None:
+        """Add a custom operator (builtin code CUSTOM) with raw flexbuffer `custom_options`."""
+        self.ops.append(
+            _OpSpec(
+                CUSTOM_PREFIX + custom_code,
+                version,
+                list(inputs),
+                list(outputs),
+                {},
+                [],
+                bytes(custom_options),
+            )
         )
 
 
@@ -278,8 +307,15 @@ class ModelBuilder:
         return _mod("Buffer").BufferEnd(fb)
 
     def _opcode(self, fb: Any, tfl: Any, op: str, version: int) -> int:
-        code = getattr(tfl.BuiltinOperator, op)
+        custom = None
+        if op.startswith(CUSTOM_PREFIX):
+            code = tfl.BuiltinOperator.CUSTOM
+            custom = fb.CreateString(op[len(CUSTOM_PREFIX) :])
+        else:
+            code = getattr(tfl.BuiltinOperator, op)
         _mod("OperatorCode").OperatorCodeStart(fb)
+        if custom is not None:
+            _mod("OperatorCode").OperatorCodeAddCustomCode(fb, custom)
         _mod("OperatorCode").OperatorCodeAddDeprecatedBuiltinCode(fb, min(code, 127))
         _mod("OperatorCode").OperatorCodeAddBuiltinCode(fb, code)
         _mod("OperatorCode").OperatorCodeAddVersion(fb, version)
@@ -322,6 +358,8 @@ class ModelBuilder:
         return T.TensorEnd(fb)
 
     def _options(self, fb: Any, tfl: Any, o: _OpSpec) -> tuple[int, int]:
+        if o.op.startswith(CUSTOM_PREFIX):
+            return 0, 0
         cls_name = _options_class(o.op)
         if cls_name is None:
             if o.options:
@@ -348,6 +386,11 @@ class ModelBuilder:
         kind, opts = self._options(fb, tfl, o)
         ins, outs = self._int_vector(fb, o.inputs), self._int_vector(fb, o.outputs)
         inter = self._int_vector(fb, o.intermediates) if o.intermediates else None
+        custom = (
+            fb.CreateNumpyVector(np.frombuffer(o.custom_options, np.uint8))
+            if o.custom_options
+            else None
+        )
         Op = _mod("Operator")
         Op.OperatorStart(fb)
         Op.OperatorAddOpcodeIndex(fb, opcode_keys.index((o.op, o.version)))
@@ -358,6 +401,9 @@ class ModelBuilder:
             Op.OperatorAddBuiltinOptions(fb, opts)
         if inter is not None:
             Op.OperatorAddIntermediates(fb, inter)
+        if custom is not None:
+            Op.OperatorAddCustomOptions(fb, custom)
+            Op.OperatorAddCustomOptionsFormat(fb, tfl.CustomOptionsFormat.FLEXBUFFERS)
         return Op.OperatorEnd(fb)
 
     def _subgraph(

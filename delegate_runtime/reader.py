@@ -311,9 +311,21 @@ class _Reader:
             version=version,
             inputs=inputs,
             outputs=outputs,
-            options=self.options(op, where),
+            options=self.options(op, where) | self.custom_options(op, where),
             intermediates=inter,
         )
+
+    def custom_options(self, op: Any, where: str) -> dict[str, Any]:
+        """{"custom_options": raw bytes} when the operator carries custom options."""
+        if op.CustomOptionsIsNone():
+            return {}
+        n = self.length(op.CustomOptionsLength(), f"{where} custom options")
+        if n == 0:
+            return {}
+        start = op._tab.Vector(op._tab.Offset(14))
+        if start + n > len(self.buf):
+            raise ModelError(f"{where}: custom options run past the end of the file")
+        return {"custom_options": bytes(self.buf[start : start + n])}
 
     def options(self, op: Any, where: str) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -18,6 +18,7 @@ KERNEL_MODULES = (
     "misc",
     "control_flow",
     "lstm",
+    "detection",
 )
 
 for _name in KERNEL_MODULES:
