@@ -16,6 +16,12 @@ from ...ops.common import dequantize, quantize
 from .lowering import LOCAL_1D, Buf, Const, Counters, Local, Lowered, Scratch
 from .runtime import device_error
 
+#: (kernel, argument position, is input) -> the variant reading/writing float32 there.
+FLOAT32_EDGE_VARIANTS = {
+    ("conv2d_direct", 0, True): "conv2d_direct_f32in",
+    ("softmax_rows", 1, False): "softmax_rows_f32out",
+}
+
 #: Launches between queue flushes, so the device works while the host still enqueues.
 FLUSH_EVERY = 6
 
@@ -130,6 +136,7 @@ class PartitionExecutor:
             self.counters = cl.Buffer(
                 ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(n_counters, np.int32)
             )
+            self.launches = rooted.launches
             self.kernels = [self._bind(program, launch) for launch in rooted.launches]
             self.nodes = [launch.node for launch in rooted.launches]
             self._add_conversions(ctx, program)
@@ -148,11 +155,20 @@ class PartitionExecutor:
             return np.ascontiguousarray(v.astype(self.storage))
         return np.ascontiguousarray(v)
 
-    def _bind(self, program: Any, launch: Any) -> tuple[Any, tuple, tuple | None]:
-        kernel = self.cl.Kernel(program, launch.kernel)
+    def _bind(
+        self,
+        program: Any,
+        launch: Any,
+        name: str | None = None,
+        replace: dict[int, Any] | None = None,
+    ) -> tuple[Any, tuple, tuple | None]:
+        """A kernel object with its arguments set once (`replace`: position -> buffer)."""
+        kernel = self.cl.Kernel(program, name or launch.kernel)
         args = []
-        for arg in launch.args:
-            if isinstance(arg, Buf):
+        for pos, arg in enumerate(launch.args):
+            if replace and pos in replace:
+                args.append(replace[pos])
+            elif isinstance(arg, Buf):
                 args.append(self.buffers[self.plan.buffer_of[arg.tensor]])
             elif isinstance(arg, Const):
                 args.append(self.consts[arg.key])
@@ -181,6 +197,8 @@ class PartitionExecutor:
             n = self.sg.tensors[t].size
             self.staging[t] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(4 * n, 4))
             is_input = t in self.input_tensors
+            if self._read_or_write_float32(program, t, is_input):
+                continue
             kernel = cl.Kernel(program, "to_storage" if is_input else "from_storage")
             buf = self.buffers[self.plan.buffer_of[self.root(t)]]
             src, dst = (self.staging[t], buf) if is_input else (buf, self.staging[t])
@@ -189,6 +207,27 @@ class PartitionExecutor:
             (before if is_input else after).append((kernel, g, (LOCAL_1D,)))
         self.kernels = before + self.kernels + after
         self.nodes = [-1] * len(before) + self.nodes + [-1] * len(after)
+
+    def _read_or_write_float32(self, program: Any, t: int, is_input: bool) -> bool:
+        """Let the one launch that reads input `t` (or last writes output `t`) use the
+        float32 staging buffer itself, when it has a float32 edge variant; True if so."""
+        root = Buf(self.root(t))
+
+        def position(launch: Any) -> int | None:
+            found = [p for p, a in enumerate(launch.args) if isinstance(a, Buf) and a == root]
+            return found[0] if found else None
+
+        users = [i for i, ln in enumerate(self.launches) if position(ln) is not None]
+        if not users:
+            return False
+        i = users[0] if is_input else users[-1]
+        launch = self.launches[i]
+        pos = position(launch)
+        variant = FLOAT32_EDGE_VARIANTS.get((launch.kernel, pos, is_input))
+        if variant is None or (is_input and len(users) != 1):
+            return False
+        self.kernels[i] = self._bind(program, launch, variant, {pos: self.staging[t]})
+        return True
 
     @property
     def device_bytes(self) -> int:
@@ -204,7 +243,11 @@ class PartitionExecutor:
             for t, root in zip(self.input_tensors, self.inputs):
                 host = self._to_host(t, values[t])
                 keep.append(host)
-                dst = self.staging.get(t) or self.buffers[self.plan.buffer_of[root]]
+                dst = (
+                    self.staging[t]
+                    if t in self.staging
+                    else self.buffers[self.plan.buffer_of[root]]
+                )
                 cl.enqueue_copy(q, dst, host, is_blocking=False)
             events = []
             for i, (kernel, g, lsz) in enumerate(self.kernels):
@@ -213,10 +256,10 @@ class PartitionExecutor:
                     q.flush()  # NOTE: NVIDIA holds enqueued work until a flush; start early
             results = []
             for t in self.outputs:
-                host = np.empty(self.sg.tensors[t].shape, self.storage)
-                cl.enqueue_copy(
-                    q, host, self.buffers[self.plan.buffer_of[self.root(t)]], is_blocking=False
-                )
+                staged = t in self.staging
+                src = self.staging[t] if staged else self.buffers[self.plan.buffer_of[self.root(t)]]
+                host = np.empty(self.sg.tensors[t].shape, np.float32 if staged else self.storage)
+                cl.enqueue_copy(q, host, src, is_blocking=False)
                 results.append((t, host))
             q.finish()
         except cl.Error as exc:

@@ -22,6 +22,14 @@
   #define ST(p, i, v) ((p)[(i)] = (v))
 #endif
 #define LDF(p, i) ((float)LD(p, i))
+// float32 access, for the staging buffers at a partition's edges
+#define LDF32(p, i) ((p)[(i)])
+#define ST32(p, i, v) ((p)[(i)] = (v))
+#ifdef STORAGE_HALF
+  #define LD4(p, i) vload_half4((i), (p))
+#else
+  #define LD4(p, i) vload4((i), (p))
+#endif
 
 // Fused activations (TFLite codes): 0 none, 1 relu, 2 relu_n1_to_1, 3 relu6, 4 tanh, 6 sigmoid.
 inline float act(float x, int a) {
@@ -36,31 +44,7 @@ inline float act(float x, int a) {
 }
 
 // ---- convolution ------------------------------------------------------------------------
-// Direct convolution: one work item per output element. Weights HWIO (transposed at
-// preparation from TFLite's OHWI) so that neighbouring output channels read neighbouring
-// weights.
-__kernel void conv2d_direct(__global const store_t* in, __global const store_t* w,
-                            __global const store_t* bias, __global store_t* out,
-                            int4 in_shape, int4 out_shape, int kh, int kw,
-                            int sh, int sw, int dh, int dw, int pad_t, int pad_l, int a) {
-  int oc = get_global_id(0), x = get_global_id(1), ny = get_global_id(2);
-  int C = in_shape.w, OC = out_shape.w, OH = out_shape.y, OW = out_shape.z;
-  if (oc >= OC || x >= OW || ny >= out_shape.x * OH) return;
-  int n = ny / OH, y = ny % OH;
-  float acc = LDF(bias, oc);
-  for (int ky = 0; ky < kh; ++ky) {
-    int iy = y * sh - pad_t + ky * dh;
-    if (iy < 0 || iy >= in_shape.y) continue;
-    for (int kx = 0; kx < kw; ++kx) {
-      int ix = x * sw - pad_l + kx * dw;
-      if (ix < 0 || ix >= in_shape.z) continue;
-      int ib = ((n * in_shape.y + iy) * in_shape.z + ix) * C;
-      int wb = (ky * kw + kx) * C * OC + oc;
-      for (int c = 0; c < C; ++c) acc += LDF(in, ib + c) * LDF(w, wb + c * OC);
-    }
-  }
-  ST(out, ((n * OH + y) * OW + x) * OC + oc, act(acc, a));
-}
+// @CONV2D_DIRECT@
 
 // GEMM kernels, generated from gemm.cl.in (one per tile size):
 // @GEMM_KERNELS@
@@ -219,32 +203,7 @@ __kernel void mean_axis(__global const store_t* in, __global store_t* out, int o
   ST(out, o * rest + r, acc / inner);
 }
 
-// Softmax over the last axis, one work group per row.
-__kernel void softmax_rows(__global const store_t* in, __global store_t* out, int cols,
-                           __local float* scratch) {
-  int row = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
-  int base = row * cols;
-  float m = -INFINITY;
-  for (int i = lid; i < cols; i += ls) m = fmax(m, LDF(in, base + i));
-  scratch[lid] = m;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = ls / 2; s > 0; s >>= 1) {
-    if (lid < s) scratch[lid] = fmax(scratch[lid], scratch[lid + s]);
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  m = scratch[0];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  float sum = 0.0f;
-  for (int i = lid; i < cols; i += ls) sum += exp(LDF(in, base + i) - m);
-  scratch[lid] = sum;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = ls / 2; s > 0; s >>= 1) {
-    if (lid < s) scratch[lid] += scratch[lid + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  float inv = 1.0f / scratch[0];
-  for (int i = lid; i < cols; i += ls) ST(out, base + i, exp(LDF(in, base + i) - m) * inv);
-}
+// @SOFTMAX_ROWS@
 
 // ---- element-wise -----------------------------------------------------------------------
 // Binary ops with 4-D broadcasting: strides are 0 on broadcast dimensions.

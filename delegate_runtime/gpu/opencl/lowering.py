@@ -332,6 +332,8 @@ class Lowerer:
         scratch = Scratch(4 * splits * m * n if splits > 1 else 4)
         counters = Counters(gsize[0] // rts * (gsize[1] // rts))
         args = [a, b, bias, out, scratch, counters, *map(np.int32, (m, n, k, kps, act))]
+        if k % 4 == 0 and n % 4 == 0:
+            name += program.VECTOR_SUFFIX
         self.emit(op, name, args, gsize, (rts, rts, 1))
 
     def op_fully_connected(self, op: Operator) -> None:

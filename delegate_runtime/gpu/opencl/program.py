@@ -12,19 +12,54 @@ from .runtime import DeviceInfo, guarded
 
 #: GEMM variants: name -> (tile, work per thread, k step).
 GEMM_VARIANTS = {"gemm64": (64, 4, 32), "gemm32": (32, 2, 32)}
+#: Suffix of the variants that load four elements at a time (K and N multiples of 4).
+VECTOR_SUFFIX = "v"
 BUILD_OPTIONS = "-cl-mad-enable -cl-no-signed-zeros"
 
 
-def program_source() -> str:
-    """kernels.cl with the GEMM variants instantiated."""
-    pkg = resources.files(__package__)
-    base = (pkg / "kernels.cl").read_text()
-    template = (pkg / "gemm.cl.in").read_text()
-    gemms = []
+#: Templates instantiated into kernels.cl: file -> (placeholder, {kernel: substitutions}).
+TEMPLATES = {
+    "conv_direct.cl.in": (
+        "// @CONV2D_DIRECT@",
+        {
+            "conv2d_direct": {"@IN_T@": "store_t", "@LDF_IN@": "LDF"},
+            "conv2d_direct_f32in": {"@IN_T@": "float", "@LDF_IN@": "LDF32"},
+        },
+    ),
+    "softmax.cl.in": (
+        "// @SOFTMAX_ROWS@",
+        {
+            "softmax_rows": {"@OUT_T@": "store_t", "@ST_OUT@": "ST"},
+            "softmax_rows_f32out": {"@OUT_T@": "float", "@ST_OUT@": "ST32"},
+        },
+    ),
+}
+
+
+def _gemm_instances() -> dict[str, dict[str, str]]:
+    out = {}
     for name, (ts, wpt, tk) in GEMM_VARIANTS.items():
-        text = template.replace("@NAME@", name).replace("@TS@", str(ts))
-        gemms.append(text.replace("@WPT@", str(wpt)).replace("@TK@", str(tk)))
-    return base.replace("// @GEMM_KERNELS@", "\n".join(gemms), 1)
+        base = {"@TS@": str(ts), "@WPT@": str(wpt), "@TK@": str(tk)}
+        out[name] = {**base, "@VEC@": "0"}
+        out[name + VECTOR_SUFFIX] = {**base, "@VEC@": "1"}
+    return out
+
+
+def program_source() -> str:
+    """kernels.cl with its templated kernels (GEMM tiles, edge variants) instantiated."""
+    pkg = resources.files(__package__)
+    source = (pkg / "kernels.cl").read_text()
+    templates = {**TEMPLATES, "gemm.cl.in": ("// @GEMM_KERNELS@", _gemm_instances())}
+    for file, (placeholder, instances) in templates.items():
+        template = (pkg / file).read_text()
+        texts = []
+        for name, subs in instances.items():
+            text = template.replace("@NAME@", name)
+            for key, value in subs.items():
+                text = text.replace(key, value)
+            texts.append(text)
+        source = source.replace(placeholder, "\n".join(texts), 1)
+    return source
 
 
 def build_options(storage: str, info: DeviceInfo) -> str:
