@@ -1,7 +1,7 @@
 """`devicefarm make-dataset`: write a small labelled synthetic dataset.
 
 devicefarm make-dataset classification --out DIR [--num_classes 4] [--with_model]
-devicefarm make-dataset detection --out DIR [--num_images 8]
+devicefarm make-dataset detection --out DIR [--num_images 8] [--with_model]
 """
 
 from __future__ import annotations
@@ -36,9 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bool(c, "--with_model", True, "also write classifier.tflite")
     d = sub.add_parser(
         "detection",
-        help="coloured rectangles with COCO annotations",
-        description="Images with 1..max_objects coloured rectangles (3 categories) and "
-        "annotations.json in COCO instances format.",
+        help="coloured rectangles with COCO annotations, an SSD-style detector",
+        description="Images with 1..max_objects coloured rectangles (3 categories), "
+        "annotations.json in COCO instances format, and detector.tflite: an SSD-style "
+        "detector of the rectangles ending with TFLite_Detection_PostProcess.",
     )
     d.add_argument("--out", required=True, metavar="DIR", help="folder to write into")
     d.add_argument("--num_images", type=int, default=8, help="number of images (default: 8)")
@@ -48,6 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--max_objects", type=int, default=3, help="objects per image, at most (default: 3)"
     )
     d.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default: 0)")
+    add_bool(d, "--with_model", True, "also write detector.tflite")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,7 +67,13 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         paths = synthetic.make_detection(
-            args.out, args.num_images, args.width, args.height, args.max_objects, args.seed
+            args.out,
+            args.num_images,
+            args.width,
+            args.height,
+            args.max_objects,
+            args.seed,
+            args.with_model,
         )
     for key, path in paths.items():
         print(f"{key}: {path}")

@@ -5,8 +5,10 @@
   `model_output_labels.txt`, and optionally `classifier.tflite`: a nearest-colour
   classifier (AVERAGE_POOL_2D over the image, RESHAPE, FULLY_CONNECTED, SOFTMAX) that
   takes (pixel - 127.5) / 127.5 inputs; large distractors fool it now and then.
-- Detection (COCO): `images/` with coloured rectangles on a noisy dark background and
-  `annotations.json` (images, annotations with exact bboxes and areas, categories).
+- Detection (COCO): `images/` with coloured rectangles on a noisy dark background,
+  `annotations.json` (images, annotations with exact bboxes and areas, categories), and
+  optionally `detector.tflite`: an SSD-style detector of the rectangles ending with
+  TFLite_Detection_PostProcess (see `synthetic_detector`).
 """
 
 from __future__ import annotations
@@ -140,8 +142,9 @@ def make_detection(
     height: int = 96,
     max_objects: int = 3,
     seed: int = 0,
+    with_model: bool = True,
 ) -> dict[str, str]:
-    """Write a COCO-style detection dataset; returns the paths (images, annotations)."""
+    """Write a COCO-style detection dataset; returns the paths (images, annotations, model)."""
     if num_images < 1 or max_objects < 1 or min(width, height) < 16:
         raise JobError("need at least 1 image, 1 object per image and 16x16 pixels")
     root = _prepare(out_dir)
@@ -176,4 +179,10 @@ def make_detection(
     }
     ann_path = root / "annotations.json"
     ann_path.write_text(json.dumps(coco, indent=1))
-    return {"images": str(root / "images"), "annotations": str(ann_path)}
+    paths = {"images": str(root / "images"), "annotations": str(ann_path)}
+    if with_model:
+        from .synthetic_detector import ssd_detector
+
+        paths["model"] = str(root / "detector.tflite")
+        Path(paths["model"]).write_bytes(ssd_detector([c for _, _, c in SHAPES], width, height))
+    return paths
