@@ -36,6 +36,8 @@ from .registry import OpContext, register
 OP_NAME = "CUSTOM:TFLite_Detection_PostProcess"
 #: detections_per_class when the options leave it out (TFLite's kNumDetectionsPerClass).
 DEFAULT_DETECTIONS_PER_CLASS = 100
+#: Cap on output rows (max_detections * max_classes_per_detection) from untrusted options.
+MAX_OUTPUT_ROWS = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -267,6 +269,8 @@ def _check(ctx: OpContext, o: DetectionOptions) -> None:
         )
     if o.max_detections < 0 or not 0.0 < o.nms_iou_threshold <= 1.0:
         raise ModelError(f"{OP_NAME}: needs max_detections >= 0 and an IoU threshold in (0, 1]")
+    if o.max_detections * max(o.max_classes_per_detection, 1) > MAX_OUTPUT_ROWS:
+        raise ModelError(f"{OP_NAME}: more than {MAX_OUTPUT_ROWS} output rows")
     if o.use_regular_nms and min(o.detections_per_class, o.max_detections) <= 0:
         raise ModelError(
             f"{OP_NAME}: regular NMS needs positive detections_per_class and max_detections"

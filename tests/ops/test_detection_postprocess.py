@@ -110,6 +110,7 @@ def build(
     class_dtype: str,
     box_dtype: str = "float32",
     anchor_values: np.ndarray | None = None,
+    declared_rows: int | None = None,
 ) -> bytes:
     """A one-op model: box encodings and class predictions in, the four outputs out."""
     b = ModelBuilder()
@@ -123,7 +124,7 @@ def build(
         anchor_const = g.const("anchors", np.round(a / 0.004).astype(np.uint8), Quant(0.004, 0))
     else:
         anchor_const = g.const("anchors", a)
-    rows = opts["max_detections"] * opts["max_classes_per_detection"]
+    rows = declared_rows or opts["max_detections"] * opts["max_classes_per_detection"]
     outs = [
         g.tensor("detection_boxes", (1, rows, 4)),
         g.tensor("detection_classes", (1, rows)),
@@ -247,10 +248,22 @@ def test_options_need_a_flexbuffer() -> None:
         parse_options(b"\x01")
 
 
-def test_bad_iou_threshold_is_a_model_error() -> None:
-    opts = options({"nms_iou_threshold": 1.5})
-    model = build(opts, 8, 4, "float32")
-    with pytest.raises(ModelError, match="IoU threshold"):
+BAD_OPTIONS = {
+    "iou_threshold_over_one": ({"nms_iou_threshold": 1.5}, "IoU threshold"),
+    "huge_max_detections": ({"max_detections": 1 << 30}, "output rows"),
+    "no_classes": ({"num_classes": 0}, "class scores per anchor"),
+    "regular_without_detections_per_class": (
+        {"use_regular_nms": True, "detections_per_class": 0},
+        "detections_per_class",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD_OPTIONS, ids=BAD_OPTIONS.keys())
+def test_bad_options_are_model_errors(case: str) -> None:
+    overrides, message = BAD_OPTIONS[case]
+    model = build(options(overrides), 8, 4, "float32", declared_rows=5)
+    with pytest.raises(ModelError, match=message):
         run_ours(model, inputs(8, 4, "float32", 0))
 
 

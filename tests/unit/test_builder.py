@@ -235,3 +235,21 @@ def test_builder_models_run_the_same_in_litert(name: str) -> None:
             assert np.abs(g.astype(np.int64) - e).max() <= 1
         else:
             np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+
+
+def test_custom_op_reads_back_with_its_code_and_raw_options() -> None:
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", (1, 4), np.float32)
+    y = g.tensor("y", (1, 4), np.float32)
+    g.custom_op("MyOp", [x], [y], custom_options=b"\x01\x02\x03", version=2)
+    z = g.tensor("z", (1, 4), np.float32)
+    g.custom_op("OtherOp", [y], [z])
+    g.output(z)
+    ops = read_model(b.build(), validate=False).main.operators
+    assert [(o.op, o.code, o.version) for o in ops] == [
+        ("CUSTOM:MyOp", 32, 2),
+        ("CUSTOM:OtherOp", 32, 1),
+    ]
+    assert ops[0].options == {"custom_options": b"\x01\x02\x03"}
+    assert ops[1].options == {}
