@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ._flags import (
     add_bool,
@@ -17,6 +18,9 @@ from ._flags import (
     non_negative_int,
     write_json,
 )
+
+if TYPE_CHECKING:
+    from ..tools.benchmark import BenchmarkOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -79,11 +83,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_output_flags(report)
 
 
-def run(args: argparse.Namespace) -> int:
-    from ..tools.benchmark import BenchmarkOptions, run_benchmark
-    from ..tools.progress import want_bar
+def options_from_args(args: argparse.Namespace) -> BenchmarkOptions:
+    """BenchmarkOptions from the flags `add_arguments` defines (benchmark_model's)."""
+    from ..tools.benchmark import BenchmarkOptions
 
-    options = BenchmarkOptions(
+    return BenchmarkOptions(
         num_runs=args.num_runs,
         min_secs=args.min_secs,
         max_secs=args.max_secs,
@@ -94,6 +98,13 @@ def run(args: argparse.Namespace) -> int:
         require_full_delegation=args.require_full_delegation,
         **delegate_options(args),
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..tools.benchmark import run_benchmark
+    from ..tools.progress import want_bar
+
+    options = options_from_args(args)
     result = run_benchmark(args.graph, options, progress=want_bar(args.progress), out=sys.stdout)
     if args.json:
         write_json(args.json, result.to_dict())

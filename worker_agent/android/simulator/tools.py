@@ -122,9 +122,8 @@ def _run_on_model(ctx: Context, phone_path: str, body) -> int:
 
 
 def benchmark_model(ctx: Context) -> int:
-    from delegate_runtime.commands._flags import delegate_options
-    from delegate_runtime.commands.benchmark import add_arguments
-    from delegate_runtime.tools.benchmark import BenchmarkOptions, run_benchmark
+    from delegate_runtime.commands.benchmark import add_arguments, options_from_args
+    from delegate_runtime.tools.benchmark import run_benchmark
 
     parser = _Parser(prog="benchmark_model", add_help=False)
     add_arguments(parser)
@@ -141,17 +140,7 @@ def benchmark_model(ctx: Context) -> int:
         return 143
     if ctx.phone.profile.faults.garbage == "noise":
         return _noise(ctx)
-    options = BenchmarkOptions(
-        num_runs=args.num_runs,
-        min_secs=args.min_secs,
-        max_secs=args.max_secs,
-        warmup_runs=args.warmup_runs,
-        warmup_min_secs=args.warmup_min_secs,
-        enable_op_profiling=args.enable_op_profiling,
-        report_peak_memory=args.report_peak_memory_footprint,
-        require_full_delegation=args.require_full_delegation,
-        **delegate_options(args),
-    )
+    options = options_from_args(args)
 
     def body(path: str, out: _Output) -> None:
         run_benchmark(path, options, progress=_cancel_check(ctx), out=out)
