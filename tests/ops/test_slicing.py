@@ -3,62 +3,21 @@ model per configuration."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 import pytest
 
-from delegate_runtime.builder import ModelBuilder, Quant
+from delegate_runtime.builder import Quant
 from delegate_runtime.errors import ModelError
 from tests.ops.conftest import assert_matches_litert, run_ours
+from tests.ops.oneop import Const, In, one_op, random_array
 
 RNG = np.random.default_rng(11)
 Q8 = Quant(0.05, -3)
 QU8 = Quant(0.1, 130)
 
 
-@dataclass
-class In:
-    """A runtime input (fed at invoke)."""
-
-    value: np.ndarray
-    quant: Quant | None = None
-
-
-@dataclass
-class Const:
-    """A constant input."""
-
-    value: Any
-    dtype: Any = np.int32
-    quant: Quant | None = None
-
-
-def one_op(op: str, args: list, outs: list, version: int = 1, **options: Any):
-    """(model bytes, runtime inputs) of one `op`; outs are (shape, dtype[, quant])."""
-    b = ModelBuilder()
-    g = b.main
-    ids, feeds = [], []
-    for i, a in enumerate(args):
-        if isinstance(a, Const):
-            ids.append(g.const(f"c{i}", np.asarray(a.value, a.dtype), quant=a.quant))
-        else:
-            ids.append(g.input(f"x{i}", a.value.shape, a.value.dtype, quant=a.quant))
-            feeds.append(a.value)
-    out_ids = [g.tensor(f"y{i}", *o) for i, o in enumerate(outs)]
-    g.op(op, ids, out_ids, version=version, **options)
-    g.output(*out_ids)
-    return b.build(), feeds
-
-
 def rand(shape, dtype=np.float32) -> np.ndarray:
-    if np.dtype(dtype) == np.bool_:
-        return RNG.random(shape) > 0.5
-    if np.dtype(dtype).kind in "iu":
-        info = np.iinfo(dtype)
-        return RNG.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
-    return RNG.standard_normal(shape).astype(dtype)
+    return random_array(RNG, shape, dtype)
 
 
 # -- STRIDED_SLICE ---------------------------------------------------------------------------
