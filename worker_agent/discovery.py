@@ -7,6 +7,7 @@ or `noop:NAME[?delay_s=0.5&error=device&canary=fail&tags=a+b]` for a no-op devic
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import platform
 from collections.abc import Sequence
@@ -136,11 +137,11 @@ def noop_device(spec: str, host: str) -> DeviceInfo:
 
 
 def discover_android(host: str) -> list[DeviceInfo]:
-    """Phones over adb, when the android backend is installed (worker_agent.android)."""
-    try:
-        from .android.discovery import discover  # type: ignore[import-not-found]
-    except ImportError:
-        return []
+    """Phones over adb, when the android extra (adbutils) is installed."""
+    if importlib.util.find_spec("adbutils") is None:
+        return []  # phones need `pip install devicefarm[android]`; the other devices don't
+    from .android.discovery import discover
+
     return list(discover(host))
 
 

@@ -57,3 +57,19 @@ def test_specs_select_and_unknown_specs_fail() -> None:
     assert all("lab" in d.tags for d in got)
     with pytest.raises(JobError, match="matches no device"):
         discover(["android:*"], host="h")
+
+
+def test_phones_are_skipped_without_the_android_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host without adbutils serves its other devices (even with an adb server up)."""
+    import importlib.util
+
+    from worker_agent import discovery
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "adbutils" else real_find_spec(name, *a),
+    )
+    assert discovery.discover_android("host") == []
+    assert any(d.kind == "cpu" for d in discover(host="host"))
