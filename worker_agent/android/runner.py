@@ -116,6 +116,25 @@ class AdbRunner(Runner):
                 self._send(session, remote, f, 0o755)
         return remote
 
+    def _run_and_parse(
+        self, name: str, tool: str, argv: list[str], spec: JobSpec, parse: Any
+    ) -> Any:
+        """Run a pushed tool and parse its output; a phone that vanished is a DeviceError,
+        output with no result a ToolOutputError that keeps the raw text."""
+        from delegate_runtime.tools.benchmark_parser import BenchmarkParseError
+
+        try:
+            text = self._run_tool(tool, argv, self.tool_timeout_s(spec.settings))
+        finally:
+            self._last_end = time.monotonic()
+        try:
+            return parse(text)
+        except BenchmarkParseError as exc:
+            self._raise_if_lost(f"while {name} ran")
+            raise ToolOutputError(
+                f"{name} on {self.device.key} gave no result: {exc}", text
+            ) from exc
+
     def _run_tool(self, remote_tool: str, argv: list[str], timeout_s: float) -> str:
         """Run a tool's command line; its output, or ToolTimeout / DeviceError."""
         name = remote_tool.rsplit("/", 1)[-1]
@@ -166,7 +185,6 @@ class AdbRunner(Runner):
 
     def benchmark(self, spec: JobSpec, path: str) -> dict[str, Any]:
         from delegate_runtime.tools.benchmark_parser import (
-            BenchmarkParseError,
             parse_benchmark_output,
         )
 
@@ -175,17 +193,7 @@ class AdbRunner(Runner):
             tool = self._push_tool(s, tools.benchmark_model)
         before = self._conditions(spec.settings)
         argv = invocations.benchmark_argv(tool, path, spec.config, spec.settings)
-        try:
-            text = self._run_tool(tool, argv, self.tool_timeout_s(spec.settings))
-        finally:
-            self._last_end = time.monotonic()
-        try:
-            result = parse_benchmark_output(text)
-        except BenchmarkParseError as exc:
-            self._raise_if_lost("while benchmark_model ran")
-            raise ToolOutputError(
-                f"benchmark_model on {self.device.key} gave no result: {exc}", text
-            ) from exc
+        result = self._run_and_parse("benchmark_model", tool, argv, spec, parse_benchmark_output)
         try:
             with self.sync() as s:
                 after = conditions.read(s, self._zone_types)
@@ -208,7 +216,6 @@ class AdbRunner(Runner):
         return record
 
     def diff(self, spec: JobSpec, path: str) -> dict[str, Any]:
-        from delegate_runtime.tools.benchmark_parser import BenchmarkParseError
 
         tools = self.toolset()
         if tools.run_eval is None:
@@ -217,17 +224,7 @@ class AdbRunner(Runner):
             tool = self._push_tool(s, tools.run_eval)
         runs = int(spec.settings.get("diff_runs", 50))
         argv = invocations.run_eval_argv(tool, path, spec.config, runs)
-        try:
-            text = self._run_tool(tool, argv, self.tool_timeout_s(spec.settings))
-        finally:
-            self._last_end = time.monotonic()
-        try:
-            record = parse_diff_output(text)
-        except BenchmarkParseError as exc:
-            self._raise_if_lost("while run_eval ran")
-            raise ToolOutputError(
-                f"run_eval on {self.device.key} gave no result: {exc}", text
-            ) from exc
+        record = self._run_and_parse("run_eval", tool, argv, spec, parse_diff_output)
         record |= {"model_path": path, "device": self.facts_summary(),
                    "tool": {"name": "run_eval", "abi": tools.abi, "sha256": tools.run_eval.sha256,
                             "argv": argv}}  # fmt: skip
