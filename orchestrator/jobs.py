@@ -380,36 +380,22 @@ def place(
     )
     candidates = eligible_devices(conn, job.selector, job.config, timing, now)
     pick = choose_device(conn, candidates, job.device_key, tried, prefer_other)
+    requeued = {  # back to QUEUED as a new attempt, unleased and unclaimed
+        "state": QUEUED,
+        "attempt": expect_attempt + 1,
+        "failures": failures,
+        "worker": "",
+        "lease_expires_at": None,
+        "updated_at": now,
+    }
     if pick is None:
         if expect_state == QUEUED and job.reason.endswith(WAITING):
             return None  # still waiting: keep the time it began (updated_at)
-        _cas(
-            conn,
-            job_id,
-            expect_state,
-            expect_attempt,
-            state=QUEUED,
-            attempt=expect_attempt + 1,
-            failures=failures,
-            worker="",
-            lease_expires_at=None,
-            reason=f"{reason}; {WAITING}" if reason else WAITING,
-            updated_at=now,
-        )
+        waiting = f"{reason}; {WAITING}" if reason else WAITING
+        _cas(conn, job_id, expect_state, expect_attempt, **requeued, reason=waiting)
         return None
     ok = _cas(
-        conn,
-        job_id,
-        expect_state,
-        expect_attempt,
-        state=QUEUED,
-        attempt=expect_attempt + 1,
-        failures=failures,
-        worker="",
-        device_key=pick,
-        lease_expires_at=None,
-        reason=reason,
-        updated_at=now,
+        conn, job_id, expect_state, expect_attempt, **requeued, device_key=pick, reason=reason
     )
     if not ok:
         return None
