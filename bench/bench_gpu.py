@@ -130,8 +130,9 @@ def profile(model_path: str, x: np.ndarray, precision: str, device: str | None) 
         print(f"  {ops[node].op:22s} #{node:<3d} {ns / 1e3:8.1f} us")
 
 
-def init_once(model_path: str, precision: str, device: str | None, cache: str) -> None:
-    """Child process: time GpuSession creation with the given serialization dir."""
+def init_once(model_path: str, precision: str, device: str | None, cache: str, agent: bool) -> None:
+    """Child process: time GpuSession creation with the given serialization dir. With
+    `agent`, the device's OpenCL context is opened first, as a running agent holds it."""
     import pyopencl  # noqa: F401  (library loading is process start-up, not init)
 
     from delegate_runtime.ops.registry import supported_ops
@@ -140,7 +141,12 @@ def init_once(model_path: str, precision: str, device: str | None, cache: str) -
 
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl.cache import point_driver_cache
+    from delegate_runtime.gpu.opencl.runtime import select_device, shared_context
 
+    if agent:  # as an agent starts: driver cache in our directory, then the context
+        point_driver_cache(Path(cache))
+        shared_context(select_device(device))
     model = load_model(model_path)
     t = time.perf_counter()
     session = GpuSession(
@@ -162,7 +168,9 @@ def init_once(model_path: str, precision: str, device: str | None, cache: str) -
     )
 
 
-def init_cold_warm(model_path: str, precision: str, device: str | None) -> dict:
+def init_cold_warm(model_path: str, precision: str, device: str | None, agent: bool) -> dict:
+    """Two fresh processes on one new cache directory: the first compiles, the second
+    reads what the first stored."""
     cache = tempfile.mkdtemp(prefix="dfkc-")
     env = {k: v for k, v in os.environ.items() if k != "CUDA_CACHE_PATH"}
     results = []
@@ -176,7 +184,8 @@ def init_cold_warm(model_path: str, precision: str, device: str | None) -> dict:
             precision,
             "--child-init",
             cache,
-        ] + (["--device", device] if device else [])
+        ]
+        cmd += (["--device", device] if device else []) + (["--agent"] if agent else [])
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
         results.append(json.loads(out.strip().splitlines()[-1]))
     return {
@@ -187,6 +196,19 @@ def init_cold_warm(model_path: str, precision: str, device: str | None) -> dict:
         "cold_phases": results[0]["phases_ms"],
         "warm_phases": results[1]["phases_ms"],
     }
+
+
+def print_init(model_path: str, device: str | None) -> None:
+    """Cold and warm init, per job in a running agent and per fresh process."""
+    for agent, where in ((True, "agent, device context open"), (False, "fresh process")):
+        for precision in ("fp32", "fp16"):
+            r = init_cold_warm(model_path, precision, device, agent)
+            print(
+                f"init {precision} ({where}): cold {r['cold_ms']:.1f} ms, warm "
+                f"{r['warm_ms']:.1f} ms (warm/cold {r['warm_over_cold']:.3f}, "
+                f"from cache: {r['warm_from_cache']})"
+            )
+            print(f"  phases ms, cold: {r['cold_phases']}\n  phases ms, warm: {r['warm_phases']}")
 
 
 def main() -> int:
@@ -200,9 +222,10 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true", help="print device time per node")
     ap.add_argument("--golden", default=None, help=".npz with in_0/out_0 to check outputs")
     ap.add_argument("--child-init", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--agent", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child_init:
-        init_once(a.model, a.precision, a.device, a.child_init)
+        init_once(a.model, a.precision, a.device, a.child_init, a.agent)
         return 0
     rng = np.random.default_rng(0)
     if a.golden:
@@ -241,13 +264,7 @@ def main() -> int:
         for precision in ("fp32", "fp16"):
             profile(a.model, x, precision, a.device)
     if a.init:
-        for precision in ("fp32", "fp16"):
-            r = init_cold_warm(a.model, precision, a.device)
-            print(
-                f"init {precision}: cold {r['cold_ms']:.1f} ms, warm {r['warm_ms']:.1f} ms "
-                f"(warm/cold {r['warm_over_cold']:.3f}, from cache: {r['warm_from_cache']})"
-            )
-            print(f"  phases ms, cold: {r['cold_phases']}\n  phases ms, warm: {r['warm_phases']}")
+        print_init(a.model, a.device)
     return 0
 
 

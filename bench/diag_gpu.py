@@ -1,6 +1,7 @@
-"""Where GPU latency goes: host enqueue cost, per-launch device gaps, copies, GEMM tuning.
+"""Where GPU latency goes: host enqueue cost, one invoke's timeline on the device clock,
+input upload paths, and a sweep of GEMM tiles and K splits over MobileNet's GEMM shapes.
 
-python bench/diag_gpu.py --model MODEL [--device SPEC]
+python bench/diag_gpu.py --model MODEL [--device SPEC] [--only launches,timeline,upload,sweep]
 """
 
 from __future__ import annotations
@@ -28,9 +29,22 @@ def med_us(fn, runs: int = 50) -> float:
     return statistics.median(ts) / 1e3
 
 
+def drained_us(prepare, fn, runs: int = 100) -> float:
+    """Median time of `fn` alone, each run starting on an idle queue (`prepare` drains)."""
+    ts = []
+    for _ in range(runs):
+        prepare()
+        t = time.perf_counter_ns()
+        fn()
+        ts.append(time.perf_counter_ns() - t)
+    return statistics.median(ts[runs // 10 :]) / 1e3
+
+
 def launch_costs(device: str | None) -> None:
+    """30 tiny launches: through pyopencl (an event each) and the C API (no events)."""
     import pyopencl as cl
 
+    from delegate_runtime.gpu.opencl.capi import HotPath, opencl_library
     from delegate_runtime.gpu.opencl.runtime import select_device
 
     d = select_device(device)
@@ -41,81 +55,228 @@ def launch_costs(device: str | None) -> None:
     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * 1024)
     kern = cl.Kernel(prg, "k")
     kern.set_args(buf)
-    for n in (1, 40):
+    n = 30
+    hot = HotPath(opencl_library(), q, [(kern, (1024,), (128,))] * n)
 
-        def run(n=n):
-            for _ in range(n):
-                cl.enqueue_nd_range_kernel(q, kern, (1024,), (128,))
+    def pyopencl_enqueue():
+        for i in range(n):
+            cl.enqueue_nd_range_kernel(q, kern, (1024,), (128,))
+            if i % 6 == 0:
+                q.flush()
+
+    def both(enqueue):
+        def run():
+            enqueue()
             q.finish()
 
-        def enqueue_only(n=n):
-            for _ in range(n):
-                cl.enqueue_nd_range_kernel(q, kern, (1024,), (128,))
+        return run
 
-        print(f"{n:3d} tiny launches + finish: {med_us(run):8.1f} us")
-        t = med_us(enqueue_only)
-        q.finish()
-        print(f"{n:3d} tiny launches, enqueue only: {t:8.1f} us")
-    host = np.random.rand(1, 224, 224, 3).astype(np.float32)
-    big = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, host.nbytes)
-
-    def copy_in():
-        cl.enqueue_copy(q, big, host, is_blocking=False)
-        q.finish()
-
-    print(f"602 KB host->device + finish: {med_us(copy_in):8.1f} us")
-    out = np.empty(1001, np.float32)
-
-    def copy_out():
-        cl.enqueue_copy(q, out, big, is_blocking=True)
-
-    print(f"4 KB device->host blocking: {med_us(copy_out):8.1f} us")
+    for name, enqueue in (("pyopencl", pyopencl_enqueue), ("C API", lambda: hot.enqueue(6))):
+        print(
+            f"{n} tiny launches via {name}: enqueue only {drained_us(q.finish, enqueue):7.1f} us, "
+            f"with finish {drained_us(q.finish, both(enqueue)):7.1f} us"
+        )
 
 
-def gemm_variants(model: str, device: str | None) -> None:
+def timeline(model: str, device: str | None, precision: str = "fp32") -> None:
+    """One invoke's commands on the device clock: when the host enqueued each (queued) and
+    when the device ran it, so host-bound stretches show as start == queued."""
+    import pyopencl as cl
+
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
-    from delegate_runtime.gpu.opencl import lowering, program
 
     m = load_model(model)
     t = m.main.tensors[m.main.inputs[0]]
     x = np.random.default_rng(0).uniform(-1, 1, t.shape).astype(np.float32)
-    from delegate_runtime.gpu.opencl import executor
-
-    for variant, g32, g64, per_cu, min_k in [
-        ("base 32/2/32 64/4/32 x2 k64", (32, 2, 32), (64, 4, 32), 2, 64),
-        ("32/2/32 64/4/32 x4 k64", (32, 2, 32), (64, 4, 32), 4, 64),
-        ("32/2/32 64/4/32 x4 k32", (32, 2, 32), (64, 4, 32), 4, 32),
-        ("32/2/16 64/4/16 x4 k32", (32, 2, 16), (64, 4, 16), 4, 32),
-    ]:
-        program.GEMM_VARIANTS["gemm32"] = g32
-        program.GEMM_VARIANTS["gemm64"] = g64
-        lowering.GEMM_GROUPS_PER_CU = per_cu
-        lowering.MIN_SPLIT_K = min_k
-        executor.FLUSH_EVERY = 6
-        s = GpuSession(m, device=device, log=io.StringIO(), profiling=True)
+    s = GpuSession(m, precision=precision, device=device, log=io.StringIO(), profiling=True)
+    ex, q = s.executors[0], s.queue
+    t_in = ex.input_tensors[0]
+    dst = ex.staging.get(t_in) or ex.buffers[ex.plan.buffer_of[ex.inputs[0]]]
+    t_out = ex.outputs[0]
+    src = ex.staging.get(t_out) or ex.buffers[ex.plan.buffer_of[ex.root(t_out)]]
+    out = np.empty(
+        s.model.main.tensors[t_out].size, np.float32 if t_out in ex.staging else ex.storage
+    )
+    for _ in range(20):
         s.invoke([x])
-        dev = sum(s.op_profile_ns().values()) / 1e3
-        s2 = GpuSession(m, device=device, log=io.StringIO())
-        wall = med_us(lambda s2=s2: s2.invoke([x]), 100)
-        n = sum(len(e.kernels) for e in s2.executors)
-        print(f"{variant:28s} launches {n:3d} device {dev:7.1f} us wall {wall:7.1f} us")
-        if variant.startswith("base"):
-            prof = s.op_profile_ns()
-            ops = s.model.main.operators
-            print(
-                "   "
-                + " ".join(f"{ops[k].op[:4]}{k}:{v / 1e3:.0f}" for k, v in sorted(prof.items()))
-            )
+    walls = []
+    for _ in range(20):
+        q.finish()
+        h0 = time.perf_counter_ns()
+        events = [("copy in", cl.enqueue_copy(q, dst, x, is_blocking=False))]
+        for i, (kernel, g, lsz) in enumerate(ex.kernels):
+            events.append((kernel.function_name, cl.enqueue_nd_range_kernel(q, kernel, g, lsz)))
+            if i % 6 == 0:
+                q.flush()
+        events.append(("read out", cl.enqueue_copy(q, out, src, is_blocking=False)))
+        q.finish()
+        walls.append((time.perf_counter_ns() - h0) / 1e3)
+    base = events[0][1].profile.queued
+    print(
+        f"\ntimeline {precision}: host wall {walls[-1]:.1f} us (median of 20 {statistics.median(walls):.1f})"
+    )
+    print(
+        f"{'command':24s} {'queued':>8s} {'submit':>8s} {'start':>8s} {'end':>8s} {'run':>6s} {'gap':>6s}"
+    )
+    prev_end = None
+    for name, e in events:
+        p = e.profile
+        gap = (p.start - prev_end) / 1e3 if prev_end else 0.0
+        print(
+            f"{name:24s} {(p.queued - base) / 1e3:8.1f} {(p.submit - base) / 1e3:8.1f} "
+            f"{(p.start - base) / 1e3:8.1f} {(p.end - base) / 1e3:8.1f} "
+            f"{(p.end - p.start) / 1e3:6.1f} {gap:6.1f}"
+        )
+        prev_end = p.end
+
+
+def upload_paths(device: str | None) -> None:
+    """A 602 KB input to the device, then finish: pageable memory through pyopencl and the
+    C API; from a mapped ALLOC_HOST_PTR (pinned) region, as NVIDIA's guide advises."""
+    import pyopencl as cl
+
+    from delegate_runtime.gpu.opencl.capi import HotPath, opencl_library
+    from delegate_runtime.gpu.opencl.runtime import select_device
+
+    d = select_device(device)
+    ctx = cl.Context([d])
+    q = cl.CommandQueue(ctx)
+    hot = HotPath(opencl_library(), q, [])
+    host = np.random.rand(1, 224, 224, 3).astype(np.float32)
+    dev = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, host.nbytes)
+    mf = cl.mem_flags
+    pinned = cl.Buffer(ctx, mf.READ_ONLY | mf.ALLOC_HOST_PTR, host.nbytes)
+    mapped, _ = cl.enqueue_map_buffer(q, pinned, cl.map_flags.WRITE, 0, host.shape, host.dtype)
+
+    def pageable():
+        cl.enqueue_copy(q, dev, host, is_blocking=False)
+        q.finish()
+
+    def capi_pageable():
+        hot.write(dev, host)
+        hot.finish()
+
+    def capi_pinned():
+        np.copyto(mapped, host)
+        hot.write(dev, mapped)
+        hot.finish()
+
+    print(
+        f"upload: pyopencl pageable {med_us(pageable):.1f} us; C API pageable "
+        f"{med_us(capi_pageable):.1f} us; C API from pinned (memcpy included) "
+        f"{med_us(capi_pinned):.1f} us; the memcpy alone {med_us(lambda: np.copyto(mapped, host)):.1f} us"
+    )
+
+
+#: GEMM variants swept: name -> (tile, work per item, k step).
+SWEEP_GEMMS = {
+    "t32w2k32": (32, 2, 32),
+    "t32w2k64": (32, 2, 64),
+    "t32w2k16": (32, 2, 16),
+    "t64w4k32": (64, 4, 32),
+    "t64w4k16": (64, 4, 16),
+    "t32w4k32": (32, 4, 32),
+    "t16w2k32": (16, 2, 32),
+    "t16w1k64": (16, 1, 64),
+}
+#: MobileNet v1's pointwise GEMMs (M, K, N) and its logits layer.
+MOBILENET_GEMMS = [
+    (12544, 32, 64),
+    (3136, 64, 128),
+    (3136, 128, 128),
+    (784, 128, 256),
+    (784, 256, 256),
+    (196, 256, 512),
+    (196, 512, 512),
+    (49, 512, 1024),
+    (49, 1024, 1024),
+    (1, 1024, 1001),
+]
+
+
+def gemm_sweep(device: str | None, precision: str, runs: int = 30) -> None:
+    """Device time of every GEMM tile and K split on MobileNet's GEMM shapes."""
+    import pyopencl as cl
+
+    from delegate_runtime.gpu.opencl import program
+    from delegate_runtime.gpu.opencl.runtime import describe, select_device
+
+    d = select_device(device)
+    info = describe(d)
+    ctx = cl.Context([d])
+    q = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    source = program.program_source(SWEEP_GEMMS)
+    prg = cl.Program(ctx, source).build(options=program.build_options(precision, info))
+    storage = np.float16 if precision == "fp16" else np.float32
+    rng = np.random.default_rng(0)
+    mf = cl.mem_flags
+    for m, k, n in MOBILENET_GEMMS:
+        a = rng.uniform(-1, 1, (m, k)).astype(storage)
+        b = rng.uniform(-1, 1, (k, n)).astype(storage)
+        bias = rng.uniform(-1, 1, n).astype(storage)
+        want = a.astype(np.float32) @ b.astype(np.float32) + bias.astype(np.float32)
+        bufs = [cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=h) for h in (a, b, bias)]
+        c_buf = cl.Buffer(ctx, mf.READ_WRITE, m * n * storage().itemsize)
+        p_buf = cl.Buffer(ctx, mf.READ_WRITE, 4 * 32 * m * n)
+        cnt = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(65536, np.int32))
+        results = []
+        suffix = "v" if k % 4 == 0 and n % 4 == 0 else ""
+        for base, (ts, wpt, tk) in SWEEP_GEMMS.items():
+            name = base + suffix
+            tm = tn = ts
+            lsz = (ts // wpt, ts // wpt, 1)
+            kern = cl.Kernel(prg, name)
+            for splits in (1, 2, 4, 8, 16, 32):
+                per_split = -(-k // splits)
+                kps = -(-per_split // tk) * tk
+                real = -(-k // kps)
+                if real != splits:
+                    continue
+                g = (-(-n // tn) * lsz[0], -(-m // tm) * lsz[1], splits)
+                kern.set_args(*bufs, c_buf, p_buf, cnt, *map(np.int32, (m, n, k, kps, 0)))
+                times = []
+                for _ in range(runs):
+                    e = cl.enqueue_nd_range_kernel(q, kern, g, lsz)
+                    e.wait()
+                    times.append((e.profile.end - e.profile.start) / 1e3)
+                got = np.empty((m, n), storage)
+                cl.enqueue_copy(q, got, c_buf)
+                err = float(np.abs(got.astype(np.float32) - want).max())
+                results.append((statistics.median(times[runs // 6 :]), name, splits, err))
+        results.sort()
+        best = results[:4]
+        cur = min(r for r in results if r[1].startswith("t32w2k32"))
+        print(
+            f"GEMM {m}x{k}x{n} {precision}: best "
+            + "; ".join(f"{nm} s{sp} {t:.1f}us err {e:.2g}" for t, nm, sp, e in best)
+            + f" | t32w2k32 best {cur[0]:.1f}us (s{cur[2]})"
+        )
+        bad = [
+            r for r in results if r[3] > (0.05 if precision == "fp16" else 1e-3) * max(1, k / 64)
+        ]
+        if bad:
+            print("   WRONG:", bad[:3])
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--device", default=None)
+    ap.add_argument("--runs", type=int, default=30, help="launches per GEMM variant")
+    ap.add_argument("--only", default="", help="comma list: launches,timeline,upload,sweep")
     a = ap.parse_args()
-    launch_costs(a.device)
-    gemm_variants(a.model, a.device)
+    what = a.only.split(",") if a.only else ["launches", "timeline", "upload", "sweep"]
+    if "launches" in what:
+        launch_costs(a.device)
+    if "timeline" in what:
+        timeline(a.model, a.device, "fp32")
+        timeline(a.model, a.device, "fp16")
+    if "upload" in what:
+        upload_paths(a.device)
+    if "sweep" in what:
+        gemm_sweep(a.device, "fp32", a.runs)
+        gemm_sweep(a.device, "fp16", a.runs)
     return 0
 
 

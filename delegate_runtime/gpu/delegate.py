@@ -95,7 +95,7 @@ class GpuSession:
         from .opencl.executor import PartitionExecutor
         from .opencl.lowering import Lowerer
         from .opencl.program import build_program
-        from .opencl.runtime import describe, guarded, select_device
+        from .opencl.runtime import describe, guarded, select_device, shared_context
 
         opts = self.options
         explicit = opts.serialization_dir is not None
@@ -105,7 +105,7 @@ class GpuSession:
         device = select_device(opts.device)
         self.device_info = describe(device)
         props = cl.command_queue_properties.PROFILING_ENABLE if opts.profiling else 0
-        self.ctx = guarded("creating an OpenCL context", lambda: cl.Context([device]))
+        self.ctx = shared_context(device)
         self.queue = guarded(
             "creating a command queue", lambda: cl.CommandQueue(self.ctx, device, properties=props)
         )

@@ -4,6 +4,7 @@ device selection, and mixed GPU + CPU execution with TFLite's messages."""
 from __future__ import annotations
 
 import io
+import re
 
 import numpy as np
 import pytest
@@ -103,6 +104,50 @@ def test_bad_work_group_size_is_named(context):
         guarded("launching", lambda: cl.enqueue_nd_range_kernel(q, kernel, (10,), (3,)).wait())
 
 
+def test_bad_work_group_size_on_the_hot_path_is_named(context):
+    from delegate_runtime.gpu.opencl.capi import CLCallError, HotPath, opencl_library
+    from delegate_runtime.gpu.opencl.runtime import device_error
+
+    lib = opencl_library()
+    require(lib is not None, "the OpenCL ICD loader for direct calls")
+    prg = cl.Program(context, "__kernel void k(__global int* x) { x[get_global_id(0)] = 1; }")
+    prg = prg.build()
+    buf = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4 * 10)
+    q = cl.CommandQueue(context)
+    kernel = cl.Kernel(prg, "k")
+    kernel.set_args(buf)
+    hot = HotPath(lib, q, [(kernel, (10,), (3,))])
+    with pytest.raises(CLCallError) as caught:
+        hot.enqueue(flush_every=1)
+    hot.finish()
+    assert "clEnqueueNDRangeKernel" in str(caught.value)
+    named = device_error(caught.value, "running the GPU partition")
+    assert isinstance(named, DeviceError)
+    assert re.search(r"CL_INVALID_WORK_GROUP_SIZE|CL_INVALID_WORK_ITEM_SIZE", str(named))
+
+
+def test_hot_path_copies_round_trip(context):
+    from delegate_runtime.gpu.opencl.capi import HotPath, opencl_library
+
+    lib = opencl_library()
+    require(lib is not None, "the OpenCL ICD loader for direct calls")
+    prg = cl.Program(
+        context, "__kernel void twice(__global float* x) { x[get_global_id(0)] *= 2.0f; }"
+    ).build()
+    buf = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4 * 64)
+    q = cl.CommandQueue(context)
+    kernel = cl.Kernel(prg, "twice")
+    kernel.set_args(buf)
+    hot = HotPath(lib, q, [(kernel, (64,), (16,)), (kernel, (64,), None)])
+    x = np.arange(64, dtype=np.float32)
+    out = np.empty_like(x)
+    hot.write(buf, x)
+    hot.enqueue(flush_every=1)
+    hot.read(buf, out)
+    hot.finish()
+    np.testing.assert_array_equal(out, 4 * x)
+
+
 @pytest.mark.parametrize(
     "code,name",
     [
@@ -168,6 +213,18 @@ def test_session_with_a_bad_device_is_a_job_error(devices):
 
     with pytest.raises(JobError, match="no OpenCL device"):
         GpuSession(read_model(mixed_model()), device="no-such-device-xyz", log=io.StringIO())
+
+
+def test_sessions_share_the_process_context_of_their_device(devices):
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl.runtime import shared_context
+
+    model = read_model(mixed_model())
+    first = GpuSession(model, device="0:0", log=io.StringIO())
+    second = GpuSession(model, device="0:0", log=io.StringIO())
+    assert first.ctx is second.ctx is shared_context(devices[0][2])
+    assert first.queue is not second.queue
+    assert second.init_phases_ms["context"] < 50  # no new context: the driver's cost is paid once
 
 
 def test_session_on_a_named_device(devices):

@@ -263,6 +263,10 @@ DEPTHWISE_CASES = {
     "c4-stride2": lambda: depthwise(stride=(2, 2)),
     "c4-stride2-valid-batch2": lambda: depthwise(stride=(2, 2), padding="VALID", batch=2),
     "c4-no-bias": lambda: depthwise(bias=False),
+    "c4-ragged-width": lambda: depthwise(hw=(5, 7)),
+    "c4-stride2-ragged-width": lambda: depthwise(hw=(6, 11), stride=(2, 2), c=12),
+    "c4-stride-1x2": lambda: depthwise(hw=(6, 9), stride=(1, 2)),
+    "c4-stride3": lambda: depthwise(hw=(10, 10), stride=(3, 3)),
     **{f"c4-act-{a}": (lambda a=a: depthwise(act=a)) for a in ACTS},
     # generic kernel
     "c3-generic": lambda: depthwise(c=3),

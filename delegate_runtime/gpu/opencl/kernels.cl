@@ -25,10 +25,14 @@
 // float32 access, for the staging buffers at a partition's edges
 #define LDF32(p, i) ((p)[(i)])
 #define ST32(p, i, v) ((p)[(i)] = (v))
+// Four elements at p + 4 * i (16-byte aligned for float, 8-byte for half storage, so
+// the aligned half forms load and store 4 halves at once).
 #ifdef STORAGE_HALF
-  #define LD4(p, i) vload_half4((i), (p))
+  #define LD4(p, i) vloada_half4((i), (p))
+  #define ST4(p, i, v) vstorea_half4((v), (i), (p))
 #else
   #define LD4(p, i) vload4((i), (p))
+  #define ST4(p, i, v) vstore4((v), (i), (p))
 #endif
 
 // Fused activations (TFLite codes): 0 none, 1 relu, 2 relu_n1_to_1, 3 relu6, 4 tanh, 6 sigmoid.
@@ -110,7 +114,7 @@ __kernel void depthwise3x3_c4(__global const store_t* in, __global const store_t
   if (c4 * 4 >= C || x >= OW || ny >= out_shape.x * OH) return;
   int n = ny / OH, y = ny % OH, c = c4 * 4;
 #ifdef STORAGE_HALF
-  float4 acc = vload_half4(0, bias + c);
+  float4 acc = vloada_half4(0, bias + c);
 #else
   float4 acc = vload4(0, bias + c);
 #endif
@@ -123,7 +127,7 @@ __kernel void depthwise3x3_c4(__global const store_t* in, __global const store_t
       int ib = ((n * in_shape.y + iy) * in_shape.z + ix) * C + c;
       int wb = (ky * 3 + kx) * C + c;
 #ifdef STORAGE_HALF
-      acc += vload_half4(0, in + ib) * vload_half4(0, w + wb);
+      acc += vloada_half4(0, in + ib) * vloada_half4(0, w + wb);
 #else
       acc += vload4(0, in + ib) * vload4(0, w + wb);
 #endif
@@ -132,11 +136,13 @@ __kernel void depthwise3x3_c4(__global const store_t* in, __global const store_t
   float4 r = (float4)(act(acc.x, a), act(acc.y, a), act(acc.z, a), act(acc.w, a));
   int ob = ((n * OH + y) * OW + x) * C + c;
 #ifdef STORAGE_HALF
-  vstore_half4(r, 0, out + ob);
+  vstorea_half4(r, 0, out + ob);
 #else
   vstore4(r, 0, out + ob);
 #endif
 }
+
+// @DEPTHWISE3X3@
 
 // Transposed convolution: one work item per output element gathers its contributions.
 // Weights OHWI [OC, KH, KW, IC].

@@ -358,6 +358,24 @@ class Lowerer:
         pt, _ = padding_amounts(in_s[1], kh, sh, dh, o.get("padding", 0))
         pl, _ = padding_amounts(in_s[2], kw, sw, dw, o.get("padding", 0))
         wc, bias = self.add_const(f"t{w_i}", w), self.bias(op, 2, oc)
+        if kh == kw == 3 and dh == dw == 1 and mult == 1 and oc % 4 == 0 and sw in (1, 2):
+            g, lsz = grid3(oc // 4, -(-out_s[2] // 4), out_s[0] * out_s[1])
+            self.emit(
+                op,
+                f"depthwise3x3_s{sw}x4",
+                [
+                    Buf(x),
+                    wc,
+                    bias,
+                    Buf(out),
+                    i4(in_s),
+                    i4(out_s),
+                    *map(np.int32, (sh, pt, pl, act)),
+                ],
+                g,
+                lsz,
+            )
+            return
         if kh == kw == 3 and dh == dw == 1 and mult == 1 and oc % 4 == 0:
             g, lsz = grid3(oc // 4, out_s[2], out_s[0] * out_s[1])
             self.emit(

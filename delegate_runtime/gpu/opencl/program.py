@@ -26,6 +26,10 @@ TEMPLATES = {
             "conv2d_direct_f32in": {"@IN_T@": "float", "@LDF_IN@": "LDF32"},
         },
     ),
+    "depthwise3x3.cl.in": (
+        "// @DEPTHWISE3X3@",
+        {"depthwise3x3_s1x4": {"@SW@": "1"}, "depthwise3x3_s2x4": {"@SW@": "2"}},
+    ),
     "softmax.cl.in": (
         "// @SOFTMAX_ROWS@",
         {
@@ -36,20 +40,26 @@ TEMPLATES = {
 }
 
 
-def _gemm_instances() -> dict[str, dict[str, str]]:
+def gemm_instances(
+    variants: dict[str, tuple[int, int, int]] | None = None,
+) -> dict[str, dict[str, str]]:
+    """gemm.cl.in's substitutions for each variant (default GEMM_VARIANTS), scalar and
+    vector loads."""
     out = {}
-    for name, (ts, wpt, tk) in GEMM_VARIANTS.items():
+    for name, (ts, wpt, tk) in (variants or GEMM_VARIANTS).items():
         base = {"@TS@": str(ts), "@WPT@": str(wpt), "@TK@": str(tk)}
         out[name] = {**base, "@VEC@": "0"}
         out[name + VECTOR_SUFFIX] = {**base, "@VEC@": "1"}
     return out
 
 
-def program_source() -> str:
-    """kernels.cl with its templated kernels (GEMM tiles, edge variants) instantiated."""
+def program_source(gemm_variants: dict[str, tuple[int, int, int]] | None = None) -> str:
+    """kernels.cl with its templated kernels (GEMM tiles, edge variants) instantiated;
+    `gemm_variants` replaces GEMM_VARIANTS (for tuning)."""
     pkg = resources.files(__package__)
     source = (pkg / "kernels.cl").read_text()
-    templates = {**TEMPLATES, "gemm.cl.in": ("// @GEMM_KERNELS@", _gemm_instances())}
+    gemms = gemm_instances(gemm_variants)
+    templates = {**TEMPLATES, "gemm.cl.in": ("// @GEMM_KERNELS@", gemms)}
     for file, (placeholder, instances) in templates.items():
         template = (pkg / file).read_text()
         texts = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -150,6 +151,27 @@ def select_device(spec: str | None = None) -> Any:
         if needle in info.name.lower() or needle in info.key or needle in info.platform.lower():
             return d
     raise JobError(f"no OpenCL device matches {spec!r}; devices: {available_names(devices)}")
+
+
+_CONTEXTS: dict[int, Any] = {}
+_CONTEXTS_LOCK = threading.Lock()
+
+
+def shared_context(device: Any) -> Any:
+    """The process's OpenCL context for `device`, created on first use and then kept.
+
+    NVIDIA's driver spends about 100 ms on every context it creates (each is a CUDA
+    context); a lab agent runs job after job on its device, so it pays that once, and a
+    session's initialisation is then what its kernel cache can shorten.
+    """
+    import pyopencl as cl
+
+    with _CONTEXTS_LOCK:
+        ctx = _CONTEXTS.get(device.int_ptr)
+        if ctx is None:
+            ctx = guarded("creating an OpenCL context", lambda: cl.Context([device]))
+            _CONTEXTS[device.int_ptr] = ctx
+        return ctx
 
 
 def available_names(devices: list[tuple[int, int, Any]]) -> str:

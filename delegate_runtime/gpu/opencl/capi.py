@@ -1,0 +1,115 @@
+"""The inference hot path through OpenCL's C API: copies and launches without event objects.
+
+pyopencl returns an event from every enqueue, and NVIDIA's driver spends microseconds
+creating each one; with 30 launches per inference that is most of the host's time. Here a
+partition's launches are prepared once (kernel handle, work sizes as C arrays) and each
+inference enqueues them with no event. The handles belong to pyopencl objects, which the
+caller keeps alive for as long as it uses them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+_lib: ctypes.CDLL | None = None
+_lib_lock = threading.Lock()
+_i32 = ctypes.c_int32
+_vp = ctypes.c_void_p
+_size = ctypes.c_size_t
+_size_p = ctypes.POINTER(ctypes.c_size_t)
+
+
+class CLCallError(RuntimeError):
+    """An OpenCL call returned `code` (a negative CL status)."""
+
+    def __init__(self, code: int, call: str):
+        super().__init__(f"{call} returned {code}")
+        self.code = code
+
+
+def opencl_library() -> ctypes.CDLL | None:
+    """The OpenCL ICD loader pyopencl itself links (its wheel bundles one), else the
+    system's; None when neither loads, and callers then stay on pyopencl."""
+    global _lib
+    with _lib_lock:
+        if _lib is None:
+            import pyopencl
+
+            bundled = glob.glob(
+                os.path.join(os.path.dirname(pyopencl.__file__), ".libs", "libOpenCL*")
+            )
+            name = sorted(bundled)[0] if bundled else ctypes.util.find_library("OpenCL")
+            if name is None:
+                return None
+            try:
+                lib = ctypes.CDLL(name)
+            except OSError:
+                return None
+            _declare(lib)
+            _lib = lib
+        return _lib
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    lib.clEnqueueNDRangeKernel.argtypes = [_vp, _vp, ctypes.c_uint32, _size_p, _size_p, _size_p]
+    lib.clEnqueueNDRangeKernel.argtypes += [ctypes.c_uint32, _vp, _vp]
+    copy = [_vp, _vp, ctypes.c_uint32, _size, _size, _vp, ctypes.c_uint32, _vp, _vp]
+    lib.clEnqueueWriteBuffer.argtypes = copy
+    lib.clEnqueueReadBuffer.argtypes = copy
+    lib.clFlush.argtypes = [_vp]
+    lib.clFinish.argtypes = [_vp]
+    for fn in ("clEnqueueNDRangeKernel", "clEnqueueWriteBuffer", "clEnqueueReadBuffer"):
+        getattr(lib, fn).restype = _i32
+    lib.clFlush.restype = _i32
+    lib.clFinish.restype = _i32
+
+
+class HotPath:
+    """One queue's fixed launch list, plus the copies in and out around it."""
+
+    def __init__(self, lib: ctypes.CDLL, queue: Any, launches: list[tuple[Any, tuple, Any]]):
+        self.lib = lib
+        self.queue = _vp(queue.int_ptr)
+        self.launches = []
+        for kernel, gsize, lsize in launches:
+            gws = (_size * len(gsize))(*gsize)
+            lws = (_size * len(lsize))(*lsize) if lsize else None
+            self.launches.append((_vp(kernel.int_ptr), len(gsize), gws, lws))
+
+    def write(self, buffer: Any, host: np.ndarray) -> None:
+        """Non-blocking copy of `host` (kept alive by the caller until `finish`)."""
+        err = self.lib.clEnqueueWriteBuffer(
+            self.queue, _vp(buffer.int_ptr), 0, 0, host.nbytes, host.ctypes.data, 0, None, None
+        )
+        if err:
+            raise CLCallError(err, "clEnqueueWriteBuffer")
+
+    def read(self, buffer: Any, host: np.ndarray) -> None:
+        """Non-blocking copy into `host`; its contents are valid after `finish`."""
+        err = self.lib.clEnqueueReadBuffer(
+            self.queue, _vp(buffer.int_ptr), 0, 0, host.nbytes, host.ctypes.data, 0, None, None
+        )
+        if err:
+            raise CLCallError(err, "clEnqueueReadBuffer")
+
+    def enqueue(self, flush_every: int) -> None:
+        """Every launch, in order, flushing the queue every `flush_every` launches."""
+        enqueue, flush, q = self.lib.clEnqueueNDRangeKernel, self.lib.clFlush, self.queue
+        for i, (kernel, dim, gws, lws) in enumerate(self.launches):
+            err = enqueue(q, kernel, dim, None, gws, lws, 0, None, None)
+            if err:
+                raise CLCallError(err, "clEnqueueNDRangeKernel")
+            if i % flush_every == 0:
+                flush(q)
+
+    def finish(self) -> None:
+        err = self.lib.clFinish(self.queue)
+        if err:
+            raise CLCallError(err, "clFinish")
