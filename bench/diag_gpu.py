@@ -259,12 +259,109 @@ def gemm_sweep(device: str | None, precision: str, runs: int = 30) -> None:
             print("   WRONG:", bad[:3])
 
 
+#: MobileNet v1's depthwise layers: (input size, channels, stride).
+MOBILENET_DEPTHWISE = [
+    (112, 32, 1),
+    (112, 64, 2),
+    (56, 128, 1),
+    (56, 128, 2),
+    (28, 256, 1),
+    (28, 256, 2),
+    (14, 512, 1),
+    (14, 512, 2),
+    (7, 1024, 1),
+]
+
+
+def depthwise_sweep(device: str | None, precision: str, runs: int = 30) -> None:
+    """Device time of the 3x3 depthwise kernels (columns per item, float or storage-typed
+    filters) on MobileNet's depthwise shapes."""
+    import pyopencl as cl
+
+    from delegate_runtime.gpu.opencl import program
+    from delegate_runtime.gpu.opencl.lowering import grid3
+    from delegate_runtime.gpu.opencl.runtime import describe, select_device
+
+    d = select_device(device)
+    info = describe(d)
+    ctx = cl.Context([d])
+    q = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    template = (Path(program.__file__).parent / "depthwise3x3.cl.in").read_text()
+    variants = {}
+    for sw in (1, 2):
+        for xt in (1, 2, 4):
+            for p_t, ld in (("store_t", "LD4"), ("float", "LD4F")):
+                name = f"dw_s{sw}x{xt}_{'f32' if p_t == 'float' else 'st'}"
+                subs = {"@NAME@": name, "@SW@": str(sw), "@XT@": str(xt), "@P_T@": p_t}
+                text = template.replace("@LDP4@", ld)
+                for key, value in subs.items():
+                    text = text.replace(key, value)
+                variants[name] = (sw, xt, p_t == "float", text)
+    source = program.program_source() + "\n".join(v[3] for v in variants.values())
+    prg = cl.Program(ctx, source).build(options=program.build_options(precision, info))
+    storage = np.float16 if precision == "fp16" else np.float32
+    rng = np.random.default_rng(0)
+    mf = cl.mem_flags
+    for size, c, stride in MOBILENET_DEPTHWISE:
+        oh = -(-size // stride)
+        pad = max((oh - 1) * stride + 3 - size, 0) // 2
+        x = rng.uniform(-1, 1, (1, size, size, c)).astype(storage)
+        w = rng.uniform(-1, 1, (3, 3, c)).astype(storage)
+        b = rng.uniform(-1, 1, c).astype(storage)
+        xp = np.pad(x.astype(np.float32), ((0, 0), (pad, 3), (pad, 3), (0, 0)))
+        want = np.zeros((1, oh, oh, c), np.float32) + b.astype(np.float32)
+        for ky in range(3):
+            for kx in range(3):
+                tap = xp[:, ky : ky + stride * oh : stride, kx : kx + stride * oh : stride]
+                want += tap[:, :oh, :oh] * w[ky, kx].astype(np.float32)
+        x_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
+        params = {
+            False: [cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=h) for h in (w, b)],
+            True: [
+                cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=h.astype(np.float32))
+                for h in (w, b)
+            ],
+        }
+        out = cl.Buffer(ctx, mf.READ_WRITE, want.size * storage().itemsize)
+        in_s = np.array([1, size, size, c], np.int32)
+        out_s = np.array([1, oh, oh, c], np.int32)
+        results = []
+        for name in ["depthwise3x3_c4", *[v for v in variants if variants[v][0] == stride]]:
+            kern = cl.Kernel(prg, name)
+            if name == "depthwise3x3_c4":
+                g, lsz = grid3(c // 4, oh, oh)
+                scalars = (stride, stride, pad, pad, 0)
+                kern.set_args(x_buf, *params[False], out, in_s, out_s, *map(np.int32, scalars))
+            else:
+                _, xt, as_float, _ = variants[name]
+                g, lsz = grid3(c // 4, -(-oh // xt), oh)
+                scalars = (stride, pad, pad, 0)
+                kern.set_args(x_buf, *params[as_float], out, in_s, out_s, *map(np.int32, scalars))
+            times = []
+            for _ in range(runs):
+                e = cl.enqueue_nd_range_kernel(q, kern, g, lsz)
+                e.wait()
+                times.append((e.profile.end - e.profile.start) / 1e3)
+            got = np.empty(want.shape, storage)
+            cl.enqueue_copy(q, got, out)
+            err = float(np.abs(got.astype(np.float32) - want).max())
+            results.append((statistics.median(times[runs // 6 :]), name, err))
+        base = [r for r in results if r[1] == "depthwise3x3_c4"][0]
+        results.sort()
+        print(
+            f"depthwise {size}x{size}x{c} s{stride} {precision}: c4 {base[0]:.1f}us | "
+            + "; ".join(f"{nm} {t:.1f}us err {e:.2g}" for t, nm, e in results[:4])
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--device", default=None)
     ap.add_argument("--runs", type=int, default=30, help="launches per GEMM variant")
-    ap.add_argument("--only", default="", help="comma list: launches,timeline,upload,sweep")
+    ap.add_argument(
+        "--only", default="", help="comma list: launches,timeline,upload,sweep,depthwise"
+    )
     a = ap.parse_args()
     what = a.only.split(",") if a.only else ["launches", "timeline", "upload", "sweep"]
     if "launches" in what:
@@ -277,6 +374,9 @@ def main() -> int:
     if "sweep" in what:
         gemm_sweep(a.device, "fp32", a.runs)
         gemm_sweep(a.device, "fp16", a.runs)
+    if "depthwise" in what:
+        depthwise_sweep(a.device, "fp32", a.runs)
+        depthwise_sweep(a.device, "fp16", a.runs)
     return 0
 
 

@@ -119,7 +119,7 @@ class GpuSession:
         sg = self.model.main
         storage = np.float16 if opts.precision == "fp16" else np.float32
         for nodes in self.delegation.partitions:
-            lowerer = Lowerer(sg, self.device_info.compute_units)
+            lowerer = Lowerer(sg, self.device_info.compute_units, opts.precision)
             for n in nodes:
                 lowerer.lower(sg.operators[n])
             ins, outs = _boundary(sg, nodes)
@@ -134,6 +134,7 @@ class GpuSession:
                     outs,
                     storage,
                     opts.profiling,
+                    pinned_inputs=self.device_info.is_gpu,
                 )
             )
         self._phase("lower_and_upload", t)

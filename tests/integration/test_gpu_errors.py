@@ -227,6 +227,27 @@ def test_sessions_share_the_process_context_of_their_device(devices):
     assert second.init_phases_ms["context"] < 50  # no new context: the driver's cost is paid once
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_inputs_through_pinned_memory_match_the_reference(devices, monkeypatch, precision):
+    """On a GPU the inputs go through page-locked arrays; forced here on any device."""
+    from dataclasses import replace
+
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl import runtime
+
+    real = runtime.describe
+    monkeypatch.setattr(runtime, "describe", lambda d: replace(real(d), is_gpu=True))
+    model = read_model(mixed_model())
+    session = GpuSession(model, precision=precision, device="0:0", log=io.StringIO())
+    assert all(ex.pinned for ex in session.executors)
+    rng = np.random.default_rng(3)
+    for _ in range(3):  # the pinned arrays are reused: every run must see its own input
+        x = rng.standard_normal(SHAPE).astype(np.float32)
+        want = Interpreter(model).invoke([x])[0]
+        tol = 2e-2 if precision == "fp16" else 1e-5
+        np.testing.assert_allclose(session.invoke([x])[0], want, rtol=tol, atol=tol)
+
+
 def test_session_on_a_named_device(devices):
     from delegate_runtime.gpu.delegate import GpuSession
     from delegate_runtime.gpu.opencl.runtime import describe

@@ -27,6 +27,7 @@
 #define ST32(p, i, v) ((p)[(i)] = (v))
 // Four elements at p + 4 * i (16-byte aligned for float, 8-byte for half storage, so
 // the aligned half forms load and store 4 halves at once).
+#define LD4F(p, i) vload4((i), (p))  // four floats, whatever the storage
 #ifdef STORAGE_HALF
   #define LD4(p, i) vloada_half4((i), (p))
   #define ST4(p, i, v) vstorea_half4((v), (i), (p))

@@ -11,7 +11,7 @@ from .cache import CacheKey, KernelCache
 from .runtime import DeviceInfo, guarded
 
 #: GEMM variants: name -> (tile, work per thread, k step).
-GEMM_VARIANTS = {"gemm64": (64, 4, 32), "gemm32": (32, 2, 32)}
+GEMM_VARIANTS = {"gemm64": (64, 4, 32), "gemm32": (32, 2, 64)}
 #: Suffix of the variants that load four elements at a time (K and N multiples of 4).
 VECTOR_SUFFIX = "v"
 BUILD_OPTIONS = "-cl-mad-enable -cl-no-signed-zeros"
@@ -28,7 +28,15 @@ TEMPLATES = {
     ),
     "depthwise3x3.cl.in": (
         "// @DEPTHWISE3X3@",
-        {"depthwise3x3_s1x4": {"@SW@": "1"}, "depthwise3x3_s2x4": {"@SW@": "2"}},
+        {
+            f"depthwise3x3_s{sw}x1": {
+                "@SW@": str(sw),
+                "@XT@": "1",
+                "@P_T@": "store_t",
+                "@LDP4@": "LD4",
+            }
+            for sw in (1, 2)
+        },
     ),
     "softmax.cl.in": (
         "// @SOFTMAX_ROWS@",
