@@ -55,7 +55,17 @@ def interleaved_median_ms(
                 t = time.perf_counter_ns()
                 step()
                 times[name].append(time.perf_counter_ns() - t)
+    spread.update({name: _p10_p90_ms(ts) for name, ts in times.items()})
     return {name: statistics.median(ts) / 1e6 for name, ts in times.items()}
+
+
+#: p10 and p90 of the last interleaved measurement, by step name (ms).
+spread: dict[str, tuple[float, float]] = {}
+
+
+def _p10_p90_ms(ts: list[int]) -> tuple[float, float]:
+    ordered = sorted(ts)
+    return ordered[len(ordered) // 10] / 1e6, ordered[9 * len(ordered) // 10] / 1e6
 
 
 def ours(
@@ -255,10 +265,11 @@ def main() -> int:
         f"\nmedian of {a.runs} runs each, interleaved in 10 rounds after 1 s of warm-up, "
         "host in -> host out"
     )
-    print(f"{'runtime':34s} {'ms':>8s} {'vs LiteRT GPU':>14s}")
+    print(f"{'runtime':34s} {'ms':>8s} {'vs LiteRT GPU':>14s} {'p10 - p90 ms':>16s}")
     for name, ms in rows.items():
         ratio = f"{anchor / ms:.2f}x" if anchor else "-"
-        print(f"{name:34s} {ms:8.3f} {ratio:>14s}")
+        lo, hi = spread[name]
+        print(f"{name:34s} {ms:8.3f} {ratio:>14s} {lo:7.3f} - {hi:.3f}")
     print(f"fp16 / fp32 latency: {rows['devicefarm GPU fp16'] / rows['devicefarm GPU fp32']:.2f}")
     if a.profile:
         for precision in ("fp32", "fp16"):

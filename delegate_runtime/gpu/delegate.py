@@ -73,6 +73,7 @@ class GpuSession:
         for line in self.delegation.messages():
             print(f"INFO: {line}", file=self.log)
         self.executors: list[Any] = []
+        self._whole_graph = False
         self.device_info = None
         self.program_from_cache = False
         self._phase("fold_and_partition", start)
@@ -138,6 +139,16 @@ class GpuSession:
                 )
             )
         self._phase("lower_and_upload", t)
+        self._whole_graph = self._covers_whole_graph()
+
+    def _covers_whole_graph(self) -> bool:
+        """True when one GPU partition runs every node, reading only the model's inputs
+        and writing its outputs (then invoke skips the per-node walk)."""
+        sg = self.model.main
+        if len(self.executors) != 1 or self.delegation.delegated_nodes != len(sg.operators):
+            return False
+        ex = self.executors[0]
+        return set(ex.input_tensors) <= set(sg.inputs) and set(sg.outputs) <= set(ex.outputs)
 
     # -- running ----------------------------------------------------------------------
 
@@ -154,6 +165,10 @@ class GpuSession:
                     f"prepared for {list(want)} (create a new session to resize)"
                 )
         sg = self.model.main
+        if self._whole_graph:  # one partition, model inputs in and outputs out
+            values = dict(zip(sg.inputs, checked))
+            self.executors[0].run(values)
+            return [values[t] for t in sg.outputs]
         values = self.cpu.initial_values(0, checked)
         starts = {nodes[0]: ex for nodes, ex in zip(self.delegation.partitions, self.executors)}
         delegated = {n for nodes in self.delegation.partitions for n in nodes}

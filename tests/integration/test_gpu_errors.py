@@ -240,12 +240,35 @@ def test_inputs_through_pinned_memory_match_the_reference(devices, monkeypatch, 
     model = read_model(mixed_model())
     session = GpuSession(model, precision=precision, device="0:0", log=io.StringIO())
     assert all(ex.pinned for ex in session.executors)
+    assert not session._whole_graph  # CUMSUM stays on the CPU: the per-node walk
     rng = np.random.default_rng(3)
     for _ in range(3):  # the pinned arrays are reused: every run must see its own input
         x = rng.standard_normal(SHAPE).astype(np.float32)
         want = Interpreter(model).invoke([x])[0]
         tol = 2e-2 if precision == "fp16" else 1e-5
         np.testing.assert_allclose(session.invoke([x])[0], want, rtol=tol, atol=tol)
+
+
+def test_fully_delegated_model_skips_the_node_walk_and_matches_the_reference(devices):
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    rng = np.random.default_rng(0)
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", SHAPE)
+    w = g.const("w", rng.standard_normal((4, 3, 3, 4)).astype(np.float32) * 0.3)
+    t0, y = g.tensor("conv", SHAPE), g.tensor("y", SHAPE)
+    g.op("CONV_2D", [x, w, -1], [t0], padding="SAME", stride_h=1, stride_w=1)
+    g.op("LOGISTIC", [t0], [y])
+    g.output(y)
+    model = read_model(b.build())
+    session = GpuSession(model, device="0:0", log=io.StringIO())
+    assert session._whole_graph
+    inp = rng.standard_normal(SHAPE).astype(np.float32)
+    want = Interpreter(model).invoke([inp])[0]
+    np.testing.assert_allclose(session.invoke([inp])[0], want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(JobError):
+        session.invoke([inp, inp])
 
 
 def test_session_on_a_named_device(devices):
