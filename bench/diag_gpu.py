@@ -1,7 +1,9 @@
-"""Where GPU latency goes: host enqueue cost, one invoke's timeline on the device clock,
-input upload paths, and a sweep of GEMM tiles and K splits over MobileNet's GEMM shapes.
+"""Where GPU latency goes: context creation, launch cost, one invoke's timeline on the
+device clock, input upload paths, slow invokes split into submission / device / completion,
+and sweeps of GEMM tiles and depthwise variants over MobileNet's shapes.
 
-python bench/diag_gpu.py --model MODEL [--device SPEC] [--only launches,timeline,upload,sweep]
+python bench/diag_gpu.py --model MODEL [--device SPEC]
+    [--only contexts,launches,timeline,upload,stalls,sweep,depthwise]
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -354,16 +357,106 @@ def depthwise_sweep(device: str | None, precision: str, runs: int = 30) -> None:
         )
 
 
+def context_costs(device: str | None) -> None:
+    """Creating two OpenCL contexts for one device in one process (run in a fresh one)."""
+    import pyopencl as cl
+
+    from delegate_runtime.gpu.opencl.runtime import select_device
+
+    t0 = time.perf_counter()
+    d = select_device(device)
+    t1 = time.perf_counter()
+    first = cl.Context([d])
+    t2 = time.perf_counter()
+    second = cl.Context([d])
+    t3 = time.perf_counter()
+    print(
+        f"contexts: platform and device lookup {1e3 * (t1 - t0):.1f} ms, first context "
+        f"{1e3 * (t2 - t1):.1f} ms, second context {1e3 * (t3 - t2):.1f} ms"
+    )
+    del first, second
+
+
+def stalls(model: str, device: str | None, runs: int = 2000) -> None:
+    """Per invoke (fp32, C API path on a profiling queue): markers before and after give
+    the submission latency, the device span and the completion notice; slow invokes show
+    which one grows."""
+    import ctypes
+
+    import pyopencl as cl
+
+    from delegate_runtime import load_model
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl.capi import HotPath
+
+    m = load_model(model)
+    x = np.random.default_rng(0).uniform(-1, 1, m.main.tensors[m.main.inputs[0]].shape)
+    x = x.astype(np.float32)
+    s = GpuSession(m, device=device, log=io.StringIO())
+    ex = s.executors[0]
+    q = cl.CommandQueue(s.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    hot = HotPath(ex.hot.lib, q, ex.kernels)
+    lib, vp = hot.lib, ctypes.c_void_p
+    lib.clEnqueueMarkerWithWaitList.argtypes = [vp, ctypes.c_uint32, vp, ctypes.POINTER(vp)]
+    lib.clGetEventProfilingInfo.argtypes = [vp, ctypes.c_uint32, ctypes.c_size_t, vp, vp]
+    lib.clReleaseEvent.argtypes = [vp]
+    host = ex.pinned.get(ex.input_tensors[0], np.empty_like(x))
+    out = np.empty(s.model.main.tensors[ex.outputs[0]].size, np.float32)
+
+    def stamp(ev: Any, what: int) -> int:
+        v = ctypes.c_uint64()
+        lib.clGetEventProfilingInfo(ev, what, 8, ctypes.byref(v), None)
+        return v.value
+
+    rows = []
+    warmup = min(200, runs)
+    for i in range(runs + warmup):
+        e0, e1 = vp(), vp()
+        t0 = time.perf_counter_ns()
+        lib.clEnqueueMarkerWithWaitList(hot.queue, 0, None, ctypes.byref(e0))
+        np.copyto(host, x)
+        hot.write(ex.destinations[0], host)
+        hot.enqueue(6)
+        hot.read(ex.sources[0], out)
+        lib.clEnqueueMarkerWithWaitList(hot.queue, 0, None, ctypes.byref(e1))
+        hot.finish()
+        wall = (time.perf_counter_ns() - t0) / 1e3
+        queued, start = stamp(e0, 0x1280), stamp(e0, 0x1282)  # CL_PROFILING_COMMAND_*
+        end = stamp(e1, 0x1283)
+        lib.clReleaseEvent(e0)
+        lib.clReleaseEvent(e1)
+        if i >= warmup:
+            span = (end - start) / 1e3
+            rows.append((wall, (start - queued) / 1e3, span, wall - (end - queued) / 1e3))
+    for name, group in (
+        ("fast", [r for r in rows if r[0] < 450]),
+        ("slow", [r for r in rows if r[0] >= 450]),
+    ):
+        if group:
+            med = np.median(np.array(group), axis=0)
+            print(
+                f"stalls {name} ({len(group)} of {len(rows)}): wall {med[0]:.1f} us, submission "
+                f"{med[1]:.1f} us, device span {med[2]:.1f} us, completion notice {med[3]:.1f} us"
+            )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--device", default=None)
     ap.add_argument("--runs", type=int, default=30, help="launches per GEMM variant")
+    ap.add_argument("--invokes", type=int, default=2000, help="invocations for --only stalls")
     ap.add_argument(
-        "--only", default="", help="comma list: launches,timeline,upload,sweep,depthwise"
+        "--only",
+        default="",
+        help="comma list: contexts,launches,timeline,upload,stalls,sweep,depthwise",
     )
     a = ap.parse_args()
     what = a.only.split(",") if a.only else ["launches", "timeline", "upload", "sweep"]
+    if "contexts" in what:
+        context_costs(a.device)
+    if "stalls" in what:
+        stalls(a.model, a.device, a.invokes)
     if "launches" in what:
         launch_costs(a.device)
     if "timeline" in what:
