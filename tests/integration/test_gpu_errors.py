@@ -91,15 +91,21 @@ def test_build_failure_is_named(context, devices):
         )
 
 
+def one_kernel(context, source: str, name: str, nbytes: int) -> tuple:
+    """A queue, a buffer of `nbytes` and kernel `name` of `source` bound to it."""
+    kernel = cl.Kernel(cl.Program(context, source).build(), name)
+    buf = cl.Buffer(context, cl.mem_flags.READ_WRITE, nbytes)
+    kernel.set_args(buf)
+    return cl.CommandQueue(context), buf, kernel
+
+
+SET_ONES = "__kernel void k(__global int* x) { x[get_global_id(0)] = 1; }"
+
+
 def test_bad_work_group_size_is_named(context):
     from delegate_runtime.gpu.opencl.runtime import guarded
 
-    prg = cl.Program(context, "__kernel void k(__global int* x) { x[get_global_id(0)] = 1; }")
-    prg = prg.build()
-    buf = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4 * 10)
-    q = cl.CommandQueue(context)
-    kernel = cl.Kernel(prg, "k")
-    kernel.set_args(buf)
+    q, _, kernel = one_kernel(context, SET_ONES, "k", 4 * 10)
     with pytest.raises(DeviceError, match=r"CL_INVALID_WORK_GROUP_SIZE|CL_INVALID_WORK_ITEM_SIZE"):
         guarded("launching", lambda: cl.enqueue_nd_range_kernel(q, kernel, (10,), (3,)).wait())
 
@@ -110,12 +116,7 @@ def test_bad_work_group_size_on_the_hot_path_is_named(context):
 
     lib = opencl_library()
     require(lib is not None, "the OpenCL ICD loader for direct calls")
-    prg = cl.Program(context, "__kernel void k(__global int* x) { x[get_global_id(0)] = 1; }")
-    prg = prg.build()
-    buf = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4 * 10)
-    q = cl.CommandQueue(context)
-    kernel = cl.Kernel(prg, "k")
-    kernel.set_args(buf)
+    q, _, kernel = one_kernel(context, SET_ONES, "k", 4 * 10)
     hot = HotPath(lib, q, [(kernel, (10,), (3,))])
     with pytest.raises(CLCallError) as caught:
         hot.enqueue(flush_every=1)
@@ -131,13 +132,8 @@ def test_hot_path_copies_round_trip(context):
 
     lib = opencl_library()
     require(lib is not None, "the OpenCL ICD loader for direct calls")
-    prg = cl.Program(
-        context, "__kernel void twice(__global float* x) { x[get_global_id(0)] *= 2.0f; }"
-    ).build()
-    buf = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4 * 64)
-    q = cl.CommandQueue(context)
-    kernel = cl.Kernel(prg, "twice")
-    kernel.set_args(buf)
+    twice = "__kernel void twice(__global float* x) { x[get_global_id(0)] *= 2.0f; }"
+    q, buf, kernel = one_kernel(context, twice, "twice", 4 * 64)
     hot = HotPath(lib, q, [(kernel, (64,), (16,)), (kernel, (64,), None)])
     x = np.arange(64, dtype=np.float32)
     out = np.empty_like(x)
