@@ -38,11 +38,11 @@ def median_ms(fn: Callable[[], object], runs: int, warmup: int = 10) -> float:
     return statistics.median(times) / 1e6
 
 
-def interleaved_median_ms(
+def interleaved_ms(
     steps: dict[str, Callable[[], object]], runs: int, rounds: int = 10, warmup_s: float = 1.0
-) -> dict[str, float]:
-    """Median latency of each step, measured in alternating rounds after a timed warm-up,
-    so that clock ramps and drift touch every runtime alike."""
+) -> dict[str, tuple[float, float, float]]:
+    """Median, p10 and p90 latency of each step, measured in alternating rounds after a
+    timed warm-up, so that clock ramps and drift touch every runtime alike."""
     end = time.perf_counter() + warmup_s
     while time.perf_counter() < end:
         for step in steps.values():
@@ -55,17 +55,12 @@ def interleaved_median_ms(
                 t = time.perf_counter_ns()
                 step()
                 times[name].append(time.perf_counter_ns() - t)
-    spread.update({name: _p10_p90_ms(ts) for name, ts in times.items()})
-    return {name: statistics.median(ts) / 1e6 for name, ts in times.items()}
-
-
-#: p10 and p90 of the last interleaved measurement, by step name (ms).
-spread: dict[str, tuple[float, float]] = {}
-
-
-def _p10_p90_ms(ts: list[int]) -> tuple[float, float]:
-    ordered = sorted(ts)
-    return ordered[len(ordered) // 10] / 1e6, ordered[9 * len(ordered) // 10] / 1e6
+    out = {}
+    for name, ts in times.items():
+        ordered = sorted(ts)
+        tenth = [ordered[len(ordered) // 10], ordered[9 * len(ordered) // 10]]
+        out[name] = (statistics.median(ts) / 1e6, tenth[0] / 1e6, tenth[1] / 1e6)
+    return out
 
 
 def ours(
@@ -259,7 +254,8 @@ def main() -> int:
     except Exception as exc:  # the accelerator needs Vulkan; report, don't hide
         print(f"LiteRT GPU accelerator unavailable: {type(exc).__name__}: {exc}")
     steps[f"LiteRT CPU {a.threads} threads"] = litert_cpu(a.model, x, a.threads)
-    rows = interleaved_median_ms(steps, a.runs)
+    stats = interleaved_ms(steps, a.runs)
+    rows = {name: median for name, (median, _, _) in stats.items()}
     anchor = rows.get("LiteRT GPU (CompiledModel)")
     print(
         f"\nmedian of {a.runs} runs each, interleaved in 10 rounds after 1 s of warm-up, "
@@ -268,7 +264,7 @@ def main() -> int:
     print(f"{'runtime':34s} {'ms':>8s} {'vs LiteRT GPU':>14s} {'p10 - p90 ms':>16s}")
     for name, ms in rows.items():
         ratio = f"{anchor / ms:.2f}x" if anchor else "-"
-        lo, hi = spread[name]
+        _, lo, hi = stats[name]
         print(f"{name:34s} {ms:8.3f} {ratio:>14s} {lo:7.3f} - {hi:.3f}")
     print(f"fp16 / fp32 latency: {rows['devicefarm GPU fp16'] / rows['devicefarm GPU fp32']:.2f}")
     if a.profile:

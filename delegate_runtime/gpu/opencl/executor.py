@@ -144,8 +144,8 @@ class PartitionExecutor:
             self._add_conversions(ctx, program)
         except cl.Error as exc:
             raise device_error(exc, "preparing the GPU partition") from exc
-        self.sources = [self._edge_buffer(t, self.root(t)) for t in self.outputs]
-        self.destinations = [self._edge_buffer(t, r) for t, r in zip(inputs, self.inputs)]
+        self.sources = [self._edge_buffer(t) for t in self.outputs]
+        self.destinations = [self._edge_buffer(t) for t in inputs]
         lib = None if profiling else opencl_library()
         self.hot = HotPath(lib, queue, self.kernels) if lib is not None else None
         self.pinned = self._pin_inputs(ctx) if pinned_inputs and self.hot else {}
@@ -264,10 +264,12 @@ class PartitionExecutor:
         staging = sum(b.size for b in self.staging.values())
         return self.plan.total_bytes + self.const_bytes + self.scratch.size + staging
 
-    def _edge_buffer(self, t: int, root: int) -> Any:
+    def _edge_buffer(self, t: int) -> Any:
         """Where input `t` is written or output `t` read: its float32 staging buffer, if
         any, else its own buffer."""
-        return self.staging[t] if t in self.staging else self.buffers[self.plan.buffer_of[root]]
+        if t in self.staging:
+            return self.staging[t]
+        return self.buffers[self.plan.buffer_of[self.root(t)]]
 
     def _output_host(self, t: int) -> np.ndarray:
         staged = t in self.staging

@@ -25,9 +25,9 @@
 // float32 access, for the staging buffers at a partition's edges
 #define LDF32(p, i) ((p)[(i)])
 #define ST32(p, i, v) ((p)[(i)] = (v))
+#define LD4F(p, i) vload4((i), (p))  // four floats, whatever the storage
 // Four elements at p + 4 * i (16-byte aligned for float, 8-byte for half storage, so
 // the aligned half forms load and store 4 halves at once).
-#define LD4F(p, i) vload4((i), (p))  // four floats, whatever the storage
 #ifdef STORAGE_HALF
   #define LD4(p, i) vloada_half4((i), (p))
   #define ST4(p, i, v) vstorea_half4((v), (i), (p))

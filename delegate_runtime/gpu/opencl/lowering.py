@@ -361,30 +361,14 @@ class Lowerer:
         wc, bias = self.add_const(f"t{w_i}", w), self.bias(op, 2, oc)
         # NOTE: chosen per precision by `bench/diag_gpu.py --only depthwise` on the H200:
         # with half storage a compile-time x stride is faster; with float, a runtime one
-        c4 = kh == kw == 3 and (dh, dw, mult) == (1, 1, 1) and oc % 4 == 0
-        if c4 and self.precision == "fp16" and sw in (1, 2):
+        if kh == kw == 3 and (dh, dw, mult) == (1, 1, 1) and oc % 4 == 0:
+            if self.precision == "fp16" and sw in (1, 2):
+                name, scalars = f"depthwise3x3_s{sw}x1", (sh, pt, pl, act)
+            else:
+                name, scalars = "depthwise3x3_c4", (sh, sw, pt, pl, act)
             g, lsz = grid3(oc // 4, out_s[2], out_s[0] * out_s[1])
-            scalars = (sh, pt, pl, act)
             args = [Buf(x), wc, bias, Buf(out), i4(in_s), i4(out_s), *map(np.int32, scalars)]
-            self.emit(op, f"depthwise3x3_s{sw}x1", args, g, lsz)
-            return
-        if c4:
-            g, lsz = grid3(oc // 4, out_s[2], out_s[0] * out_s[1])
-            self.emit(
-                op,
-                "depthwise3x3_c4",
-                [
-                    Buf(x),
-                    wc,
-                    bias,
-                    Buf(out),
-                    i4(in_s),
-                    i4(out_s),
-                    *map(np.int32, (sh, sw, pt, pl, act)),
-                ],
-                g,
-                lsz,
-            )
+            self.emit(op, name, args, g, lsz)
             return
         g, lsz = grid3(oc, out_s[2], out_s[0] * out_s[1])
         self.emit(
