@@ -1,9 +1,9 @@
 """Where GPU latency goes: context creation, launch cost, one invoke's timeline on the
-device clock, input upload paths, slow invokes split into submission / device / completion,
+device clock, input upload paths, each invoke's device time split into copies and kernels,
 and sweeps of GEMM tiles and depthwise variants over MobileNet's shapes.
 
 python bench/diag_gpu.py --model MODEL [--device SPEC]
-    [--only contexts,launches,timeline,upload,stalls,sweep,depthwise]
+    [--only contexts,launches,timeline,upload,copies,sweep,depthwise]
 """
 
 from __future__ import annotations
@@ -377,10 +377,10 @@ def context_costs(device: str | None) -> None:
     del first, second
 
 
-def stalls(model: str, device: str | None, runs: int = 2000) -> None:
-    """Per invoke (fp32, C API path on a profiling queue): markers before and after give
-    the submission latency, the device span and the completion notice; slow invokes show
-    which one grows."""
+def copies(model: str, device: str | None, runs: int = 1500) -> None:
+    """Each invoke's device timeline split by step with markers (input copy, kernels,
+    output copy), for pinned and pageable host arrays on each side; slow invokes (device
+    span >= 470 us) show which step grows and which host memory causes it."""
     import ctypes
 
     import pyopencl as cl
@@ -400,44 +400,59 @@ def stalls(model: str, device: str | None, runs: int = 2000) -> None:
     lib.clEnqueueMarkerWithWaitList.argtypes = [vp, ctypes.c_uint32, vp, ctypes.POINTER(vp)]
     lib.clGetEventProfilingInfo.argtypes = [vp, ctypes.c_uint32, ctypes.c_size_t, vp, vp]
     lib.clReleaseEvent.argtypes = [vp]
-    host = ex.pinned.get(ex.input_tensors[0], np.empty_like(x))
-    out = np.empty(s.model.main.tensors[ex.outputs[0]].size, np.float32)
+    src, dst = ex.sources[0], ex.destinations[0]
+    n_out = s.model.main.tensors[ex.outputs[0]].size
 
-    def stamp(ev: Any, what: int) -> int:
+    def pinned(shape: tuple) -> np.ndarray:
+        flags = cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR
+        buf = cl.Buffer(s.ctx, flags, int(np.prod(shape)) * 4)
+        access = cl.map_flags.READ | cl.map_flags.WRITE
+        return cl.enqueue_map_buffer(q, buf, access, 0, shape, np.float32)[0]
+
+    def marker() -> Any:
+        ev = vp()
+        lib.clEnqueueMarkerWithWaitList(hot.queue, 0, None, ctypes.byref(ev))
+        return ev
+
+    def stamp(ev: Any, what: int) -> float:
         v = ctypes.c_uint64()
         lib.clGetEventProfilingInfo(ev, what, 8, ctypes.byref(v), None)
-        return v.value
+        return v.value / 1e3
 
-    rows = []
-    warmup = min(200, runs)
-    for i in range(runs + warmup):
-        e0, e1 = vp(), vp()
-        t0 = time.perf_counter_ns()
-        lib.clEnqueueMarkerWithWaitList(hot.queue, 0, None, ctypes.byref(e0))
-        np.copyto(host, x)
-        hot.write(ex.destinations[0], host)
+    def invoke(host_in: np.ndarray, host_out: np.ndarray) -> list[float]:
+        np.copyto(host_in, x)
+        marks = [marker()]
+        hot.write(dst, host_in)
+        marks.append(marker())
         hot.enqueue(6)
-        hot.read(ex.sources[0], out)
-        lib.clEnqueueMarkerWithWaitList(hot.queue, 0, None, ctypes.byref(e1))
+        marks.append(marker())
+        hot.read(src, host_out)
+        marks.append(marker())
         hot.finish()
-        wall = (time.perf_counter_ns() - t0) / 1e3
-        queued, start = stamp(e0, 0x1280), stamp(e0, 0x1282)  # CL_PROFILING_COMMAND_*
-        end = stamp(e1, 0x1283)
-        lib.clReleaseEvent(e0)
-        lib.clReleaseEvent(e1)
-        if i >= warmup:
-            span = (end - start) / 1e3
-            rows.append((wall, (start - queued) / 1e3, span, wall - (end - queued) / 1e3))
-    for name, group in (
-        ("fast", [r for r in rows if r[0] < 450]),
-        ("slow", [r for r in rows if r[0] >= 450]),
-    ):
-        if group:
-            med = np.median(np.array(group), axis=0)
-            print(
-                f"stalls {name} ({len(group)} of {len(rows)}): wall {med[0]:.1f} us, submission "
-                f"{med[1]:.1f} us, device span {med[2]:.1f} us, completion notice {med[3]:.1f} us"
-            )
+        t = [stamp(marks[0], 0x1282)] + [stamp(e, 0x1283) for e in marks[1:]]
+        for e in marks:
+            lib.clReleaseEvent(e)
+        return [t[1] - t[0], t[2] - t[1], t[3] - t[2], t[3] - t[0]]
+
+    sides = {
+        "pinned": (pinned(x.shape), pinned((n_out,))),
+        "pageable": (np.empty_like(x), np.empty(n_out, np.float32)),
+    }
+    for side_in, side_out in (("pinned", "pageable"), ("pinned", "pinned"), ("pageable", "pinned")):
+        host_in, host_out = sides[side_in][0], sides[side_out][1]
+        rows = np.array([invoke(host_in, host_out) for _ in range(runs + 100)][100:])
+        slow = rows[:, 3] >= 470
+        print(
+            f"copies {side_in} in, {side_out} out: device span median {np.median(rows[:, 3]):.1f} us, "
+            f"slow {slow.sum()} of {len(rows)}"
+        )
+        for name, group in (("fast", rows[~slow]), ("slow", rows[slow])):
+            if len(group):
+                med = np.median(group, axis=0)
+                print(
+                    f"  {name}: input copy {med[0]:.1f} us, kernels {med[1]:.1f} us, "
+                    f"output copy {med[2]:.1f} us, span {med[3]:.1f} us"
+                )
 
 
 def main() -> int:
@@ -445,18 +460,18 @@ def main() -> int:
     ap.add_argument("--model", required=True)
     ap.add_argument("--device", default=None)
     ap.add_argument("--runs", type=int, default=30, help="launches per GEMM variant")
-    ap.add_argument("--invokes", type=int, default=2000, help="invocations for --only stalls")
+    ap.add_argument("--invokes", type=int, default=1500, help="invocations for --only copies")
     ap.add_argument(
         "--only",
         default="",
-        help="comma list: contexts,launches,timeline,upload,stalls,sweep,depthwise",
+        help="comma list: contexts,launches,timeline,upload,copies,sweep,depthwise",
     )
     a = ap.parse_args()
     what = a.only.split(",") if a.only else ["launches", "timeline", "upload", "sweep"]
     if "contexts" in what:
         context_costs(a.device)
-    if "stalls" in what:
-        stalls(a.model, a.device, a.invokes)
+    if "copies" in what:
+        copies(a.model, a.device, a.invokes)
     if "launches" in what:
         launch_costs(a.device)
     if "timeline" in what:

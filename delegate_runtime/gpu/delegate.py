@@ -135,7 +135,7 @@ class GpuSession:
                     outs,
                     storage,
                     opts.profiling,
-                    pinned_inputs=self.device_info.is_gpu,
+                    pinned_host=self.device_info.is_gpu,
                 )
             )
         self._phase("lower_and_upload", t)

@@ -224,8 +224,8 @@ def test_sessions_share_the_process_context_of_their_device(devices):
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
-def test_inputs_through_pinned_memory_match_the_reference(devices, monkeypatch, precision):
-    """On a GPU the inputs go through page-locked arrays; forced here on any device."""
+def test_copies_through_pinned_memory_match_the_reference(devices, monkeypatch, precision):
+    """On a GPU inputs and outputs go through page-locked arrays; forced here on any device."""
     from dataclasses import replace
 
     from delegate_runtime.gpu.delegate import GpuSession
@@ -235,14 +235,17 @@ def test_inputs_through_pinned_memory_match_the_reference(devices, monkeypatch, 
     monkeypatch.setattr(runtime, "describe", lambda d: replace(real(d), is_gpu=True))
     model = read_model(mixed_model())
     session = GpuSession(model, precision=precision, device="0:0", log=io.StringIO())
-    assert all(ex.pinned for ex in session.executors)
+    assert all(ex.pinned and ex.pinned_out for ex in session.executors)
     assert not session._whole_graph  # CUMSUM stays on the CPU: the per-node walk
     rng = np.random.default_rng(3)
-    for _ in range(3):  # the pinned arrays are reused: every run must see its own input
+    tol = 2e-2 if precision == "fp16" else 1e-5
+    results, wants = [], []
+    for _ in range(3):  # the pinned arrays are reused: every run sees its own input
         x = rng.standard_normal(SHAPE).astype(np.float32)
-        want = Interpreter(model).invoke([x])[0]
-        tol = 2e-2 if precision == "fp16" else 1e-5
-        np.testing.assert_allclose(session.invoke([x])[0], want, rtol=tol, atol=tol)
+        wants.append(Interpreter(model).invoke([x])[0])
+        results.append(session.invoke([x])[0])
+    for got, want in zip(results, wants):  # and earlier results are not overwritten
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
 def test_fully_delegated_model_skips_the_node_walk_and_matches_the_reference(devices):

@@ -93,7 +93,7 @@ class PartitionExecutor:
         outputs: list[int],
         storage: np.dtype,
         profiling: bool,
-        pinned_inputs: bool = False,
+        pinned_host: bool = False,
     ):
         import pyopencl as cl
 
@@ -148,30 +148,33 @@ class PartitionExecutor:
         self.destinations = [self._edge_buffer(t) for t in inputs]
         lib = None if profiling else opencl_library()
         self.hot = HotPath(lib, queue, self.kernels) if lib is not None else None
-        self.pinned = self._pin_inputs(ctx) if pinned_inputs and self.hot else {}
+        pin = pinned_host and self.hot is not None
+        self.pinned = self._pin(ctx, self.input_tensors) if pin else {}
+        self.pinned_out = self._pin(ctx, self.outputs) if pin else {}
         self.const_bytes = sum(b.size for b in self.consts.values())
         self.last_events: list[Any] = []
 
-    def _pin_inputs(self, ctx: Any) -> dict[int, np.ndarray]:
-        """Page-locked host arrays the inputs are copied into before upload (a discrete
-        GPU's DMA reads them directly; pageable memory goes through a driver copy).
+    def _pin(self, ctx: Any, tensors: list[int]) -> dict[int, np.ndarray]:
+        """Page-locked host arrays that inputs are copied into before upload and outputs
+        are read back into. A discrete GPU's DMA reaches them directly; pageable memory
+        goes through a driver copy, and on NVIDIA a pageable read-back delays the end of
+        one inference in two by about 150 us (`bench/diag_gpu.py --only copies`).
         They come from mapping ALLOC_HOST_PTR buffers, the way NVIDIA's guide obtains
         pinned memory; the buffers themselves are never used on the device."""
         cl = self.cl
         pinned = {}
-        for t in self.input_tensors:
+        for t in tensors:
             tensor = self.sg.tensors[t]
-            if tensor.size == 0:
+            if tensor.size == 0 or t in pinned:
                 continue
             dtype = np.dtype(np.float32) if t in self.staging else self.storage
             flags = cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR
             try:
                 buf = cl.Buffer(ctx, flags, tensor.size * dtype.itemsize)
-                host, _ = cl.enqueue_map_buffer(
-                    self.queue, buf, cl.map_flags.WRITE, 0, tensor.shape, dtype
-                )
+                access = cl.map_flags.READ | cl.map_flags.WRITE
+                host, _ = cl.enqueue_map_buffer(self.queue, buf, access, 0, tensor.shape, dtype)
             except cl.Error:
-                continue  # no pinned memory to spare: upload from pageable memory
+                continue  # no pinned memory to spare: copy through pageable memory
             pinned[t] = host
         return pinned
 
@@ -272,6 +275,8 @@ class PartitionExecutor:
         return self.buffers[self.plan.buffer_of[self.root(t)]]
 
     def _output_host(self, t: int) -> np.ndarray:
+        if t in self.pinned_out:
+            return self.pinned_out[t]
         staged = t in self.staging
         return np.empty(self.sg.tensors[t].shape, np.float32 if staged else self.storage)
 
@@ -282,6 +287,7 @@ class PartitionExecutor:
             if t in self.pinned:
                 np.copyto(self.pinned[t], hosts[i])
                 hosts[i] = self.pinned[t]
+        # _from_storage copies, so a pinned array is free again once its result is made
         results = [(t, self._output_host(t)) for t in self.outputs]
         if self.hot is not None:
             self._run_hot(hosts, results)
@@ -334,7 +340,7 @@ class PartitionExecutor:
 
     def _from_storage(self, t: int, host: np.ndarray) -> np.ndarray:
         tensor = self.sg.tensors[t]
-        f = host.astype(np.float32)
+        f = host.astype(np.float32)  # a copy: `host` may be a pinned array used again
         if tensor.dtype.kind in "iu" and tensor.quantization is not None:
             return quantize(f, tensor.quantization, tensor.dtype)
         if tensor.dtype == np.bool_:
