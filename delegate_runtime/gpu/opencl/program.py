@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import warnings
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -15,6 +16,23 @@ GEMM_VARIANTS = {"gemm64": (64, 4, 32), "gemm32": (32, 2, 64)}
 #: Suffix of the variants that load four elements at a time (K and N multiples of 4).
 VECTOR_SUFFIX = "v"
 BUILD_OPTIONS = "-cl-mad-enable -cl-no-signed-zeros"
+#: A build log that holds nothing but NVIDIA's note, printed for every kernel of every
+#: program, that a kernel cannot be `noinline` (pyopencl turns any log into a warning).
+NVIDIA_NOINLINE_ONLY = (
+    r"(?s)From-source build succeeded, but resulted in non-empty logs:\n"
+    r"(Build on .*? succeeded, but said:\s*"
+    r"(\(\): Warning: Function \w+ is a kernel, so overriding noinline attribute\. "
+    r"The function may be inlined when called\.\s*)+)+\Z"
+)
+
+
+def ignore_benign_build_logs() -> None:
+    """Silence build logs made only of NVIDIA's noinline note; any other compiler
+    output still reaches the user as pyopencl's CompilerWarning."""
+    warnings.filterwarnings("ignore", message=NVIDIA_NOINLINE_ONLY, category=UserWarning)
+
+
+ignore_benign_build_logs()
 
 
 #: Templates instantiated into kernels.cl: file -> (placeholder, {kernel: substitutions}).
