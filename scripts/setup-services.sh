@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install (when missing) and start the services the test tiers use: redis-server,
-# PostgreSQL, Debian's adb, headless Chromium. Prints what it does; safe to re-run.
+# PostgreSQL, Debian's adb, headless Chromium, and clang (a compile check of the
+# half-arithmetic kernels). Prints what it does; safe to re-run.
 set -euo pipefail
 
 SUDO=""
@@ -11,6 +12,7 @@ command -v redis-server >/dev/null || missing+=(redis-server)
 command -v pg_ctlcluster >/dev/null || missing+=(postgresql)
 command -v adb >/dev/null || missing+=(adb)
 command -v chromium >/dev/null || missing+=(chromium chromium-driver)
+compgen -c clang | grep -qE '^clang(-[0-9]+)?$' || missing+=(clang)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}"
   $SUDO apt-get update -qq
@@ -43,4 +45,4 @@ fi
 
 # adb server (Debian's), started once; tests use their own port too.
 adb start-server >/dev/null 2>&1 || true
-echo "setup: services ready (redis, postgresql, adb, chromium)"
+echo "setup: services ready (redis, postgresql, adb, chromium, clang)"
