@@ -28,3 +28,12 @@ class DeviceError(DevicefarmError):
 
 class JobError(DevicefarmError):
     """A job specification is invalid (bad configuration, selector, inputs)."""
+
+
+class JobTimeout(JobError):
+    """A job's tool ran past its deadline and was stopped: the job ends `timed_out`, is
+    not retried, and `log` keeps what the tool printed before it was stopped."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log

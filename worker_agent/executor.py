@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from delegate_runtime.errors import DeviceError, JobError, ModelError
+from delegate_runtime.errors import DeviceError, JobError, JobTimeout, ModelError
 from orchestrator import jobs
 from orchestrator.configs import CONFIGS
 from orchestrator.database import retrying
@@ -174,6 +174,9 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
         )
         ctx.check_health()  # quarantine at once if the device itself is at fault
         return moved
+    except JobTimeout as exc:
+        state, error = TIMED_OUT, f"{type(exc).__name__}: {exc}"
+        outcome.log = exc.log
     except (ModelError, JobError) as exc:
         state, error = FAILED, f"{type(exc).__name__}: {exc}"
         outcome.log = str(getattr(exc, "log", "") or "")  # e.g. a phone tool's raw output

@@ -102,6 +102,25 @@ def test_soft_time_limit_times_the_job_out(engine, tmp_path, monkeypatch) -> Non
     assert state(engine)[0] == TIMED_OUT
 
 
+def test_a_tool_past_its_deadline_times_the_job_out_and_keeps_its_log(
+    engine, tmp_path, monkeypatch
+) -> None:
+    from delegate_runtime.errors import JobTimeout
+
+    ctx = make_ctx(tmp_path)
+
+    def stuck(spec):
+        raise JobTimeout("benchmark_model ran past its 5 s deadline", "INFO: partial output")
+
+    monkeypatch.setattr(ctx.runner, "run", stuck)
+    assert execute_job(ctx, 1, 1) == TIMED_OUT
+    assert ctx.dispatcher.sent == []  # not retried
+    s = state(engine)
+    assert s[0] == TIMED_OUT and "ran past its 5 s deadline" in s[3]
+    with engine.begin() as c:
+        assert c.execute(select(Result.log)).scalar() == "INFO: partial output"
+
+
 def test_failing_canary_quarantines_and_jobs_move_away(engine, tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path, "noop:a?canary=fail", canary_every_jobs=1)
     with engine.begin() as c:

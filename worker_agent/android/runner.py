@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from delegate_runtime.errors import DeviceError, JobError, ModelError
+from delegate_runtime.errors import DeviceError, JobError, JobTimeout, ModelError
 
 from ..devices import DeviceInfo
 from ..runners.base import CanaryReading, JobSpec, Runner, RunOutcome
@@ -52,12 +52,8 @@ class ToolOutputError(ModelError):
         self.log = log
 
 
-class ToolTimeout(JobError):
-    """A tool ran past the job's deadline and was stopped; `log` keeps what it printed."""
-
-    def __init__(self, message: str, log: str):
-        super().__init__(message)
-        self.log = log
+class ToolTimeout(JobTimeout):
+    """A phone tool ran past the job's deadline and was stopped."""
 
 
 class AdbRunner(Runner):
