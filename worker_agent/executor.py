@@ -174,11 +174,9 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
         )
         ctx.check_health()  # quarantine at once if the device itself is at fault
         return moved
-    except JobTimeout as exc:
-        state, error = TIMED_OUT, f"{type(exc).__name__}: {exc}"
-        outcome.log = exc.log
     except (ModelError, JobError) as exc:
-        state, error = FAILED, f"{type(exc).__name__}: {exc}"
+        state = TIMED_OUT if isinstance(exc, JobTimeout) else FAILED
+        error = f"{type(exc).__name__}: {exc}"
         outcome.log = str(getattr(exc, "log", "") or "")  # e.g. a phone tool's raw output
     except SoftTimeLimitExceeded:
         state, error = TIMED_OUT, "the job ran past its soft time limit"
