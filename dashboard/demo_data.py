@@ -362,21 +362,6 @@ class SeedSummary:
     results: int
 
 
-def _model_bytes(scale: float) -> bytes:
-    import numpy as np
-
-    from delegate_runtime.builder import ModelBuilder
-
-    b = ModelBuilder()
-    g = b.main
-    x = g.input("x", (1, 4), np.float32)
-    w = g.const("w", np.full((1, 4), scale, np.float32))
-    y = g.tensor("y", (1, 4), np.float32)
-    g.op("MUL", [x, w], [y])
-    g.output(y)
-    return b.build()
-
-
 def extra_phones(n: int) -> list[DemoDevice]:
     """`n` more phones (for benchmarks): Adreno and Mali generations, SDK 28-34."""
     gpus = ("Adreno (TM) 610", "Adreno (TM) 640", "Adreno (TM) 730", "Mali-G57 MC2", "Mali-G78")
@@ -530,9 +515,11 @@ def seed(
 def _write_models(engine: Engine, at: datetime) -> dict[str, str]:
     import hashlib
 
+    from delegate_runtime.examples import scaled_model
+
     rows, shas = [], {}
     for m in MODELS:
-        data = _model_bytes(m.scale)
+        data = scaled_model(m.scale)
         sha = hashlib.sha256(data).hexdigest()
         shas[m.name] = sha
         rows.append(

@@ -1,4 +1,5 @@
-"""Example models built with the builder: a small MobileNet-style classifier.
+"""Example models built with the builder: a small MobileNet-style classifier, and a
+one-op model for farm tests, benches and demo data.
 
 Used by the README's main job (`devicefarm example`), so a fresh machine needs no model
 download. Weights are random (seeded); the graph is what the converter emits for Keras.
@@ -84,4 +85,17 @@ def tiny_mobilenet(size: int = 96, classes: int = 100, seed: int = 0) -> bytes:
     g.op("SOFTMAX", [logits], [probs], beta=1.0)
     g.output(probs)
     b.signature("serving_default", g, {"input": x}, {"probs": probs})
+    return b.build()
+
+
+def scaled_model(scale: float = 1.0) -> bytes:
+    """A tiny valid model, y = x * scale on (1, 4) floats; `scale` makes its bytes (and so
+    its sha256, the farm's model key) differ."""
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", (1, 4), np.float32)
+    w = g.const("w", np.full((1, 4), scale, np.float32))
+    y = g.tensor("y", (1, 4), np.float32)
+    g.op("MUL", [x, w], [y])
+    g.output(y)
     return b.build()

@@ -7,7 +7,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from sqlalchemy import Engine, insert
 
 from .database import open_database
@@ -47,16 +46,9 @@ def add_device(engine: Engine, key: str, kind: str = "noop", **columns) -> None:
 
 def write_model(path: Path, scale: float = 1.0) -> Path:
     """A tiny valid model (y = x * scale) written to `path`; `scale` makes its hash differ."""
-    from delegate_runtime.builder import ModelBuilder
+    from delegate_runtime.examples import scaled_model
 
-    b = ModelBuilder()
-    g = b.main
-    x = g.input("x", (1, 4), np.float32)
-    w = g.const("w", np.full((1, 4), scale, np.float32))
-    y = g.tensor("y", (1, 4), np.float32)
-    g.op("MUL", [x, w], [y])
-    g.output(y)
-    path.write_bytes(b.build())
+    path.write_bytes(scaled_model(scale))
     return path
 
 
