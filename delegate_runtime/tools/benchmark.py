@@ -57,6 +57,16 @@ class BenchmarkOptions:
     def delegate(self) -> str:
         return "gpu" if self.use_gpu else "cpu"
 
+    def gpu_session_options(self, model: Any) -> dict[str, Any]:
+        """The GPU session's TfLiteGpuDelegateOptionsV2-named options for `model`."""
+        return gpu_options(
+            model,
+            self.enable_quant,
+            self.max_delegated_partitions,
+            self.serialize_dir,
+            self.serialize_token,
+        )
+
 
 @dataclass
 class RunStats:
@@ -343,13 +353,7 @@ def run_benchmark(
 
 
 def _gpu_kwargs(model: Any, options: BenchmarkOptions) -> dict[str, Any]:
-    kwargs = gpu_options(
-        model,
-        options.enable_quant,
-        options.max_delegated_partitions,
-        options.serialize_dir,
-        options.serialize_token,
-    )
+    kwargs = options.gpu_session_options(model)
     if options.enable_op_profiling:
         kwargs["profiling"] = True  # OpenCL profiling events per node
     return kwargs

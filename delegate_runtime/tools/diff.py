@@ -30,7 +30,7 @@ from .benchmark import BenchmarkOptions, RunStats
 from .inputs import diff_inputs
 from .progress import Reporter
 from .session_info import delegation_summary, device_facts, versions
-from .sessions import gpu_options, open_session
+from .sessions import open_session
 from .stats import Stat, cpp_double
 
 DEFAULT_RUNS = 50
@@ -218,17 +218,7 @@ def run_inference_diff(
         device=options.device,
         log=delegate_log,
         notes=notes,
-        **(
-            gpu_options(
-                model,
-                options.enable_quant,
-                options.max_delegated_partitions,
-                options.serialize_dir,
-                options.serialize_token,
-            )
-            if options.use_gpu
-            else {}
-        ),
+        **(options.gpu_session_options(model) if options.use_gpu else {}),
     )
     test_name = f"delegate_runtime {options.delegate} ({options.precision})"
     sg = model.main

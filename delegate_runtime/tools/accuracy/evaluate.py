@@ -9,7 +9,7 @@ from typing import IO, Any
 from ...reader import load_model
 from ..benchmark import BenchmarkOptions
 from ..session_info import delegation_summary, device_facts, versions
-from ..sessions import gpu_options, open_session
+from ..sessions import open_session
 from .coco import CocoDataset, evaluate_detections
 from .compare import delta, format_side_by_side
 from .detection import Decoding, run_detector
@@ -46,17 +46,7 @@ def _name(delegate: str, precision: str) -> str:
 
 
 def _session(model: Any, delegate: str, options: BenchmarkOptions, log: IO[str]) -> Any:
-    extra = (
-        gpu_options(
-            model,
-            options.enable_quant,
-            options.max_delegated_partitions,
-            options.serialize_dir,
-            options.serialize_token,
-        )
-        if delegate == "gpu"
-        else {}
-    )
+    extra = options.gpu_session_options(model) if delegate == "gpu" else {}
     precision = options.precision if delegate == "gpu" else "fp32"
     return open_session(model, delegate, precision, options.device, log, **extra)
 
