@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from orchestrator.celery_app import make_app, prepare_broker  # noqa: E402
+from orchestrator.testing import RedisServer, free_port  # noqa: E402
 
 #: Targets from the issue.
 TARGET_RATIO = 0.5
@@ -83,12 +83,6 @@ def baseline_worker(queue: str, broker_url: str) -> None:
     )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait(check, timeout_s: float, what: str, every_s: float = 0.05):
     deadline = time.monotonic() + timeout_s
     while not (got := check()):
@@ -96,41 +90,6 @@ def wait(check, timeout_s: float, what: str, every_s: float = 0.05):
             raise SystemExit(f"timed out waiting for {what}")
         time.sleep(every_s)
     return got
-
-
-def start_redis(workdir: Path) -> tuple[subprocess.Popen, str]:
-    import redis
-
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            "redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(workdir),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-
-    def ping() -> bool:
-        try:
-            return bool(client.ping())
-        except redis.RedisError:
-            return False
-
-    wait(ping, 10, "redis-server")
-    return proc, url
 
 
 def make_database(choice: str, workdir: Path) -> tuple[str, object]:
@@ -318,7 +277,9 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="bench_spine_") as tmp:
         workdir = Path(tmp)
-        redis_proc, broker_url = start_redis(workdir)
+        redis_server = RedisServer(free_port(), workdir)
+        redis_server.start()
+        broker_url = redis_server.url
         db_url, drop = make_database(args.db, workdir)
         prepare_broker(broker_url)
         try:
@@ -356,8 +317,7 @@ def main() -> int:
                 f"({queued} messages in Redis; target < {TARGET_CAMPAIGN_S:g} s) {verdict}"
             )
         finally:
-            os.killpg(redis_proc.pid, signal.SIGKILL)
-            redis_proc.wait()
+            redis_server.stop()
             drop()
     return 0
 

@@ -1,7 +1,13 @@
-"""Helpers for tests and benchmarks: a recording dispatcher, devices and models on demand."""
+"""Helpers for tests and benchmarks: a recording dispatcher, devices and models on demand,
+free ports, and redis-servers of their own."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import socket
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -62,3 +68,81 @@ def wait_until(check: Callable[[], Any], timeout_s: float, what: str, every_s: f
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
         time.sleep(every_s)
+
+
+#: How long a signalled process group gets to exit before SIGKILL.
+STOP_GRACE_S = 5.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+    """Signal a process started in its own session, and everything it started."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+    try:
+        proc.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+class RedisServer:
+    """A redis-server without persistence on a port of its own; stop/start keep the port."""
+
+    def __init__(self, port: int, workdir: Path):
+        self.port = port
+        self.workdir = workdir
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        import redis
+
+        client = redis.Redis.from_url(self.url)
+        wait_until(lambda: _ping(client), 10, "redis-server to start", 0.05)
+
+    def stop(self) -> None:
+        """Kill it: whatever it held is gone (no persistence)."""
+        if self.proc is not None:
+            kill_group(self.proc)
+            self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+def _ping(client) -> bool:
+    import redis
+
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False

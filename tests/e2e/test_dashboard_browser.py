@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dashboard.demo_data import seed
-from orchestrator.testing import sqlite_engine
+from orchestrator.testing import free_port, sqlite_engine
 from tests.conftest import require
 
 pytestmark = pytest.mark.e2e
@@ -38,12 +37,6 @@ PAGES = ("fleet", "campaigns", "compare", "accuracy", "op_coverage", "compatibil
 BROKEN = ("Traceback", "Error:", "Exception", "StreamlitAPIException")
 SERVE_TIMEOUT_S = 60
 PAGE_TIMEOUT_MS = 30_000
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

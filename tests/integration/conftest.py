@@ -7,11 +7,9 @@ A missing service skips locally and fails in CI (CI=true).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -20,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.testing import wait_until
+from orchestrator.testing import RedisServer, free_port, kill_group, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -35,7 +33,6 @@ FAST_TIMING = {
     "DEVICEFARM_HEALTH_RETRY_S": "2",
 }
 AGENT_READY_S = 60.0
-STOP_GRACE_S = 5.0
 
 
 def require(ok: bool, what: str) -> None:
@@ -44,80 +41,6 @@ def require(ok: bool, what: str) -> None:
     if IN_CI:
         pytest.fail(f"{what} is required in CI but missing")
     pytest.skip(f"{what} is not available here")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
-    """Signal a process started in its own session, and everything it started."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-    try:
-        proc.wait(STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
-class RedisServer:
-    """A redis-server without persistence on a port of its own; stop/start keep the port."""
-
-    def __init__(self, port: int, workdir: Path):
-        self.port = port
-        self.workdir = workdir
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.workdir),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        import redis
-
-        client = redis.Redis.from_url(self.url)
-        wait_until(lambda: _ping(client), 10, "redis-server to start", 0.05)
-
-    def stop(self) -> None:
-        """Kill it: whatever it held is gone (no persistence)."""
-        if self.proc is not None:
-            kill_group(self.proc)
-            self.proc = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-
-def _ping(client) -> bool:
-    import redis
-
-    try:
-        return bool(client.ping())
-    except redis.RedisError:
-        return False
 
 
 @pytest.fixture(scope="session")
