@@ -56,7 +56,7 @@ def run(model_path: Path, runs: int, warmup: int) -> dict[str, float]:
     ours = Interpreter(read_model(data))
     ref = litert.make_interpreter(data, num_threads=1)
     inputs = _random_inputs(ref.get_input_details(), np.random.default_rng(0))
-    for d, x in zip(ref.get_input_details(), inputs):
+    for d, x in zip(ref.get_input_details(), inputs, strict=True):
         ref.set_tensor(d["index"], x)
 
     def ours_once() -> list[np.ndarray]:
@@ -71,7 +71,9 @@ def run(model_path: Path, runs: int, warmup: int) -> dict[str, float]:
         t_ref.append(_timed(ref.invoke))
     got = ours_once()
     want = [ref.get_tensor(d["index"]) for d in ref.get_output_details()]
-    diff = max(float(np.abs(g.astype(np.float64) - w).max()) for g, w in zip(got, want))
+    diff = max(
+        float(np.abs(g.astype(np.float64) - w).max()) for g, w in zip(got, want, strict=True)
+    )
     ours_s, ref_s = float(np.median(t_ours)), float(np.median(t_ref))
     return {"ours_s": ours_s, "litert_s": ref_s, "ratio": ours_s / ref_s, "max_abs_diff": diff}
 

@@ -30,8 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.celery_app import make_app, prepare_broker  # noqa: E402
-from orchestrator.testing import RedisServer, free_port  # noqa: E402
+from farm_core.celery_app import make_app, prepare_broker  # noqa: E402
+from tests.support.farm import RedisServer, free_port  # noqa: E402
 
 #: Targets from the issue.
 TARGET_RATIO = 0.5
@@ -121,7 +121,7 @@ def make_database(choice: str, workdir: Path) -> tuple[str, object]:
 
 
 def write_models(folder: Path, n: int) -> list[Path]:
-    from orchestrator.testing import write_model
+    from tests.support.farm import write_model
 
     folder.mkdir(parents=True, exist_ok=True)
     return [write_model(folder / f"m{i}.tflite", 1.0 + i) for i in range(n)]
@@ -175,7 +175,7 @@ class CeleryBaseline:
 def _ended(engine, campaign_id: int) -> int:
     from sqlalchemy import func, select
 
-    from orchestrator.schema import TERMINAL_STATES, Job
+    from farm_core.schema import TERMINAL_STATES, Job
 
     with engine.begin() as conn:
         return conn.execute(
@@ -189,8 +189,8 @@ class Spine:
     """A real agent serving no-op devices; each run submits one campaign through the spine."""
 
     def __init__(self, db_url: str, broker_url: str, n_devices: int, n_jobs: int, workdir: Path):
-        from orchestrator.database import open_database
-        from orchestrator.dispatch import CeleryDispatcher
+        from farm_core.database import open_database
+        from farm_core.dispatch import CeleryDispatcher
         from orchestrator.submit import RunSettings
         from worker_agent.agent import Agent
         from worker_agent.discovery import discover
@@ -217,7 +217,7 @@ class Spine:
         """Jobs per second from submission to the last job ended; jobs; successful results."""
         from sqlalchemy import func, select
 
-        from orchestrator.schema import Result
+        from farm_core.schema import Result
 
         start = time.perf_counter()
         sub = self._campaign(self.models, "cpu,gpu-fp32,gpu-fp16", 600)
@@ -240,10 +240,10 @@ def bench_campaign(db_url: str, broker_url: str, workdir: Path) -> tuple[float, 
     """Seconds to validate, store and queue 100 models x 100 registered devices."""
     import redis
 
-    from orchestrator.database import open_database
-    from orchestrator.dispatch import CeleryDispatcher
+    from farm_core.database import open_database
+    from farm_core.dispatch import CeleryDispatcher
     from orchestrator.submit import submit
-    from orchestrator.testing import add_device
+    from tests.support.farm import add_device
 
     engine = open_database(db_url)
     for i in range(100):

@@ -3,7 +3,7 @@ device clock, input upload paths, each invoke's device time split into copies an
 and sweeps of GEMM tiles and depthwise variants over MobileNet's shapes.
 
 python bench/diag_gpu.py --model MODEL [--device SPEC]
-    [--only contexts,launches,timeline,upload,copies,sweep,depthwise]
+    [--only contexts,launches,timeline,upload,copies,sweep,depthwise,fusion,split]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def med_us(fn, runs: int = 50) -> float:
@@ -282,7 +283,7 @@ def depthwise_sweep(device: str | None, precision: str, runs: int = 30) -> None:
     import pyopencl as cl
 
     from delegate_runtime.gpu.opencl import program
-    from delegate_runtime.gpu.opencl.lowering import grid3
+    from delegate_runtime.gpu.opencl.launch import grid3
     from delegate_runtime.gpu.opencl.runtime import describe, select_device
 
     d = select_device(device)
@@ -452,6 +453,75 @@ def copies(model: str, device: str | None, runs: int = 1500) -> None:
                 )
 
 
+def fusion(model: str, device: str | None, runs: int = 300) -> None:
+    """Each fused kernel with the nodes it covers, then the model with and without fusion:
+    launches and median latency, interleaved, per precision."""
+    from unittest import mock
+
+    from bench_gpu import interleaved_ms
+
+    from delegate_runtime import load_model
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl import lowering
+
+    m = load_model(model)
+    t = m.main.tensors[m.main.inputs[0]]
+    x = np.random.default_rng(0).uniform(-1, 1, t.shape).astype(np.float32)
+    steps, outs = {}, {}
+    for precision in ("fp32", "fp16"):
+        for fused in (True, False):
+            with mock.patch.object(
+                lowering, "plan_fusion", lowering.plan_fusion if fused else (lambda *a: {})
+            ):
+                s = GpuSession(m, precision=precision, device=device, log=io.StringIO())
+            name = f"{precision} {'fused' if fused else 'unfused'}"
+            steps[name] = lambda s=s: s.invoke([x])
+            outs[name] = (s, s.invoke([x])[0], sum(len(e.kernels) for e in s.executors))
+    ops = outs["fp32 fused"][0].model.main.operators
+    print(f"\nfused kernels of {Path(model).name} (producer first):")
+    for producer, covers in sorted(outs["fp32 fused"][0].fused_kernels().items()):
+        print(f"  #{producer:<4d} " + " + ".join(f"{ops[n].op} #{n}" for n in covers))
+    stats = interleaved_ms(steps, runs)
+    print(f"\n{'variant':16s} {'kernels':>8s} {'median ms':>10s} {'max |d| vs unfused':>20s}")
+    for name, (median, _, _) in stats.items():
+        s, out, kernels = outs[name]
+        ref = outs[name.split()[0] + " unfused"][1]
+        d = float(np.abs(out.astype(np.float64) - ref).max())
+        print(f"{name:16s} {kernels:8d} {median:10.3f} {d:20.3g}")
+
+
+def gemm_split(model: str, device: str | None, runs: int = 300) -> None:
+    """Whole-model latency for each split-K setting of the GEMM (work groups wanted per
+    compute unit before K is split; 0: never split), interleaved, fp32."""
+    from unittest import mock
+
+    from bench_gpu import interleaved_ms
+
+    from delegate_runtime import load_model
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl import lowering
+
+    m = load_model(model)
+    t = m.main.tensors[m.main.inputs[0]]
+    x = np.random.default_rng(0).uniform(-1, 1, t.shape).astype(np.float32)
+    steps, outs = {}, {}
+    for per_cu in (0, 1, 2, 4, 8):
+        split_from = 1 << 30 if per_cu == 0 else lowering.MIN_SPLIT_K
+        with (
+            mock.patch.object(lowering, "GEMM_GROUPS_PER_CU", max(per_cu, 1)),
+            mock.patch.object(lowering, "MIN_SPLIT_K", split_from),
+        ):
+            s = GpuSession(m, device=device, log=io.StringIO())
+        steps[f"groups/CU {per_cu}"] = lambda s=s: s.invoke([x])
+        outs[f"groups/CU {per_cu}"] = s.invoke([x])[0]
+    stats = interleaved_ms(steps, runs)
+    ref = outs["groups/CU 4"]
+    print(f"\nGEMM split-K settings on {Path(model).name} (0: no split):")
+    for name, (median, lo, hi) in stats.items():
+        d = float(np.abs(outs[name].astype(np.float64) - ref).max())
+        print(f"  {name:14s} {median:8.3f} ms (p10-p90 {lo:.3f}-{hi:.3f}) max |d| {d:.3g}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -461,7 +531,7 @@ def main() -> int:
     ap.add_argument(
         "--only",
         default="",
-        help="comma list: contexts,launches,timeline,upload,copies,sweep,depthwise",
+        help="comma list: contexts,launches,timeline,upload,copies,sweep,depthwise,fusion,split",
     )
     a = ap.parse_args()
     what = a.only.split(",") if a.only else ["launches", "timeline", "upload", "sweep"]
@@ -479,6 +549,10 @@ def main() -> int:
     if "sweep" in what:
         gemm_sweep(a.device, "fp32", a.runs)
         gemm_sweep(a.device, "fp16", a.runs)
+    if "fusion" in what:
+        fusion(a.model, a.device)
+    if "split" in what:
+        gemm_split(a.model, a.device)
     if "depthwise" in what:
         depthwise_sweep(a.device, "fp32", a.runs)
         depthwise_sweep(a.device, "fp16", a.runs)

@@ -1,4 +1,7 @@
-"""devicefarm dashboard: `devicefarm dashboard` runs `streamlit run` on this file."""
+"""devicefarm dashboard: `devicefarm dashboard` serves this file (through serve.py).
+
+Every page has its own URL, `/<page>` (`/fleet`, `/compare`, ...): a link or a reload lands
+on the page, after the login when one is needed."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import streamlit as st
 
 from dashboard import ui
 
+#: (file, title, icon); the URL path is the file's name
 PAGES = (
     ("views/fleet.py", "Fleet", ":material/devices:"),
     ("views/campaigns.py", "Campaigns", ":material/playlist_play:"),
@@ -18,8 +22,12 @@ PAGES = (
 
 st.set_page_config(page_title="devicefarm", page_icon=":material/memory:", layout="wide")
 if ui.require_login():
-    nav = st.navigation([st.Page(path, title=title, icon=icon) for path, title, icon in PAGES])
-    st.sidebar.caption(f"database: `{ui.db_url().split('@')[-1]}`")
+    pages = [
+        st.Page(path, title=title, icon=icon, url_path=path.removeprefix("views/")[:-3])
+        for path, title, icon in PAGES
+    ]
+    nav = st.navigation(pages)
+    st.sidebar.text(f"database: {ui.db_url().split('@')[-1]}")
     if ui.read_only():
         st.sidebar.caption("read-only")
     nav.run()

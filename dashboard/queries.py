@@ -8,7 +8,6 @@ so pages stay fast on a large database.
 from __future__ import annotations
 
 import os
-import statistics
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,10 +17,8 @@ from typing import Any
 
 from sqlalchemy import Engine, case, func, select
 
-from orchestrator.allowlist.collect import Allowlist, decide_models
-from orchestrator.allowlist.rules import Thresholds
-from orchestrator.report import campaign_counts
-from orchestrator.schema import (
+from farm_core import metrics
+from farm_core.schema import (
     FAILED,
     RUNNING,
     SUCCEEDED,
@@ -34,13 +31,16 @@ from orchestrator.schema import (
     StoredModel,
     utcnow,
 )
-from orchestrator.settings import Timing
+from farm_core.settings import Timing
+from orchestrator import regression
+from orchestrator.allowlist.collect import Allowlist, decide_models
+from orchestrator.allowlist.rules import Thresholds
+from orchestrator.report import campaign_counts
 
 #: Largest model accepted from an upload.
 MAX_UPLOAD_BYTES = 512 * 1024 * 1024
 #: A .tflite file's flatbuffer identifier, at bytes 4..8.
 TFLITE_MAGIC = b"TFL3"
-CONFIGS = ("cpu", "gpu-fp32", "gpu-fp16")
 
 
 def _ms(us: float | None) -> float | None:
@@ -212,7 +212,10 @@ def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
     """Per device and configuration: latency, speed-up over the CPU, init cold vs cached
     (programs from the kernel cache or not), peak memory."""
     cached = Result.benchmark["program_from_cache"].as_boolean()
-    peak = Result.benchmark["memory"]["peak_mb"].as_float()
+    # the stored figure (farm_core.metrics.peak_memory_mb); results older than its column
+    # fall back to their record's, where it was measured (the tools print -1 otherwise)
+    recorded = Result.benchmark["memory"]["peak_mb"].as_float()
+    peak = func.coalesce(Result.peak_memory_mb, case((recorded >= 0, recorded)))
     with engine.begin() as conn:
         rows = conn.execute(
             select(
@@ -233,13 +236,19 @@ def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
             .order_by(Result.device_key, Result.config)
         ).mappings()
         rows = [dict(r) for r in rows]
-        hosts = dict(conn.execute(select(Device.key, Device.host)).all())
-        kinds = dict(conn.execute(select(Device.key, Device.kind)).all())
-    cpu_own = {r["device"]: r["avg_us"] for r in rows if r["config"] == "cpu"}
-    cpu_host = {hosts.get(d): us for d, us in cpu_own.items() if kinds.get(d) == "cpu"}
+        places = {r.key: r for r in conn.execute(select(Device.key, Device.host, Device.kind))}
+    measured = [
+        {"model": model, "device": r["device"], "config": r["config"], "avg_us": r["avg_us"]}
+        | (
+            {"host": places[r["device"]].host, "kind": places[r["device"]].kind}
+            if r["device"] in places
+            else {}
+        )
+        for r in rows
+    ]
+    base = metrics.baselines(measured)
     out = []
     for r in rows:
-        base = cpu_own.get(r["device"]) or cpu_host.get(hosts.get(r["device"]))
         out.append(
             {
                 "device": r["device"],
@@ -249,7 +258,7 @@ def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
                 "best_ms": _ms(r["best_us"]),
                 "median_ms": _ms(r["median_us"]),
                 "p95_ms": _ms(r["p95_us"]),
-                "speedup": base / r["avg_us"] if base and r["avg_us"] else None,
+                "speedup": metrics.speedup(base.get((model, r["device"])), r["avg_us"]),
                 "init_cold_ms": _ms(r["cold_us"]),
                 "init_cached_ms": _ms(r["cached_us"]),
                 "init_ms": _ms(r["init_us"]),
@@ -257,6 +266,25 @@ def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def op_profile(engine: Engine, model: str, device: str, config: str) -> list[dict[str, Any]]:
+    """The per-op profile of the latest successful result of a model on a device in a
+    configuration: one row per node in run order (node, op, backend, avg_ms, first_ms,
+    times_called), as the runners store it; empty when that result has none."""
+    with engine.begin() as conn:
+        record = conn.execute(
+            select(Result.benchmark["op_profile_nodes"])
+            .where(
+                Result.model_sha256 == model,
+                Result.device_key == device,
+                Result.config == config,
+                Result.outcome == SUCCEEDED,
+            )
+            .order_by(Result.id.desc())
+            .limit(1)
+        ).scalar()
+    return [dict(r) for r in record or [] if isinstance(r, dict)]
 
 
 # -- accuracy ------------------------------------------------------------------------------
@@ -362,12 +390,36 @@ def matrix(lists: dict[str, Allowlist]) -> list[dict[str, Any]]:
 
 
 def history_devices(engine: Engine, model: str) -> list[str]:
-    """Devices with results for the model."""
+    """Devices with results for the model (one version, by sha256)."""
+    return _history_devices(engine, Result.model_sha256 == model)
+
+
+def lineages(engine: Engine) -> list[str]:
+    """Model names (lineages: `submit --name`, else the file name) that have results."""
+    with engine.begin() as conn:
+        return list(
+            conn.execute(
+                select(Job.model_name)
+                .join(Result, Result.job_id == Job.id)
+                .where(Job.model_name != "")
+                .distinct()
+                .order_by(Job.model_name)
+            ).scalars()
+        )
+
+
+def lineage_devices(engine: Engine, name: str) -> list[str]:
+    """Devices with results for any version of the named model."""
+    return _history_devices(engine, Job.model_name == name)
+
+
+def _history_devices(engine: Engine, where: Any) -> list[str]:
     with engine.begin() as conn:
         return list(
             conn.execute(
                 select(Result.device_key)
-                .where(Result.model_sha256 == model)
+                .join(Job, Job.id == Result.job_id)
+                .where(where)
                 .distinct()
                 .order_by(Result.device_key)
             ).scalars()
@@ -375,7 +427,17 @@ def history_devices(engine: Engine, model: str) -> list[str]:
 
 
 def history(engine: Engine, model: str, device: str) -> list[dict[str, Any]]:
-    """The model's results on one device over time (oldest first)."""
+    """One version's (sha256) results on one device over time (oldest first)."""
+    return _history(engine, Result.model_sha256 == model, device)
+
+
+def lineage_history(engine: Engine, name: str, device: str) -> list[dict[str, Any]]:
+    """The named model's results on one device over time, every version (oldest first)."""
+    return _history(engine, Job.model_name == name, device)
+
+
+def _history(engine: Engine, where: Any, device: str) -> list[dict[str, Any]]:
+    """Rows with the figures `flag_regressions` judges (the raw runs among them)."""
     driver = Result.device_facts["driver_version"].as_string()
     with engine.begin() as conn:
         rows = conn.execute(
@@ -385,47 +447,63 @@ def history(engine: Engine, model: str, device: str) -> list[dict[str, Any]]:
                 Campaign.name,
                 Result.config,
                 Result.outcome,
-                Result.avg_us,
+                Result.model_sha256,
                 Result.max_avg_error,
                 driver.label("driver"),
+                *regression.SAMPLE_COLUMNS,
             )
             .join(Campaign, Campaign.id == Result.campaign_id)
-            .where(Result.model_sha256 == model, Result.device_key == device)
+            .join(Job, Job.id == Result.job_id)
+            .where(where, Result.device_key == device)
             .order_by(Result.created_at, Result.id)
-        ).all()
-    return [
-        {
-            "at": r.created_at,
-            "campaign": r.campaign_id,
-            "campaign_name": r.name,
-            "config": r.config,
-            "outcome": r.outcome,
-            "avg_ms": _ms(r.avg_us),
-            "max_avg_error": r.max_avg_error,
-            "driver": r.driver or "",
-        }
-        for r in rows
-    ]
+        ).mappings()
+        return [
+            {
+                "at": r["created_at"],
+                "campaign": r["campaign_id"],
+                "campaign_name": r["name"],
+                "version": r["model_sha256"][:10],
+                "config": r["config"],
+                "outcome": r["outcome"],
+                "avg_ms": _ms(r["avg_us"]),
+                "median_ms": _ms(r["median_us"]),
+                "max_avg_error": r["max_avg_error"],
+                "driver": r["driver"] or "",
+                "sample": regression.sample_or_none(r),
+            }
+            for r in rows
+        ]
 
 
 def flag_regressions(
-    rows: Sequence[dict[str, Any]], threshold: float = 0.1, window: int = 5
+    rows: Sequence[dict[str, Any]],
+    threshold: float = metrics.REGRESSION_THRESHOLD,
+    alpha: float = regression.DEFAULT_ALPHA,
 ) -> list[dict[str, Any]]:
-    """Rows with `regression` set where avg latency exceeds the median of the previous
-    `window` successful runs of the same configuration by more than `threshold` (0.1: 10%);
-    `change` is the relative change."""
-    out, before = [], {}
-    for r in rows:
-        past = before.setdefault(r["config"], [])
-        row = dict(r, change=None, regression=False)
-        if r["outcome"] == SUCCEEDED and r["avg_ms"] is not None:
-            if past:
-                ref = statistics.median(past[-window:])
-                row["change"] = r["avg_ms"] / ref - 1.0
-                row["regression"] = row["change"] > threshold
-            past.append(r["avg_ms"])
-        out.append(row)
+    """Rows with `regression` set where a run is slower than the last good run of its
+    configuration before it, by orchestrator.regression's test (median slower by more than
+    `threshold` and significantly so, one-sided p < `alpha`); `change` is the median's
+    relative change, `p` the test's p-value. The page starts at 10%, not the CLI gate's 5%:
+    phones keep no raw runs, and their campaign-to-campaign jitter is often over 5%. Rows without a `sample` (from `history`) are
+    judged on `avg_ms` alone (no spread known: the threshold only)."""
+    by_config: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_config.setdefault(r["config"], []).append(i)
+    out = [dict(r, change=None, p=None, regression=False) for r in rows]
+    for idx in by_config.values():
+        samples = [_sample(rows[i]) for i in idx]
+        for i, v in zip(idx, regression.chain(samples, threshold, alpha), strict=True):
+            if v is not None:
+                out[i].update(change=v.change, p=v.p_value, regression=v.regressed)
     return out
+
+
+def _sample(row: dict[str, Any]) -> regression.Sample | None:
+    if "sample" in row:
+        return row["sample"]
+    if row["outcome"] != SUCCEEDED or row.get("avg_ms") is None:
+        return None
+    return regression.Sample(mean=row["avg_ms"])
 
 
 def summary(engine: Engine) -> dict[str, int]:

@@ -1,45 +1,77 @@
-"""What every page shares: the database engine, the read-only switch, login, pickers.
+"""What every page shares: the database engine, the viewer and their role, pickers.
 
-The app reads the farm's database URL (`DEVICEFARM_DB`, else the embedded SQLite file),
-`DEVICEFARM_DASHBOARD_READ_ONLY=1` for a read-only dashboard, and an optional password
-(`DEVICEFARM_DASHBOARD_PASSWORD` or the secret `dashboard_password`); when Streamlit's OIDC
-is configured (an `[auth]` section in secrets.toml), `st.login` guards the app instead.
+The app reads the farm's database URL (`DEVICEFARM_DB`, else the embedded SQLite file) and
+`DEVICEFARM_DASHBOARD_READ_ONLY=1` for a read-only dashboard. Logins (dashboard/auth.py:
+the tokens file's users with their API roles, or a shared password) are made by serve.py's
+login form, whose signed cookie each page reads; the `read` role sees every page and submits
+nothing. Run without serve.py (app.py alone, AppTest), a password field in the app logs in
+for the session only. When Streamlit's OIDC is configured (an `[auth]` section in
+secrets.toml), `st.login` guards the app instead.
 """
 
 from __future__ import annotations
 
-import hmac
+import math
 import os
+import re
+from collections.abc import Sequence
 from typing import Any
 
 import streamlit as st
 from sqlalchemy import Engine
 
+from dashboard import auth, login_throttle
+
 ENV_READ_ONLY = "DEVICEFARM_DASHBOARD_READ_ONLY"
-ENV_PASSWORD = "DEVICEFARM_DASHBOARD_PASSWORD"
+ENV_PASSWORD = auth.ENV_PASSWORD
 STATUS_COLORS = {"supported": "#2e7d32", "unsupported": "#c62828", "unknown": "#9e9e9e"}
 
 
 def db_url() -> str:
-    from orchestrator.settings import default_db_url
+    from farm_core.settings import default_db_url
 
     return default_db_url()
 
 
 @st.cache_resource(show_spinner=False)
 def _engine(url: str) -> Engine:
-    from orchestrator.database import open_database
+    from farm_core.database import open_current
 
-    return open_database(url)
+    return open_current(url)
 
 
 def engine() -> Engine:
-    """The farm database's engine (migrated once per URL and process)."""
-    return _engine(db_url())
+    """The farm database's engine; the page stops with the reason when its schema is not
+    the current one (`devicefarm db upgrade` migrates, the dashboard never does)."""
+    from delegate_runtime.errors import DevicefarmError
+
+    try:
+        return _engine(db_url())
+    except DevicefarmError as exc:
+        notice("error", "The database cannot be used:", [exc])
+        st.stop()
+        raise  # not reached: st.stop ends the run
+
+
+def viewer() -> auth.Viewer | None:
+    """Who is looking: from serve.py's login cookie, else this session's in-app login;
+    `auth.ANYONE` when no login is configured; None when not logged in."""
+    gate = auth.gate()
+    if not gate.enabled:
+        return auth.ANYONE
+    try:
+        cookie = st.context.cookies.get(auth.COOKIE)
+    except Exception:  # noqa: BLE001 - no request context (AppTest)
+        cookie = None
+    return gate.verify(cookie) or gate.verify(st.session_state.get("session"))
 
 
 def read_only() -> bool:
-    return os.environ.get(ENV_READ_ONLY, "").lower() in ("1", "true", "yes")
+    """Whether this page may not change the farm: a read-only dashboard or a `read` user."""
+    if os.environ.get(ENV_READ_ONLY, "").lower() in ("1", "true", "yes"):
+        return True
+    who = viewer()
+    return who is None or not who.can_write
 
 
 def _secret(name: str) -> Any:
@@ -56,20 +88,54 @@ def require_login() -> bool:
             st.title("devicefarm")
             st.button("Log in", on_click=st.login, type="primary")
             return False
-        st.sidebar.caption(f"signed in as {st.user.get('email') or st.user.get('name')}")
+        st.sidebar.text(f"signed in as {st.user.get('email') or st.user.get('name')}")
         st.sidebar.button("Log out", on_click=st.logout)
         return True
-    password = os.environ.get(ENV_PASSWORD) or _secret("dashboard_password")
-    if not password or st.session_state.get("logged_in"):
+    who = viewer()
+    if who is not None:
+        if who is not auth.ANYONE:
+            st.sidebar.text(f"signed in as {who.name} ({who.role})")
+            st.sidebar.link_button("Log out", "/_df/logout")
         return True
     st.title("devicefarm")
-    given = st.text_input("Password", type="password", key="password")
-    if given:
-        if hmac.compare_digest(given.encode(), str(password).encode()):
-            st.session_state["logged_in"] = True
-            st.rerun()
-        st.error("Wrong password.")
+    st.text_input("Password", type="password", key="password", on_change=_try_password)
+    message = st.session_state.pop("login_message", "")
+    if message:
+        st.error(message)
     return False
+
+
+def _client() -> str:
+    try:
+        return st.context.ip_address or "unknown"
+    except Exception:  # noqa: BLE001 - no request context (e.g. AppTest): one shared client
+        return "unknown"
+
+
+def _try_password(*_: Any) -> None:
+    """One in-app login attempt (on each change of the field, which is then emptied):
+    throttled before the password or token is even compared."""
+    given = st.session_state.get("password") or ""
+    st.session_state["password"] = ""
+    if not given:
+        return
+    throttle, client, gate = login_throttle.shared(), _client(), auth.gate()
+    wait = throttle.wait_s(client)
+    if wait > 0:
+        st.session_state["login_message"] = (
+            f"Too many wrong passwords: try again in {math.ceil(wait)} s."
+        )
+        return
+    who = gate.check(given)
+    if who is not None:
+        throttle.succeeded(client)
+        st.session_state["session"] = gate.issue(who)
+    else:
+        throttle.failed(client)
+        wait = throttle.wait_s(client)
+        st.session_state["login_message"] = "Wrong password or token." + (
+            f" Next attempt in {math.ceil(wait)} s." if wait > 0 else ""
+        )
 
 
 def model_picker(label: str = "Model") -> dict[str, Any] | None:
@@ -82,6 +148,31 @@ def model_picker(label: str = "Model") -> dict[str, Any] | None:
         return None
     names = {f"{m['name']} ({m['sha256'][:10]})": m for m in models}
     return names[st.selectbox(label, list(names), key="model")]
+
+
+def notice(kind: str, heading: str, details: Sequence[Any] = ()) -> None:
+    """An alert (`st.error`, `st.warning`, ...) whose heading is our own words and whose
+    user-supplied details (campaign and model names, selectors, device facts, errors that
+    quote them) are shown as plain text in a code block below it.
+
+    Streamlit renders every alert, caption and label as Markdown: a campaign named
+    `![x](http://host/x.png)` made each viewer's browser fetch that image, and even escaped
+    text has its URLs turned into links. A code block shows text as it is."""
+    getattr(st, kind)(heading)
+    if details:
+        text = "\n".join(_CONTROL.sub(" ", str(d)) for d in details)
+        st.code(text, language=None, wrap_lines=True)
+
+
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]+")
+
+
+def full_labels(title: str | None = "device") -> Any:
+    """A chart axis that writes every label whole: Vega-Lite cuts labels at 180 px, and
+    `opencl:nvidia:nvidia_geforce_rtx_4090:lab1` and `...:lab2` became the same label."""
+    import altair as alt
+
+    return alt.Axis(labelLimit=0, title=title)
 
 
 def short_reason(text: str, width: int = 120) -> str:

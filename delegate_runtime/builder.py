@@ -15,6 +15,11 @@ raw bytes (usually a flexbuffer map):
 
     g.custom_op("TFLite_Detection_PostProcess", [boxes, scores, anchors], outs,
                 custom_options=flexbuffers.Dumps({...}))
+
+Sparse constants take their stored values and SparsityParameters (see `sparsity.sparsify`):
+
+    values, sp = sparsify(weights, ["DENSE", "SPARSE_CSR"])
+    w = g.sparse_const("w", weights.shape, values, sp)
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from .dtypes import tflite_type
+from .sparsity import INDEX_VECTOR_TYPES, SPARSE_CSR, DimMetadata, Sparsity
 
 #: Prefix of custom op names, as the reader names them ("CUSTOM:<custom_code>").
 CUSTOM_PREFIX = "CUSTOM:"
@@ -123,6 +129,7 @@ class _TensorSpec:
     data: np.ndarray | None
     shape_signature: tuple[int, ...] | None
     is_variable: bool
+    sparsity: Sparsity | None = None  #: `data` then holds the stored values only
 
 
 @dataclass
@@ -186,6 +193,22 @@ class SubgraphBuilder:
         arr = np.array(data, dtype=dtype, order="C")  # keeps 0-d constants 0-d
         t = self.tensor(name, arr.shape, arr.dtype, quant)
         self.tensors[t].data = arr
+        return t
+
+    def sparse_const(
+        self,
+        name: str,
+        shape: tuple[int, ...] | list[int],
+        values: Any,
+        sparsity: Sparsity,
+        quant: Quant | tuple | None = None,
+    ) -> int:
+        """Add a sparse constant of `shape` storing `values` as `sparsity` describes
+        (written as given, so tests can write malformed ones too)."""
+        arr = np.ascontiguousarray(values)
+        t = self.tensor(name, shape, arr.dtype, quant)
+        self.tensors[t].data = arr
+        self.tensors[t].sparsity = sparsity
         return t
 
     def output(self, *tensors: int) -> None:
@@ -334,6 +357,43 @@ class ModelBuilder:
         Q.QuantizationParametersAddQuantizedDimension(fb, q.axis)
         return Q.QuantizationParametersEnd(fb)
 
+    def _index_vector(self, fb: Any, tfl: Any, values: np.ndarray) -> tuple[int, int]:
+        """(SparseIndexVector union type, table offset) holding `values`."""
+        table = INDEX_VECTOR_TYPES[np.dtype(values.dtype)]
+        vec = fb.CreateNumpyVector(np.ascontiguousarray(values))
+        mod = _mod(table)
+        getattr(mod, f"{table}Start")(fb)
+        getattr(mod, f"{table}AddValues")(fb, vec)
+        return getattr(tfl.SparseIndexVector, table), getattr(mod, f"{table}End")(fb)
+
+    def _dim_metadata(self, fb: Any, tfl: Any, dim: DimMetadata) -> int:
+        seg = self._index_vector(fb, tfl, dim.segments) if dim.segments is not None else None
+        idx = self._index_vector(fb, tfl, dim.indices) if dim.indices is not None else None
+        D = _mod("DimensionMetadata")
+        D.DimensionMetadataStart(fb)
+        D.DimensionMetadataAddFormat(fb, 1 if dim.format == SPARSE_CSR else 0)
+        D.DimensionMetadataAddDenseSize(fb, dim.dense_size)
+        if seg is not None:
+            D.DimensionMetadataAddArraySegmentsType(fb, seg[0])
+            D.DimensionMetadataAddArraySegments(fb, seg[1])
+        if idx is not None:
+            D.DimensionMetadataAddArrayIndicesType(fb, idx[0])
+            D.DimensionMetadataAddArrayIndices(fb, idx[1])
+        return D.DimensionMetadataEnd(fb)
+
+    def _sparsity(self, fb: Any, tfl: Any, sp: Sparsity) -> int:
+        S = _mod("SparsityParameters")
+        dims = [self._dim_metadata(fb, tfl, d) for d in sp.dims]
+        dims_vec = self._offset_vector(fb, S, "SparsityParameters", "DimMetadata", dims)
+        order = self._int_vector(fb, list(sp.traversal_order))
+        block_map = self._int_vector(fb, list(sp.block_map)) if sp.block_map else None
+        S.SparsityParametersStart(fb)
+        S.SparsityParametersAddTraversalOrder(fb, order)
+        if block_map is not None:
+            S.SparsityParametersAddBlockMap(fb, block_map)
+        S.SparsityParametersAddDimMetadata(fb, dims_vec)
+        return S.SparsityParametersEnd(fb)
+
     def _tensor(self, fb: Any, tfl: Any, t: _TensorSpec, buffers: list) -> int:
         buffer_index = 0
         if t.data is not None:
@@ -343,6 +403,7 @@ class ModelBuilder:
         shape = self._int_vector(fb, list(t.shape))
         sig = self._int_vector(fb, list(t.shape_signature)) if t.shape_signature else None
         quant = self._quant(fb, tfl, t.quant) if t.quant is not None else None
+        sparsity = self._sparsity(fb, tfl, t.sparsity) if t.sparsity is not None else None
         T = _mod("Tensor")
         T.TensorStart(fb)
         T.TensorAddShape(fb, shape)
@@ -355,6 +416,8 @@ class ModelBuilder:
             T.TensorAddQuantization(fb, quant)
         if t.is_variable:
             T.TensorAddIsVariable(fb, True)
+        if sparsity is not None:
+            T.TensorAddSparsity(fb, sparsity)
         return T.TensorEnd(fb)
 
     def _options(self, fb: Any, tfl: Any, o: _OpSpec) -> tuple[int, int]:

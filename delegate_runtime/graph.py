@@ -6,9 +6,12 @@ The flatbuffer stays at the reader's edge; everything else works on these.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .sparsity import Sparsity
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class Tensor:
     quantization: Quantization | None = None
     data: np.ndarray | None = None
     is_variable: bool = False
+    #: how a sparse constant is stored in the file (`data` holds it densified), else None
+    sparsity: Sparsity | None = None
 
     @property
     def is_constant(self) -> bool:

@@ -9,9 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from .errors import JobError, ModelError
+from .errors import JobError, JobTimeout, ModelError
 from .graph import Model, Operator, Subgraph
+from .ops.alloc import BROADCASTING_OPS, check_broadcast, kernel_limits
 from .ops.registry import Kernel, OpContext, lookup
+from .reader import DEFAULT_LIMITS, Limits
 
 #: Precision modes: fp16 rounds every float activation to half precision, as fp16 storage.
 PRECISIONS = ("fp32", "fp16")
@@ -40,15 +42,32 @@ def check_supported(model: Model) -> None:
 
 
 class Interpreter:
-    """Runs a validated model on the CPU with the reference kernels."""
+    """Runs a validated model on the CPU with the reference kernels.
 
-    def __init__(self, model: Model, precision: str = "fp32", op_hook: OpHook | None = None):
+    Kernels size nothing past `limits` (the reader's caps by default). `deadline` is a
+    `time.monotonic()` time and `cancelled` a check: past the one or once the other says
+    True, invoke stops between ops with JobTimeout or JobError (an endless WHILE ends
+    there). Both may be set after construction, e.g. per job.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        precision: str = "fp32",
+        op_hook: OpHook | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+        deadline: float | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ):
         if precision not in PRECISIONS:
             raise JobError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
         check_supported(model)
         self.model = model
         self.precision = precision
         self.op_hook = op_hook
+        self.limits = limits
+        self.deadline = deadline
+        self.cancelled = cancelled
         self._plans = [self._plan(sg) for sg in model.subgraphs]
         self._variables: dict[tuple[int, int], np.ndarray] = {}
         #: state that stateful kernels keep for the interpreter's life (CALL_ONCE, resources)
@@ -103,7 +122,7 @@ class Interpreter:
         for (vsi, ti), v in self._variables.items():
             if vsi == si:
                 values[ti] = v
-        values.update(zip(sg.inputs, inputs))
+        values.update(zip(sg.inputs, inputs, strict=True))
         return values
 
     def run_node(self, si: int, node: int, values: dict[int, np.ndarray]) -> None:
@@ -125,7 +144,7 @@ class Interpreter:
             by_tensor[t] = inputs[name]
         ordered = [by_tensor[t] for t in sg.inputs]
         outs = self.invoke(ordered, sig.subgraph_index)
-        by_out = dict(zip(sg.outputs, outs))
+        by_out = dict(zip(sg.outputs, outs, strict=True))
         return {name: by_out[t] for name, t in sig.outputs.items()}
 
     def _check_input(self, sg: Subgraph, pos: int, x: np.ndarray) -> np.ndarray:
@@ -133,9 +152,9 @@ class Interpreter:
         if x.dtype != t.dtype:
             raise JobError(f"input {pos} '{t.name}' must be {t.dtype.name}, got {x.dtype.name}")
         sig = t.shape_signature or t.shape
-        ok = len(x.shape) == len(t.shape) and all(
+        ok = len(x.shape) == len(t.shape) == len(sig) and all(
             want in (-1, got) or (want == t.shape[i] == got)
-            for i, (want, got) in enumerate(zip(sig, x.shape))
+            for i, (want, got) in enumerate(zip(sig, x.shape, strict=True))
         )
         if not ok:
             raise JobError(
@@ -143,12 +162,21 @@ class Interpreter:
             )
         return x
 
+    def check_stop(self, where: str) -> None:
+        """JobTimeout past the deadline, JobError once cancelled; `where` names the spot."""
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise JobTimeout(f"the model ran past its time limit (stopped at {where})")
+        if self.cancelled is not None and self.cancelled():
+            raise JobError(f"the job was cancelled (stopped at {where})")
+
     def run_subgraph(self, si: int, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Run subgraph `si` (used by invoke and by control-flow kernels)."""
         sg = self.model.subgraphs[si]
+        # Checked per call as well as per op: a WHILE whose subgraphs have no ops loops here.
+        self.check_stop(f"subgraph {si} '{sg.name}'")
         plan = self._plans[si]
         values = self.initial_values(si, inputs)
-        for op, kernel, frees in zip(sg.operators, plan.kernels, plan.frees):
+        for op, kernel, frees in zip(sg.operators, plan.kernels, plan.frees, strict=True):
             self._run_op(si, sg, op, kernel, values)
             for t in frees:
                 values.pop(t, None)
@@ -165,13 +193,22 @@ class Interpreter:
             run_subgraph=self.run_subgraph,
             state=self.kernel_state,
         )
+        self.check_stop(f"subgraph {si} {op.describe()}")
         start = time.perf_counter()
         try:
-            result = kernel.fn(ctx)
+            with kernel_limits(self.limits):
+                if op.op in BROADCASTING_OPS:
+                    shapes = [x.shape for x in ctx.inputs if x is not None]
+                    check_broadcast(shapes, ctx.out_tensors[0].dtype, f"{op.describe()}: output")
+                result = kernel.fn(ctx)
         except (ModelError, JobError):
             raise
         except (ValueError, IndexError, TypeError, ZeroDivisionError, OverflowError) as exc:
             raise ModelError(f"subgraph {si} {op.describe()} failed: {exc}") from exc
+        except MemoryError as exc:
+            raise ModelError(
+                f"subgraph {si} {op.describe()} ran out of memory: {exc or 'allocation failed'}"
+            ) from exc
         if self.op_hook is not None:
             self.op_hook(si, op, time.perf_counter() - start)
         # NOTE: numpy gives 0-d results as scalars (np.bool_, np.float32): one output too.
@@ -181,7 +218,7 @@ class Interpreter:
                 f"subgraph {si} {op.describe()}: kernel gave {len(outs)} outputs, "
                 f"the model declares {len(op.outputs)}"
             )
-        for ti, out, tensor in zip(op.outputs, outs, ctx.out_tensors):
+        for ti, out, tensor in zip(op.outputs, outs, ctx.out_tensors, strict=True):
             out = np.asarray(out)
             if out.dtype != tensor.dtype:
                 out = out.astype(tensor.dtype)

@@ -17,14 +17,19 @@ def available() -> bool:
     return True
 
 
-def make_interpreter(model: bytes, num_threads: int = 1, xnnpack: bool = True) -> Any:
+def make_interpreter(
+    model: bytes, num_threads: int = 1, xnnpack: bool = True, reference: bool = False
+) -> Any:
     """A LiteRT interpreter on `model` bytes, tensors allocated.
 
-    xnnpack=False selects the builtin reference kernels (no default delegate).
+    xnnpack=False selects the builtin optimized kernels (no default delegate);
+    reference=True the reference kernels (BUILTIN_REF), the oracle for integer arithmetic.
     """
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     resolver = OpResolverType.AUTO if xnnpack else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    if reference:
+        resolver = OpResolverType.BUILTIN_REF
     it = Interpreter(
         model_content=bytes(model), num_threads=num_threads, experimental_op_resolver_type=resolver
     )
@@ -33,17 +38,21 @@ def make_interpreter(model: bytes, num_threads: int = 1, xnnpack: bool = True) -
 
 
 def run(
-    model: bytes, inputs: Sequence[np.ndarray], num_threads: int = 1, xnnpack: bool = True
+    model: bytes,
+    inputs: Sequence[np.ndarray],
+    num_threads: int = 1,
+    xnnpack: bool = True,
+    reference: bool = False,
 ) -> list[np.ndarray]:
     """Run `model` once in the official interpreter; outputs in model output order."""
-    it = make_interpreter(model, num_threads, xnnpack)
+    it = make_interpreter(model, num_threads, xnnpack, reference)
     details = it.get_input_details()
-    for d, x in zip(details, inputs):
+    for d, x in zip(details, inputs, strict=True):
         x = np.asarray(x)
         if tuple(d["shape"]) != x.shape:
             it.resize_tensor_input(d["index"], x.shape)
             it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), inputs):
+    for d, x in zip(it.get_input_details(), inputs, strict=True):
         it.set_tensor(d["index"], np.asarray(x))
     it.invoke()
     return [np.array(it.get_tensor(d["index"])) for d in it.get_output_details()]

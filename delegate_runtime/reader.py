@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ import numpy as np
 from .dtypes import TFLITE_TO_NUMPY, TYPE_NAMES
 from .errors import ModelError
 from .graph import Model, Operator, Quantization, Signature, Subgraph, Tensor
+from .sparsity import FORMAT_CODES, INDEX_VECTOR_TYPES, SPARSE_CSR, DimMetadata, Sparsity, densify
 
 #: Schema versions this reader understands (TFLite writes 3).
 SUPPORTED_SCHEMA_VERSIONS = (3,)
@@ -218,7 +220,13 @@ class _Reader:
             )
         quant = self.quantization(t.Quantization(), where, shape)
         bi = self.index(int(t.Buffer()), max(len(buffers), 1), f"{where} buffer")
-        data = self.buffer_data(buffers[bi] if buffers else None, bi, where, shape, dtype)
+        raw = self.buffer_bytes(buffers[bi] if buffers else None, bi, where)
+        # TFLite reads the sparsity of constants only (a runtime tensor's is ignored).
+        sparsity = self.sparsity(t.Sparsity(), where) if raw is not None else None
+        if sparsity is None:
+            data = self.buffer_data(raw, bi, where, shape, dtype)
+        else:
+            data, sparsity = self.sparse_data(raw, bi, where, shape, dtype, sparsity)
         return Tensor(
             index=ti,
             name=name,
@@ -228,6 +236,7 @@ class _Reader:
             quantization=quant,
             data=data,
             is_variable=bool(t.IsVariable()),
+            sparsity=sparsity,
         )
 
     def quantization(self, q: Any, where: str, shape: tuple[int, ...]) -> Quantization | None:
@@ -251,9 +260,65 @@ class _Reader:
             )
         return Quantization(scale=scale, zero_point=zp, axis=axis)
 
-    def buffer_data(
-        self, b: Any, bi: int, where: str, shape: tuple[int, ...], dtype: np.dtype
-    ) -> np.ndarray | None:
+    def sparsity(self, sp: Any, where: str) -> Sparsity | None:
+        """The SparsityParameters as stored; checked against the tensor by `sparse_data`."""
+        if sp is None:
+            return None
+        what = f"{where} sparsity"
+        if sp.TraversalOrderIsNone() or sp.DimMetadataIsNone():
+            raise ModelError(f"{what}: traversal order or dimension metadata is missing")
+        order = tuple(int(v) for v in self.vector(sp, "TraversalOrder", what))
+        block_map = tuple(int(v) for v in self.vector(sp, "BlockMap", what))
+        n = self.length(sp.DimMetadataLength(), f"{what} dimension metadata", _TABLE)
+        dims = tuple(self.dim_metadata(sp.DimMetadata(i), f"{what} level {i}") for i in range(n))
+        return Sparsity(order, block_map, dims)
+
+    def dim_metadata(self, dm: Any, what: str) -> DimMetadata:
+        code = int(dm.Format())
+        if code not in FORMAT_CODES:
+            raise ModelError(f"{what}: unknown dimension format {code}")
+        fmt = FORMAT_CODES[code]
+        if fmt != SPARSE_CSR:
+            return DimMetadata(fmt, dense_size=int(dm.DenseSize()))
+        segments = self.index_vector(dm.ArraySegmentsType(), dm.ArraySegments(), f"{what} segments")
+        indices = self.index_vector(dm.ArrayIndicesType(), dm.ArrayIndices(), f"{what} indices")
+        return DimMetadata(fmt, int(dm.DenseSize()), segments, indices)
+
+    def index_vector(self, kind: int, table: Any, what: str) -> np.ndarray | None:
+        """A SparseIndexVector union member's values (None when absent)."""
+        names = {
+            getattr(self.tflite.SparseIndexVector, n): (n, t) for t, n in INDEX_VECTOR_TYPES.items()
+        }
+        if table is None or int(kind) not in names:
+            return None
+        name, dtype = names[int(kind)]
+        obj = getattr(self.tflite, name)()
+        obj.Init(table.Bytes, table.Pos)
+        return self.vector(obj, "Values", what).astype(dtype)
+
+    def sparse_data(
+        self,
+        raw: memoryview,
+        bi: int,
+        where: str,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        sp: Sparsity,
+    ) -> tuple[np.ndarray, Sparsity]:
+        """The dense constant that a sparse buffer describes, and its checked sparsity."""
+        if dtype == np.dtype(object) or len(raw) % dtype.itemsize:
+            raise ModelError(
+                f"{where}: sparse buffer {bi} of {len(raw)} bytes is no whole number of "
+                f"{dtype.name} values"
+            )
+        values = np.frombuffer(raw, dtype)
+        sp = Sparsity(sp.traversal_order, sp.block_map, sp.dims, num_values=values.size)
+        dense = densify(values, shape, sp, where)
+        dense.flags.writeable = False
+        return dense, sp
+
+    def buffer_bytes(self, b: Any, bi: int, where: str) -> memoryview | None:
+        """A buffer's bytes, bounds-checked; None when it holds none."""
         if b is None or bi == 0:
             return None
         offset, size = int(b.Offset()), int(b.Size())
@@ -272,7 +337,13 @@ class _Reader:
             if start + n > len(self.buf):
                 raise ModelError(f"{where}: buffer {bi} data runs past the end of the file")
             raw = memoryview(self.buf)[start : start + n]
-        if len(raw) == 0:
+        return raw if len(raw) else None
+
+    def buffer_data(
+        self, raw: memoryview | None, bi: int, where: str, shape: tuple[int, ...], dtype: np.dtype
+    ) -> np.ndarray | None:
+        """A dense constant's array, its size checked against the shape."""
+        if raw is None:
             return None
         if dtype == np.dtype(object):
             return np.frombuffer(raw, np.uint8)  # STRING tensors keep their raw encoding
@@ -419,6 +490,10 @@ def read_model(data: bytes, limits: Limits = DEFAULT_LIMITS, validate: bool = Tr
         raise
     except RecursionError as exc:
         raise ModelError("malformed flatbuffer: nesting too deep") from exc
+    except struct.error as exc:  # the flatbuffers runtime read outside the bytes
+        raise ModelError(
+            f"truncated or malformed flatbuffer: an offset points outside its {len(data)} bytes"
+        ) from exc
     except Exception as exc:  # the flatbuffers runtime raises struct/index/unicode errors
         raise ModelError(f"malformed flatbuffer: {type(exc).__name__}: {exc}") from exc
     model.sha256 = hashlib.sha256(data).hexdigest()

@@ -1,1 +1,1 @@
-"""devicefarm orchestrator: Celery app, database, submission, reconciler, allowlists."""
+"""devicefarm orchestrator: submission, the reconciler, reports and allowlists (on farm_core)."""

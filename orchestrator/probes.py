@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from .celery_app import QUEUE_PREFIX, transport_options
+from farm_core.celery_app import QUEUE_PREFIX, transport_options
 
 Probe = Callable[[], "set[str] | None"]
 #: kombu's Redis transport keeps delivered, unacknowledged messages in this hash.

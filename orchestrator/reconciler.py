@@ -1,8 +1,10 @@
 """The reconciler: the database is the truth, the broker is transport.
 
-One pass (`reconcile`) marks silent devices offline, takes back running jobs whose lease
-expired, moves jobs off devices that went offline, re-sends dispatched jobs whose message is
-no longer in the broker, places queued jobs, and expires jobs that waited too long for a
+One pass (`reconcile`) marks silent devices offline, quarantines stalled devices (online,
+a message waiting on their queue, nothing claimed for `stall_after_s`: their agent restarts
+the consumer once the canary passes), takes back running jobs whose lease expired, moves
+jobs off devices that went offline or quarantined, re-sends dispatched jobs whose message
+is no longer in the broker, places queued jobs, and expires jobs that waited too long for a
 device, each with its reason. Every change is a compare-and-set, so passes may overlap.
 """
 
@@ -12,14 +14,15 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, func, select, update
 
-from . import jobs
-from .celery_app import task_id
-from .dispatch import Dispatcher, SendOrder
+from farm_core import jobs
+from farm_core.celery_app import task_id
+from farm_core.dispatch import Dispatcher, SendOrder
+from farm_core.schema import DISPATCHED, QUARANTINED, QUEUED, RUNNING, Device, Job, utcnow
+from farm_core.settings import Timing
+
 from .probes import Probe
-from .schema import DISPATCHED, QUARANTINED, QUEUED, RUNNING, Device, Job, utcnow
-from .settings import Timing
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,7 @@ class ReconcileReport:
     """What one pass did, job ids by reason."""
 
     went_offline: list[str] = field(default_factory=list)
+    stalled: list[str] = field(default_factory=list)
     lease_expired: list[int] = field(default_factory=list)
     moved_off_lost_device: list[int] = field(default_factory=list)
     resent_lost_message: list[int] = field(default_factory=list)
@@ -41,6 +45,7 @@ class ReconcileReport:
         return any(
             (
                 self.went_offline,
+                self.stalled,
                 self.lease_expired,
                 self.moved_off_lost_device,
                 self.resent_lost_message,
@@ -70,11 +75,74 @@ def mark_offline(engine: Engine, timing: Timing, now: datetime) -> list[str]:
 
 
 def _device_status(engine: Engine, timing: Timing, now: datetime) -> dict[str, tuple]:
-    """key -> (alive, healthy, last_seen)."""
+    """key -> (alive, healthy, last_seen). A device its agent marked offline is not alive."""
     cutoff = now - timedelta(seconds=timing.offline_after_s)
     with engine.begin() as conn:
-        rows = conn.execute(select(Device.key, Device.last_seen, Device.health)).all()
-    return {k: (seen >= cutoff, health != QUARANTINED, seen) for k, seen, health in rows}
+        rows = conn.execute(select(Device.key, Device.last_seen, Device.health, Device.state)).all()
+    return {
+        k: (seen >= cutoff and state == "online", health != QUARANTINED, seen)
+        for k, seen, health, state in rows
+    }
+
+
+def quarantine_stalled(
+    engine: Engine,
+    active: list,
+    status: dict[str, tuple],
+    in_broker: set[str],
+    timing: Timing,
+    now: datetime,
+) -> list[str]:
+    """Quarantine online, healthy devices with a message waiting in the broker for longer
+    than `stall_after_s` that run nothing and have claimed nothing for as long."""
+    cutoff = now - timedelta(seconds=timing.stall_after_s)
+    busy = {j.device_key for j in active if j.state == RUNNING}
+    waiting: dict[str, tuple[int, datetime]] = {}
+    for j in active:
+        alive, healthy, _ = status.get(j.device_key, (False, False, None))
+        if (
+            j.state == DISPATCHED
+            and alive
+            and healthy
+            and j.device_key not in busy
+            and j.dispatched_at is not None
+            and j.dispatched_at < cutoff
+            and task_id(j.id, j.attempt) in in_broker
+        ):
+            oldest = waiting.get(j.device_key)
+            if oldest is None or j.dispatched_at < oldest[1]:
+                waiting[j.device_key] = (j.id, j.dispatched_at)
+    if not waiting:
+        return []
+    with engine.begin() as conn:
+        last_claim = dict(
+            conn.execute(
+                select(Job.device_key, func.max(Job.started_at))
+                .where(Job.device_key.in_(list(waiting)))
+                .group_by(Job.device_key)
+            ).all()
+        )
+        stalled = []
+        for key, (job_id, since) in sorted(waiting.items()):
+            claimed = last_claim.get(key)
+            if claimed is not None and claimed >= cutoff:
+                continue
+            why = (
+                f"stalled: job {job_id} waiting on its queue since {_when(since)}, "
+                f"last claim {_when(claimed)} (stall_after_s={timing.stall_after_s:g})"
+            )
+            done = conn.execute(
+                update(Device)
+                .where(Device.key == key, Device.health != QUARANTINED)
+                .values(health=QUARANTINED, health_reason=why)
+            )
+            if done.rowcount:
+                log.warning("%s %s", key, why)
+                stalled.append(key)
+    for key in stalled:  # its waiting jobs move this pass
+        alive, _, seen = status[key]
+        status[key] = (alive, False, seen)
+    return stalled
 
 
 def reconcile(
@@ -119,6 +187,9 @@ def reconcile(
     in_broker: set[str] | None = None
     if any(j.state == DISPATCHED and (j.dispatched_at or now) < grace for j in active):
         in_broker = probe()
+
+    if in_broker is not None:
+        report.stalled = quarantine_stalled(engine, active, status, in_broker, timing, now)
 
     for j in active:
         alive, healthy, seen = status.get(j.device_key, (False, False, None))

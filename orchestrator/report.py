@@ -1,4 +1,5 @@
-"""Campaign results as rows, and those rows as a table, CSV or JSON."""
+"""Campaign results as rows, and those rows as a table, CSV or JSON; derived figures
+(speed-up over the CPU) come from farm_core.metrics."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 
 from sqlalchemy import Engine, func, select
 
-from .schema import Campaign, Device, Job, Result, StoredModel
+from farm_core import metrics
+from farm_core.schema import Campaign, Device, Job, Result, StoredModel
 
 #: Columns of the comparison table: (header, row key, format).
 TABLE_COLUMNS = (
@@ -22,6 +24,7 @@ TABLE_COLUMNS = (
     ("median ms", "median_ms", "{:.3f}"),
     ("p95 ms", "p95_ms", "{:.3f}"),
     ("init ms", "init_ms", "{:.1f}"),
+    ("+process ms", "process_init_ms", "{:.1f}"),
     ("vs cpu", "speedup", "{:.2f}x"),
     ("gpu ops", "delegated", "{}"),
     ("diff", "max_avg_error", "{:.2e}"),
@@ -44,16 +47,22 @@ def campaign_rows(engine: Engine, campaign_id: int, full: bool = False) -> list[
         Job.attempt,
         Job.failures,
         Job.reason,
+        Job.model_name,
         StoredModel.name,
         StoredModel.sha256,
         Result.avg_us,
         Result.median_us,
         Result.p95_us,
         Result.init_us,
+        # the init split (docs/tools.md): the model's own part, the process's first-job part
+        Result.benchmark["init_model_us"].as_float().label("init_model_us"),
+        Result.benchmark["init_process_us"].as_float().label("init_process_us"),
         Result.max_avg_error,
         Result.delegated_ops,
         Result.total_ops,
         Result.error,
+        Device.host,
+        Device.kind,
     ]
     if full:
         cols += [
@@ -69,8 +78,9 @@ def campaign_rows(engine: Engine, campaign_id: int, full: bool = False) -> list[
                 select(*cols)
                 .join(StoredModel, StoredModel.sha256 == Job.model_sha256)
                 .outerjoin(Result, (Result.job_id == Job.id) & (Result.attempt == Job.attempt))
+                .outerjoin(Device, Device.key == Job.device_key)
                 .where(Job.campaign_id == campaign_id)
-                .order_by(StoredModel.name, Job.planned_device, Job.config)
+                .order_by(Job.model_name, StoredModel.name, Job.planned_device, Job.config)
             )
             .mappings()
             .all()
@@ -79,7 +89,7 @@ def campaign_rows(engine: Engine, campaign_id: int, full: bool = False) -> list[
     for r in rows:
         d = {
             "job": r["id"],
-            "model": r["name"],
+            "model": r["model_name"] or r["name"],  # its lineage (`submit --name`)
             "sha256": r["sha256"],
             "device": r["device_key"],
             "planned_device": r["planned_device"],
@@ -90,7 +100,9 @@ def campaign_rows(engine: Engine, campaign_id: int, full: bool = False) -> list[
             "avg_ms": _ms(r["avg_us"]),
             "median_ms": _ms(r["median_us"]),
             "p95_ms": _ms(r["p95_us"]),
-            "init_ms": _ms(r["init_us"]),
+            # the model's own init; where no split is known (phones), the tool's whole Init
+            "init_ms": _ms(r["init_us"] if r["init_model_us"] is None else r["init_model_us"]),
+            "process_init_ms": _ms(r["init_process_us"]),
             "max_avg_error": r["max_avg_error"],
             "delegated": (f"{r['delegated_ops']}/{r['total_ops']}" if r["total_ops"] else None),
             "reason": r["error"] or r["reason"] or "",
@@ -100,19 +112,21 @@ def campaign_rows(engine: Engine, campaign_id: int, full: bool = False) -> list[
                 {k: r[k] for k in ("benchmark", "diff", "delegation", "device_facts", "versions")}
             )
         out.append(d)
-    _add_speedups(out)
+    measured = [
+        {"model": r["sha256"], "device": r["device_key"], "host": r["host"], "kind": r["kind"]}
+        | {"config": r["config"], "avg_us": r["avg_us"]}
+        for r in rows
+    ]
+    base = metrics.baselines(measured)
+    for d, m in zip(out, measured, strict=True):
+        d["speedup"] = metrics.speedup(base.get((m["model"], m["device"])), m["avg_us"])
+    _add_notes(out)
     return out
 
 
-def _add_speedups(rows: list[dict[str, Any]]) -> None:
-    """avg latency of the model's cpu configuration divided by each row's."""
-    cpu = {}
+def _add_notes(rows: list[dict[str, Any]]) -> None:
+    """Where a job ran when it moved, and the first line of why it did not succeed."""
     for r in rows:
-        if r["config"] == "cpu" and r["avg_ms"]:
-            cpu.setdefault(r["sha256"], r["avg_ms"])
-    for r in rows:
-        base = cpu.get(r["sha256"])
-        r["speedup"] = base / r["avg_ms"] if base and r["avg_ms"] else None
         moved = r["device"] != r["planned_device"]
         note = f"ran on {r['device']} (planned {r['planned_device']})" if moved else ""
         r["note"] = "; ".join(
@@ -128,7 +142,9 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     for r in rows:
         cells.append(["-" if r.get(k) is None else fmt.format(r[k]) for _, k, fmt in TABLE_COLUMNS])
     widths = [max(len(row[i]) for row in cells) for i in range(len(TABLE_COLUMNS))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

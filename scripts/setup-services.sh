@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install (when missing) and start the services the test tiers use: redis-server,
-# PostgreSQL, Debian's adb, headless Chromium, and clang (a compile check of the
-# half-arithmetic kernels). Prints what it does; safe to re-run.
+# PostgreSQL, Debian's adb, headless Chromium, clang (a compile check of the
+# half-arithmetic kernels) and Debian's PoCL. Prints what it does; safe to re-run.
 set -euo pipefail
 
 SUDO=""
@@ -13,6 +13,10 @@ command -v pg_ctlcluster >/dev/null || missing+=(postgresql)
 command -v adb >/dev/null || missing+=(adb)
 command -v chromium >/dev/null || missing+=(chromium chromium-driver)
 compgen -c clang | grep -qE '^clang(-[0-9]+)?$' || missing+=(clang)
+# The PoCL inside pyopencl's wheel (3.0, LLVM 14) cannot compile on CPUs newer than LLVM 14
+# knows ("unknown target CPU 'generic'" on AMD Zen 5). Debian's PoCL (LLVM 15) falls back to
+# a known CPU; pyopencl's ICD loader reads /etc/OpenCL/vendors and lists it first.
+[ -e /etc/OpenCL/vendors/pocl.icd ] || missing+=(pocl-opencl-icd)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}"
   $SUDO apt-get update -qq
@@ -45,4 +49,4 @@ fi
 
 # adb server (Debian's), started once; tests use their own port too.
 adb start-server >/dev/null 2>&1 || true
-echo "setup: services ready (redis, postgresql, adb, chromium, clang)"
+echo "setup: services ready (redis, postgresql, adb, chromium, clang, pocl)"

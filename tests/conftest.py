@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+from types import ModuleType
 
 import pytest
 
@@ -16,3 +18,14 @@ def require(condition: bool, what: str) -> None:
     if IN_CI:
         pytest.fail(f"{what} is required in CI but missing")
     pytest.skip(f"{what} is not available here")
+
+
+def require_module(name: str, what: str = "") -> ModuleType:
+    """Import `name` for a whole test module: skipped locally when it is missing, a
+    collection error in CI."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        if IN_CI:
+            pytest.fail(f"{what or name} is required in CI but missing ({exc})", pytrace=False)
+        pytest.skip(f"{what or name} is not available here", allow_module_level=True)

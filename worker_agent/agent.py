@@ -1,6 +1,9 @@
 """A lab host's agent: registers its devices, checks their health, heartbeats, and keeps
 one consumer process per healthy device running.
 
+Heartbeats come from a thread of their own (`start_heartbeats`, before the first canary):
+canaries, consumer restarts and a loaded host never delay them past `offline_after_s`.
+
 A device whose canary fails is quarantined: its consumer is stopped (it receives no jobs)
 and its canary is retried every `health_retry_s` until it passes.
 """
@@ -15,14 +18,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Engine, insert, or_, select, update
 
-from orchestrator.celery_app import queue_for
-from orchestrator.database import open_database
-from orchestrator.schema import QUARANTINED, Device, utcnow
-from orchestrator.settings import Timing
+from delegate_runtime.errors import JobError
+from farm_core.celery_app import queue_for
+from farm_core.database import open_database
+from farm_core.schema import QUARANTINED, Device, utcnow
+from farm_core.settings import Timing
 
 from . import health
 from .devices import DeviceInfo, host_name
@@ -51,6 +56,7 @@ class Agent:
         loglevel: str = "WARNING",
         say: Callable[[str], None] | None = None,
         log_dir: Path | None = None,
+        rediscover: Callable[[], Sequence[DeviceInfo]] | None = None,
     ):
         self.db_url = db_url
         self.broker_url = broker_url
@@ -60,6 +66,10 @@ class Agent:
         self.loglevel = loglevel
         self.say = say or (lambda msg: log.info("%s", msg))
         self.log_dir = log_dir  #: consumers write their logs here (default: inherit stdout)
+        #: finds devices attached since the start (phones), called every `rediscover_s`
+        self.rediscover = rediscover
+        self._rediscovered_at = time.monotonic()
+        self._refused: set[str] = set()
         self.engine: Engine = open_database(db_url)
         self.consumers: dict[str, subprocess.Popen] = {}
         self.quarantined: set[str] = set()
@@ -67,22 +77,79 @@ class Agent:
         self._exited_at: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._beats: threading.Thread | None = None
 
     # -- registration and health --------------------------------------------------------
 
     def register(self) -> None:
-        """Insert or refresh each device's row with its facts; it is online from now."""
-        now = utcnow()
-        with self.engine.begin() as conn:
-            have = set(
-                conn.execute(select(Device.key).where(Device.key.in_(list(self.devices)))).scalars()
+        """Insert or refresh each device's row with its facts; it is online from now.
+
+        A device another agent serves (online, its heartbeat within `offline_after_s`) is
+        not taken over: registration waits up to `offline_after_s` for that agent to go
+        quiet (a crashed agent restarted), then refuses the device with a message and
+        serves the others; JobError when none is left.
+        """
+        deadline = time.monotonic() + self.timing.offline_after_s
+        taken = self._claim_rows()
+        while taken and time.monotonic() < deadline:
+            time.sleep(min(self.timing.heartbeat_s, 1.0))
+            taken = self._claim_rows()
+        for key, (agent, seen) in sorted(taken.items()):
+            self.say(
+                f"{key} is served by agent {agent} (last heartbeat {seen:%Y-%m-%d %H:%M:%S} "
+                "UTC): refused; stop that agent first"
             )
-            for d in self.devices.values():
+            del self.devices[key]
+            self._refused.add(key)
+        if not self.devices:
+            raise JobError("every device is served by another live agent: nothing to serve")
+
+    def _claim_rows(self, keys: Sequence[str] | None = None) -> dict[str, tuple[str, datetime]]:
+        """Take each device's row (of `keys`, default all) unless another live agent holds
+        it; returns those held."""
+        devices = [self.devices[k] for k in (self.devices if keys is None else keys)]
+        now = utcnow()
+        cutoff = now - timedelta(seconds=self.timing.offline_after_s)
+        free = or_(
+            Device.agent == self.name,
+            Device.agent == "",
+            Device.state != "online",
+            Device.last_seen < cutoff,
+        )
+        taken: dict[str, tuple[str, datetime]] = {}
+        with self.engine.begin() as conn:
+            have = {
+                r.key: r
+                for r in conn.execute(
+                    select(Device.key, Device.agent, Device.last_seen).where(
+                        Device.key.in_([d.key for d in devices])
+                    )
+                )
+            }
+            for d in devices:
                 values = d.row() | {"agent": self.name, "state": "online", "last_seen": now}
-                if d.key in have:
-                    conn.execute(update(Device).where(Device.key == d.key).values(**values))
-                else:
+                if d.key not in have:
                     conn.execute(insert(Device).values(**values, registered_at=now))
+                    continue
+                done = conn.execute(
+                    update(Device).where(Device.key == d.key, free).values(**values)
+                )
+                if done.rowcount == 0:
+                    taken[d.key] = (have[d.key].agent, have[d.key].last_seen)
+        return taken
+
+    def start_heartbeats(self) -> None:
+        """Heartbeat every `heartbeat_s` from a thread of its own until `stop` (idempotent)."""
+        if self._beats is None or not self._beats.is_alive():
+            self._beats = threading.Thread(target=self._beat_loop, name="heartbeat", daemon=True)
+            self._beats.start()
+
+    def _beat_loop(self) -> None:
+        while not self._stop.wait(self.timing.heartbeat_s):
+            try:
+                self.heartbeat()
+            except Exception as exc:  # noqa: BLE001 - keep beating through DB blips
+                log.warning("heartbeat failed: %s", exc)
 
     def check(self, key: str) -> health.HealthReport:
         """Run `key`'s canary in this process (its consumer is not running) and record it."""
@@ -110,7 +177,9 @@ class Agent:
         for key in self.devices:
             reports[key] = r = self.check(key)
             state = "ok" if r.ok and not r.skipped else ("skipped" if r.ok else "QUARANTINED")
-            self.say(f"canary {key}: {state}{' - ' + r.reason if r.reason else ''}")
+            # the first line: a driver's build log follows it (`devicefarm devices` shows it)
+            why = r.reason.splitlines()[0] if r.reason else ""
+            self.say(f"canary {key}: {state}{' - ' + why if why else ''}")
         return reports
 
     def heartbeat(self) -> None:
@@ -118,13 +187,16 @@ class Agent:
         alive = present(list(self.devices.values()))
         gone = [k for k in self.devices if k not in alive]
         with self.engine.begin() as conn:
+            mine = Device.agent == self.name  # a device another agent took is left alone
             conn.execute(
                 update(Device)
-                .where(Device.key.in_(sorted(alive)))
-                .values(last_seen=utcnow(), state="online", agent=self.name)
+                .where(Device.key.in_(sorted(alive)), mine)
+                .values(last_seen=utcnow(), state="online")
             )
             if gone:
-                conn.execute(update(Device).where(Device.key.in_(gone)).values(state="offline"))
+                conn.execute(
+                    update(Device).where(Device.key.in_(gone), mine).values(state="offline")
+                )
 
     # -- consumers ----------------------------------------------------------------------
 
@@ -169,9 +241,38 @@ class Agent:
                 proc.kill()
                 proc.wait()
 
+    def adopt_new_devices(self) -> list[str]:
+        """Register and check devices `rediscover` finds that this agent does not serve yet
+        (a phone attached after the start, or back after the agent restarted); their
+        consumers start in the next round. One that another live agent holds is tried
+        again each round: that agent may be a crashed one whose heartbeat has not run out."""
+        found = [
+            d for d in (self.rediscover() if self.rediscover else []) if d.key not in self.devices
+        ]
+        if not found:
+            return []
+        self.devices.update((d.key, d) for d in found)
+        taken = self._claim_rows([d.key for d in found])
+        for key, (agent, _) in taken.items():
+            del self.devices[key]
+            if key not in self._refused:  # said once; tried again every rediscover_s
+                self.say(f"{key} is served by agent {agent}: refused while that agent is live")
+                self._refused.add(key)
+        new = [d.key for d in found if d.key in self.devices]
+        for key in new:
+            self._refused.discard(key)
+            report = self.check(key)
+            self.say(f"found {key}; canary {'ok' if report.ok else 'QUARANTINED'}")
+        return new
+
     def supervise_once(self) -> None:
-        """One round: heartbeat, follow quarantine both ways, restart exited consumers."""
-        self.heartbeat()
+        """One round: adopt new devices when due, follow quarantine both ways, restart
+        exited consumers."""
+        if self.rediscover and (
+            time.monotonic() - self._rediscovered_at >= self.timing.rediscover_s
+        ):
+            self._rediscovered_at = time.monotonic()
+            self.adopt_new_devices()
         with self.engine.begin() as conn:
             marked = set(
                 conn.execute(
@@ -208,8 +309,10 @@ class Agent:
     def start(self, canary: bool = True) -> None:
         """Register, check health (unless done already), start consumers and supervising."""
         self.register()
+        self.start_heartbeats()
         if canary:
             self.check_all()
+        self.heartbeat()
         self.supervise_once()
         self._thread = threading.Thread(target=self._loop, name="agent", daemon=True)
         self._thread.start()
@@ -222,11 +325,27 @@ class Agent:
                 log.warning("agent round failed: %s", exc)
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """Stop supervising and stop every consumer."""
+        """Stop supervising, mark this agent's devices offline at once (no new job is sent
+        to them; the reconciler moves what waits on their queues), then stop every consumer
+        (a running job gets `grace_s` to finish)."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=grace_s)
+        for thread in (self._thread, self._beats):
+            if thread is not None:
+                thread.join(timeout=grace_s)
+        try:
+            self.mark_offline()
+        except Exception as exc:  # noqa: BLE001 - the database may be the reason we stop
+            log.warning("could not mark devices offline: %s", exc)
         self._stop_consumers(list(self.consumers), grace_s)
+
+    def mark_offline(self) -> None:
+        """This agent's devices go offline now (those another agent serves are left alone)."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(Device)
+                .where(Device.key.in_(list(self.devices)), Device.agent == self.name)
+                .values(state="offline")
+            )
 
     def wait(self) -> None:
         """Block until stopped (SIGTERM/SIGINT stop the agent)."""

@@ -25,23 +25,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="serve only these: kinds (opencl, cpu), key globs ('opencl:*nvidia*'), "
         "or no-op test devices (noop:NAME?delay_s=1); default: all found",
     )
-    p.add_argument("--tags", default="", help="comma-separated tags for every device")
+    p.add_argument(
+        "--tags", default="", help="comma-separated tags for every device (default: none)"
+    )
     p.add_argument("--name", default="", help="agent name (default host:pid)")
     p.add_argument("--no-canary", action="store_true", help="skip the start-up health check")
-    p.add_argument("--loglevel", default="WARNING")
+    p.add_argument(
+        "--loglevel",
+        default="WARNING",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+        help="the consumers' (Celery's) log level (default WARNING)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.settings import default_broker_url, default_db_url
+    from farm_core.database import open_farm
+    from farm_core.settings import default_broker_url, default_db_url
 
     from .agent import Agent
-    from .discovery import discover
+    from .discovery import discover, rediscover_phones
 
+    # a server database's schema is `devicefarm db upgrade`'s to change: refused unless current
+    open_farm(args.db or default_db_url()).dispose()
     specs = [s for s in args.devices.split(",") if s.strip()] or None
-    devices = discover(specs, [t for t in args.tags.split(",") if t.strip()])
+    tags = [t for t in args.tags.split(",") if t.strip()]
+    devices = discover(specs, tags)
     if not devices:
         print("no devices found on this host")
         return 1
+    phones_wanted = specs is None or any(s.startswith("android") for s in specs)
     agent = Agent(
         args.db or default_db_url(),
         args.broker or default_broker_url(),
@@ -49,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         name=args.name,
         loglevel=args.loglevel,
         say=lambda m: print(m, flush=True),
+        rediscover=(lambda: rediscover_phones(specs, tags)) if phones_wanted else None,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

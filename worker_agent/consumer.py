@@ -23,8 +23,8 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from orchestrator.celery_app import configure, prepare_broker, queue_for
-from orchestrator.settings import Timing, home
+from farm_core.celery_app import configure, prepare_broker, queue_for
+from farm_core.settings import Timing, home
 
 from .devices import DeviceInfo, host_name
 
@@ -47,7 +47,7 @@ class ConsumerContext:
 
     @cached_property
     def engine(self) -> Engine:
-        from orchestrator.database import make_engine
+        from farm_core.database import make_engine
 
         return make_engine(self.db_url, durable=False)
 
@@ -66,7 +66,7 @@ class ConsumerContext:
 
     @cached_property
     def dispatcher(self) -> Any:
-        from orchestrator.dispatch import CeleryDispatcher
+        from farm_core.dispatch import CeleryDispatcher
 
         return CeleryDispatcher(self.broker_url)
 
@@ -85,7 +85,7 @@ class ConsumerContext:
         self.check_health()
 
     def check_health(self) -> bool:
-        from orchestrator.schema import Device
+        from farm_core.schema import Device
 
         from . import health
 
@@ -152,10 +152,14 @@ def main(argv: list[str] | None = None) -> int:
     ctx = ConsumerContext(device, args.db, args.broker, worker)
     # under `python -m` this file is __main__: install into the module the task imports
     importlib.import_module("worker_agent.consumer").install(ctx)
-    from orchestrator.tasks import app
+    from worker_agent.tasks import app
 
     prepare_broker(args.broker)
     configure(app, args.broker)
+    if args.broker.startswith("redis"):
+        from worker_agent.ack_repair import AckRepair
+
+        app.steps["consumer"].add(AckRepair)  # a failed ack must not stop consumption
     logging.basicConfig(level=args.loglevel, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("kombu.connection").setLevel(logging.ERROR)  # "no hostname" chatter
     warnings.filterwarnings("ignore", message=".*superuser privileges.*")

@@ -2,7 +2,7 @@
 (for tests and benchmarks) no-op devices that do no model work.
 
 `--devices` specs choose among them: a kind (`opencl`, `cpu`), a key glob (`opencl:*amd*`),
-or `noop:NAME[?delay_s=0.5&error=device&canary=fail&tags=a+b]` for a no-op device.
+or `noop:NAME[?delay_s=0.5&error=device&canary=fail&canary_s=4&tags=a+b]` for a no-op device.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ VENDORS = {
     "qualcomm": "qualcomm",
     "imagination": "imagination",
 }
-NOOP_OPTIONS = ("delay_s", "error", "canary", "tags")
+NOOP_OPTIONS = ("delay_s", "error", "canary", "canary_s", "alloc_mb", "tags")
 
 
 def vendor_name(platform_name: str, device_vendor: str) -> str:
@@ -65,11 +65,12 @@ def discover_opencl(host: str) -> list[DeviceInfo]:
             continue
         for di, d in enumerate(devices):
             vendor = vendor_name(p.name, d.vendor)
-            key = f"opencl:{vendor}:{canonical(d.name)}"
-            n = sum(1 for f in found if f.key == key or f.key.startswith(key + ":"))
+            base = f"opencl:{vendor}:{canonical(d.name)}"
+            n = sum(1 for f in found if f.facts.get("base_key") == base)
             found.append(
                 DeviceInfo(
-                    key=key if n == 0 else f"{key}:{n}",
+                    # the host is part of the identity: two hosts with one GPU model differ
+                    key=(base if n == 0 else f"{base}:{n}") + f":{host}",
                     kind="opencl",
                     vendor=vendor,
                     model=d.name.strip(),
@@ -78,6 +79,7 @@ def discover_opencl(host: str) -> list[DeviceInfo]:
                     api_version=d.version.strip(),
                     host=host,
                     facts={
+                        "base_key": base,
                         "platform": p.name.strip(),
                         "platform_version": p.version.strip(),
                         "device_vendor": d.vendor.strip(),
@@ -156,6 +158,28 @@ def present(devices: Sequence[DeviceInfo]) -> set[str]:
     return keys
 
 
+def is_phone_spec(spec: str) -> bool:
+    """`android` or an `android:` key glob: phones may come and go, so matching none yet is
+    no error (the agent looks for them again every `rediscover_s`)."""
+    return spec == "android" or spec.startswith("android:")
+
+
+def rediscover_phones(
+    specs: Sequence[str] | None = None, tags: Sequence[str] = (), host: str | None = None
+) -> list[DeviceInfo]:
+    """The phones attached now that `specs` choose (all when None), with `tags`."""
+    host = host or host_name()
+    wanted = [s.strip() for s in (specs or []) if s.strip()]
+    phones = [
+        d
+        for d in discover_android(host)
+        if not wanted or any(d.kind == s or fnmatchcase(d.key, s) for s in wanted)
+    ]
+    for d in phones:
+        d.tags = sorted(set(d.tags) | set(tags))
+    return phones
+
+
 def discover(
     specs: Sequence[str] | None = None, tags: Sequence[str] = (), host: str | None = None
 ) -> list[DeviceInfo]:
@@ -176,7 +200,9 @@ def discover(
             chosen[d.key] = d
             continue
         hits = [d for d in real if d.kind == spec or fnmatchcase(d.key, spec)]
-        if not hits:
+        if not hits and is_phone_spec(spec):
+            log.warning("--devices %r matches no phone yet; looking again periodically", spec)
+        elif not hits:
             errors.append(
                 f"--devices {spec!r} matches no device on this host "
                 f"(found: {', '.join(d.key for d in real) or 'none'})"

@@ -1,9 +1,10 @@
 """Running one dispatched job on this consumer's device: the body of the Celery task.
 
-claim -> fetch the model -> runner.run -> finish (result + state, once). Infrastructure
-errors (DeviceError) send the job to another matching device after a backoff; the user's
-errors (ModelError, JobError) fail it; a soft time limit times it out; anything else is a
-bug: the job fails with the traceback and is never retried.
+claim -> fetch the model -> runner.run -> finish (result + state, once). An error whose
+class is `retryable` (infrastructure: DeviceError) sends the job to another matching device
+after a backoff; any other DevicefarmError (the user's: ModelError, JobError) fails it; a
+soft time limit times it out; anything else is a bug: the job fails with the traceback and
+is never retried.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import time
 import traceback
 from pathlib import Path
@@ -18,19 +20,22 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from delegate_runtime.errors import DeviceError, JobError, JobTimeout, ModelError
-from orchestrator import jobs
-from orchestrator.configs import CONFIGS
-from orchestrator.database import retrying
-from orchestrator.schema import (
+from delegate_runtime.errors import DevicefarmError, JobError, JobTimeout
+from farm_core import jobs, user_inputs
+from farm_core.configs import CONFIGS
+from farm_core.database import retrying, unreachable
+from farm_core.schema import (
     FAILED,
     RUNNING,
     SUCCEEDED,
     TIMED_OUT,
     Campaign,
+    InputFile,
     StoredModel,
 )
 
+from .lease import JobLost
+from .limits import job_memory_mb, memory_limit, over_limit_message
 from .runners.base import JobSpec, RunOutcome
 
 if TYPE_CHECKING:
@@ -58,6 +63,31 @@ def model_path(ctx: ConsumerContext, sha256: str) -> Path:
     tmp.write_bytes(data)
     tmp.replace(path)
     return path
+
+
+def input_paths(ctx: ConsumerContext, settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings with each user input value file's cached copy as `path` (fetched from
+    the database by sha256 when missing; farm_core.user_inputs)."""
+    items = settings.get(user_inputs.INPUTS) or []
+    if not items:
+        return settings
+    out = []
+    for item in items:
+        sha = str(item.get("sha256", ""))
+        if not re.fullmatch(r"[0-9a-f]{64}", sha):
+            raise JobError(f"input {item.get('layer')!r} has no valid sha256")
+        path = ctx.cache_dir / "inputs" / sha
+        if not path.exists():
+            with ctx.engine.begin() as conn:
+                data = conn.execute(select(InputFile.data).where(InputFile.sha256 == sha)).scalar()
+            if data is None or hashlib.sha256(data).hexdigest() != sha:
+                raise JobError(f"input file {sha} is missing from the database or corrupt")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            tmp.replace(path)
+        out.append({**item, "path": str(path)})
+    return {**settings, user_inputs.INPUTS: out}
 
 
 def result_values(outcome: RunOutcome, facts: dict[str, Any], duration_s: float) -> dict:
@@ -159,28 +189,36 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
             model_path(ctx, claimed.model_sha256),
             claimed.model_sha256,
             CONFIGS[claimed.config],
-            _settings(ctx, claimed.campaign_id),
+            input_paths(ctx, _settings(ctx, claimed.campaign_id)),
         )
-        outcome = ctx.runner.run(spec)
-    except DeviceError as exc:
-        ctx.lease.release()
-        moved = _move(
-            ctx,
-            job_id,
-            attempt,
-            "device_error",
-            f"{ctx.device.key}: DeviceError: {exc}",
-            count_failure=True,
-        )
-        ctx.check_health()  # quarantine at once if the device itself is at fault
-        return moved
-    except (ModelError, JobError) as exc:
+        with ctx.lease.abortable(), memory_limit(job_memory_mb()):
+            outcome = ctx.runner.run(spec)
+    except JobLost as exc:  # cancelled or moved meanwhile: nothing to write
+        log.warning("job %s: %s", job_id, exc)
+        return STALE
+    except DevicefarmError as exc:
+        if exc.retryable:  # infrastructure's fault: another device may run it
+            ctx.lease.release()
+            moved = _move(
+                ctx,
+                job_id,
+                attempt,
+                "device_error",
+                f"{ctx.device.key}: {type(exc).__name__}: {exc}",
+                count_failure=True,
+            )
+            ctx.check_health()  # quarantine at once if the device itself is at fault
+            return moved
         state = TIMED_OUT if isinstance(exc, JobTimeout) else FAILED
         error = f"{type(exc).__name__}: {exc}"
         outcome.log = str(getattr(exc, "log", "") or "")  # e.g. a phone tool's raw output
+    except MemoryError:  # past the job's memory limit: the model's fault, not a bug
+        state, error = FAILED, over_limit_message(job_memory_mb())
     except SoftTimeLimitExceeded:
         state, error = TIMED_OUT, "the job ran past its soft time limit"
     except Exception as exc:  # noqa: BLE001 - a bug: record it, never retry it
+        if unreachable(exc):
+            raise  # not the job's fault: the task puts it back on the queue
         state = FAILED
         error = f"bug: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
     finally:

@@ -14,7 +14,7 @@ import numpy as np
 from sqlalchemy import Engine, update
 
 from delegate_runtime.errors import DevicefarmError, ModelError
-from orchestrator.schema import HEALTHY, QUARANTINED, Device, utcnow
+from farm_core.schema import HEALTHY, QUARANTINED, Device, utcnow
 
 from .runners.base import Runner
 
@@ -76,13 +76,19 @@ def check(runner: Runner, baseline: dict[str, Any] | None = None) -> HealthRepor
         return HealthReport(True, "canary skipped: the runner has none", skipped=True)
     except (DevicefarmError, RuntimeError, OSError) as exc:
         return HealthReport(False, f"canary failed: {type(exc).__name__}: {exc}")
+    if len(reading.outputs) != len(reference):
+        return HealthReport(
+            False,
+            f"canary failed: {len(reading.outputs)} outputs, the CPU reference has "
+            f"{len(reference)}",
+        )
     diff = max(
         (
             float(np.max(np.abs(np.asarray(o, np.float64) - r)))
             if o.shape == r.shape
             else float("inf")
         )
-        for o, r in zip(reading.outputs, reference)
+        for o, r in zip(reading.outputs, reference, strict=True)
     )
     figures = {"latency_us": reading.latency_us, "max_abs_diff": diff}
     if not diff <= CANARY_TOLERANCE:

@@ -2,18 +2,33 @@
 
 If that process dies, renewals stop and the reconciler takes the job back once the lease
 expires; so the lease says "this job is really being run", not just "the host is up".
+
+A renewal that finds the job no longer ours (cancelled, or moved by the reconciler) aborts
+the work: inside `abortable()` the lease thread signals the process (SIGUSR2) and the main
+thread raises `JobLost` wherever it is, so a cancelled job frees its device at the next
+renewal (every `lease_s / 3`) instead of running to its end.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 import threading
+from collections.abc import Iterator
 
 from sqlalchemy import Engine
 
-from orchestrator import jobs
+from farm_core import jobs
 
 log = logging.getLogger(__name__)
+#: The signal the lease thread sends to abort the job of its own process.
+ABORT_SIGNAL = signal.SIGUSR2
+
+
+class JobLost(Exception):
+    """The running job is no longer this worker's (cancelled or moved): stop working on it."""
 
 
 class LeaseKeeper:
@@ -24,6 +39,8 @@ class LeaseKeeper:
         self.worker = worker
         self.lease_s = lease_s
         self._current: tuple[int, int] | None = None
+        self._abortable = False
+        self._lost: tuple[int, int] | None = None
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -31,6 +48,7 @@ class LeaseKeeper:
     def hold(self, job_id: int, attempt: int) -> None:
         with self._lock:
             self._current = (job_id, attempt)
+            self._lost = None
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="lease", daemon=True)
                 self._thread.start()
@@ -38,6 +56,30 @@ class LeaseKeeper:
     def release(self) -> None:
         with self._lock:
             self._current = None
+
+    @contextlib.contextmanager
+    def abortable(self) -> Iterator[None]:
+        """Run the block so that losing the lease raises `JobLost` in it (main thread only)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def on_abort(_sig: int, _frame: object) -> None:
+            if self._abortable and self._lost is not None:
+                raise JobLost(f"job {self._lost[0]} attempt {self._lost[1]} is no longer ours")
+
+        previous = signal.signal(ABORT_SIGNAL, on_abort)
+        with self._lock:
+            self._abortable = True
+            lost = self._lost
+        try:
+            if lost is not None:  # lost before the block began
+                raise JobLost(f"job {lost[0]} attempt {lost[1]} is no longer ours")
+            yield
+        finally:
+            with self._lock:
+                self._abortable = False
+            signal.signal(ABORT_SIGNAL, previous)
 
     def _loop(self) -> None:
         while True:
@@ -49,9 +91,18 @@ class LeaseKeeper:
             try:
                 with self.engine.begin() as conn:
                     mine = jobs.renew_lease(conn, *current, self.worker, self.lease_s)
-                if not mine:
-                    log.warning(
-                        "job %s attempt %s is no longer ours (cancelled or moved)", *current
-                    )
             except Exception as exc:  # noqa: BLE001 - a DB blip must not kill the thread
                 log.warning("lease renewal failed: %s", exc)
+                continue
+            if not mine:
+                self._abort(current)
+
+    def _abort(self, current: tuple[int, int]) -> None:
+        with self._lock:
+            if self._current != current:
+                return  # that job ended meanwhile
+            self._lost = current
+            signal_now = self._abortable
+        log.warning("job %s attempt %s is no longer ours (cancelled or moved): aborting", *current)
+        if signal_now:
+            os.kill(os.getpid(), ABORT_SIGNAL)

@@ -23,7 +23,7 @@ st.altair_chart(
     .mark_point(filled=True, size=80)
     .encode(
         x=alt.X("avg_error:Q", scale=alt.Scale(type="log"), title="avg error (log)"),
-        y="device:N",
+        y=alt.Y("device:N", axis=ui.full_labels()),
         color="config:N",
         shape="output:N",
         tooltip=[

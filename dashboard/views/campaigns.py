@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import queries, ui
+from farm_core.configs import CONFIGS, DEFAULT_CONFIGS
 
 st.title("Campaigns")
 engine = ui.engine()
@@ -53,7 +54,7 @@ with st.form("submit"):
     selector = st.text_input(
         "Devices", "all", help="a selector: `all`, `kind=android`, `vendor=nvidia|amd`, a key glob"
     )
-    configs = st.multiselect("Configurations", list(queries.CONFIGS), list(queries.CONFIGS))
+    configs = st.multiselect("Configurations", list(CONFIGS), list(DEFAULT_CONFIGS))
     name = st.text_input("Campaign name", "")
     sent = st.form_submit_button("Submit", type="primary")
 if sent:
@@ -63,24 +64,23 @@ if sent:
     data = upload.getvalue()
     check = queries.check_upload(upload.name, data)
     if check.errors:
-        for e in check.errors:
-            st.error(f"{upload.name}: {e}")
+        ui.notice("error", "The model was refused:", [f"{upload.name}: {e}" for e in check.errors])
         st.stop()
     from delegate_runtime.errors import DevicefarmError
-    from orchestrator.dispatch import CeleryDispatcher
-    from orchestrator.settings import default_broker_url
+    from farm_core.dispatch import CeleryDispatcher
+    from farm_core.settings import default_broker_url
 
     dispatcher = CeleryDispatcher(default_broker_url())
     try:
         done = queries.submit_upload(engine, dispatcher, upload.name, data, selector, configs, name)
     except DevicefarmError as exc:
-        st.error(str(exc))
+        ui.notice("error", "The campaign was refused:", [exc])
     else:
         st.success(
             f"Campaign {done.campaign_id}: {done.jobs} jobs on {len(done.devices)} devices "
             f"({done.sent} sent)."
         )
-        for w in done.warnings:
-            st.warning(w)
+        if done.warnings:
+            ui.notice("warning", "Warnings:", done.warnings)
     finally:
         dispatcher.close()

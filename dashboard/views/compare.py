@@ -3,6 +3,8 @@ vs cached, memory."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -48,12 +50,22 @@ tooltip = [
     alt.Tooltip("speedup", format=".2f"),
     "runs",
 ]
+
+
+def chart(place: Any, data: pd.DataFrame, what: str, c: alt.Chart | alt.LayerChart) -> None:
+    """An Altair chart, or a note when no result measured `what` (no empty chart)."""
+    if data.empty:
+        place.info(f"{what}: not measured by these results.")
+    else:
+        place.altair_chart(c, width="stretch")
+
+
 left, right = st.columns(2)
 left.altair_chart(
     alt.Chart(df, title="Latency (ms, lower is better)")
     .mark_bar()
     .encode(
-        y=alt.Y("device:N", sort="x"),
+        y=alt.Y("device:N", sort="x", axis=ui.full_labels()),
         x="avg_ms:Q",
         color="config:N",
         yOffset="config:N",
@@ -62,18 +74,20 @@ left.altair_chart(
     width="stretch",
 )
 gpu = df[df["config"] != "cpu"].dropna(subset=["speedup"])
-right.altair_chart(
+chart(
+    right,
+    gpu,
+    "Speed-up over the CPU",
     alt.Chart(gpu, title="Speed-up over the CPU")
     .mark_bar()
     .encode(
-        y=alt.Y("device:N", sort="-x"),
+        y=alt.Y("device:N", sort="-x", axis=ui.full_labels()),
         x="speedup:Q",
         color="config:N",
         yOffset="config:N",
         tooltip=tooltip,
     )
     + alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(strokeDash=[4, 4]).encode(x="x:Q"),
-    width="stretch",
 )
 init = df.melt(
     id_vars=["device", "config"],
@@ -81,27 +95,64 @@ init = df.melt(
     var_name="init",
     value_name="ms",
 ).dropna()
-left.altair_chart(
+chart(
+    left,
+    init,
+    "Initialisation: cold vs cached kernels",
     alt.Chart(init, title="Initialisation: cold vs cached kernels (ms)")
     .mark_bar()
     .encode(
-        y="device:N",
+        y=alt.Y("device:N", axis=ui.full_labels()),
         x="ms:Q",
         color="init:N",
         yOffset="init:N",
         tooltip=["device", "config", "init", alt.Tooltip("ms", format=".0f")],
     ),
-    width="stretch",
 )
-right.altair_chart(
-    alt.Chart(df.dropna(subset=["peak_mb"]), title="Peak memory (MB)")
+peak = df.dropna(subset=["peak_mb"])
+chart(
+    right,
+    peak,
+    "Peak memory",
+    alt.Chart(peak, title="Peak memory (MB)")
     .mark_bar()
     .encode(
-        y="device:N",
+        y=alt.Y("device:N", axis=ui.full_labels()),
         x="peak_mb:Q",
         color="config:N",
         yOffset="config:N",
         tooltip=["device", "config", alt.Tooltip("peak_mb", format=".1f")],
     ),
-    width="stretch",
 )
+
+st.subheader("Per-op profile")
+pairs = [f"{r.device} · {r.config}" for r in df.itertuples()]
+picked = st.selectbox("Result", pairs, key="profile_of") if pairs else None
+profile = []
+if picked:
+    device, config = picked.split(" · ")
+    profile = queries.op_profile(ui.engine(), model["sha256"], device, config)
+if not profile:
+    st.info("No per-op profile stored for this result.")
+else:
+    ops = pd.DataFrame(profile)
+    st.dataframe(
+        ops,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "avg_ms": st.column_config.NumberColumn("avg ms", format="%.3f"),
+            "first_ms": st.column_config.NumberColumn("first ms", format="%.3f"),
+        },
+    )
+    st.altair_chart(
+        alt.Chart(ops.dropna(subset=["avg_ms"]), title="Time per node (ms, run order)")
+        .mark_bar()
+        .encode(
+            y=alt.Y("node:N", sort=None),
+            x="avg_ms:Q",
+            color="backend:N",
+            tooltip=["node", "op", "backend", alt.Tooltip("avg_ms", format=".3f")],
+        ),
+        width="stretch",
+    )

@@ -38,8 +38,8 @@ st.altair_chart(
     alt.Chart(df)
     .mark_rect(stroke="white")
     .encode(
-        x=alt.X("device:N", title=None),
-        y=alt.Y("model:N", title=None),
+        x=alt.X("device:N", axis=ui.full_labels(None)),
+        y=alt.Y("model:N", axis=ui.full_labels(None)),
         color=alt.Color("status:N", scale=colors),
         tooltip=["model", "device", "status", "code", "reason", "precision"],
     ),
@@ -51,9 +51,7 @@ st.caption(" · ".join(f"{n} {s}" for s, n in sorted(counts.items())))
 st.subheader("Allowlist")
 by_name = {f"{a.model_name} ({sha[:10]})": a for sha, a in lists.items()}
 allowlist = by_name[st.selectbox("Model", list(by_name), key="allowlist_model")]
-sdk_minimum = st.checkbox(
-    "newer Android SDKs inherit the newest measured decision (MINIMUM)", key="sdk_minimum"
-)
+st.caption("Android SDK ranges (MINIMUM/MAXIMUM) are written where the measurements support them.")
 preview = pd.DataFrame([export.row(e) for e in allowlist.entries])
 st.dataframe(preview, hide_index=True, width="stretch")
 stem = allowlist.model_name.removesuffix(".tflite")
@@ -64,9 +62,7 @@ files = {
     "json": (f"{stem}_allowlist.json", "application/json"),
 }
 cols = st.columns(len(files))
-for col, (fmt, (name, mime)) in zip(cols, files.items()):
-    col.download_button(
-        fmt, export.render(allowlist, fmt, sdk_minimum), name, mime, key=f"dl_{fmt}"
-    )
+for col, (fmt, (name, mime)) in zip(cols, files.items(), strict=True):
+    col.download_button(fmt, export.render(allowlist, fmt), name, mime, key=f"dl_{fmt}")
 with st.expander("devicedb JSON"):
-    st.code(export.render(allowlist, "devicedb-json", sdk_minimum).decode(), language="json")
+    st.code(export.render(allowlist, "devicedb-json").decode(), language="json")

@@ -1,4 +1,6 @@
-"""History: one model on one device over time; regressions beyond a threshold flagged."""
+"""History: one model (by name, every version) on one device over time; each run judged
+against the last good run before it (orchestrator.regression: median slower beyond the
+threshold and significantly so on the raw runs)."""
 
 from __future__ import annotations
 
@@ -7,42 +9,54 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import queries, ui
+from farm_core import metrics
+from orchestrator.regression import DEFAULT_ALPHA
 
 st.title("History")
-model = ui.model_picker()
-if model is None:
-    st.stop()
 engine = ui.engine()
-devices = queries.history_devices(engine, model["sha256"])
+names = queries.lineages(engine)
+if not names:
+    st.info("No results yet: submit a campaign first.")
+    st.stop()
+c1, c2, c3 = st.columns([2, 2, 1])
+name = c1.selectbox("Model", names, key="model")
+devices = queries.lineage_devices(engine, name)
 if not devices:
     st.info("No results for this model yet.")
     st.stop()
-c1, c2 = st.columns([3, 1])
-device = c1.selectbox("Device", devices, key="device")
-threshold = c2.number_input("regression threshold %", 1, 500, 10, key="threshold") / 100.0
-rows = queries.flag_regressions(queries.history(engine, model["sha256"], device), threshold)
-df = pd.DataFrame(rows)
+device = c2.selectbox("Device", devices, key="device")
+default_pct = int(metrics.REGRESSION_THRESHOLD * 100)
+threshold = c3.number_input("regression threshold %", 1, 500, default_pct, key="threshold") / 100
+rows = queries.flag_regressions(queries.lineage_history(engine, name, device), threshold)
+df = pd.DataFrame(rows).drop(columns=["sample"])
 flagged = df[df["regression"]]
+rule = f"median over {threshold:.0%} slower than the last good run, p < {DEFAULT_ALPHA:g}"
 if len(flagged):
-    st.error(
-        f"{len(flagged)} regression(s) above {threshold:.0%}: "
-        + "; ".join(
-            f"{r.config} in {r.campaign_name} ({r.change:+.0%})" for r in flagged.itertuples()
-        )
+    ui.notice(
+        "error",
+        f"{len(flagged)} regression(s) ({rule}):",
+        [
+            f"{r.config} in {r.campaign_name} ({r.change:+.1%}"
+            + ("" if pd.isna(r.p) else f", p={r.p:.2g}")
+            + f", version {r.version})"
+            for r in flagged.itertuples()
+        ],
     )
 else:
-    st.success(f"No regression above {threshold:.0%}.")
-ok = df.dropna(subset=["avg_ms"])
+    st.success(f"No regression ({rule}).")
+ok = df.dropna(subset=["median_ms"])
 base = alt.Chart(ok).encode(
     x=alt.X("at:T", title="measured"),
-    y=alt.Y("avg_ms:Q", title="avg latency (ms)"),
+    y=alt.Y("median_ms:Q", title="median latency (ms)"),
     color="config:N",
     tooltip=[
         "at",
         "campaign_name",
+        "version",
         "config",
-        alt.Tooltip("avg_ms", format=".2f"),
+        alt.Tooltip("median_ms", format=".3f"),
         alt.Tooltip("change", format="+.1%"),
+        alt.Tooltip("p", format=".2g"),
         "driver",
     ],
 )
@@ -57,8 +71,10 @@ st.dataframe(
     hide_index=True,
     width="stretch",
     column_config={
-        "avg_ms": st.column_config.NumberColumn("avg ms", format="%.2f"),
-        "change": st.column_config.NumberColumn("change", format="percent"),
+        "avg_ms": st.column_config.NumberColumn("avg ms", format="%.3f"),
+        "median_ms": st.column_config.NumberColumn("median ms", format="%.3f"),
+        "change": st.column_config.NumberColumn("median change", format="percent"),
+        "p": st.column_config.NumberColumn("p (one-sided)", format="%.2g"),
         "max_avg_error": st.column_config.NumberColumn("diff error", format="%.2e"),
     },
 )

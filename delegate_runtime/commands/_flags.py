@@ -6,7 +6,11 @@ Booleans take `--flag`, `--flag=true` or `--flag=false` (also 1/0, yes/no).
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
+
+from ..tools.progress import LINE_INTERVAL_S
+from ._text import printable
 
 
 def parse_bool(text: str) -> bool:
@@ -37,11 +41,76 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def int_at_least(minimum: int):
+    """An argparse type: an integer of at least `minimum`."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    parse.__name__ = "int"  # argparse names the type in "invalid int value"
+    return parse
+
+
 def non_negative_float(text: str) -> float:
     value = float(text)
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
     return value
+
+
+def existing_file(text: str) -> str:
+    """A path to read (argparse type): missing paths and folders are usage errors, found
+    before any work starts."""
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{printable(text)} is a directory, not a file")
+    if not os.path.exists(text):
+        raise argparse.ArgumentTypeError(f"{printable(text)} does not exist")
+    if not os.access(text, os.R_OK):
+        raise argparse.ArgumentTypeError(f"{printable(text)} cannot be read (permission denied)")
+    return text
+
+
+def existing_dir(text: str) -> str:
+    """A folder to read (argparse type)."""
+    if not os.path.isdir(text):
+        what = "is not a directory" if os.path.exists(text) else "does not exist"
+        raise argparse.ArgumentTypeError(f"{printable(text)} {what}")
+    return text
+
+
+def folder_to_create(text: str) -> str:
+    """A folder that is used or created (argparse type): what exists of it must be a
+    folder, and the first existing one on its path must be writable."""
+    shown = printable(text)
+    path = os.path.abspath(text)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"{shown} is a file, not a directory")
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    if not os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"cannot create {shown}: {printable(path)} is a file")
+    if not os.access(path, os.W_OK):
+        raise argparse.ArgumentTypeError(f"cannot create {shown}: {printable(path)} is read-only")
+    return text
+
+
+def output_file(text: str) -> str:
+    """A path to write (argparse type): its folder must exist and be writable, and it must
+    not be a folder itself; checked before the work whose figures it will hold."""
+    shown = printable(text)
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{shown} is a directory; give a file path")
+    folder = os.path.dirname(text) or "."
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(
+            f"cannot write {shown}: folder {printable(folder)} does not exist"
+        )
+    if not os.access(folder, os.W_OK) or (os.path.exists(text) and not os.access(text, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"cannot write {shown}: permission denied")
+    return text
 
 
 def add_delegate_flags(p: argparse.ArgumentParser) -> None:
@@ -68,8 +137,10 @@ def add_delegate_flags(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--delegate_serialize_dir",
+        type=folder_to_create,
         default=None,
-        help="directory (private to you) where the delegate caches compiled programs",
+        help="directory (private to you) where the delegate caches compiled programs "
+        "(default: ~/.cache/devicefarm/kernels, keyed by program source)",
     )
     g.add_argument(
         "--delegate_serialize_token",
@@ -80,13 +151,18 @@ def add_delegate_flags(p: argparse.ArgumentParser) -> None:
         "--device",
         default=None,
         metavar="SPEC",
-        help="OpenCL device for --use_gpu: 'P:D' indices or a name substring",
+        help="OpenCL device for --use_gpu: 'P:D' indices or a name substring "
+        "(default: the first GPU, else the first OpenCL device)",
     )
 
 
 def add_output_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--json", default=None, metavar="OUT", help="also write every figure as JSON to OUT"
+        "--json",
+        type=output_file,
+        default=None,
+        metavar="OUT",
+        help="also write every figure as JSON to OUT (default: none)",
     )
     p.add_argument(
         "--progress",
@@ -95,7 +171,8 @@ def add_output_flags(p: argparse.ArgumentParser) -> None:
         default=None,
         type=parse_bool,
         metavar="true|false",
-        help="draw progress bars on stderr (default: only when stderr is a terminal)",
+        help="true: a progress bar on stderr; false: none (default: a bar on a terminal, "
+        f"else a line every {LINE_INTERVAL_S:g} s saying runs done, planned and their rate)",
     )
 
 
@@ -112,7 +189,7 @@ def delegate_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def write_json(path: str, record: dict[str, Any]) -> None:
+def write_json(path: str, record: Any) -> None:
     """Write `record` to `path` as indented JSON (JobError when it cannot be written)."""
     import json
 

@@ -18,7 +18,10 @@ from ._flags import (
     add_delegate_flags,
     add_output_flags,
     delegate_options,
+    existing_dir,
+    existing_file,
     non_negative_int,
+    output_file,
     write_json,
 )
 
@@ -76,17 +79,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         description="Top-K accuracy (K = 1..10): images sorted by file name, one ground-"
         "truth label per image (same order), one model output label per output index.",
     )
-    c.add_argument("--model", required=True, help="path to a .tflite classifier")
-    c.add_argument("--images", required=True, metavar="DIR", help="folder of images")
+    c.add_argument(
+        "--model", required=True, type=existing_file, help="path to a .tflite classifier"
+    )
+    c.add_argument(
+        "--images", required=True, type=existing_dir, metavar="DIR", help="folder of images"
+    )
     c.add_argument(
         "--ground_truth_labels",
         required=True,
+        type=existing_file,
         metavar="FILE",
         help="one label per image, in sorted file-name order",
     )
     c.add_argument(
         "--model_output_labels",
         required=True,
+        type=existing_file,
         metavar="FILE",
         help="one label per model output index",
     )
@@ -98,15 +107,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "precomputed COCO results (--detections). Decoding: see docs/tools.md.",
     )
     src = d.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", help="path to a .tflite detector")
+    src.add_argument("--model", type=existing_file, help="path to a .tflite detector")
     src.add_argument(
         "--detections",
+        type=existing_file,
         metavar="FILE",
         help="evaluate COCO results json ([{image_id, category_id, bbox, score}]) instead",
     )
-    d.add_argument("--annotations", required=True, metavar="FILE", help="COCO instances json")
+    d.add_argument(
+        "--annotations",
+        required=True,
+        type=existing_file,
+        metavar="FILE",
+        help="COCO instances json",
+    )
     d.add_argument(
         "--images",
+        type=existing_dir,
         metavar="DIR",
         default=None,
         help="folder of the annotation file's images (default: the file's folder)",
@@ -119,15 +136,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     d.add_argument(
         "--label_map",
+        type=existing_file,
         metavar="FILE",
         default=None,
         help="one COCO category id per line, per class index (default: the sorted ids)",
     )
     d.add_argument(
         "--detections_out",
+        type=output_file,
         metavar="FILE",
         default=None,
-        help="write the test run's detections as COCO results json",
+        help="write the test run's detections as COCO results json (default: none)",
     )
     _common(d, 1.0)
 
@@ -175,7 +194,7 @@ def _evaluate_file(args: argparse.Namespace, data) -> int:
 def run(args: argparse.Namespace) -> int:
     from ..tools.accuracy.evaluate import run_accuracy
     from ..tools.benchmark import BenchmarkOptions
-    from ..tools.progress import want_bar
+    from ..tools.progress import progress_mode
 
     pre = _preprocess(args)
     options = BenchmarkOptions(**delegate_options(args))
@@ -192,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
             options,
             preprocess=pre,
             compare=args.compare,
-            progress=want_bar(args.progress),
+            progress=progress_mode(args.progress),
             out=sys.stdout,
         )
     else:
@@ -211,14 +230,11 @@ def run(args: argparse.Namespace) -> int:
             decoding=Decoding(args.class_offset, _label_map(args.label_map)),
             num_images=args.num_images,
             compare=args.compare,
-            progress=want_bar(args.progress),
+            progress=progress_mode(args.progress),
             out=sys.stdout,
         )
         if args.detections_out:
-            import json
-
-            with open(args.detections_out, "w") as f:
-                json.dump(result.detections, f)
+            write_json(args.detections_out, result.detections)
     if args.json:
         write_json(args.json, result.to_dict())
     return 0

@@ -14,6 +14,7 @@ from ._flags import (
     add_delegate_flags,
     add_output_flags,
     delegate_options,
+    existing_file,
     non_negative_float,
     non_negative_int,
     write_json,
@@ -28,7 +29,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "Measure a model's latency (init, first inference, warm-up, timed runs), memory, "
         "delegation and per-op times, printing the lines of TFLite's benchmark_model."
     )
-    p.add_argument("--graph", required=True, metavar="MODEL", help="path to a .tflite model")
+    p.add_argument(
+        "--graph",
+        required=True,
+        type=existing_file,
+        metavar="MODEL",
+        help="path to a .tflite model",
+    )
     runs = p.add_argument_group("runs")
     runs.add_argument(
         "--num_runs",
@@ -102,10 +109,12 @@ def options_from_args(args: argparse.Namespace) -> BenchmarkOptions:
 
 def run(args: argparse.Namespace) -> int:
     from ..tools.benchmark import run_benchmark
-    from ..tools.progress import want_bar
+    from ..tools.progress import progress_mode
 
     options = options_from_args(args)
-    result = run_benchmark(args.graph, options, progress=want_bar(args.progress), out=sys.stdout)
+    result = run_benchmark(
+        args.graph, options, progress=progress_mode(args.progress), out=sys.stdout
+    )
     if args.json:
         write_json(args.json, result.to_dict())
     return 0

@@ -8,14 +8,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._flags import add_delegate_flags, add_output_flags, delegate_options, write_json
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+from ._flags import (
+    add_delegate_flags,
+    add_output_flags,
+    delegate_options,
+    existing_file,
+    int_at_least,
+    write_json,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,10 +25,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "delegate; print latencies and, per output, the mean absolute difference "
         "(average and standard deviation over runs), as TFLite's inference diff does."
     )
-    p.add_argument("--model", required=True, metavar="MODEL", help="path to a .tflite model")
+    p.add_argument(
+        "--model",
+        required=True,
+        type=existing_file,
+        metavar="MODEL",
+        help="path to a .tflite model",
+    )
     p.add_argument(
         "--num_runs",
-        type=_positive_int,
+        type=int_at_least(1),
         default=50,
         help="number of random inputs to compare on (default: 50)",
     )
@@ -45,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..tools.benchmark import BenchmarkOptions
     from ..tools.diff import run_inference_diff
-    from ..tools.progress import want_bar
+    from ..tools.progress import progress_mode
 
     options = BenchmarkOptions(**delegate_options(args))
     result = run_inference_diff(
@@ -53,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         options,
         num_runs=args.num_runs,
         seed=args.seed,
-        progress=want_bar(args.progress),
+        progress=progress_mode(args.progress),
         out=sys.stdout,
     )
     if args.json:

@@ -1,7 +1,9 @@
 """The GPU delegate: fold, partition, run partitions on OpenCL and the rest on the CPU.
 
-Options mirror TfLiteGpuDelegateOptionsV2 (precision loss, quantization, max delegated
-partitions, serialization dir and model token, inference preference).
+Options mirror those of TfLiteGpuDelegateOptionsV2 that change what this delegate does
+(precision loss, quantization, max delegated partitions, serialization dir and model
+token). TFLite's inference preference is left out: it picks how long the delegate tunes
+its kernels at init, and this delegate does no tuning at init.
 """
 
 from __future__ import annotations
@@ -22,27 +24,22 @@ from .fold import fold_constants
 from .partition import DelegationSummary, partition
 from .support import SupportOptions
 
-PREFERENCES = ("FAST_SINGLE_ANSWER", "SUSTAINED_SPEED", "BALANCED")
-
 
 @dataclass
 class GpuDelegateOptions:
-    """TfLiteGpuDelegateOptionsV2, in Python."""
+    """The options of TfLiteGpuDelegateOptionsV2 this delegate acts on, in Python."""
 
     precision: str = "fp32"  #: "fp16" = is_precision_loss_allowed
     enable_quant: bool = True  #: experimental_flags ENABLE_QUANT
     max_delegated_partitions: int = 1
     serialization_dir: str | None = None  #: None: the user cache, keyed by program source
     model_token: str | None = None  #: None: the model's sha256
-    inference_preference: str = "FAST_SINGLE_ANSWER"
     device: str | None = None  #: 'P:D' or a name substring; None: the first GPU
     profiling: bool = False
 
     def validate(self) -> None:
         if self.precision not in ("fp32", "fp16"):
             raise JobError(f"precision {self.precision!r} must be fp32 or fp16")
-        if self.inference_preference not in PREFERENCES:
-            raise JobError(f"inference_preference must be one of {', '.join(PREFERENCES)}")
         if self.max_delegated_partitions < 0:
             raise JobError("max_delegated_partitions must be >= 0 (0: no limit)")
 
@@ -121,9 +118,8 @@ class GpuSession:
         storage = np.float16 if opts.precision == "fp16" else np.float32
         for nodes in self.delegation.partitions:
             lowerer = Lowerer(sg, self.device_info.compute_units, opts.precision)
-            for n in nodes:
-                lowerer.lower(sg.operators[n])
             ins, outs = _boundary(sg, nodes)
+            lowerer.lower_partition(nodes, set(outs))
             self.executors.append(
                 PartitionExecutor(
                     self.ctx,
@@ -157,7 +153,7 @@ class GpuSession:
         checked = self.cpu.check_inputs(inputs, subgraph)
         if subgraph != 0 or not self.executors:
             return self.cpu.run_subgraph(subgraph, checked)
-        for pos, (t, x) in enumerate(zip(self.model.main.inputs, checked)):
+        for pos, (t, x) in enumerate(zip(self.model.main.inputs, checked, strict=True)):
             want = self.model.main.tensors[t].shape
             if x.shape != want:
                 raise JobError(
@@ -166,11 +162,14 @@ class GpuSession:
                 )
         sg = self.model.main
         if self._whole_graph:  # one partition, model inputs in and outputs out
-            values = dict(zip(sg.inputs, checked))
+            values = dict(zip(sg.inputs, checked, strict=True))
             self.executors[0].run(values)
             return [values[t] for t in sg.outputs]
         values = self.cpu.initial_values(0, checked)
-        starts = {nodes[0]: ex for nodes, ex in zip(self.delegation.partitions, self.executors)}
+        starts = {
+            nodes[0]: ex
+            for nodes, ex in zip(self.delegation.partitions, self.executors, strict=True)
+        }
         delegated = {n for nodes in self.delegation.partitions for n in nodes}
         for op in sg.operators:
             if op.index in starts:
@@ -191,11 +190,17 @@ class GpuSession:
         return sum(ex.device_bytes for ex in self.executors)
 
     def op_profile_ns(self) -> dict[int, int]:
-        """Device nanoseconds per node of the last invoke (options.profiling=True)."""
+        """Device nanoseconds per node of the last invoke (options.profiling=True); nodes
+        fused into another's kernel take 0 (see `fused_kernels`)."""
         out: dict[int, int] = {}
         for ex in self.executors:
             out.update(ex.profile_ns())
         return out
+
+    def fused_kernels(self) -> dict[int, tuple[int, ...]]:
+        """Producer node -> every node its kernel runs (itself first), for kernels that
+        absorbed elementwise nodes after them."""
+        return {c[0]: c for ex in self.executors for c in ex.fused_kernels}
 
     def summary(self) -> dict[str, Any]:
         return {

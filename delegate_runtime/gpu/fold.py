@@ -2,8 +2,8 @@
 
 SHAPE of a tensor with a fully known shape becomes a constant; then every op whose inputs
 are all constant (STRIDED_SLICE -> PACK -> RESHAPE shape chains, DEQUANTIZE of fp16 or
-int8 weights) is evaluated once with the reference kernels and its outputs become
-constants. Converted Keras models then delegate whole.
+int8 weights, DENSIFY of sparse weights) is evaluated once with the reference kernels and
+its outputs become constants. Converted Keras models then delegate whole.
 """
 
 from __future__ import annotations
@@ -51,7 +51,10 @@ def _fold_one(op: Operator, sg: Subgraph) -> list[np.ndarray] | None:
     )
     result = kernel.fn(ctx)
     outs = [result] if isinstance(result, np.ndarray) else list(result)
-    if any(np.asarray(o).size > MAX_FOLDED_ELEMENTS for o in outs):
+    if len(outs) != len(op.outputs):  # left to the interpreter, which names the mismatch
+        return None
+    # DENSIFY always folds, as in TFLite's delegate: the reader holds its dense data already.
+    if op.op != "DENSIFY" and any(np.asarray(o).size > MAX_FOLDED_ELEMENTS for o in outs):
         return None
     return [np.asarray(o) for o in outs]
 
@@ -70,7 +73,7 @@ def fold_constants(model: Model) -> tuple[Model, int]:
                 work.operators.append(op)
                 continue
             total += 1
-            for t, value in zip(op.outputs, outs):
+            for t, value in zip(op.outputs, outs, strict=True):
                 tensor = tensors[t]
                 value = value.astype(tensor.dtype, copy=False)
                 value.flags.writeable = False

@@ -2,7 +2,7 @@
 
 import importlib
 
-#: Kernel modules by op family. A module that is not written yet is skipped.
+#: Kernel modules by op family. Each must import: a missing or broken one is an error.
 KERNEL_MODULES = (
     "conv",
     "pool",
@@ -19,11 +19,15 @@ KERNEL_MODULES = (
     "control_flow",
     "lstm",
     "detection",
+    "densify",
+    "mediapipe",
 )
 
-for _name in KERNEL_MODULES:
-    try:
-        importlib.import_module(f"{__package__}.{_name}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__package__}.{_name}":
-            raise
+
+def import_kernel_modules(names: tuple[str, ...] = KERNEL_MODULES) -> None:
+    """Import each kernel module; one that is missing or fails raises (never skipped)."""
+    for name in names:
+        importlib.import_module(f"{__package__}.{name}")
+
+
+import_kernel_modules()

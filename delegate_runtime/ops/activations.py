@@ -13,7 +13,12 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import ModelError
-from .common import multiply_by_quantized_multiplier, quant_params, quantize_multiplier
+from .common import (
+    multiply_by_quantized_multiplier,
+    quant_params,
+    quantize_multiplier,
+    rounding_divide_by_pot,
+)
 from .elementwise import QUANT_8BIT, unsupported
 from .registry import OpContext, register
 
@@ -217,10 +222,66 @@ def tanh(ctx: OpContext) -> np.ndarray:
     return _unary(ctx, np.tanh, quantized_lut=True)
 
 
+def _c_div(a: np.ndarray, d: int) -> np.ndarray:
+    """C++ integer division (toward zero) by a positive constant."""
+    q = np.abs(a) // d
+    return np.where(a < 0, -q, q)
+
+
+def _high_mul16(a: np.ndarray, b: int, rounding: bool = True) -> np.ndarray:
+    """gemmlowp's int16 SaturatingRoundingDoublingHighMul (or, rounding=False, TFLite's
+    SaturatingDoublingHighMul, which truncates)."""
+    ab = a.astype(np.int64) * b
+    if rounding:
+        ab = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    out = _c_div(ab, 1 << 15)
+    return np.where((a == -(1 << 15)) & (b == -(1 << 15)), (1 << 15) - 1, out)
+
+
+def _saturate16(x: np.ndarray) -> np.ndarray:
+    return np.clip(x, -(1 << 15), (1 << 15) - 1)
+
+
+def _multiplier16(real: float) -> tuple[int, int]:
+    """TFLite's QuantizeMultiplier then DownScaleInt32ToInt16Multiplier."""
+    m, shift = quantize_multiplier(real)
+    return (1 << 15) - 1 if m >= (1 << 31) - 1 - (1 << 15) else (m + (1 << 15)) >> 16, shift
+
+
+def _hard_swish_quantized(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """TFLite's fixed-point int16 HardSwish (reference_ops::HardSwish, HardSwishPrepare)."""
+    in_scale, in_zp = _qparams(ctx)
+    out_scale, out_zp = _qparams(ctx, output=True)
+    hires_scale = np.float32(1.0 / 128.0) * np.float32(in_scale)
+    out_m, out_exp = _multiplier16(float(hires_scale / np.float32(out_scale)))
+    relu_m, relu_exp = _multiplier16(float(hires_scale / np.float32(3.0 / 32768.0)))
+    if out_exp > 0:
+        raise ModelError(
+            f"{ctx.op.describe()}: output scale {out_scale} is too small for input scale "
+            f"{in_scale} (TFLite's HardSwishPrepare refuses it)"
+        )
+    hires = (x.astype(np.int64) - in_zp) * 128
+    preshift_out = _high_mul16(hires, out_m)
+    reluish = hires
+    if relu_exp > 0:
+        reluish = _saturate16(reluish * (1 << (relu_exp - 1)))
+    reluish = _high_mul16(reluish, relu_m)
+    if relu_exp > 0:
+        reluish = _saturate16(reluish * 2)
+    if relu_exp < 0:
+        reluish = rounding_divide_by_pot(reluish, -relu_exp)
+    reluish = (reluish + (1 << 15)) >> 1  # [-1, 1] to [0, 1]
+    out = rounding_divide_by_pot(_high_mul16(reluish, preshift_out, rounding=False), -out_exp)
+    return _type_clip(out + out_zp, ctx.out_tensors[0].dtype)
+
+
 @register("HARD_SWISH", versions=(1,))
 def hard_swish(ctx: OpContext) -> np.ndarray:
-    """x * relu6(x + 3) / 6."""
-    return _unary(ctx, _hard_swish, quantized_lut=True)
+    """x * relu6(x + 3) / 6; int8/uint8 in TFLite's 16-bit fixed point."""
+    x = _input(ctx)
+    if x.dtype in QUANT_8BIT:
+        return _hard_swish_quantized(ctx, x)
+    return _unary(ctx, _hard_swish)
 
 
 @register("ELU", versions=(1,))
@@ -235,14 +296,26 @@ def gelu(ctx: OpContext) -> np.ndarray:
     if ctx.opt("approximate", False):
 
         def fn(x: np.ndarray) -> np.ndarray:
-            inner = np.float32(math.sqrt(2 / math.pi)) * (x + np.float32(0.044715) * x**3)
+            cube = np.float32(0.044715) * x * x * x
+            inner = np.float32(math.sqrt(2 / math.pi)) * (x + cube)
             return np.float32(0.5) * x * (np.float32(1) + np.tanh(inner))
     else:
 
         def fn(x: np.ndarray) -> np.ndarray:
             return (0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))).astype(F32)
 
+    x = _input(ctx)
+    if x.dtype in QUANT_8BIT and not ctx.opt("approximate", False):
+        return _lut(ctx, x, _gelu_table_entry)
     return _unary(ctx, fn, quantized_lut=True)
+
+
+def _gelu_table_entry(x: np.ndarray) -> np.ndarray:
+    """TFLite's GeluTransform in float32, 0.5 * x * erfc(-x / sqrt(2)), for the 256-entry
+    table: erfc exact (rounded once to float32), since one ulp moves a table entry."""
+    arg = x.astype(F32) * np.float32(-math.sqrt(0.5))
+    erfc = np.array([math.erfc(float(v)) for v in arg], F32)
+    return np.float32(0.5) * x * erfc
 
 
 # -- softmax ------------------------------------------------------------------------------
@@ -349,6 +422,8 @@ def neg(ctx: OpContext) -> np.ndarray:
 def abs_(ctx: OpContext) -> np.ndarray:
     """|x|; quantized inputs are rescaled to the output in fixed point."""
     x = _input(ctx)
+    if x.dtype == np.uint8:  # TFLite has no uint8 ABS kernel
+        raise unsupported(ctx, x.dtype)
     if x.dtype not in QUANT_8BIT and x.dtype != np.int16:
         return _unary(ctx, np.abs, int_types=(np.dtype(np.int32),))
     in_scale, in_zp = _qparams(ctx)

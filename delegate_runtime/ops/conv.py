@@ -16,6 +16,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..errors import ModelError
 from ..graph import Tensor
+from .alloc import check_alloc
 from .common import (
     ACT_NONE,
     ACT_RELU,
@@ -68,7 +69,7 @@ def window_geometry(ctx: OpContext, in_hw: tuple[int, ...], k_hw: tuple[int, ...
     stride = (int(ctx.opt("stride_h", 1)), int(ctx.opt("stride_w", 1)))
     dilation = (int(ctx.opt("dilation_h_factor", 1)), int(ctx.opt("dilation_w_factor", 1)))
     padding = int(ctx.opt("padding", 0))
-    dims = list(zip(in_hw, k_hw, stride, dilation))
+    dims = list(zip(in_hw, k_hw, stride, dilation, strict=True))
     try:
         out = tuple(output_size(i, k, s, d, padding) for i, k, s, d in dims)
     except ModelError as exc:
@@ -138,6 +139,7 @@ def _conv_group(x: np.ndarray, w: np.ndarray, g: Geometry) -> np.ndarray:
         ]
         cols = cols.reshape(n * oh * ow, -1)
     else:
+        check_alloc((n * oh * ow, kh * kw * x.shape[3]), x.dtype, "convolution im2col buffer")
         cols = windows(pad_nhwc(x, g), (kh, kw), g).reshape(n * oh * ow, -1)
     return (cols @ wmat).reshape(n, oh, ow, cout)
 
@@ -268,6 +270,11 @@ def _check_bias(ctx: OpContext, bias: np.ndarray | None, quantized: bool, channe
         )
 
 
+def _check_output(ctx: OpContext, shape: tuple[int, ...]) -> None:
+    """The output (and accumulator) fits the kernel limits: float64 accumulators cost most."""
+    check_alloc(shape, np.float64, f"{ctx.op.describe()}: output")
+
+
 def _check_rank4(ctx: OpContext, *arrays: np.ndarray) -> None:
     for a in arrays:
         if a.ndim != 4:
@@ -291,6 +298,7 @@ def conv_2d(ctx: OpContext) -> np.ndarray:
         )
     _check_bias(ctx, bias, quantized, w.shape[0])
     g = window_geometry(ctx, x.shape[1:3], w.shape[1:3])
+    _check_output(ctx, (x.shape[0], *g.out_hw, w.shape[0]))
     if hybrid:
         return hybrid_epilogue(ctx, x, w, bias, lambda a, b: conv_core(a, b, g))
     act = fused_activation(ctx)
@@ -318,6 +326,7 @@ def depthwise_conv_2d(ctx: OpContext) -> np.ndarray:
     multiplier = cout // cin
     _check_bias(ctx, bias, quantized, cout)
     g = window_geometry(ctx, x.shape[1:3], w.shape[1:3])
+    _check_output(ctx, (x.shape[0], *g.out_hw, cout))
     if hybrid:
         if quant_params(w_t, "weights").scale.size != cout:  # as LiteRT
             raise ModelError(f"{ctx.op.describe()}: hybrid weights must be per-channel")
@@ -346,8 +355,16 @@ def transpose_conv(ctx: OpContext) -> np.ndarray:
             f"{ctx.op.describe()}: filter {list(w.shape)} does not fit input {list(x.shape)}"
         )
     _check_bias(ctx, bias, quantized, w.shape[0])
+    if min(out_shape) < 0:
+        raise ModelError(f"{ctx.op.describe()}: output_shape {list(out_shape)} is negative")
     # Padding is that of the forward conv mapping the output back onto the input.
     g = window_geometry(ctx, out_shape[1:3], w.shape[1:3])
+    if g.out_hw != x.shape[1:3]:  # as LiteRT: the forward conv must give the input's size
+        raise ModelError(
+            f"{ctx.op.describe()}: output_shape {list(out_shape)} maps back to "
+            f"{list(g.out_hw)}, not the input's {list(x.shape[1:3])}"
+        )
+    _check_output(ctx, out_shape)
     pad = (g.pad_h[0], g.pad_w[0])
     act = fused_activation(ctx)
     if not quantized:

@@ -164,7 +164,8 @@ def mul(ctx: OpContext) -> np.ndarray:
         raise unsupported(ctx, a.dtype)
     (s1, z1), (s2, z2) = _scale_zp(ctx, 0), _scale_zp(ctx, 1)
     s_out, z_out = _scale_zp(ctx, 0, output=True)
-    m, sh = _fixed(s1 * s2 / s_out)
+    # TFLite's Prepare forms the multiplier in float32 (float * float / float), not double.
+    m, sh = _fixed(np.float32(s1) * np.float32(s2) / np.float32(s_out))
     prod = (a.astype(np.int64) - z1) * (b.astype(np.int64) - z2)
     return _clamp(ctx, multiply_by_quantized_multiplier(prod, m, sh) + z_out, _act(ctx))
 

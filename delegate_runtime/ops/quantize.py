@@ -7,7 +7,12 @@ import numpy as np
 from ..errors import ModelError
 from ..graph import Quantization
 from .common import dequantize as dequantize_array
-from .common import multiply_by_quantized_multiplier, quant_params, quantize_multiplier
+from .common import (
+    multiply_by_quantized_multiplier,
+    quant_params,
+    quantize_multiplier,
+    round_half_away,
+)
 from .common import quantize as quantize_half_away
 from .elementwise import unsupported
 from .registry import OpContext, register
@@ -24,11 +29,12 @@ def _input(ctx: OpContext) -> np.ndarray:
     return x
 
 
-def quantize_even(x: np.ndarray, quant: Quantization, dtype: np.dtype) -> np.ndarray:
-    """Per-tensor q = clamp(round(x / scale) + zero_point) with ties to even, as LiteRT's
-    per-tensor QUANTIZE kernels (builtin and XNNPACK) round on x86."""
+def quantize_per_tensor(x: np.ndarray, quant: Quantization, dtype: np.dtype) -> np.ndarray:
+    """Per-tensor q = clamp(round(x / scale) + zero_point) with ties away from zero, as
+    LiteRT's reference kernel (AffineQuantize, TfLiteRound); its builtin x86 and XNNPACK
+    kernels round ties to even."""
     with np.errstate(invalid="ignore"):
-        q = np.rint(x.astype(np.float32) / np.float32(quant.scale[0]))
+        q = round_half_away(x.astype(np.float32) / np.float32(quant.scale[0]))
     info = np.iinfo(dtype)
     q = np.clip(np.nan_to_num(q), -(2**31), 2**31).astype(np.int64) + int(quant.zero_point[0])
     return np.clip(q, info.min, info.max).astype(dtype)
@@ -57,9 +63,9 @@ def quantize(ctx: OpContext) -> np.ndarray:
         raise unsupported(ctx, out.dtype)
     if x.dtype == F32:
         q = quant_params(out, "output")
-        if q.per_channel:  # NOTE: LiteRT's per-channel kernel rounds ties away from zero
+        if q.per_channel:
             return quantize_half_away(x, q, out.dtype)
-        return quantize_even(x, q, out.dtype)
+        return quantize_per_tensor(x, q, out.dtype)
     if x.dtype in QUANT_TYPES:
         return _requantize(ctx, x)
     raise unsupported(ctx, x.dtype)

@@ -1,7 +1,9 @@
 """Reductions: MEAN, SUM, REDUCE_MAX/MIN/PROD/ANY/ALL, ARG_MAX/ARG_MIN, CUMSUM.
 
-Quantized MEAN and SUM follow LiteRT's builtin x86 kernels (reduce.cc): fixed-point means
-(the 4-D spatial case with a float bias), SUM through a float rescale of the int32 sum.
+Quantized MEAN follows LiteRT's reference kernels (reduce.cc, BUILTIN_REF): fixed point
+with the element count folded into the multiplier. Quantized SUM follows its builtin
+kernels, a float rescale of the int32 sum: LiteRT 2.3's reference SUM returns wrong values
+for int8 and int16 (negative inputs misread), so it is no oracle there.
 """
 
 from __future__ import annotations
@@ -87,68 +89,28 @@ def _qp(ctx: OpContext, output: bool = False) -> tuple[float, int]:
 # -- MEAN ---------------------------------------------------------------------------------
 
 
-def _is_spatial_mean(ctx: OpContext, x: np.ndarray) -> bool:
-    """TFLite's special case: 4-D, keep_dims, axis exactly [1, 2] or [2, 1]."""
-    return bool(ctx.opt("keep_dims", False)) and x.ndim == 4 and raw_axes(ctx) in ([1, 2], [2, 1])
+def _wrap_int32(x: np.ndarray) -> np.ndarray:
+    """Values as an int32 accumulator holds them (two's complement wrap-around)."""
+    return ((x + (1 << 31)) % (1 << 32)) - (1 << 31)
 
 
-def _mean_spatial_int(ctx: OpContext, x: np.ndarray, n: int) -> np.ndarray:
-    """LiteRT's int8 spatial mean: raw sum times in_scale/(n*out_scale) in fixed point,
-    plus a rounded float bias for the zero points."""
+def _mean_quantized(ctx: OpContext, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """reference_ops::QuantizedMeanOrSum, the path LiteRT's reference kernels take for every
+    int8/uint8/int16 MEAN (the 4-D spatial case included): the int32 sum less the input zero
+    point times the count, scaled by in_scale/out_scale in fixed point with the count folded
+    into the multiplier (shifted up by floor(log2 n), at most 32 and at most 31 + shift)."""
     (si, zi), (so, zo) = _qp(ctx), _qp(ctx, output=True)
-    si32, so32 = np.float32(si), np.float32(so)
-    bias = zo - int(_round(np.float32(zi) * si32 / so32))
-    m, sh = quantize_multiplier(float(si32 / (np.float32(n) * so32)))
-    acc = x.astype(np.int64).sum(axis=(1, 2), keepdims=True)
-    return _clip_to(multiply_by_quantized_multiplier(acc, m, sh) + bias, x.dtype)
-
-
-def _mean_spatial_uint8(ctx: OpContext, x: np.ndarray, n: int) -> np.ndarray:
-    """reference_ops::Mean for uint8: fixed-point scale of the raw sum plus a float bias."""
-    (si, zi), (so, zo) = _qp(ctx), _qp(ctx, output=True)
-    si32, so32 = np.float32(si), np.float32(so)
-    bias = zo - int(np.float32(zi) * si32 / so32)  # C++ cast truncates toward zero
-    m, sh = quantize_multiplier(float(si32 / (np.float32(n) * so32)))
-    acc = x.astype(np.int64).sum(axis=(1, 2), keepdims=True)
-    return _clip_to(multiply_by_quantized_multiplier(acc, m, sh) + bias, x.dtype)
-
-
-def _quantized_mean_or_sum(
-    ctx: OpContext, x: np.ndarray, axes: tuple[int, ...], compute_sum: bool
-) -> np.ndarray:
-    """TFLite's QuantizedMeanOrSum: the int32 sum rescaled in float (SUM uses it)."""
-    (si, zi), (so, zo) = _qp(ctx), _qp(ctx, output=True)
-    n = _count(x, axes)
-    total = x.astype(np.int64).sum(axis=axes, keepdims=True).astype(F32)
-    scale = np.float32(si) / np.float32(so)
-    if compute_sum:
-        bias = np.float32(-zi) * scale * np.float32(n)
-        value = _round(total * scale + bias) + np.float32(zo)
-    else:
-        bias = np.float32(-zi) * scale
-        value = _round(total / np.float32(n) * scale + bias) + np.float32(zo)
-    return _clip_to(value, x.dtype)
-
-
-def _mean_general_int(ctx: OpContext, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    """LiteRT's integer mean: the offset sum times in_scale/out_scale, the count folded
-    into the fixed-point multiplier (shifted up by floor(log2 n) first)."""
-    (si, zi), (so, zo) = _qp(ctx), _qp(ctx, output=True)
+    if x.dtype == np.int16 and (zi, zo) != (0, 0):
+        raise ModelError(
+            f"{ctx.op.describe()}: int16 MEAN needs zero points 0 (input {zi}, output {zo})"
+        )
     n = _count(x, axes)
     m, sh = quantize_multiplier(si / so)
     up = min(n.bit_length() - 1, 32, 31 + sh)
     m_n, sh_n = (m << up) // n, sh - up
-    acc = (x.astype(np.int64) - zi).sum(axis=axes, keepdims=True)
-    return _clip_to(multiply_by_quantized_multiplier(acc, m_n, sh_n) + zo, x.dtype)
-
-
-def _mean_quantized(ctx: OpContext, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    if _is_spatial_mean(ctx, x):
-        n = _count(x, axes)
-        if x.dtype == np.uint8:
-            return _mean_spatial_uint8(ctx, x, n)
-        return _mean_spatial_int(ctx, x, n)
-    return _mean_general_int(ctx, x, axes)
+    total = _wrap_int32(x.astype(np.int64).sum(axis=axes, keepdims=True))
+    shifted = _wrap_int32(total - zi * n)
+    return _clip_to(multiply_by_quantized_multiplier(shifted, m_n, sh_n) + zo, x.dtype)
 
 
 @register("MEAN", versions=(1, 2, 3))
@@ -171,16 +133,27 @@ def mean(ctx: OpContext) -> np.ndarray:
 # -- SUM / PROD / MAX / MIN / ANY / ALL ---------------------------------------------------
 
 
+def _quantized_sum(ctx: OpContext, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """The int32 sum rescaled in float to the output's parameters (QuantizedMeanOrSum)."""
+    (si, zi), (so, zo) = _qp(ctx), _qp(ctx, output=True)
+    n = _count(x, axes)
+    total = x.astype(np.int64).sum(axis=axes, keepdims=True).astype(F32)
+    scale = np.float32(si) / np.float32(so)
+    bias = np.float32(-zi) * scale * np.float32(n)
+    return _clip_to(_round(total * scale + bias) + np.float32(zo), x.dtype)
+
+
 @register("SUM", versions=(1, 2))
 def reduce_sum(ctx: OpContext) -> np.ndarray:
-    """Sum over the axes; 8-bit inputs with other output parameters are rescaled."""
+    """Sum over the axes; quantized inputs (same output parameters or not) are rescaled
+    and saturate, as LiteRT's builtin kernels (its reference SUM is wrong for int8/int16)."""
     x, axes = _setup(ctx)
     if x.dtype == F32:
         return _finish(ctx, x.sum(axis=axes, keepdims=True, dtype=np.float64).astype(F32), axes)
-    if x.dtype in QUANT[:2] and _qp(ctx) != _qp(ctx, output=True):
-        return _finish(ctx, _quantized_mean_or_sum(ctx, x, axes, compute_sum=True), axes)
+    if x.dtype in QUANT and ctx.in_tensors[0].quantization is not None:
+        return _finish(ctx, _quantized_sum(ctx, x, axes), axes)
     if x.dtype in INTS or x.dtype in QUANT:
-        # NOTE: TFLite sums same-scale quantized values in their own type (wrapping).
+        # NOTE: TFLite sums unquantized integers in their own type (wrapping).
         return _finish(ctx, x.sum(axis=axes, keepdims=True, dtype=np.int64).astype(x.dtype), axes)
     raise unsupported(ctx, x.dtype)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .registry import OpContext, register
-from .shape import data_input, index_values, op_error
+from .shape import check_output, data_input, index_values, op_error
 
 _f32 = np.float32
 BILINEAR_TYPES = (np.float32, np.uint8, np.int8, np.int16)
@@ -20,17 +20,24 @@ NEAREST_TYPES = (np.float32, np.uint8, np.int8, np.int16)
 FRAC_BITS = 10
 
 
-def _input_and_size(ctx: OpContext, allowed: tuple) -> tuple[np.ndarray, int, int]:
+def _input_and_size(
+    ctx: OpContext, allowed: tuple, smallest: int = 1
+) -> tuple[np.ndarray, int, int]:
+    """The input and the output (height, width), each at least `smallest`."""
     x = data_input(ctx, 0, allowed)
     if x.ndim != 4:
         raise op_error(ctx, f"input must be 4-D NHWC, got shape {list(x.shape)}")
     size = index_values(ctx, 1, "size").reshape(-1)
-    if size.size != 2 or np.any(size <= 0):
-        raise op_error(ctx, f"size must be two positive values, got {size.tolist()}")
-    return x, int(size[0]), int(size[1])
+    if size.size != 2 or np.any(size < smallest):
+        raise op_error(ctx, f"size must be two values >= {smallest}, got {size.tolist()}")
+    oh, ow = int(size[0]), int(size[1])
+    check_output(ctx, (x.shape[0], oh, ow, x.shape[3]), x.dtype)
+    return x, oh, ow
 
 
 def _float_scale(in_size: int, out_size: int, align_corners: bool) -> np.float32:
+    if out_size == 0:
+        return _f32(0)  # no output position uses it
     if align_corners and out_size > 1:
         return _f32(in_size - 1) / _f32(out_size - 1)
     return _f32(in_size) / _f32(out_size)
@@ -150,8 +157,9 @@ def _nearest_index(out_size: int, in_size: int, align: bool, half_pixel: bool) -
 
 @register("RESIZE_NEAREST_NEIGHBOR", versions=(1, 2, 3, 4))
 def resize_nearest_neighbor(ctx: OpContext) -> np.ndarray:
-    """RESIZE_NEAREST_NEIGHBOR with align_corners / half_pixel_centers."""
-    x, oh, ow = _input_and_size(ctx, NEAREST_TYPES)
+    """RESIZE_NEAREST_NEIGHBOR with align_corners / half_pixel_centers; a size of 0 gives
+    an empty output, as LiteRT (RESIZE_BILINEAR refuses it)."""
+    x, oh, ow = _input_and_size(ctx, NEAREST_TYPES, smallest=0)
     align = bool(ctx.opt("align_corners", False))
     half = bool(ctx.opt("half_pixel_centers", False))
     ys = _nearest_index(oh, x.shape[1], align, half)

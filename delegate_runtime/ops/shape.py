@@ -15,6 +15,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..errors import ModelError
+from .alloc import check_alloc
 from .common import apply_activation, quant_params, round_half_away
 from .registry import OpContext, register
 
@@ -35,6 +36,14 @@ QUANTIZED_TYPES = frozenset((_dt(np.int8), _dt(np.uint8), _dt(np.int16)))
 def op_error(ctx: OpContext, message: str) -> ModelError:
     """A ModelError naming the operator."""
     return ModelError(f"{ctx.op.describe()}: {message}")
+
+
+def check_output(
+    ctx: OpContext, shape: Iterable[int], dtype: np.dtype | type, what: str = "output"
+) -> None:
+    """ModelError naming the op unless an array of `shape` fits the kernel limits: call
+    it before allocating anything sized from input values."""
+    check_alloc(shape, dtype, f"{ctx.op.describe()}: {what}")
 
 
 def require_dtype(
@@ -172,6 +181,7 @@ def pack(ctx: OpContext) -> np.ndarray:
         shapes = ", ".join(f"{x.dtype.name}{list(x.shape)}" for x in xs)
         raise op_error(ctx, f"inputs differ in shape or type: {shapes}")
     axis = normalize_axis(ctx, int(ctx.opt("axis", 0)), xs[0].ndim + 1)
+    check_output(ctx, (len(xs), *xs[0].shape), xs[0].dtype)
     return np.stack(xs, axis=axis)
 
 
@@ -204,7 +214,7 @@ def _concat_uint8_rescaled(ctx: OpContext, xs: list[np.ndarray], axis: int) -> n
     out_scale, out_zp = np.float32(oq.scale[0]), int(oq.zero_point[0])
     inverse = np.float32(1.0) / out_scale
     parts = []
-    for x, t in zip(xs, ctx.in_tensors):
+    for x, t in zip(xs, ctx.in_tensors, strict=True):
         q = quant_params(t, "input")
         in_scale, in_zp = np.float32(q.scale[0]), int(q.zero_point[0])
         if in_scale == out_scale and in_zp == out_zp:
@@ -245,6 +255,9 @@ def concatenation(ctx: OpContext) -> np.ndarray:
             raise op_error(ctx, "inputs differ in type or rank")
         if x.shape[:axis] + x.shape[axis + 1 :] != xs[0].shape[:axis] + xs[0].shape[axis + 1 :]:
             raise op_error(ctx, f"input shapes {[list(x.shape) for x in xs]} differ off axis")
+    out_shape = list(xs[0].shape)
+    out_shape[axis] = sum(x.shape[axis] for x in xs)
+    check_output(ctx, out_shape, xs[0].dtype)
     if is_quantized(ctx, 0, output=True):
         if xs[0].dtype == np.uint8:
             return _concat_uint8_rescaled(ctx, xs, axis)
@@ -302,13 +315,14 @@ def gather(ctx: OpContext) -> np.ndarray:
     if params.shape[:batch_dims] != indices.shape[:batch_dims]:
         raise op_error(ctx, "params and indices differ in their batch dimensions")
     _check_indices(ctx, indices, params.shape[axis], "gather index")
+    shape = params.shape[:axis] + indices.shape[batch_dims:] + params.shape[axis + 1 :]
+    check_output(ctx, shape, params.dtype)
     batch = int(np.prod(params.shape[:batch_dims], dtype=np.int64))
     outer = int(np.prod(params.shape[batch_dims:axis], dtype=np.int64))
     inner = int(np.prod(params.shape[axis + 1 :], dtype=np.int64))
     p = params.reshape(batch, outer, params.shape[axis], inner)
     idx = indices.astype(np.int64).reshape(batch, 1, -1)
     taken = p[np.arange(batch)[:, None, None], np.arange(outer)[None, :, None], idx]
-    shape = params.shape[:axis] + indices.shape[batch_dims:] + params.shape[axis + 1 :]
     return taken.reshape(shape)
 
 
@@ -323,8 +337,9 @@ def gather_nd(ctx: OpContext) -> np.ndarray:
         raise op_error(ctx, f"indices shape {list(indices.shape)} does not fit params rank")
     idx = indices.astype(np.int64).reshape(-1, depth)
     _check_indices(ctx, idx, np.array(params.shape[:depth]), "gather_nd index")
-    taken = params[tuple(idx.T)]
-    return taken.reshape(indices.shape[:-1] + params.shape[depth:])
+    shape = indices.shape[:-1] + params.shape[depth:]
+    check_output(ctx, shape, params.dtype)
+    return params[tuple(idx.T)].reshape(shape)
 
 
 # -- tile, broadcast, fill, like, range ------------------------------------------------------
@@ -337,7 +352,9 @@ def tile(ctx: OpContext) -> np.ndarray:
     multiples = index_values(ctx, 1, "multiples").reshape(-1)
     if multiples.size != x.ndim or np.any(multiples < 0):
         raise op_error(ctx, f"multiples {multiples.tolist()} do not fit rank {x.ndim}")
-    return np.tile(x, tuple(int(m) for m in multiples))
+    reps = tuple(int(m) for m in multiples)
+    check_output(ctx, [d * m for d, m in zip(x.shape, reps, strict=True)], x.dtype)
+    return np.tile(x, reps)
 
 
 @register("BROADCAST_TO", versions=(2, 3, 4))
@@ -346,9 +363,11 @@ def broadcast_to(ctx: OpContext) -> np.ndarray:
     x = data_input(ctx)
     target = tuple(int(d) for d in index_values(ctx, 1, "shape").reshape(-1))
     try:
-        return np.array(np.broadcast_to(x, target))
+        view = np.broadcast_to(x, target)
     except ValueError as exc:
         raise op_error(ctx, f"cannot broadcast {list(x.shape)} to {list(target)}") from exc
+    check_output(ctx, target, x.dtype)
+    return np.array(view)
 
 
 @register("FILL", versions=range(1, 6))
@@ -360,6 +379,7 @@ def fill(ctx: OpContext) -> np.ndarray:
     value = data_input(ctx, 1)
     if value.size != 1:
         raise op_error(ctx, f"value must be a scalar, got shape {list(value.shape)}")
+    check_output(ctx, dims, value.dtype)
     return np.full(dims, value.reshape(()), dtype=value.dtype)
 
 
@@ -390,6 +410,7 @@ def range_(ctx: OpContext) -> np.ndarray:
         raise op_error(ctx, "start, limit and delta differ in type")
     start, limit, delta = start[0], limit[0], delta[0]
     n = _range_size(ctx, start, limit, delta)
+    check_output(ctx, (n,), start.dtype)
     steps = np.full(n, delta, dtype=start.dtype)
     if n:
         steps[0] = start

@@ -14,6 +14,7 @@ from .common import quant_params
 from .registry import OpContext, register
 from .shape import (
     DATA_TYPES,
+    check_output,
     data_input,
     index_values,
     is_quantized,
@@ -154,7 +155,7 @@ def strided_slice(ctx: OpContext) -> np.ndarray:
         picks.append(np.arange(start, stop, a.stride, dtype=np.int64))
         if not a.shrink:
             out_shape.append(len(picks[-1]))
-    if any(p.size and (p.min() < 0 or p.max() >= a.size) for p, a in zip(picks, axes)):
+    if any(p.size and (p.min() < 0 or p.max() >= a.size) for p, a in zip(picks, axes, strict=True)):
         raise op_error(ctx, "a shrunk axis index is out of range")
     effective = x.reshape(tuple(a.size for a in axes))
     return effective[np.ix_(*picks)].reshape(out_shape)
@@ -172,7 +173,7 @@ def slice_(ctx: OpContext) -> np.ndarray:
     if not len(begin) == len(size) == x.ndim:
         raise op_error(ctx, f"begin and size must have {x.ndim} values")
     index = []
-    for b, s, dim in zip(begin, size, x.shape):
+    for b, s, dim in zip(begin, size, x.shape, strict=True):
         s = dim - b if s == -1 else s
         if b < 0 or s < 0 or b + s > dim:
             raise op_error(ctx, f"begin {begin} and size {size} do not fit shape {list(x.shape)}")
@@ -232,9 +233,15 @@ def _pad_value(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     return np.zeros((), x.dtype)
 
 
+def _padded_shape(x: np.ndarray, pads: list[tuple[int, int]]) -> list[int]:
+    return [a + d + b for d, (a, b) in zip(x.shape, pads, strict=True)]
+
+
 def _pad(ctx: OpContext) -> np.ndarray:
     x = data_input(ctx)
-    return np.pad(x, _paddings(ctx, x.ndim), mode="constant", constant_values=_pad_value(ctx, x))
+    pads = _paddings(ctx, x.ndim)
+    check_output(ctx, _padded_shape(x, pads), x.dtype)
+    return np.pad(x, pads, mode="constant", constant_values=_pad_value(ctx, x))
 
 
 @register("PAD", versions=range(1, 7))
@@ -262,7 +269,8 @@ def mirror_pad(ctx: OpContext) -> np.ndarray:
     if mode is None:
         raise op_error(ctx, f"unknown mirror pad mode {ctx.opt('mode')}")
     extra = 1 if mode == "reflect" else 0
-    for (a, b), dim in zip(pads, x.shape):
+    for (a, b), dim in zip(pads, x.shape, strict=True):
         if max(a, b) > dim - extra:
             raise op_error(ctx, f"paddings {pads} are too large for shape {list(x.shape)}")
+    check_output(ctx, _padded_shape(x, pads), x.dtype)
     return np.pad(x, pads, mode=mode)

@@ -11,7 +11,7 @@ import numpy as np
 
 from .common import quant_params
 from .registry import OpContext, register
-from .shape import data_input, index_values, is_quantized, op_error
+from .shape import check_output, data_input, index_values, is_quantized, op_error
 
 SPACE_TYPES = (np.float32, np.uint8, np.int8, np.int16, np.int32, np.int64)
 
@@ -86,6 +86,12 @@ def space_to_batch_nd(ctx: OpContext) -> np.ndarray:
     fill = 0
     if is_quantized(ctx, 0, output=True):
         fill = int(quant_params(ctx.out_tensors[0]).zero_point[0])
+    padded = [
+        x.shape[0],
+        *(d + a + b for d, (a, b) in zip(x.shape[1:3], pads, strict=True)),
+        x.shape[3],
+    ]
+    check_output(ctx, padded, x.dtype)
     x = np.pad(x, [(0, 0), *pads, (0, 0)], constant_values=np.array(fill, x.dtype))
     n, h, w, c = x.shape
     if h % bh or w % bw:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
@@ -23,6 +24,7 @@ from ..reader import load_model
 from . import benchmark_format as fmt
 from .inputs import benchmark_inputs
 from .memory import MemoryReport, PeakMonitor, delta_mb, hwm_bytes, rss_bytes, session_device_bytes
+from .process_init import init_split_line, prepare_process
 from .profile import OpProfiler
 from .progress import Reporter
 from .session_info import delegation_summary, device_facts, versions
@@ -31,6 +33,16 @@ from .stats import Stat
 
 #: Seed of the random inputs (benchmark_model's generator is deterministic too).
 INPUT_SEED = 0
+#: BenchmarkOptions fields that choose and configure the delegate (the rest run the loop).
+DELEGATE_FIELDS = (
+    "use_gpu",
+    "precision",
+    "enable_quant",
+    "max_delegated_partitions",
+    "serialize_dir",
+    "serialize_token",
+    "device",
+)
 
 
 @dataclass
@@ -56,6 +68,11 @@ class BenchmarkOptions:
     @property
     def delegate(self) -> str:
         return "gpu" if self.use_gpu else "cpu"
+
+    def delegate_fields(self) -> dict[str, Any]:
+        """The delegate's options alone: what the diff and accuracy tools record, since
+        the benchmark loop's (num_runs, min_secs, ...) do not apply to them."""
+        return {name: getattr(self, name) for name in DELEGATE_FIELDS}
 
     def gpu_session_options(self, model: Any) -> dict[str, Any]:
         """The GPU session's TfLiteGpuDelegateOptionsV2-named options for `model`."""
@@ -110,7 +127,14 @@ class BenchmarkResult:
     model_path: str = ""
     model_size_bytes: int | None = None
     model_sha256: str | None = None
+    #: everything before the first inference, as benchmark_model's Init: the two below
     init_us: int | None = None
+    #: the part a process pays once, on its first session (modules, OpenCL context)
+    init_process_us: int | None = None
+    #: the part this model pays: reading it and opening its session
+    init_model_us: int | None = None
+    #: GPU only: the model's init by delegate phase (ms)
+    init_phases_ms: dict[str, float] | None = None
     first_inference_us: int | None = None
     warmup: RunStats = field(default_factory=RunStats)
     inference: RunStats = field(default_factory=RunStats)
@@ -158,6 +182,9 @@ class BenchmarkResult:
             "model_size_bytes": self.model_size_bytes,
             "model_sha256": self.model_sha256,
             "init_us": self.init_us,
+            "init_process_us": self.init_process_us,
+            "init_model_us": self.init_model_us,
+            "init_phases_ms": self.init_phases_ms,
             "first_inference_us": self.first_inference_us,
             "warmup_avg_us": self.warmup.avg_us,
             "avg_us": inf.avg_us,
@@ -256,8 +283,11 @@ def run_benchmark(
     options: BenchmarkOptions,
     progress: Any = None,
     out: IO[str] | None = None,
+    inputs: Sequence[np.ndarray] | None = None,
 ) -> BenchmarkResult:
     """Benchmark `model_path` as `benchmark_model` does; `out` receives the lines live.
+    `inputs`: the user's input values, one array per model input in order (as
+    `--input_layer_value_files`); random ones otherwise.
 
     `progress`: True for tqdm bars on stderr, or a callable(stage, done, total).
     Raises ModelError for a bad model (and for a partial delegation when full delegation
@@ -276,8 +306,12 @@ def run_benchmark(
     notes: list[str] = []
     try:
         t0 = time.perf_counter_ns()
+        process_us = prepare_process(options.delegate, options.device)
+        t_read = time.perf_counter_ns()
         model = load_model(model_path)
+        read_us = (time.perf_counter_ns() - t_read) // 1000
         log.line(fmt.loaded_model(str(model_path)))
+        t_session = time.perf_counter_ns()
         session = open_session(
             model,
             options.delegate,
@@ -289,7 +323,12 @@ def run_benchmark(
         )
         if profiler is not None:
             profiler.attach(session, model)
-        result.init_us = (time.perf_counter_ns() - t0) // 1000
+        end = time.perf_counter_ns()
+        result.init_us = (end - t0) // 1000
+        result.init_process_us = process_us
+        result.init_model_us = result.init_us - process_us
+        result.init_phases_ms = getattr(session, "init_phases_ms", None)
+        session_us = (end - t_session) // 1000
         for note in notes:
             log.line(note)
         result.delegation = delegation_summary(session)
@@ -311,8 +350,13 @@ def run_benchmark(
         result.versions = versions(result.device, f"delegate_runtime/{options.delegate}")
         log.line(fmt.model_size(model.size_bytes))
         log.line(fmt.initialized(result.init_us))
+        log.line(init_split_line(process_us, read_us, session_us, session))
         mem.host_init_bytes = rss_bytes()
-        inputs = benchmark_inputs(model, np.random.default_rng(INPUT_SEED))
+        inputs = (
+            list(inputs)
+            if inputs is not None
+            else benchmark_inputs(model, np.random.default_rng(INPUT_SEED))
+        )
 
         warm = _timed_phase(log, reporter, "warm-up", session, inputs, options, warmup=True)
         timed = _timed_phase(

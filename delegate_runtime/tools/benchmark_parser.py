@@ -250,7 +250,8 @@ class _Parser:
         if not self.columns or len(cells) < len(self.columns) - 1:
             return
         row: dict[str, Any] = {}
-        for col, cell in zip(self.columns, cells):
+        # Not strict: one cell fewer (empty cells are dropped above) or more (tabs in a name).
+        for col, cell in zip(self.columns, cells, strict=False):
             value: Any = cell.rstrip("%")
             if col not in ("node type", "name"):
                 with contextlib.suppress(ValueError):
@@ -283,7 +284,7 @@ class _Parser:
             raise BenchmarkParseError(f"incomplete benchmark_model output: {why}")
         r.warmup, r.inference = self.stats[0], self.stats[-1]
         if self.timings is not None:
-            for stats, avg in zip((r.warmup, r.inference), self.timings):
+            for stats, avg in zip((r.warmup, r.inference), self.timings, strict=True):
                 if stats.avg_us is None:
                     stats.avg_us = avg
         if r.first_inference_us is None and r.warmup.first_us is not None:

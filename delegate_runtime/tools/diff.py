@@ -49,7 +49,7 @@ class LiteRtSession:
         self.outputs = self.it.get_output_details()
 
     def invoke(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        for d, x in zip(self.inputs, inputs):
+        for d, x in zip(self.inputs, inputs, strict=True):
             self.it.set_tensor(d["index"], x)
         self.it.invoke()
         return [np.array(self.it.get_tensor(d["index"])) for d in self.outputs]
@@ -202,9 +202,11 @@ def run_inference_diff(
     seed: int | None = None,
     progress: Any = None,
     out: IO[str] | None = None,
+    inputs: Sequence[np.ndarray] | None = None,
 ) -> DiffResult:
     """Compare the delegate chosen by `options` with the CPU reference over `num_runs`
-    random inputs; `out` receives the printed lines."""
+    random inputs (or the user's `inputs`, one array per model input, every run);
+    `out` receives the printed lines."""
     if num_runs < 1:
         raise JobError(f"num_runs must be at least 1, got {num_runs}")
     model = load_model(model_path)
@@ -229,10 +231,10 @@ def run_inference_diff(
     reporter.start("inference diff", num_runs)
     try:
         for run in range(num_runs):
-            inputs = diff_inputs(model, rng)
-            ref_out = _timed(reference, inputs, ref_stat)
-            test_out = _timed(test, inputs, test_stat)
-            for d, r, t in zip(diffs, ref_out, test_out):
+            values = list(inputs) if inputs is not None else diff_inputs(model, rng)
+            ref_out = _timed(reference, values, ref_stat)
+            test_out = _timed(test, values, test_stat)
+            for d, r, t in zip(diffs, ref_out, test_out, strict=True):
                 d.add(run, r, t)
             reporter.update()
     finally:
@@ -253,7 +255,7 @@ def run_inference_diff(
         delegation=delegation_summary(test),
         device=facts,
         versions=versions(facts, f"delegate_runtime/{options.delegate}"),
-        options=asdict(options),
+        options={**options.delegate_fields(), "num_runs": num_runs, "seed": seed},
         notes=notes,
         log=text,
     )

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ..commands._text import printable
 from .stats import Stat
 
 #: Rows in "Top by Computation Time" (TFLite's default time_limit).
@@ -136,10 +137,18 @@ class OpProfiler:
         per_node = getattr(session, "op_profile_ns", None)
         if callable(per_node):
             sg = session.model.main
+            fused = session.fused_kernels() if hasattr(session, "fused_kernels") else {}
             for index, ns in sorted(per_node().items()):
                 op = sg.operators[index]
                 names = [sg.tensors[t].name for t in op.outputs if t >= 0]
-                self.record(node_name(names, index), op.op, ns / 1e9, "gpu", index)
+                name = node_name(names, index)
+                if index in fused:  # one kernel doing these nodes' work too (0 ms each)
+                    name += (
+                        " [fused: "
+                        + ", ".join(f"{sg.operators[n].op} #{n}" for n in fused[index][1:])
+                        + "]"
+                    )
+                self.record(name, op.op, ns / 1e9, "gpu", index)
         timings = getattr(session, "last_op_timings", None)
         if callable(timings):
             timings = timings()
@@ -201,10 +210,11 @@ def _header(title: str) -> str:
 
 
 def _row(p: OpProfiler, d: NodeDetail, cumulative_us: float) -> str:
+    """One node's row; its name and type come from the model, so they are escaped."""
     total = p.run_total_us.sum or 1
     s = d.elapsed_us
     return (
-        _field(d.node_type, 24)
+        _field(printable(d.node_type), 24)
         + _field(s.first / 1000.0, 9)
         + _field(s.avg / 1000.0, 9)
         + _field(s.sum * 100.0 / total, 7)
@@ -213,7 +223,7 @@ def _row(p: OpProfiler, d: NodeDetail, cumulative_us: float) -> str:
         + "%"
         + _field(d.mem_used_bytes / 1000.0, 10)
         + _field(d.times_called // max(p.num_runs, 1), 9)
-        + f"\t{d.name}"
+        + f"\t{printable(d.name)}"
     )
 
 
@@ -289,7 +299,7 @@ def format_by_type(p: OpProfiler) -> str:
     ]
     for r in by_type(p):
         lines.append(
-            _field(r.node_type, 24)
+            _field(printable(r.node_type), 24)
             + _field(r.count, 9)
             + _field(r.avg_ms, 10)
             + _field(r.avg_pct, 10)

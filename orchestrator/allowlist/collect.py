@@ -16,8 +16,9 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Integer, case, cast, func, or_, select
 
 from delegate_runtime.errors import JobError
+from farm_core import metrics
+from farm_core.schema import CANCELLED, FAILED, SUCCEEDED, TIMED_OUT, Device, Result, StoredModel
 
-from ..schema import CANCELLED, FAILED, SUCCEEDED, TIMED_OUT, Device, Result, StoredModel
 from .facts import list_variables, signature
 from .rules import NOT_MEASURED, UNKNOWN, ConfigStats, Decision, Evidence, Thresholds, decide
 
@@ -155,23 +156,31 @@ def load_devices(conn: Connection) -> dict[str, dict[str, Any]]:
     return {r["key"]: dict(r) for r in rows}
 
 
+#: The shortest sha256 prefix that names a model (when it is unique).
+MIN_PREFIX = 4
+
+
 def resolve_model(conn: Connection, text: str) -> tuple[str, str]:
-    """(sha256, name) of the model named by a sha256, a sha256 prefix or a file name."""
+    """(sha256, name) of the model named by a sha256, a unique sha256 prefix of MIN_PREFIX
+    or more hex digits, or a file name."""
     text = text.strip()
+    hex_prefix = len(text) >= MIN_PREFIX and all(c in "0123456789abcdef" for c in text.lower())
     rows = conn.execute(
         select(StoredModel.sha256, StoredModel.name).where(
             or_(
-                StoredModel.sha256 == text.lower(),
-                StoredModel.sha256.startswith(text.lower()) if len(text) >= 6 else False,
+                StoredModel.sha256.startswith(text.lower()) if hex_prefix else False,
                 StoredModel.name == text,
             )
         )
     ).all()
     if not rows:
-        raise JobError(f"no model {text!r} in the database (give its sha256 or file name)")
+        raise JobError(
+            f"no model {text!r} in the database (give its .tflite file, its sha256, a "
+            f"sha256 prefix of {MIN_PREFIX}+ characters or its file name)"
+        )
     if len(rows) > 1:
         listed = ", ".join(f"{r.name} ({r.sha256[:12]})" for r in rows)
-        raise JobError(f"model {text!r} is ambiguous: {listed}; give its sha256")
+        raise JobError(f"model {text!r} is ambiguous: {listed}; give more of its sha256")
     return rows[0].sha256, rows[0].name
 
 
@@ -209,7 +218,7 @@ def build_allowlists(
         key = (r["model"], sig)
         accs[key].setdefault(r["config"], _Acc()).add(r)
         seen[key].add(r["device_key"])
-        if dev.get("kind") == "cpu" and r["config"] == "cpu":
+        if dev.get("kind") == metrics.CPU_REFERENCE_KIND and r["config"] == metrics.CPU_CONFIG:
             host_cpu[(r["model"], dev.get("host") or "")].add(r)
     current: dict[Signature, list[str]] = defaultdict(list)
     for k, dev in devices.items():
@@ -225,9 +234,10 @@ def build_allowlists(
             key = (model, sig)
             configs = {c: a.stats(c) for c, a in accs.get(key, {}).items()}
             keys = sorted(seen.get(key, set()) | set(current.get(sig, [])))
-            cpu = configs.get("cpu")
-            cpu_us = (
-                cpu.mean_us if cpu and cpu.ok else _host_baseline(model, keys, devices, host_cpu)
+            cpu = configs.get(metrics.CPU_CONFIG)
+            cpu_us = metrics.cpu_baseline(
+                cpu.mean_us if cpu and cpu.ok else None,
+                _host_baseline(model, keys, devices, host_cpu),
             )
             evidence = Evidence(configs, cpu_us)
             decision = (

@@ -2,19 +2,23 @@
 
 The tree tests the variables in `facts.ORDER` (runtime ones first, the driver last); each
 device's decision sits on the edge where its own path ends, as `tflite.gpu.status` plus our
-best options. Two rules make the walk (every root, every matching edge, later properties
+best options. Three rules make the walk (every root, every matching edge, later properties
 win) return exactly each listed device's decision:
 
 - sibling nodes are ordered latest variable first, so that a device following another
   device's shorter path (one that skips a variable it has) does so before its own;
 - at the edge where the runtime variables end, a path that continues (to the driver) also
   gets the most conservative decision of the devices below: a stock app, which passes no
-  driver, still gets an answer, and an app that passes it gets the exact one.
+  driver, still gets an answer, and an app that passes it gets the exact one;
+- under such an edge, a catch-all on the driver (MINIMUM "": every value) first resets the
+  decision to UNKNOWN, so a driver version that was never measured does not inherit the
+  measured drivers' decision.
 
 Unknown devices are left out unless the walk would give them a decision; then they are
-listed as `UNKNOWN`. MINIMUM is used only on the Android SDK, only when asked
-(`sdk_minimum`) and only when every value is two digits (SDK 10-99: string order is
-numeric order), so that a newer SDK inherits the newest measured one's decision.
+listed as `UNKNOWN`. The Android SDK also gets ranges where the measurements support them
+(`sdk_ranges`), as the shipped list has: newer SDKs inherit a newest supported run,
+older ones an oldest unsupported run, and SDKs between two measured ones with the same
+decision share it.
 """
 
 from __future__ import annotations
@@ -29,9 +33,10 @@ import flatbuffers
 from flatbuffers import encode as fb_encode
 from flatbuffers import number_types, packer, table
 
-from .facts import ORDER, RUNTIME_VARIABLES, SDK, signature
+from .facts import DRIVER, ORDER, RUNTIME_VARIABLES, SDK, signature
 from .reader import status
-from .rules import SUPPORTED, UNKNOWN, UNSUPPORTED, Decision, merge
+from .rules import NOT_MEASURED, SUPPORTED, UNKNOWN, UNSUPPORTED, Decision, merge
+from .sdk_ranges import range_nodes
 from .tree import (
     COMPARISON_NAMES,
     ENABLE_QUANT,
@@ -96,28 +101,42 @@ def _insert(roots: dict[str, _TNode], sig: Signature, decision: Decision) -> Non
         children = edge.children
 
 
-def _two_digits(value: str) -> bool:
-    return len(value) == 2 and value.isdigit() and value[0] != "0"
+#: What an app that passes a driver version nobody measured gets.
+UNMEASURED_DRIVER = Decision(UNKNOWN, NOT_MEASURED, "driver version not measured")
 
 
-def _emit(children: Mapping[str, _TNode], sdk_minimum: bool) -> list[Node]:
+def unmeasured_driver_reset() -> Node:
+    """A catch-all on the driver: MINIMUM "" matches every value (`value >= ""`)."""
+    return Node(DRIVER, MINIMUM, [Edge("", [], properties(UNMEASURED_DRIVER))])
+
+
+def _emit(children: Mapping[str, _TNode], sdk_ranges: bool) -> list[Node]:
     out = []
     for var in sorted(children, key=ORDER.index, reverse=True):
         tn = children[var]
-        minimum = sdk_minimum and var == SDK and all(_two_digits(v) for v in tn.edges)
         items = []
+        decided: dict[str, tuple[Decision, bool]] = {}
         for value in sorted(tn.edges, key=lambda s: s.encode("utf-8")):
             te = tn.edges[value]
-            d = te.terminal or (merge(te.fallback, "driver not given") if te.fallback else None)
-            items.append(Edge(value, _emit(te.children, sdk_minimum), properties(d) if d else []))
-        out.append(Node(var, MINIMUM if minimum else EQUAL, items))
+            by_driver = te.terminal is None and bool(te.fallback)
+            d = te.terminal or (merge(te.fallback, "driver not given") if by_driver else None)
+            nodes = _emit(te.children, sdk_ranges)
+            if by_driver:
+                nodes.insert(0, unmeasured_driver_reset())
+            if d is not None:
+                decided[value] = (d, by_driver)
+            items.append(Edge(value, nodes, properties(d) if d else []))
+        if sdk_ranges and var == SDK:
+            out += range_nodes(decided, properties, unmeasured_driver_reset)
+        out.append(Node(var, EQUAL, items))
     return out
 
 
 def build_tree(
-    entries: Iterable[tuple[Mapping[str, str], Decision]], sdk_minimum: bool = False
+    entries: Iterable[tuple[Mapping[str, str], Decision]], sdk_ranges: bool = True
 ) -> list[Node]:
-    """The tree's roots for (canonical variables, decision) pairs, one per fact signature."""
+    """The tree's roots for (canonical variables, decision) pairs, one per fact signature;
+    `sdk_ranges`: MINIMUM/MAXIMUM ranges on the Android SDK where the decisions allow."""
     items = [(signature(v), d) for v, d in entries]
     listed = [(s, d) for s, d in items if s and d.status != UNKNOWN]
     pending = [(s, d) for s, d in items if s and d.status == UNKNOWN]
@@ -125,7 +144,7 @@ def build_tree(
         trie: dict[str, _TNode] = {}
         for s, d in listed:
             _insert(trie, s, d)
-        roots = _emit(trie, sdk_minimum)
+        roots = _emit(trie, sdk_ranges)
         wrong = [(s, d) for s, d in pending if status(roots, dict(s)) != UNKNOWN]
         if not wrong:
             return roots

@@ -26,11 +26,14 @@ CSV_COLUMNS = (
 )
 
 
-def tree(allowlist: Allowlist, sdk_minimum: bool = False) -> list[Node]:
-    """The decision tree of an allowlist."""
-    return devicedb.build_tree(
-        ((e.variables, e.decision) for e in allowlist.entries), sdk_minimum=sdk_minimum
-    )
+def listed(allowlist: Allowlist) -> list[Entry]:
+    """The entries a list shows: no-op test devices (no list variables) never appear."""
+    return [e for e in allowlist.entries if e.variables]
+
+
+def tree(allowlist: Allowlist) -> list[Node]:
+    """The decision tree of an allowlist (with SDK ranges where the decisions allow)."""
+    return devicedb.build_tree((e.variables, e.decision) for e in listed(allowlist))
 
 
 def row(e: Entry) -> dict[str, Any]:
@@ -52,7 +55,7 @@ def to_csv(allowlist: Allowlist) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     w.writeheader()
-    for e in allowlist.entries:
+    for e in listed(allowlist):
         w.writerow(row(e))
     return buf.getvalue()
 
@@ -70,7 +73,7 @@ def to_json(allowlist: Allowlist) -> str:
                         "current_devices": e.current,
                         "decision": asdict(e.decision),
                     }
-                    for e in allowlist.entries
+                    for e in listed(allowlist)
                 ],
             },
             indent=2,
@@ -79,13 +82,16 @@ def to_json(allowlist: Allowlist) -> str:
     )
 
 
-def render(allowlist: Allowlist, fmt: str, sdk_minimum: bool = False) -> bytes:
-    """The allowlist in `fmt` (one of FORMATS), as bytes to write."""
+def render(allowlist: Allowlist, fmt: str, sdk_minimum: bool = True) -> bytes:
+    """The allowlist in `fmt` (one of FORMATS), as bytes to write.
+
+    `sdk_minimum` is accepted for old callers and ignored: SDK ranges are always written
+    where the measurements support them (`sdk_ranges`)."""
     if fmt == "csv":
         return to_csv(allowlist).encode()
     if fmt == "json":
         return to_json(allowlist).encode()
-    data = devicedb.encode(tree(allowlist, sdk_minimum))
+    data = devicedb.encode(tree(allowlist))
     if fmt == "devicedb-bin":
         return data
     if fmt == "devicedb-json":  # printed from the flatbuffer: the JSON is the same tree

@@ -13,6 +13,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .canonical import canonical_value_with_key
+
 GPU_MODEL = "tflite.gpu_model"
 GLES_VERSION = "tflite.opengl_es_version"
 MANUFACTURER = "tflite.manufacturer"
@@ -32,9 +34,8 @@ ORDER = RUNTIME_VARIABLES + EXTRA_VARIABLES
 _GLES = re.compile(r"(\d+)\.(\d+)")
 
 
-def canonical_value(text: str) -> str:
-    """TFLite's `CanonicalizeValue`: ASCII lower case; ' ' and '-' become '_'."""
-    return "".join("_" if c in " -" else (c.lower() if "A" <= c <= "Z" else c) for c in str(text))
+#: Device kinds that never enter a list: no-op test devices do no GPU work.
+UNLISTED_KINDS = ("noop",)
 
 
 def _pick(facts: Mapping[str, Any], *keys: str) -> str:
@@ -47,9 +48,12 @@ def _pick(facts: Mapping[str, Any], *keys: str) -> str:
 
 def list_variables(device: Mapping[str, Any]) -> dict[str, str]:
     """The list's variables for a device row (devices-table columns, or a result's
-    `device_facts`); values canonicalised, empty facts left out."""
+    `device_facts`); values canonicalised as LiteRT does, empty facts left out. No-op
+    test devices have none (they never appear in a list)."""
     facts = device.get("facts") or {}
     kind = device.get("kind") or ""
+    if kind in UNLISTED_KINDS:
+        return {}
     out = {
         GPU_MODEL: str(device.get("renderer") or device.get("model") or ""),
         DRIVER: str(device.get("driver_version") or ""),
@@ -64,13 +68,14 @@ def list_variables(device: Mapping[str, Any]) -> dict[str, str]:
             or str(device.get("model") or ""),
             DEVICE_NAME: _pick(facts, "ro.product.device", "product_device"),
             SDK: str(sdk) if sdk is not None else _pick(facts, "ro.build.version.sdk"),
-            SOC_MODEL: _pick(facts, "ro.soc.model", "ro.board.platform", "soc_model"),
+            # variables.h: the SoC model is ro.board.platform (e.g. "sdm450"), not ro.soc.model
+            SOC_MODEL: _pick(facts, "ro.board.platform", "soc_model"),
             GLES_VERSION: f"{gles.group(1)}.{gles.group(2)}" if gles else "",
             GPU_VENDOR: _pick(facts, "gles_vendor", "gpu_vendor"),
         }
     else:
         out[GPU_VENDOR] = str(device.get("vendor") or "")
-    return {k: canonical_value(v.strip()) for k, v in out.items() if v and v.strip()}
+    return {k: canonical_value_with_key(k, v.strip()) for k, v in out.items() if v and v.strip()}
 
 
 def signature(variables: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

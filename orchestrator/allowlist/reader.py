@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .facts import canonical_value
+from .canonical import canonical_value_with_key
 from .rules import SUPPORTED, UNKNOWN, UNSUPPORTED
 from .tree import (
     EQUAL,
@@ -67,8 +67,9 @@ def follow(node: Node, variables: dict[str, str]) -> None:
 
 
 def evaluate(roots: Sequence[Node], variables: Mapping[str, str]) -> dict[str, str]:
-    """The variables after the walk (inputs canonicalised first, as GetStatus does)."""
-    out = {k: canonical_value(v) for k, v in variables.items()}
+    """The variables after the walk (inputs canonicalised first, with their keys, as
+    GetStatus does)."""
+    out = {k: canonical_value_with_key(k, v) for k, v in variables.items()}
     for root in roots:
         follow(root, out)
     return out

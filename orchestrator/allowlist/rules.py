@@ -15,6 +15,9 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from farm_core import metrics
+from farm_core.configs import CONFIGS
+
 SUPPORTED, UNSUPPORTED, UNKNOWN = "supported", "unsupported", "unknown"
 STATUSES = (SUPPORTED, UNSUPPORTED, UNKNOWN)
 
@@ -28,7 +31,7 @@ REASONS = (CRASHED, FELL_BACK, UNSTABLE, ERROR_TOO_LARGE, SLOWER_THAN_CPU)
 NOT_MEASURED = "not_measured"
 
 #: GPU configurations and their delegate precision.
-GPU_CONFIGS = {"gpu-fp16": "fp16", "gpu-fp32": "fp32"}
+GPU_CONFIGS = {c.name: c.precision for c in CONFIGS.values() if c.use_gpu}
 #: Inference-diff limits (mean absolute error, worst output) when --max-error is not given.
 DEFAULT_MAX_ERROR = {"fp32": 1e-3, "fp16": 1e-2}
 
@@ -130,7 +133,7 @@ def judge(stats: ConfigStats, cpu_us: float | None, th: Thresholds) -> Verdict:
         return Verdict(
             c, False, ERROR_TOO_LARGE, f"{c}: error {stats.max_error:.3g} above {limit:.3g}"
         )
-    speedup = cpu_us / stats.mean_us if cpu_us and stats.mean_us > 0 else None
+    speedup = metrics.speedup(cpu_us, stats.mean_us)
     if th.min_speedup > 0:
         if speedup is None:
             return Verdict(c, None, NOT_MEASURED, f"{c}: no CPU baseline to compare with")

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.demo_data import seed
-from orchestrator.testing import free_port, sqlite_engine
 from tests.conftest import require
+from tests.support.demo_lab import seed
+from tests.support.farm import free_port, sqlite_engine
 
 pytestmark = pytest.mark.e2e
 

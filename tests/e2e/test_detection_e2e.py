@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require
+
 NUM_IMAGES = 6
 #: printed metrics have 6 significant digits
 PRINTED_TOL = 1e-5
@@ -24,7 +26,7 @@ PRINTED_TOL = 1e-5
 
 def devicefarm(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     exe = shutil.which("devicefarm")
-    cmd = [exe] if exe else [sys.executable, "-m", "orchestrator.cli"]
+    cmd = [exe] if exe else [sys.executable, "-m", "devicefarm.cli"]
     return subprocess.run(
         [*cmd, *args], capture_output=True, text=True, timeout=timeout, check=False
     )
@@ -109,10 +111,10 @@ def test_detector_on_the_cpu_reference(dataset: Path, tmp_path: Path) -> None:
     check_against_pycocotools(dataset, tmp_path, r.stdout)
 
 
-@pytest.mark.skipif(not _gpu_available(), reason="no OpenCL device")
 def test_detector_on_the_gpu_delegate_with_the_custom_op_on_the_cpu(
     dataset: Path, tmp_path: Path
 ) -> None:
+    require(_gpu_available(), "an OpenCL device (PoCL here)")
     r = run_accuracy(dataset, tmp_path, "--use_gpu")
     assert r.returncode == 0, r.stderr
     assert "== reference: delegate_runtime cpu (fp32) ==" in r.stdout

@@ -13,13 +13,14 @@ import pytest
 
 from delegate_runtime.builder import ModelBuilder
 from delegate_runtime.tools.benchmark_parser import parse_benchmark_output
+from tests.conftest import require
 
 FAST = ["--num_runs", "3", "--min_secs=0", "--warmup_min_secs=0"]
 
 
 def devicefarm(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     exe = shutil.which("devicefarm")
-    cmd = [exe] if exe else [sys.executable, "-m", "orchestrator.cli"]
+    cmd = [exe] if exe else [sys.executable, "-m", "devicefarm.cli"]
     return subprocess.run(
         [*cmd, *args], capture_output=True, text=True, timeout=timeout, check=False
     )
@@ -76,10 +77,23 @@ def test_benchmark_prints_tflite_lines_and_writes_json(model, tmp_path):
     )
     record = json.loads(out.read_text())
     assert record["count"] == len(record["runs_us"]) >= 3
+    assert record["init_process_us"] + record["init_model_us"] == record["init_us"]
+    split = [line for line in lines if line.startswith("INFO: Init split (ms): once per process ")]
+    assert len(split) == 1 and ", this model " in split[0]
     assert record["memory"]["peak_mb"] > 0 and record["log"] == r.stdout
     parsed = parse_benchmark_output(r.stdout)
     assert parsed.inference.count == record["count"]
     assert parsed.init_us == record["init_us"] and parsed.inference.p95_us == record["p95_us"]
+
+
+def test_benchmark_prints_progress_lines_into_a_log(model):
+    """stderr is a pipe here: no bar, but a line every 10 s with the runs and their rate."""
+    r = devicefarm("benchmark", "--graph", model, "--min_secs=10.5", "--warmup_min_secs=0")
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.startswith("benchmark: ")]
+    assert len(lines) == 1, r.stderr
+    assert " runs, " in lines[0] and lines[0].endswith(" s") and "/s" in lines[0]
+    assert "\r" not in r.stderr
 
 
 def test_benchmark_op_profiling(model):
@@ -108,8 +122,7 @@ def test_benchmark_stops_at_max_secs(model):
 
 @pytest.mark.gpu
 def test_benchmark_on_the_gpu_delegate(model, tmp_path):
-    if not _gpu_available():
-        pytest.skip("no OpenCL device or GPU delegate here")
+    require(_gpu_available(), "an OpenCL device (PoCL here) and the GPU delegate")
     out = tmp_path / "g.json"
     r = devicefarm(
         "benchmark",
@@ -137,7 +150,7 @@ def test_benchmark_on_the_gpu_delegate(model, tmp_path):
 @pytest.mark.parametrize(
     "args, code, message",
     [
-        (["--graph", "{missing}"], 1, "ModelError: cannot read model"),
+        (["--graph", "{missing}"], 2, "nope.tflite does not exist"),
         (["--graph", "{bad}"], 1, "ModelError"),
         (["--graph", "{model}", "--num_runs=-3"], 2, "must not be negative"),
         (["--graph", "{model}", "--use_gpu=maybe"], 2, "expected true or false"),
@@ -189,6 +202,56 @@ def test_help_explains_every_flag(command):
         assert flag in r.stdout, flag
 
 
+# -- the README's example model -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def example_model(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("example") / "example.tflite"
+    r = devicefarm("example", str(path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"wrote {path} (")
+    return str(path)
+
+
+def test_example_model_outputs_carry_signal(example_model):
+    """LiteRT's reference kernels on random images: the softmax is peaked (a random head
+    leaves it uniform at 0.01, and every diff near zero) and its top class follows the
+    input."""
+    from delegate_runtime import litert
+
+    require(litert.available(), "ai-edge-litert")
+    with open(example_model, "rb") as f:
+        it = litert.make_interpreter(f.read(), reference=True)
+    (inp,), (out,) = it.get_input_details(), it.get_output_details()
+    rng = np.random.default_rng(7)
+    tops, peaks = set(), []
+    for _ in range(8):
+        it.set_tensor(inp["index"], rng.uniform(-1, 1, inp["shape"]).astype(np.float32))
+        it.invoke()
+        probs = it.get_tensor(out["index"])[0]
+        tops.add(int(probs.argmax()))
+        peaks.append(float(probs.max()))
+    assert len(probs) == 100 and np.median(peaks) > 0.2
+    assert len(tops) >= 3
+
+
+def _diff_error(model: str, *flags: str) -> float:
+    r = devicefarm("diff", "--model", model, "--num_runs", "3", "--seed", "0", *flags)
+    assert r.returncode == 0, r.stderr
+    return float(r.stdout.split("OutputDiff[0]: avg_error=")[1].split(",")[0])
+
+
+@pytest.mark.gpu
+def test_example_model_diff_tells_fp16_from_fp32(example_model):
+    """The figure the README's first table shows: on the example, fp16 differs from the
+    CPU reference visibly (about 2e-4) and fp32 by float rounding only (about 5e-8)."""
+    require(_gpu_available(), "an OpenCL device and the GPU delegate")
+    fp32 = _diff_error(example_model, "--use_gpu", "--gpu_precision_loss_allowed=false")
+    fp16 = _diff_error(example_model, "--use_gpu")
+    assert fp32 < 1e-6 and fp16 > 1e-5
+
+
 # -- inference diff ---------------------------------------------------------------------
 
 
@@ -207,7 +270,7 @@ def test_diff_prints_four_lines_and_json(model, tmp_path):
 
 def test_diff_missing_model(tmp_path):
     r = devicefarm("diff", "--model", str(tmp_path / "nope.tflite"))
-    assert r.returncode == 1 and "ModelError" in r.stderr
+    assert r.returncode == 2 and "argument --model: " in r.stderr and "does not exist" in r.stderr
 
 
 # -- task accuracy on generated datasets -------------------------------------------------------
@@ -276,6 +339,7 @@ def test_detection_map_of_precomputed_results(tmp_path):
 def test_accuracy_missing_images_folder(tmp_path):
     labels = tmp_path / "l.txt"
     labels.write_text("a\n")
+    (tmp_path / "m.tflite").write_bytes(b"")  # read only after the flags are checked
     r = devicefarm(
         "accuracy",
         "classification",
@@ -288,4 +352,5 @@ def test_accuracy_missing_images_folder(tmp_path):
         "--model_output_labels",
         str(labels),
     )
-    assert r.returncode == 1 and "does not exist" in r.stderr
+    assert r.returncode == 2 and "argument --images: " in r.stderr
+    assert "none does not exist" in r.stderr and "Traceback" not in r.stderr

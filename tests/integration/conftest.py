@@ -7,6 +7,7 @@ A missing service skips locally and fails in CI (CI=true).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -18,11 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.testing import RedisServer, free_port, kill_group, wait_until
+from tests.conftest import require
+from tests.support.farm import RedisServer, free_port, kill_group, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-PG_ADMIN_URL = os.environ.get("DEVICEFARM_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+#: The PostgreSQL server the tests make their databases on (scripts/test.sh sets it).
+PG_ADMIN_URL = os.environ.get(
+    "DEVICEFARM_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
 #: Liveness timings for the tests: seconds instead of minutes.
 FAST_TIMING = {
     "DEVICEFARM_HEARTBEAT_S": "0.5",
@@ -33,14 +37,6 @@ FAST_TIMING = {
     "DEVICEFARM_HEALTH_RETRY_S": "2",
 }
 AGENT_READY_S = 60.0
-
-
-def require(ok: bool, what: str) -> None:
-    if ok:
-        return
-    if IN_CI:
-        pytest.fail(f"{what} is required in CI but missing")
-    pytest.skip(f"{what} is not available here")
 
 
 @pytest.fixture(scope="session")
@@ -62,13 +58,11 @@ def redis_url(redis_server: RedisServer) -> str:
     return redis_server.url
 
 
-@pytest.fixture(scope="session")
-def pg_session_url() -> Iterator[str]:
-    """A fresh PostgreSQL database for this test session, dropped at the end."""
+@contextlib.contextmanager
+def new_pg_database(prefix: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database on the test server, dropped afterwards."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.exc import OperationalError
-
-    from orchestrator.database import make_engine
 
     admin_url = PG_ADMIN_URL.replace("postgresql://", "postgresql+psycopg2://", 1)
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
@@ -77,19 +71,29 @@ def pg_session_url() -> Iterator[str]:
             conn.execute(text("SELECT 1"))
     except OperationalError as exc:
         require(False, f"PostgreSQL at {PG_ADMIN_URL} ({exc.orig})")
-    name = f"devicefarm_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    yield url
-    make_engine(url).dispose()
-    with admin.connect() as conn:
-        conn.execute(
-            text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"),
-            {"n": name},
-        )
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-    admin.dispose()
+    try:
+        yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(
+                text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"),
+                {"n": name},
+            )
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_session_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test session, dropped at the end."""
+    from farm_core.database import make_engine
+
+    with new_pg_database("devicefarm_test") as url:
+        yield url
+        make_engine(url).dispose()
 
 
 @pytest.fixture
@@ -97,7 +101,7 @@ def pg_url(pg_session_url: str) -> str:
     """The session's database, migrated and emptied for this test."""
     from sqlalchemy import text
 
-    from orchestrator.database import open_database
+    from farm_core.database import open_database
 
     engine = open_database(pg_session_url)
     with engine.begin() as conn:
@@ -149,7 +153,7 @@ def start_agent(tmp_path: Path, fast_timing) -> Iterator[Callable[..., AgentProc
             [
                 sys.executable,
                 "-m",
-                "orchestrator.cli",
+                "devicefarm.cli",
                 "worker",
                 "--broker",
                 broker_url,
@@ -199,10 +203,10 @@ class Farm:
     """The orchestrator side of a test: the database, a dispatcher and the reconciler."""
 
     def __init__(self, db_url: str, broker_url: str):
-        from orchestrator.database import open_database
-        from orchestrator.dispatch import CeleryDispatcher
+        from farm_core.database import open_database
+        from farm_core.dispatch import CeleryDispatcher
+        from farm_core.settings import Timing
         from orchestrator.probes import probe_for
-        from orchestrator.settings import Timing
 
         self.db_url, self.broker_url = db_url, broker_url
         self.engine = open_database(db_url)
@@ -221,7 +225,7 @@ class Farm:
     def jobs(self, campaign_id: int) -> list:
         from sqlalchemy import select
 
-        from orchestrator.schema import Job
+        from farm_core.schema import Job
 
         with self.engine.begin() as conn:
             return conn.execute(
@@ -231,7 +235,7 @@ class Farm:
     def results(self, campaign_id: int) -> list:
         from sqlalchemy import select
 
-        from orchestrator.schema import Result
+        from farm_core.schema import Result
 
         with self.engine.begin() as conn:
             return conn.execute(
@@ -245,7 +249,7 @@ class Farm:
 
     def wait_done(self, campaign_id: int, timeout_s: float = 60.0) -> list:
         """Run the reconciler until every job of the campaign has ended."""
-        from orchestrator.schema import TERMINAL_STATES
+        from farm_core.schema import TERMINAL_STATES
 
         def done():
             self.reconcile()
@@ -269,7 +273,7 @@ def farm(pg_url: str, redis_url: str, fast_timing) -> Iterator[Farm]:
 @pytest.fixture
 def models(tmp_path: Path) -> Callable[[int], list[Path]]:
     """`models(n)`: n distinct small model files."""
-    from orchestrator.testing import write_model
+    from tests.support.farm import write_model
 
     def make(n: int) -> list[Path]:
         return [write_model(tmp_path / f"m{i}.tflite", 1.0 + i) for i in range(n)]

@@ -3,6 +3,7 @@ private server; discovery, facts, states and file transfer go through that serve
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import stat
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def adb_server():
     require(shutil.which("adb") is not None, "adb (Debian package adb)")
-    pytest.importorskip("adbutils")
+    require(importlib.util.find_spec("adbutils") is not None, "adbutils")
     server = AdbServer().start()
     yield server
     server.stop()

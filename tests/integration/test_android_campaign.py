@@ -4,6 +4,7 @@ OpenCL devices, through the real adb server; one comparison table."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -14,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.testing import write_model
 from tests.conftest import require
+from tests.support.farm import write_model
 from worker_agent.android.simulator import SimulatedPhone
 from worker_agent.android.simulator.testing import AdbServer
 
@@ -27,14 +28,24 @@ RUN_TIMEOUT_S = 150
 @pytest.fixture
 def lab(tmp_path):
     """A private adb server with two simulated phones, and the lab host's tools."""
+    yield from _lab(tmp_path, ["pixel-7", "galaxy-s23"])
+
+
+@pytest.fixture
+def twin_lab(tmp_path):
+    """Two phones of one model and a third of another."""
+    yield from _lab(tmp_path, ["pixel-7", "pixel-7", "galaxy-s23"])
+
+
+def _lab(tmp_path, profiles: list[str]):
     require(shutil.which("adb") is not None, "adb (Debian package adb)")
-    pytest.importorskip("adbutils")
+    require(importlib.util.find_spec("adbutils") is not None, "adbutils")
     tools = tmp_path / "tools" / "arm64-v8a"
     tools.mkdir(parents=True)
     (tools / "benchmark_model").write_bytes(b"\x7fELF benchmark_model")
     (tools / "run_eval").write_bytes(b"\x7fELF run_eval")
     server = AdbServer().start()
-    phones = [SimulatedPhone("pixel-7").start(), SimulatedPhone("galaxy-s23").start()]
+    phones = [SimulatedPhone(name).start() for name in profiles]
     try:
         for ph in phones:
             assert "connected" in server.connect(ph.serial)
@@ -58,7 +69,7 @@ def devicefarm(args: list[str], home: Path, server: AdbServer, tools: Path):
         "DEVICEFARM_DISPATCH_GRACE_S": "2",
     }
     return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *args],
+        [sys.executable, "-m", "devicefarm.cli", *args],
         cwd=home.parent,
         env=env,
         capture_output=True,
@@ -110,22 +121,24 @@ def test_campaign_on_two_phones_and_the_local_devices(lab, tmp_path) -> None:
     assert set(json.loads(local["benchmark"])) <= set(json.loads(phones[0]["benchmark"]))
 
 
-def test_lost_phone_moves_its_job_and_garbage_fails_with_the_raw_log(lab, tmp_path) -> None:
-    server, (pixel, galaxy), tools = lab
-    galaxy.profile.faults.slow_s = 5.0
-    galaxy.profile.faults.drop_after_s = 0.5
+def test_lost_phone_moves_its_job_and_garbage_fails_with_the_raw_log(twin_lab, tmp_path) -> None:
+    server, (pixel, twin, galaxy), tools = twin_lab
+    twin.profile.faults.slow_s = 5.0
+    twin.profile.faults.drop_after_s = 0.5
     model = write_model(tmp_path / "tiny.tflite")
     home = tmp_path / "home"
     args = ["run", str(model), "--configs", "cpu", "--runs", "3"]
     done = devicefarm([*args, "--devices", "android"], home, server, tools)
     assert done.returncode == 0, done.stdout + done.stderr
     rows = {r["planned_device"]: r for r in _results(home)}
-    moved = rows[f"android:{galaxy.serial}"]
+    # the lost phone's job moves to the phone of the same model, never to the galaxy
+    moved = rows[f"android:{twin.serial}"]
     assert moved["state"] == "succeeded" and moved["device_key"] == f"android:{pixel.serial}"
-    assert f"ran on android:{pixel.serial} (planned android:{galaxy.serial})" in done.stdout
+    assert f"ran on android:{pixel.serial} (planned android:{twin.serial})" in done.stdout
+    assert rows[f"android:{galaxy.serial}"]["device_key"] == f"android:{galaxy.serial}"
     with sqlite3.connect(home / "farm.db") as db:
         state = db.execute(
-            "select state from devices where key = ?", (f"android:{galaxy.serial}",)
+            "select state from devices where key = ?", (f"android:{twin.serial}",)
         ).fetchone()[0]
     assert state == "offline"
     # a phone whose tool prints garbage: the job fails (no retry) and keeps the raw output

@@ -5,6 +5,7 @@ corpus of model names that proves exactly which commands reached the phone."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import shutil
 import time
 from pathlib import Path
@@ -12,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from delegate_runtime.errors import DeviceError, ModelError
-from orchestrator.configs import CONFIGS
-from orchestrator.testing import write_model
+from farm_core.configs import CONFIGS
 from tests.conftest import require
+from tests.support.farm import write_model
 from worker_agent.android import adb, discovery
 from worker_agent.android.runner import AdbRunner, ToolOutputError, ToolTimeout
 from worker_agent.android.simulator import SimulatedPhone, load_profile
@@ -36,7 +37,7 @@ ARMV7_BENCH = b"\x7fELF fake armv7 benchmark_model"
 @pytest.fixture(scope="module")
 def adb_server():
     require(shutil.which("adb") is not None, "adb (Debian package adb)")
-    pytest.importorskip("adbutils")
+    require(importlib.util.find_spec("adbutils") is not None, "adbutils")
     server = AdbServer().start()
     yield server
     server.stop()
@@ -98,6 +99,7 @@ def _bench_line(runner: AdbRunner, spec: JobSpec, tool_sha: str, gpu: bool = Tru
         f"/data/local/tmp/devicefarm/tools/{tool_sha[:16]}/benchmark_model "
         f"--graph=/data/local/tmp/devicefarm/{spec.model_sha256}.tflite --num_runs=3 "
         f"--warmup_runs=1 --min_secs=0 --max_secs=5 --warmup_min_secs=0{flags}"
+        " --enable_op_profiling=true --report_peak_memory_footprint=true"
     )
 
 
@@ -129,6 +131,8 @@ def test_job_gives_the_record_of_a_local_run(phone, tmp_path) -> None:
     values = result_values(outcome, runner.device.row(), 1.0)
     assert values["avg_us"] == b["avg_us"] and values["max_avg_error"] is not None
     assert values["delegated_ops"] == 1 and "Inference timings in us" in values["log"]
+    # every flag was the tool's own: the simulator only warns on others, as the real one
+    assert "Unconsumed cmdline flags" not in values["log"]
     # measurement hygiene: temperatures and clocks around the run
     for moment in ("before", "after"):
         reading = b["conditions"][moment]
@@ -146,8 +150,9 @@ def test_job_gives_the_record_of_a_local_run(phone, tmp_path) -> None:
     assert ph.commands == [
         _bench_line(runner, spec, bench_sha),
         f"/data/local/tmp/devicefarm/tools/{eval_sha[:16]}/run_eval "
-        f"--model_file_path=/data/local/tmp/devicefarm/{spec.model_sha256}.tflite "
-        "--num_runs=2 --delegate=gpu",
+        f"--model_file=/data/local/tmp/devicefarm/{spec.model_sha256}.tflite "
+        "--num_runs=2 --num_interpreter_threads=1 --delegate=gpu "
+        "--gpu_precision_loss_allowed=false",
         _rm_line(spec),
     ]
     # a second job reuses the pushed tools

@@ -13,9 +13,9 @@ from delegate_runtime import read_model
 from delegate_runtime.builder import ModelBuilder
 from delegate_runtime.errors import DeviceError, JobError
 from delegate_runtime.interpreter import Interpreter
-from tests.conftest import require
+from tests.conftest import require, require_module
 
-cl = pytest.importorskip("pyopencl")
+cl = require_module("pyopencl", "pyopencl (the OpenCL runtime, PoCL here)")
 
 pytestmark = pytest.mark.integration
 
@@ -244,7 +244,7 @@ def test_copies_through_pinned_memory_match_the_reference(devices, monkeypatch, 
         x = rng.standard_normal(SHAPE).astype(np.float32)
         wants.append(Interpreter(model).invoke([x])[0])
         results.append(session.invoke([x])[0])
-    for got, want in zip(results, wants):  # and earlier results are not overwritten
+    for got, want in zip(results, wants, strict=True):  # and earlier results are not overwritten
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 

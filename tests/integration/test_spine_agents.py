@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.schema import SUCCEEDED
+from farm_core.schema import SUCCEEDED
 from orchestrator.submit import SubmissionError
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.testing import write_model
+from tests.support.farm import write_model
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -21,7 +21,7 @@ def devicefarm(args: list[str], home: Path) -> subprocess.CompletedProcess:
     for k in ("DEVICEFARM_DB", "DEVICEFARM_BROKER"):
         env.pop(k, None)
     return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *args],
+        [sys.executable, "-m", "devicefarm.cli", *args],
         cwd=home.parent,
         env=env,
         capture_output=True,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from orchestrator.schema import SUCCEEDED, TIMED_OUT, Attempt, Device, Job
-from orchestrator.testing import wait_until
+from farm_core.schema import SUCCEEDED, TIMED_OUT, Attempt, Device, Job
+from tests.support.farm import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -1,18 +1,28 @@
-"""Op-test helpers: build a one-op model, run it in LiteRT and in our interpreter, compare."""
+"""Op-test helpers: build a one-op model, run it in LiteRT and in our interpreter, compare.
+
+The oracle is LiteRT's reference kernels (BUILTIN_REF), the kernels TFLite defines its
+arithmetic by: integer outputs must match them bit for bit, float outputs within
+accumulation noise. LiteRT's default kernels (XNNPACK) round int8 differently and are no
+oracle for a reference interpreter."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-import pytest
 
 from delegate_runtime import litert, read_model
 from delegate_runtime.interpreter import Interpreter
+from tests.conftest import require
 
 #: Tolerances of the CPU reference against LiteRT, float outputs.
 FLOAT_RTOL = 1e-5
 FLOAT_ATOL = 1e-5
+#: LiteRT's kernels: the reference ones (BUILTIN_REF), the oracle; the builtin optimized
+#: ones without XNNPACK (BUILTIN_WITHOUT_DEFAULT_DELEGATES), only where a case says why.
+REFERENCE, BUILTIN = "reference", "builtin"
 
 
 def run_ours(
@@ -21,12 +31,40 @@ def run_ours(
     return Interpreter(read_model(model), precision=precision).invoke(list(inputs))
 
 
+def litert_kernels_lack_op(error: Exception) -> bool:
+    """Whether LiteRT refused a model because its chosen resolver has no kernel for an op
+    (a builtin op or version, or a custom op)."""
+    return any(s in str(error) for s in ("Didn't find op for", "unresolved custom op"))
+
+
+def oracle_kernels(model: bytes, oracle: str = REFERENCE) -> dict[str, bool]:
+    """The `litert` keyword arguments that pick the oracle's kernels for `model`: LiteRT's
+    reference kernels, or its builtin ones (optimized, no XNNPACK) where a case says why
+    (oracle=BUILTIN) or where the reference resolver has no kernel for an op of `model`
+    (e.g. ELU), which a warning then says."""
+    require(litert.available(), "ai-edge-litert (the LiteRT oracle)")
+    if oracle == REFERENCE:
+        try:
+            litert.make_interpreter(model, reference=True)
+            return {"reference": True}
+        except ValueError as e:
+            if not litert_kernels_lack_op(e):
+                raise
+            reason = str(e).splitlines()[0]
+            warnings.warn(f"compared with LiteRT's builtin kernels: {reason}", stacklevel=3)
+    return {"xnnpack": False}
+
+
+def litert_interpreter(model: bytes, oracle: str = REFERENCE) -> Any:
+    """A single-threaded LiteRT interpreter on the oracle's kernels (see oracle_kernels)."""
+    return litert.make_interpreter(model, **oracle_kernels(model, oracle))
+
+
 def run_litert(
-    model: bytes, inputs: Sequence[np.ndarray], xnnpack: bool = True
+    model: bytes, inputs: Sequence[np.ndarray], oracle: str = REFERENCE
 ) -> list[np.ndarray]:
-    if not litert.available():
-        pytest.skip("ai-edge-litert is not installed")
-    return litert.run(model, inputs, xnnpack=xnnpack)
+    """`model` once in LiteRT, single-threaded, on the oracle's kernels (see oracle_kernels)."""
+    return litert.run(model, inputs, **oracle_kernels(model, oracle))
 
 
 def assert_matches_litert(
@@ -34,18 +72,17 @@ def assert_matches_litert(
     inputs: Sequence[np.ndarray],
     rtol: float = FLOAT_RTOL,
     atol: float = FLOAT_ATOL,
-    quant_steps: float = 1.0,
-    xnnpack: bool = True,
+    quant_steps: float = 0,
+    oracle: str = REFERENCE,
 ) -> list[np.ndarray]:
-    """Our outputs equal LiteRT's: floats within rtol/atol (atol scaled to the output's
-    magnitude), integers within `quant_steps` (one quantization step by default).
-
-    xnnpack=False compares with LiteRT's builtin kernels instead of its default delegate
-    (XNNPACK rounds some quantized ops differently)."""
-    expected = run_litert(model, inputs, xnnpack=xnnpack)
+    """Our outputs equal LiteRT's reference kernels': floats within rtol/atol (atol scaled
+    to the output's magnitude), integers exactly (or within `quant_steps`, where a case
+    says why). oracle=BUILTIN compares with LiteRT's builtin kernels, where a case says why
+    the reference kernels are no oracle."""
+    expected = run_litert(model, inputs, oracle)
     got = run_ours(model, inputs)
     assert len(got) == len(expected)
-    for i, (e, g) in enumerate(zip(expected, got)):
+    for i, (e, g) in enumerate(zip(expected, got, strict=True)):
         assert g.shape == e.shape, f"output {i}: shape {g.shape} != LiteRT {e.shape}"
         assert g.dtype == e.dtype, f"output {i}: dtype {g.dtype} != LiteRT {e.dtype}"
         if e.dtype.kind in "iub":

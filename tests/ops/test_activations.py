@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from delegate_runtime import read_model
+from delegate_runtime import litert, read_model
 from delegate_runtime.builder import ModelBuilder, Quant
 from delegate_runtime.errors import ModelError
 from delegate_runtime.interpreter import Interpreter
-from tests.ops.conftest import assert_matches_litert
+from tests.conftest import require
+from tests.ops.conftest import assert_matches_litert, run_ours
 
 RNG_SEED = 11
 SHAPE = (2, 5, 7)
@@ -134,7 +135,12 @@ QUANT_OPS = [
     ("LOG_SOFTMAX", 2, {}),
     ("ABS", 2, {}),
 ]
-QUANT_CASES = [(op, v, o, dt) for op, v, o in QUANT_OPS for dt in (I8, U8)]
+#: Ops TFLite has no uint8 kernel for (LiteRT refuses them at invoke); our runtime refuses
+#: them too (test_uint8_refused).
+NO_UINT8 = ("EXP", "ELU", "ABS", "LOG", "RSQRT")
+QUANT_CASES = [
+    (op, v, o, dt) for op, v, o in QUANT_OPS for dt in (I8, U8) if not (dt == U8 and op in NO_UINT8)
+]
 
 
 def quant_unary_model(op: str, version: int, options: dict, dtype: type) -> bytes:
@@ -144,17 +150,57 @@ def quant_unary_model(op: str, version: int, options: dict, dtype: type) -> byte
     return unary_model(op, (2, 128), dtype, Q_IN[dtype], qout, version, **options)
 
 
-@pytest.mark.parametrize("xnnpack", [False, True], ids=["builtin", "xnnpack"])
 @pytest.mark.parametrize(
     "op,version,options,dtype",
     QUANT_CASES,
     ids=[f"{o}-{np.dtype(d).name}-{'-'.join(map(str, k.values()))}" for o, _, k, d in QUANT_CASES],
 )
-def test_quantized(op: str, version: int, options: dict, dtype: type, xnnpack: bool) -> None:
-    if op in ("ABS", "EXP", "ELU") and dtype == U8:
-        pytest.skip(f"LiteRT has no uint8 {op}")
+def test_quantized(op: str, version: int, options: dict, dtype: type) -> None:
     model = quant_unary_model(op, version, options, dtype)
-    assert_matches_litert(model, [full_range(dtype)], xnnpack=xnnpack)
+    assert_matches_litert(model, [full_range(dtype)])
+
+
+@pytest.mark.parametrize("op", NO_UINT8)
+def test_uint8_refused(op: str) -> None:
+    """TFLite has no uint8 kernel for these ops: LiteRT refuses the model, and so do we, with
+    a ModelError naming the op and the type."""
+    model = unary_model(op, (2, 128), U8, Q_IN[U8], Q_OTHER[U8], 1 if op == "ELU" else 2)
+    with pytest.raises(ModelError, match=rf"{op}.*uint8"):
+        run_ours(model, [full_range(U8)])
+    require(litert.available(), "ai-edge-litert (the LiteRT oracle)")
+    with pytest.raises((RuntimeError, ValueError)):
+        litert.run(model, [full_range(U8)], xnnpack=False)
+
+
+#: Quantization pairs over a range of input/output scale ratios, for the fixed-point
+#: HARD_SWISH and the GELU tables: (input, output) per type.
+SCALE_PAIRS = [
+    (Quant(0.1, 3), Quant(0.05, -10)),
+    (Quant(0.02, 0), Quant(0.03, 5)),
+    (Quant(0.5, 1), Quant(0.2, 0)),
+    (Quant(0.004, 0), Quant(0.5, 0)),
+]
+SCALED_CASES = [
+    (op, opts, dt, qi, qo)
+    for op, opts in [("HARD_SWISH", {}), ("GELU", {}), ("GELU", {"approximate": True})]
+    for dt in (I8, U8)
+    for qi, qo in SCALE_PAIRS
+]
+
+
+@pytest.mark.parametrize(
+    "op,options,dtype,qin,qout",
+    SCALED_CASES,
+    ids=[
+        f"{o}{'-approx' if k else ''}-{np.dtype(d).name}-{qi.scale}-{qo.scale}"
+        for o, k, d, qi, qo in SCALED_CASES
+    ],
+)
+def test_quantized_scales(op: str, options: dict, dtype: type, qin: Quant, qout: Quant) -> None:
+    shift = 128 if dtype == U8 else 0
+    qin, qout = Quant(qin.scale, qin.zero_point + shift), Quant(qout.scale, qout.zero_point + shift)
+    model = unary_model(op, (2, 128), dtype, qin, qout, 1, **options)
+    assert_matches_litert(model, [full_range(dtype)])
 
 
 @pytest.mark.parametrize("dtype", [I8, U8])
@@ -168,7 +214,7 @@ def test_prelu_quantized(dtype: type) -> None:
     y = g.tensor("y", (2, 4, 4, 8), dtype, quant=Quant(0.07, zp + 5))
     g.op("PRELU", [x, a], [y])
     g.output(y)
-    assert_matches_litert(b.build(), [full_range(dtype, (2, 4, 4, 8))], xnnpack=False)
+    assert_matches_litert(b.build(), [full_range(dtype, (2, 4, 4, 8))])
 
 
 @pytest.mark.parametrize("shape", [(1, 10), (2, 3, 17)])
@@ -187,4 +233,4 @@ def test_unsupported_dtype_names_op_and_type() -> None:
 @pytest.mark.parametrize("op", ["RSQRT", "LOG"])
 def test_quantized_positive_domain_int8(op: str) -> None:
     model = unary_model(op, (2, 128), I8, Quant(0.05, -128), Quant(0.03, -100), 2)
-    assert_matches_litert(model, [full_range(I8)], xnnpack=False)
+    assert_matches_litert(model, [full_range(I8)])

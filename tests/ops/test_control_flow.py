@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 from conftest import assert_matches_litert
 
-from delegate_runtime import litert, read_model
+from delegate_runtime import read_model
 from delegate_runtime.builder import ModelBuilder, SubgraphBuilder
 from delegate_runtime.errors import ModelError
 from delegate_runtime.interpreter import Interpreter
+from tests.ops.conftest import litert_interpreter
 
 #: TensorType code of RESOURCE, which the builder cannot write: tests patch it in.
 RESOURCE = 13
@@ -188,10 +189,8 @@ def build_call_once_accumulator() -> bytes:
 
 @pytest.mark.parametrize("invokes", [1, 3])
 def test_call_once_initialises_a_variable_once(invokes: int) -> None:
-    if not litert.available():
-        pytest.skip("ai-edge-litert is not installed")
     model = build_call_once_accumulator()
-    ref, ours = litert.make_interpreter(model), Interpreter(read_model(model))
+    ref, ours = litert_interpreter(model), Interpreter(read_model(model))
     for k in range(invokes):
         x = np.float32([1.0, 0.5]) * (k + 1)
         ref.set_tensor(ref.get_input_details()[0]["index"], x)
@@ -244,11 +243,9 @@ SIGNATURE_INPUTS = {
 
 @pytest.mark.parametrize("key", SIGNATURE_INPUTS)
 def test_signatures_match_litert(key: str) -> None:
-    if not litert.available():
-        pytest.skip("ai-edge-litert is not installed")
     model = build_two_signatures()
     inputs = SIGNATURE_INPUTS[key]
-    expected = litert.make_interpreter(model).get_signature_runner(key)(**inputs)
+    expected = litert_interpreter(model).get_signature_runner(key)(**inputs)
     got = Interpreter(read_model(model)).invoke_signature(key, **inputs)
     assert got.keys() == expected.keys()
     for name in got:

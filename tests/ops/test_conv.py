@@ -28,7 +28,7 @@ def _rng(*key: object) -> np.random.Generator:
 
 def _out_hw(hw, k, stride, dilation, padding):
     code = 0 if padding == "SAME" else 1
-    return tuple(output_size(i, kk, stride, dilation, code) for i, kk in zip(hw, k))
+    return tuple(output_size(i, kk, stride, dilation, code) for i, kk in zip(hw, k, strict=True))
 
 
 def conv_model(
@@ -60,7 +60,7 @@ def assert_biasless_matches(make_model, bias_size: int, inputs: list[np.ndarray]
     """Ours without bias (-1) equals LiteRT with a zero bias (its conv kernels need one)."""
     expected = run_litert(make_model(np.zeros(bias_size, np.float32)), inputs)
     got = run_ours(make_model(None), inputs)
-    for e, g in zip(expected, got):
+    for e, g in zip(expected, got, strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5 * max(float(np.abs(e).max()), 1.0))
 
 
@@ -245,7 +245,7 @@ def test_conv_quantized(op, qtype_pc, padding, stride, act):
     model, x = _quant_conv_case(
         op, qtype, per_channel, padding, stride, act, _rng(op, qtype_pc, padding, stride, act)
     )
-    assert_matches_litert(model, [x], xnnpack=False)
+    assert_matches_litert(model, [x])
 
 
 # -- hybrid CONV_2D / DEPTHWISE_CONV_2D (float input, int8 weights) ---------------------------
@@ -272,7 +272,7 @@ def test_conv_hybrid(op, per_channel, version, padding):
         op, (2, 7, 7, 4), w, bias, (2, oh, oh, cout), version, np.float32, quants, **options
     )
     x = rng.standard_normal((2, 7, 7, 4)).astype(np.float32) + 0.3
-    assert_matches_litert(model, [x], xnnpack=False)
+    assert_matches_litert(model, [x])
 
 
 # -- TRANSPOSE_CONV -------------------------------------------------------------------------
@@ -310,7 +310,7 @@ def test_transpose_conv_float(padding, stride, k, with_bias, act):
     if padding == "SAME":
         out_hw = (hw[0] * stride, hw[1] * stride)
     else:
-        out_hw = tuple((i - 1) * stride + kk for i, kk in zip(hw, k))
+        out_hw = tuple((i - 1) * stride + kk for i, kk in zip(hw, k, strict=True))
     w = rng.standard_normal((cout, *k, cin)).astype(np.float32)
     bias = rng.standard_normal(cout).astype(np.float32)
     version = 4 if act != "NONE" else (3 if with_bias else 1)
@@ -362,7 +362,7 @@ def test_transpose_conv_quantized(qtype, padding, stride):
         stride_h=stride,
         stride_w=stride,
     )
-    assert_matches_litert(model, [x], xnnpack=False)
+    assert_matches_litert(model, [x])
 
 
 # -- errors -----------------------------------------------------------------------------------

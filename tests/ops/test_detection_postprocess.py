@@ -176,7 +176,7 @@ def test_matches_litert(case: str) -> None:
     # NOTE: LiteRT's kernel takes uint8 class predictions only; int8 ones carry the same
     # real values, so LiteRT runs the uint8 twin of the model.
     litert_dtype = "uint8" if class_dtype == "int8" else class_dtype
-    expected = run_litert(build(opts, n, columns, litert_dtype), xs, xnnpack=False)
+    expected = run_litert(build(opts, n, columns, litert_dtype), xs)
     ours_in = [xs[0], to_int8(xs[1])] if class_dtype == "int8" else xs
     got = run_ours(build(opts, n, columns, class_dtype), ours_in)
     _compare(opts, expected, got)
@@ -205,7 +205,7 @@ def test_quantized_box_encodings_and_anchors() -> None:
         rng.uniform(0, 1, (1, n, 4)).astype(np.float32),
     ]
     model = build(opts, n, 4, "float32", box_dtype="uint8")
-    _compare(opts, run_litert(model, xs, xnnpack=False), run_ours(model, xs))
+    _compare(opts, run_litert(model, xs), run_ours(model, xs))
 
 
 def test_hand_made_case() -> None:
@@ -222,7 +222,7 @@ def test_hand_made_case() -> None:
         0.0,
     ]
     np.testing.assert_allclose(got[0][0, 1], [0.6, 0.6, 0.8, 0.8], atol=1e-6)
-    _compare(opts, run_litert(model, [np.zeros((1, 3, 4), np.float32), scores], False), got)
+    _compare(opts, run_litert(model, [np.zeros((1, 3, 4), np.float32), scores]), got)
 
 
 CHOSEN = [

@@ -148,7 +148,7 @@ def test_fc_quantized(qtype_pc, keep_num_dims, with_bias, act):
     qtype, per_channel = qtype_pc
     rng = _rng("fc-q", qtype_pc, keep_num_dims, with_bias, act)
     model, x = _quant_fc_case(qtype, per_channel, keep_num_dims, with_bias, act, rng)
-    assert_matches_litert(model, [x], xnnpack=False)
+    assert_matches_litert(model, [x])
 
 
 # -- hybrid FULLY_CONNECTED (float input, int8 weights) ---------------------------------------
@@ -171,7 +171,7 @@ def test_fc_hybrid(asymmetric, per_channel, version, zero_row):
     x[2] = np.abs(x[2])  # one row all positive: the zero point sits at the range's end
     if zero_row:
         x[1] = 0
-    assert_matches_litert(model, [x], xnnpack=False)
+    assert_matches_litert(model, [x])
 
 
 # -- BATCH_MATMUL ----------------------------------------------------------------------------
@@ -222,7 +222,7 @@ def test_batch_matmul_int8(batches, adj_x, adj_y):
     )
     model = bmm_model(a_shape, b_shape, out_shape, np.int8, quants, 2, adj_x=adj_x, adj_y=adj_y)
     inputs = [rng.integers(-128, 128, s).astype(np.int8) for s in (a_shape, b_shape)]
-    assert_matches_litert(model, inputs, xnnpack=False)
+    assert_matches_litert(model, inputs)
 
 
 # -- errors ----------------------------------------------------------------------------------

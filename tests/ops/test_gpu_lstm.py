@@ -10,10 +10,10 @@ import pytest
 from delegate_runtime import read_model
 from delegate_runtime.builder import ModelBuilder
 from delegate_runtime.interpreter import Interpreter
-from tests.conftest import require
+from tests.conftest import require, require_module
 from tests.ops.conftest import run_litert
 
-pytest.importorskip("pyopencl")
+require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
 
 #: max |gpu - reference| per precision, relative to the output's magnitude
 TOLERANCE = {"fp32": 1e-5, "fp16": 2e-2}

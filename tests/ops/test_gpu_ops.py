@@ -18,9 +18,9 @@ from delegate_runtime import read_model
 from delegate_runtime.builder import ModelBuilder, Quant
 from delegate_runtime.graph import Model
 from delegate_runtime.interpreter import Interpreter
-from tests.conftest import require
+from tests.conftest import require, require_module
 
-pytest.importorskip("pyopencl")
+require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
 
 PRECISIONS = ("fp32", "fp16")
 #: Relative-to-magnitude tolerance per storage precision.
@@ -158,7 +158,7 @@ def check(case: Case, precision: str, seed: int = 0, **kw) -> None:
     model, xs = case.model(seed)
     want = reference(case, model, xs)
     got = run_gpu(model, xs, precision, **kw)
-    for i, (g, w) in enumerate(zip(got, want)):
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert_close(g, w, TOL[precision], f"output {i}")
 
 
@@ -319,7 +319,7 @@ def transpose_conv(hw, cin, cout, k, stride, padding, bias=True, act=None, batch
     if padding == "SAME":
         out_hw = (hw[0] * stride, hw[1] * stride)
     else:
-        out_hw = tuple((i - 1) * stride + kk for i, kk in zip(hw, k))
+        out_hw = tuple((i - 1) * stride + kk for i, kk in zip(hw, k, strict=True))
     out_shape = (batch, *out_hw, cout)
     operands = [
         np.array(out_shape, np.int32),

@@ -16,9 +16,10 @@ import pytest
 from delegate_runtime import read_model
 from delegate_runtime.builder import ModelBuilder, Quant
 from delegate_runtime.interpreter import Interpreter
+from tests.conftest import require_module
 from tests.ops.test_gpu_ops import PRECISIONS, TOL, opencl_device, rng_for
 
-pytest.importorskip("pyopencl")
+require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
 
 __all__ = ["opencl_device"]  # the fixture, re-exported for this module's tests
 

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from delegate_runtime.interpreter import Interpreter
+from tests.conftest import require_module
 from tests.ops.test_gpu_ops import conv, opencl_device
 
-pytest.importorskip("pyopencl")
+require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
 
 __all__ = ["opencl_device"]  # the fixture, re-exported for this module's tests
 

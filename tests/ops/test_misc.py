@@ -50,7 +50,7 @@ def test_select(case: str) -> None:
     op, cs, xs, ys, out, dtype = SELECT_CASES[case]
     cond = RNG.integers(0, 2, cs).astype(np.bool_)
     model = build_select(op, cs, xs, ys, out, dtype)
-    assert_matches_litert(model, [cond, _values(xs, dtype), _values(ys, dtype)], quant_steps=0)
+    assert_matches_litert(model, [cond, _values(xs, dtype), _values(ys, dtype)])
 
 
 WHERE_CASES = {
@@ -74,7 +74,7 @@ def build_where(shape: tuple, dtype: type) -> bytes:
 def test_where(case: str) -> None:
     shape, dtype = WHERE_CASES[case]
     values = RNG.integers(0, 2, shape).astype(dtype)
-    assert_matches_litert(build_where(shape, dtype), [values], quant_steps=0)
+    assert_matches_litert(build_where(shape, dtype), [values])
 
 
 def test_where_nothing_true_gives_no_rows() -> None:

@@ -33,7 +33,9 @@ def _rng(*key: object) -> np.random.Generator:
 def pool_model(op, x_shape, k, stride, padding, act, dtype=np.float32, quant=None, version=1):
     """A one-op pooling model; the output keeps the input's quantization."""
     code = PADDINGS.index(padding)
-    oh, ow = (output_size(i, kk, s, 1, code) for i, kk, s in zip(x_shape[1:3], k, stride))
+    oh, ow = (
+        output_size(i, kk, s, 1, code) for i, kk, s in zip(x_shape[1:3], k, stride, strict=True)
+    )
     b = ModelBuilder()
     g = b.main
     x = g.input("x", x_shape, dtype, quant=quant)
@@ -82,7 +84,7 @@ def test_pool_quantized(op, qtype, padding, k, stride, act):
     x = _rng(op, qtype, padding, k, stride, act).integers(info.min, info.max + 1, (1, 8, 7, 5))
     x = x.astype(dtype)
     model = pool_model(op, x.shape, k, stride, padding, act, dtype, Quant(scale, zp), version)
-    assert_matches_litert(model, [x], xnnpack=False)
+    assert_matches_litert(model, [x])
 
 
 def test_average_pool_rounds_half_away_from_zero():
@@ -91,7 +93,7 @@ def test_average_pool_rounds_half_away_from_zero():
     model = pool_model(
         "AVERAGE_POOL_2D", x.shape, (1, 2), (1, 2), "VALID", "NONE", np.int8, Quant(0.1, 0), 2
     )
-    got = assert_matches_litert(model, [x], xnnpack=False)
+    got = assert_matches_litert(model, [x])
     np.testing.assert_array_equal(got[0].reshape(-1), [-2, 2])
 
 

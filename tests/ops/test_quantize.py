@@ -65,7 +65,7 @@ QUANTIZE_CASES = [
 )
 def test_quantize_float(dtype: type, qout: Quant, version: int) -> None:
     model = one_op("QUANTIZE", np.float32, dtype, None, qout, version)
-    assert_matches_litert(model, [float_input()], quant_steps=0)
+    assert_matches_litert(model, [float_input()])
 
 
 REQUANT_CASES = [
@@ -77,7 +77,6 @@ REQUANT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("xnnpack", [False, True], ids=["builtin", "xnnpack"])
 @pytest.mark.parametrize(
     "in_dtype,out_dtype,qin,qout",
     REQUANT_CASES,
@@ -85,11 +84,9 @@ REQUANT_CASES = [
         f"{np.dtype(a).name}-{np.dtype(b).name}-{i}" for i, (a, b, _, _) in enumerate(REQUANT_CASES)
     ],
 )
-def test_requantize(
-    in_dtype: type, out_dtype: type, qin: Quant, qout: Quant, xnnpack: bool
-) -> None:
+def test_requantize(in_dtype: type, out_dtype: type, qin: Quant, qout: Quant) -> None:
     model = one_op("QUANTIZE", in_dtype, out_dtype, qin, qout, 2)
-    assert_matches_litert(model, [int_input(in_dtype)], xnnpack=xnnpack)
+    assert_matches_litert(model, [int_input(in_dtype)])
 
 
 DEQUANTIZE_CASES = [

@@ -56,23 +56,21 @@ def _version(dtype, half: bool) -> int:
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("dtype", TYPES)
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("xnnpack", [True, False], ids=["default", "builtin"])
-def test_resize_bilinear(mode, dtype, size, xnnpack):
+def test_resize_bilinear(mode, dtype, size):
     (align, half), (dt, quant), (shape, out) = MODES[mode], TYPES[dtype], SIZES[size]
     x = sample(shape, dt)
     model = resize_model("RESIZE_BILINEAR", x, out, quant, align, half, _version(dt, half))
-    assert_matches_litert(model, [x], xnnpack=xnnpack)
+    assert_matches_litert(model, [x])
 
 
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("dtype", TYPES)
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("xnnpack", [True, False], ids=["default", "builtin"])
-def test_resize_nearest_neighbor(mode, dtype, size, xnnpack):
+def test_resize_nearest_neighbor(mode, dtype, size):
     (align, half), (dt, quant), (shape, out) = MODES[mode], TYPES[dtype], SIZES[size]
     x = sample(shape, dt)
     model = resize_model("RESIZE_NEAREST_NEIGHBOR", x, out, quant, align, half, _version(dt, half))
-    assert_matches_litert(model, [x], quant_steps=0, xnnpack=xnnpack)
+    assert_matches_litert(model, [x])
 
 
 def test_bilinear_align_corners_with_half_pixel_is_a_model_error():

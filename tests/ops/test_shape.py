@@ -247,12 +247,12 @@ def test_concatenation_quantized(case):
     xs = [RNG.integers(info.min, info.max + 1, (1, 3, 3, c), dtype=dtype) for c in (2, 3)]
     model, feeds = one_op(
         "CONCATENATION",
-        [In(x, q) for x, q in zip(xs, in_q)],
+        [In(x, q) for x, q in zip(xs, in_q, strict=True)],
         [((1, 3, 3, 5), dtype, out_q)],
         version=2,
         axis=3,
     )
-    assert_matches_litert(model, feeds, quant_steps=0)
+    assert_matches_litert(model, feeds)
 
 
 # -- CAST ------------------------------------------------------------------------------------
@@ -283,7 +283,7 @@ def test_cast(case):
     if dst == np.uint8:
         x = np.abs(x)
     model, feeds = one_op("CAST", [In(x)], [((3, 4), dst)], version=1)
-    assert_matches_litert(model, feeds, quant_steps=0)
+    assert_matches_litert(model, feeds)
 
 
 # -- GATHER / GATHER_ND ----------------------------------------------------------------------

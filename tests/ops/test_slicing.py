@@ -167,7 +167,7 @@ def test_strided_slice_types(case):
     x = rand((3, 6), dtype)
     expect = x[1:, 5:0:-2]
     model, feeds = _strided(x, [1, 5], [3, 0], [1, -2], expect.shape, {}, quant)
-    assert_matches_litert(model, feeds, quant_steps=0)
+    assert_matches_litert(model, feeds)
 
 
 def test_strided_slice_int64_indices_are_a_model_error():
@@ -200,12 +200,12 @@ SLICE_CASES = {
 def test_slice(case):
     shape, begin, size, dtype, quant = SLICE_CASES[case]
     x = rand(shape, dtype)
-    out_shape = tuple(d - b if s == -1 else s for d, b, s in zip(shape, begin, size))
+    out_shape = tuple(d - b if s == -1 else s for d, b, s in zip(shape, begin, size, strict=True))
     version = 5 if len(shape) > 4 else 1
     model, feeds = one_op(
         "SLICE", [In(x, quant), Const(begin), Const(size)], [(out_shape, dtype, quant)], version
     )
-    assert_matches_litert(model, feeds, quant_steps=0)
+    assert_matches_litert(model, feeds)
 
 
 def test_slice_int64_indices():
@@ -242,7 +242,7 @@ def test_split(case):
         [(p.shape, dtype, quant) for p in parts],
         num_splits=n,
     )
-    assert_matches_litert(model, feeds, quant_steps=0)
+    assert_matches_litert(model, feeds)
 
 
 SPLIT_V_CASES = {
@@ -267,7 +267,7 @@ def test_split_v(case):
         [(p.shape, dtype, quant) for p in parts],
         num_splits=len(sizes),
     )
-    assert_matches_litert(model, feeds, quant_steps=0)
+    assert_matches_litert(model, feeds)
 
 
 def test_split_uneven_is_a_model_error():
@@ -296,10 +296,10 @@ PAD_CASES = {
 def test_pad(case):
     shape, pads, dtype, quant = PAD_CASES[case]
     x = rand(shape, dtype)
-    out_shape = tuple(d + a + b for d, (a, b) in zip(shape, pads))
+    out_shape = tuple(d + a + b for d, (a, b) in zip(shape, pads, strict=True))
     version = 4 if len(shape) > 4 else (2 if quant else 1)
     model, feeds = one_op("PAD", [In(x, quant), Const(pads)], [(out_shape, dtype, quant)], version)
-    got = assert_matches_litert(model, feeds, quant_steps=0)
+    got = assert_matches_litert(model, feeds)
     if quant is not None:
         assert np.all(got[0][(slice(None),) * 1 + (slice(0, pads[1][0]),)] == quant.zero_point)
 
@@ -332,7 +332,7 @@ def test_padv2(case):
     args = [In(x, quant), Const(pads), Const([value], dtype, quant)]
     version = 2 if quant else 1
     model, feeds = one_op("PADV2", args, [((1, 4, 5, 2), dtype, quant)], version)
-    got = assert_matches_litert(model, feeds, quant_steps=0)
+    got = assert_matches_litert(model, feeds)
     assert got[0][0, 0, 0, 0] == np.asarray(value, dtype)
 
 
@@ -350,11 +350,11 @@ MIRROR_CASES = {
 def test_mirror_pad(case):
     shape, pads, mode, dtype, quant = MIRROR_CASES[case]
     x = rand(shape, dtype)
-    out_shape = tuple(d + a + b for d, (a, b) in zip(shape, pads))
+    out_shape = tuple(d + a + b for d, (a, b) in zip(shape, pads, strict=True))
     model, feeds = one_op(
         "MIRROR_PAD", [In(x, quant), Const(pads)], [(out_shape, dtype, quant)], mode=mode
     )
-    assert_matches_litert(model, feeds, quant_steps=0)
+    assert_matches_litert(model, feeds)
 
 
 def test_negative_padding_is_a_model_error():

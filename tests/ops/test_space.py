@@ -61,7 +61,7 @@ def test_space_to_depth(case, dtype):
         version=2 if quant else 1,
         block_size=bs,
     )
-    assert_matches_litert(model, [x], quant_steps=0)
+    assert_matches_litert(model, [x])
 
 
 @pytest.mark.parametrize("case", DEPTH_CASES)
@@ -73,7 +73,7 @@ def test_depth_to_space(case, dtype):
     model = model_of(
         "DEPTH_TO_SPACE", x, [], (n, h, w, c), quant, version=2 if quant else 1, block_size=bs
     )
-    assert_matches_litert(model, [x], quant_steps=0)
+    assert_matches_litert(model, [x])
 
 
 def test_depth_to_space_inverts_space_to_depth():
@@ -102,8 +102,8 @@ S2B_CASES = {
 
 
 def _s2b_shape(shape, block, pads):
-    spatial = [d + a + b for d, (a, b) in zip(shape[1:], pads)]
-    out = [s // k for s, k in zip(spatial, block)]
+    spatial = [d + a + b for d, (a, b) in zip(shape[1 : 1 + len(pads)], pads, strict=True)]
+    out = [s // k for s, k in zip(spatial, block, strict=True)]
     return (shape[0] * int(np.prod(block)), *out, *shape[1 + len(block) :])
 
 
@@ -121,7 +121,7 @@ def test_space_to_batch_nd(case, dtype):
         quant,
         version=2 if quant else 1,
     )
-    assert_matches_litert(model, [x], quant_steps=0)
+    assert_matches_litert(model, [x])
 
 
 #: name -> (input shape, block shape, crops)
@@ -139,10 +139,12 @@ def test_batch_to_space_nd(case, dtype):
     shape, block, crops = B2S_CASES[case]
     dt, quant = TYPES[dtype]
     x = sample(shape, dt)
-    spatial = [d * k - a - b for d, k, (a, b) in zip(shape[1:], block, crops)]
+    spatial = [
+        d * k - a - b for d, k, (a, b) in zip(shape[1 : 1 + len(block)], block, crops, strict=True)
+    ]
     out = (shape[0] // int(np.prod(block)), *spatial, *shape[1 + len(block) :])
     model = model_of("BATCH_TO_SPACE_ND", x, [block, crops], out, quant, version=2 if quant else 1)
-    assert_matches_litert(model, [x], quant_steps=0)
+    assert_matches_litert(model, [x])
 
 
 def test_batch_to_space_inverts_space_to_batch():

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.demo_data import MODELS, seed
+from devicefarm.cli import main
 from orchestrator.allowlist import devicedb, reader
-from orchestrator.cli import main
-from orchestrator.testing import sqlite_engine
+from orchestrator.allowlist.listfile import load_list
+from tests.support.demo_lab import MODELS, seed
+from tests.support.farm import sqlite_engine
 
 
 @pytest.fixture(scope="module")
@@ -55,5 +56,36 @@ def test_csv_and_json(db: str, tmp_path: Path) -> None:
 def test_bad_input(db: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["allowlist", "--db", db, "--model", "nope", "--out", str(tmp_path / "x")]) == 1
     assert "no model 'nope'" in capsys.readouterr().err
-    assert allowlist(db, tmp_path / "x", "--min-runs", "0") == 1
+    with pytest.raises(SystemExit) as stop:  # a usage error, before the database
+        allowlist(db, tmp_path / "x", "--min-runs", "0")
+    assert stop.value.code == 2
     assert allowlist(db, Path("-"), "--format", "devicedb-bin") == 1
+
+
+def test_help_lists_evaluate_and_merge(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["allowlist", "--help"])
+    assert stop.value.code == 0
+    text = capsys.readouterr().out
+    assert "evaluate" in text and "merge" in text and "--sdk-minimum" not in text
+
+
+def test_sdk_minimum_is_gone(db: str, tmp_path: Path) -> None:
+    # SDK ranges are always written; the no-op flag is refused as any unknown flag
+    with pytest.raises(SystemExit) as stop:
+        allowlist(db, tmp_path / "x.json", "--sdk-minimum")
+    assert stop.value.code == 2
+
+
+def test_export_needs_model_and_out(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["allowlist", "--db", db]) == 1
+    assert "needs --model and --out" in capsys.readouterr().err
+
+
+def test_merge_is_a_subcommand(db: str, tmp_path: Path) -> None:
+    ours = tmp_path / "ours.json"
+    assert allowlist(db, ours, "--format", "devicedb-json") == 0
+    merged = tmp_path / "merged.json"
+    argv = ["allowlist", "merge", str(ours), "--base", str(ours), "--out", str(merged)]
+    assert main([*argv, "--format", "devicedb-json"]) == 0
+    assert reader.status(load_list(merged), {}) == reader.status(load_list(ours), {})

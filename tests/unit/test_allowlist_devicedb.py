@@ -122,7 +122,8 @@ def test_values_are_canonical_and_items_sorted() -> None:
     v = {"tflite.gpu_model": "adreno_(tm)_640", "tflite.opengl_driver_version": "v@415.0"}
     w = v | {"tflite.opengl_driver_version": "v@0490.0"}
     roots = devicedb.build_tree([(v, OK), (w, BAD)])
-    driver = roots[0].items[0].children[0]
+    reset, driver = roots[0].items[0].children  # the unmeasured-driver reset, then drivers
+    assert (reset.comparison, [e.value for e in reset.items]) == (MINIMUM, [""])
     assert [e.value for e in driver.items] == ["v@0490.0", "v@415.0"]
     assert (
         reader.status(
@@ -153,18 +154,53 @@ def test_stock_app_without_driver_gets_the_conservative_answer() -> None:
     assert reader.status(roots, base | {"tflite.opengl_driver_version": "r38"}) == SUPPORTED
 
 
-def test_sdk_minimum_carries_decisions_forward() -> None:
+def test_sdk_ranges_carry_decisions_where_measured() -> None:
     base = {"tflite.gpu_model": "adreno_(tm)_618"}
-    entries = [(base | {SDK: "29"}, BAD), (base | {SDK: "31"}, OK)]
-    strict = devicedb.build_tree(entries)
-    loose = devicedb.build_tree(entries, sdk_minimum=True)
-    assert reader.status(strict, base | {SDK: "33"}) == UNKNOWN
-    assert reader.status(loose, base | {SDK: "33"}) == SUPPORTED
-    assert reader.status(loose, base | {SDK: "30"}) == UNSUPPORTED
-    assert reader.status(loose, base | {SDK: "28"}) == UNKNOWN
-    assert '"comparison": "MINIMUM"' in devicedb.to_json(loose)
-    odd = devicedb.build_tree([(base | {SDK: "9"}, BAD), (base | {SDK: "31"}, OK)], True)
+    roots = devicedb.build_tree([(base | {SDK: "29"}, BAD), (base | {SDK: "31"}, OK)])
+    assert reader.status(roots, base | {SDK: "33"}) == SUPPORTED  # newest supported: MINIMUM
+    assert reader.status(roots, base | {SDK: "30"}) == UNKNOWN  # between two decisions
+    assert reader.status(roots, base | {SDK: "28"}) == UNSUPPORTED  # oldest unsupported: MAXIMUM
+    text = devicedb.to_json(roots)
+    assert '"comparison": "MINIMUM"' in text and '"comparison": "MAXIMUM"' in text
+    exact = devicedb.build_tree([(base | {SDK: "29"}, BAD), (base | {SDK: "31"}, OK)], False)
+    assert reader.status(exact, base | {SDK: "33"}) == UNKNOWN
+
+
+def test_sdk_range_between_equal_decisions() -> None:
+    base = {"tflite.gpu_model": "mali_g57"}
+    entries = [(base | {SDK: s}, d) for s, d in (("28", OK), ("30", OK), ("33", BAD))]
+    roots = devicedb.build_tree(entries)
+    assert reader.status(roots, base | {SDK: "29"}) == SUPPORTED  # between 28 and 30, both OK
+    assert reader.status(roots, base | {SDK: "31"}) == UNKNOWN
+    assert reader.status(roots, base | {SDK: "34"}) == UNKNOWN  # newest unsupported: no range
+    assert reader.status(roots, base | {SDK: "27"}) == UNKNOWN  # oldest supported: no range
+
+
+def test_sdk_ranges_stop_at_an_unknown_device() -> None:
+    base = {"tflite.gpu_model": "mali_g57"}
+    entries = [(base | {SDK: s}, d) for s, d in (("28", OK), ("30", OK), ("33", UNK))]
+    roots = devicedb.build_tree(entries)
+    assert reader.status(roots, base | {SDK: "33"}) == UNKNOWN
+    assert reader.status(roots, base | {SDK: "29"}) == SUPPORTED
+    assert reader.status(roots, base | {SDK: "31"}) == UNKNOWN  # not newest: no MINIMUM
+    assert reader.status(roots, base | {SDK: "34"}) == UNKNOWN
+
+
+def test_sdk_ranges_need_two_digit_values() -> None:
+    base = {"tflite.gpu_model": "adreno_(tm)_618"}
+    odd = devicedb.build_tree([(base | {SDK: "9"}, BAD), (base | {SDK: "31"}, OK)])
     assert "MINIMUM" not in devicedb.to_json(odd)  # "9" > "31" as strings: EQUAL only
+
+
+def test_an_unmeasured_driver_does_not_inherit() -> None:
+    base = {"tflite.gpu_model": "mali_g710", SDK: "33"}
+    roots = devicedb.build_tree([(base | {"tflite.opengl_driver_version": "r38"}, OK)])
+    assert reader.status(roots, base) == SUPPORTED  # a stock app passes no driver
+    assert reader.status(roots, base | {"tflite.opengl_driver_version": "r38"}) == SUPPORTED
+    assert reader.status(roots, base | {"tflite.opengl_driver_version": "r41"}) == UNKNOWN
+    newer_sdk = base | {SDK: "34", "tflite.opengl_driver_version": "r41"}
+    assert reader.status(roots, newer_sdk) == UNKNOWN
+    assert reader.status(roots, base | {SDK: "34"}) == SUPPORTED
 
 
 def _random_entries(rng: random.Random) -> list[tuple[dict[str, str], Decision]]:
@@ -182,11 +218,11 @@ def _random_entries(rng: random.Random) -> list[tuple[dict[str, str], Decision]]
 
 
 @pytest.mark.parametrize("seed", range(40))
-@pytest.mark.parametrize("sdk_minimum", [False, True])
-def test_reader_agrees_on_random_fleets(seed: int, sdk_minimum: bool) -> None:
+@pytest.mark.parametrize("sdk_ranges", [False, True])
+def test_reader_agrees_on_random_fleets(seed: int, sdk_ranges: bool) -> None:
     """Devices with any subset of facts: every listed device reads back its decision."""
     entries = _random_entries(random.Random(seed))
-    roots = devicedb.decode(devicedb.encode(devicedb.build_tree(entries, sdk_minimum)))
+    roots = devicedb.decode(devicedb.encode(devicedb.build_tree(entries, sdk_ranges)))
     for var, d in entries:
         got = reader.evaluate(roots, var)
         assert reader.status(roots, var) == d.status, (var, d)

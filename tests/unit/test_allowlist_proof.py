@@ -1,5 +1,5 @@
 """The proof: for every device of a seeded farm, the devicedb reader walking the built tree
-with the device's facts gives the rules' decision (flatbuffer and JSON, both SDK modes)."""
+with the device's facts gives the rules' decision (flatbuffer and JSON, with SDK ranges)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from dashboard.demo_data import DEVICES, MODELS, NEW_PHONE, seed
 from orchestrator.allowlist import devicedb, export, reader
 from orchestrator.allowlist.collect import Allowlist, decide_models, load_devices
 from orchestrator.allowlist.facts import list_variables
 from orchestrator.allowlist.rules import SUPPORTED, Thresholds
 from orchestrator.allowlist.tree import ENABLE_QUANT, PRECISION
-from orchestrator.testing import sqlite_engine
+from tests.support.demo_lab import DEVICES, MODELS, NEW_PHONE, seed
+from tests.support.farm import sqlite_engine
 
 DEVICE_KEYS = [d.key for d in (*DEVICES, NEW_PHONE)]
 THRESHOLDS = {
@@ -42,17 +42,16 @@ def devices(farm: Engine) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("thresholds", list(THRESHOLDS))
-@pytest.mark.parametrize("sdk_minimum", [False, True], ids=["equal", "sdk-minimum"])
 @pytest.mark.parametrize("model", [m.name for m in MODELS])
 @pytest.mark.parametrize("device", DEVICE_KEYS)
 def test_reader_gives_the_rules_decision(
-    lists: dict, devices: dict, thresholds: str, sdk_minimum: bool, model: str, device: str
+    lists: dict, devices: dict, thresholds: str, model: str, device: str
 ) -> None:
     allowlist = next(a for a in lists[thresholds].values() if a.model_name == model)
     entry = allowlist.entry_for(device)
     assert entry is not None, f"{device} has no entry"
-    data = export.render(allowlist, "devicedb-bin", sdk_minimum=sdk_minimum)
-    text = export.render(allowlist, "devicedb-json", sdk_minimum=sdk_minimum).decode()
+    data = export.render(allowlist, "devicedb-bin")
+    text = export.render(allowlist, "devicedb-json").decode()
     facts = list_variables(devices[device])
     for roots in (devicedb.decode(data), devicedb.from_json(text)):
         got = reader.evaluate(roots, facts)

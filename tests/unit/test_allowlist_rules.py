@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from orchestrator.allowlist.canonical import canonical_value
 from orchestrator.allowlist.facts import (
     DEVICE_MODEL,
     DRIVER,
@@ -11,7 +12,6 @@ from orchestrator.allowlist.facts import (
     GPU_MODEL,
     GPU_VENDOR,
     SDK,
-    canonical_value,
     list_variables,
 )
 from orchestrator.allowlist.rules import (

@@ -48,6 +48,43 @@ def test_gles_line(line, want) -> None:
     assert (g["vendor"], g["renderer"], g["version"], gles_api(g["version"])) == want
 
 
+POWERVR = (
+    "ANGLE (Imagination Technologies, Vulkan 1.4.317 (PowerVR C-Series CXTP-48-1536 MC1 "
+    "(0x70061042)), PowerVR C-Series Vulkan Driver 1.662.3024)"
+)
+
+
+@pytest.mark.parametrize(
+    "line, want",
+    [
+        (f"GLES: Imagination Technologies, {POWERVR}, OpenGL ES 3.2.0 (ANGLE 2.1.24117 git hash: 1a2b)",
+         ("Imagination Technologies", POWERVR, "OpenGL ES 3.2.0 (ANGLE 2.1.24117 git hash: 1a2b)")),
+        ("GLES: Samsung Electronics Co., Ltd., ANGLE (Samsung Xclipse 920) on Vulkan 1.1.179, "
+         "OpenGL ES 3.2 ANGLE git hash: 4e5c55ea0c4a",
+         ("Samsung Electronics Co., Ltd.", "ANGLE (Samsung Xclipse 920) on Vulkan 1.1.179",
+          "OpenGL ES 3.2 ANGLE git hash: 4e5c55ea0c4a")),
+        # ANGLE on a GL backend names the GL version inside its parentheses
+        ("GLES: Qualcomm, ANGLE (Qualcomm, Adreno (TM) 740, OpenGL ES 3.2), "
+         "OpenGL ES 3.2 (ANGLE 2.1.0 git hash: 1a2b)",
+         ("Qualcomm", "ANGLE (Qualcomm, Adreno (TM) 740, OpenGL ES 3.2)",
+          "OpenGL ES 3.2 (ANGLE 2.1.0 git hash: 1a2b)")),
+    ],
+)  # fmt: skip
+def test_gles_line_with_commas_in_the_renderer(line, want) -> None:
+    g = parse_gles(line)
+    assert (g["vendor"], g["renderer"], g["version"]) == want
+
+
+def test_angle_phone_gets_litert_variables() -> None:
+    from orchestrator.allowlist.facts import GLES_VERSION, GPU_MODEL, list_variables
+
+    gles = parse_gles(f"GLES: Imagination Technologies, {POWERVR}, OpenGL ES 3.2.0 (ANGLE x)")
+    d = device_info("P1", {"ro.build.version.sdk": "35"}, gles, "lab", "127.0.0.1:5037")
+    v = list_variables(d.row())
+    assert v[GPU_MODEL] == "angle_(powervr_c_series_cxtp_48_1536_mc1)"
+    assert v[GLES_VERSION] == "3.2"
+
+
 def test_device_info_from_facts() -> None:
     d = device_info(
         "R5CT",

@@ -105,7 +105,7 @@ def test_programs_need_to_exist_and_be_executable(phone) -> None:
 
 
 def test_runner_lines_are_plain_argv() -> None:
-    from orchestrator.configs import CONFIGS
+    from farm_core.configs import CONFIGS
 
     sha = "ab" * 32
     argv = invocations.benchmark_argv(

@@ -6,11 +6,10 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import pytest
-
 from delegate_runtime.gpu.opencl.program import build_quietly, only_benign_notes
+from tests.conftest import require_module
 
-cl = pytest.importorskip("pyopencl")
+cl = require_module("pyopencl", "pyopencl (the OpenCL runtime, PoCL here)")
 
 
 def note(kernel: str) -> str:

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("streamlit")
+from tests.conftest import require_module
+
+require_module("streamlit", "streamlit (the dashboard extra)")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from dashboard.demo_data import seed  # noqa: E402
-from orchestrator.testing import sqlite_engine  # noqa: E402
+from tests.support.demo_lab import seed  # noqa: E402
+from tests.support.farm import sqlite_engine  # noqa: E402
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 TIMEOUT_S = 60
@@ -81,7 +83,10 @@ def test_compare(farm: str) -> None:
     df = at.dataframe[0].value
     assert {"avg_ms", "speedup", "init_cold_ms", "init_cached_ms", "peak_mb"} <= set(df.columns)
     assert set(df["config"]) == {"cpu", "gpu-fp32", "gpu-fp16"}
-    assert len(at.get("vega_lite_chart")) == 4
+    # latency, speed-up, init, peak memory (measured: not an empty chart), the op profile
+    assert len(at.get("vega_lite_chart")) == 5 and not at.info
+    profile = at.dataframe[1].value
+    assert {"node", "op", "backend", "avg_ms"} <= set(profile.columns) and len(profile)
 
 
 def pick_model(at: AppTest, needle: str) -> None:
@@ -114,6 +119,8 @@ def test_compatibility_matrix_and_builder(farm: str) -> None:
     assert not at.exception
     assert "supported" not in set(at.dataframe[0].value["status"])
     assert '"tflite.gpu.status"' in at.code[0].value
+    # SDK ranges are always written: no MINIMUM checkbox (issue 15)
+    assert "sdk_minimum" not in [c.key for c in at.checkbox]
 
 
 def test_history_flags_the_regression(farm: str) -> None:

@@ -8,11 +8,11 @@ import pytest
 from sqlalchemy import Engine, select
 
 from dashboard import queries
-from dashboard.demo_data import MODELS, SeedSummary, seed
+from farm_core.schema import Campaign
 from orchestrator.allowlist.rules import Thresholds
-from orchestrator.schema import Campaign
 from orchestrator.submit import SubmissionError
-from orchestrator.testing import RecordingDispatcher, sqlite_engine, write_model
+from tests.support.demo_lab import MODELS, SeedSummary, seed
+from tests.support.farm import RecordingDispatcher, sqlite_engine, write_model
 
 
 @pytest.fixture(scope="module")
@@ -125,13 +125,44 @@ def test_submit_upload_uses_the_spine(farm, tmp_path: Path) -> None:
 def test_dashboard_command_line() -> None:
     import argparse
 
-    from orchestrator.commands import dashboard as cmd
+    from devicefarm.commands import dashboard as cmd
 
     p = argparse.ArgumentParser()
     cmd.add_arguments(p)
     argv, env = cmd.command(
         p.parse_args(["--db", "sqlite:///x.db", "--port", "9999", "--read-only"])
     )
-    assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4].endswith("dashboard/app.py")
+    assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4].endswith("dashboard/serve.py")
     assert "9999" in argv and env["DEVICEFARM_DB"] == "sqlite:///x.db"
     assert env[cmd.ENV_READ_ONLY] == "1"
+
+
+def test_compare_peak_memory_of_rows_older_than_its_column(tmp_path: Path) -> None:
+    """A result stored before results.peak_memory_mb existed falls back to its record's
+    figure, but not to the -1 the tools print when they did not measure it."""
+    from sqlalchemy import update
+
+    from farm_core.schema import Result
+
+    engine = sqlite_engine(tmp_path)
+    summary = seed(engine)
+    device = "android:s21"
+    with engine.begin() as conn:
+        rows = conn.execute(
+            select(Result.id, Result.config, Result.benchmark).where(Result.device_key == device)
+        ).all()
+        assert {r.config for r in rows} >= {"cpu", "gpu-fp32"}
+        for r in rows:
+            peak = -1.0 if r.config == "cpu" else 42.0
+            conn.execute(
+                update(Result)
+                .where(Result.id == r.id)
+                .values(peak_memory_mb=None, benchmark={**r.benchmark, "memory": {"peak_mb": peak}})
+            )
+    got = {
+        r["config"]: r["peak_mb"]
+        for r in queries.compare(engine, sha(summary))
+        if r["device"] == device
+    }
+    assert got["cpu"] is None
+    assert got["gpu-fp32"] == 42.0

@@ -29,10 +29,11 @@ from model_surgery import (
     structure_positions,
 )
 
-from delegate_runtime import read_model
+from delegate_runtime import Limits, read_model
 from delegate_runtime.builder import ModelBuilder, Quant
-from delegate_runtime.errors import ModelError
+from delegate_runtime.errors import JobError, JobTimeout, ModelError
 from delegate_runtime.interpreter import Interpreter
+from delegate_runtime.ops.alloc import check_alloc
 
 #: Examples per mutation kind; five kinds make the total.
 EXAMPLES_PER_KIND = int(os.environ.get("FUZZ_EXAMPLES_PER_KIND", "3000"))
@@ -310,3 +311,99 @@ def test_huge_declared_state_costs_no_memory_at_set_up() -> None:
     Interpreter(model).invoke([np.float32([1, -1])])
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert grown_mib < 256
+
+
+# -- hostile values at run time (issue 16): caps, deadline, cancel, MemoryError --------------
+
+
+def _fill_model(n: int) -> bytes:
+    b = ModelBuilder()
+    g = b.main
+    value = g.input("value", (), np.float32)
+    y = g.tensor("y", (4,))
+    g.op("FILL", [g.const("dims", np.array([n], np.int32)), value], [y])
+    g.output(y)
+    return b.build()
+
+
+def _endless_while() -> bytes:
+    b = ModelBuilder()
+    g = b.main
+    i = g.input("i", (), np.int32)
+    out = g.tensor("i_out", (), np.int32)
+    cond = b.subgraph("cond")
+    cond.input("i", (), np.int32)
+    cond.output(cond.const("yes", np.bool_(True)))
+    body = b.subgraph("body")
+    bi = body.input("i", (), np.int32)
+    bo = body.tensor("i1", (), np.int32)
+    body.op("ADD", [bi, body.const("one", np.int32(1))], [bo])
+    body.output(bo)
+    g.op("WHILE", [i], [out], cond_subgraph_index=1, body_subgraph_index=2)
+    g.output(out)
+    return b.build()
+
+
+def test_kernel_output_over_the_interpreters_limits_is_a_model_error() -> None:
+    model = read_model(_fill_model(16))
+    assert Interpreter(model).invoke([np.float32(1)])[0].shape == (16,)
+    small = Limits(max_tensor_elements=8)
+    with pytest.raises(ModelError, match=r"FILL v1\): output: shape \[16\].*over the cap of 8"):
+        Interpreter(model, limits=small).invoke([np.float32(1)])
+
+
+def test_kernel_caps_apply_outside_an_interpreter() -> None:
+    """Constant folding calls kernels directly: the reader's default limits hold there."""
+    with pytest.raises(ModelError, match="over the cap"):
+        check_alloc((1 << 20, 1 << 20), np.float32, "folded FILL")
+
+
+def test_endless_while_stops_at_the_deadline() -> None:
+    interpreter = Interpreter(read_model(_endless_while()))
+    interpreter.deadline = time.monotonic() + 0.2
+    start = time.monotonic()
+    with pytest.raises(JobTimeout, match="ran past its time limit"):
+        interpreter.invoke([np.int32(0)])
+    assert time.monotonic() - start < 5
+
+
+def test_cancel_check_stops_invoke() -> None:
+    calls = []
+    interpreter = Interpreter(
+        read_model(_endless_while()), cancelled=lambda: calls.append(1) or len(calls) > 50
+    )
+    with pytest.raises(JobError, match="cancelled"):
+        interpreter.invoke([np.int32(0)])
+
+
+def test_memory_error_in_a_kernel_is_a_model_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_memory(*args: object, **kwargs: object) -> None:
+        raise MemoryError("Unable to allocate 16.0 GiB")
+
+    interpreter = Interpreter(read_model(_fill_model(4)))
+    monkeypatch.setattr(np, "full", no_memory)
+    with pytest.raises(ModelError, match=r"FILL v1\) ran out of memory: Unable to allocate"):
+        interpreter.invoke([np.float32(1)])
+
+
+@pytest.mark.parametrize("op", ["CONV_2D", "DEPTHWISE_CONV_2D"])
+def test_absent_required_filter_is_refused_at_load(op: str) -> None:
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", (1, 4, 4, 2))
+    y = g.tensor("y", (1, 4, 4, 2))
+    g.op(op, [x, -1, -1], [y], padding="SAME", stride_w=1, stride_h=1)
+    g.output(y)
+    with pytest.raises(ModelError, match=rf"\({op} v1\): input 1 is absent \(-1\) but required"):
+        read_model(b.build())
+
+
+def test_too_few_inputs_are_refused_at_load() -> None:
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", (1, 4, 4, 2))
+    y = g.tensor("y", (1, 4, 4, 2))
+    g.op("CONV_2D", [x], [y], padding="SAME", stride_w=1, stride_h=1)
+    g.output(y)
+    with pytest.raises(ModelError, match="has 1 inputs, needs at least 2"):
+        read_model(b.build())

@@ -34,7 +34,9 @@ def one_op(op, operands, out_shape, out_dtype=np.float32, out_quant=None, versio
     y = g.tensor("y", out_shape, out_dtype, quant=out_quant)
     g.op(op, ids, [y], version=version, **options)
     g.output(y)
-    sg = read_model(b.build()).main
+    # unvalidated: some cases are models the reader refuses (stride 0), whose GPU reasons
+    # TFLite's delegate still gives
+    sg = read_model(b.build(), validate=False).main
     return sg.operators[0], sg
 
 
@@ -300,7 +302,9 @@ def test_fully_connected_keep_num_dims_needs_equal_rank():
 )
 @pytest.mark.parametrize("op", ["ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM"])
 def test_allowed_broadcasts(op, a, b):
-    out = tuple(max(x, y) for x, y in zip((1,) * (4 - len(a)) + a, (1,) * (4 - len(b)) + b))
+    out = tuple(
+        max(x, y) for x, y in zip((1,) * (4 - len(a)) + a, (1,) * (4 - len(b)) + b, strict=True)
+    )
     assert check(one_op(op, [(a, F), (b, F)], out)) == (True, "")
 
 
@@ -320,8 +324,14 @@ def test_refused_broadcasts_name_both_shapes(a, b):
 
 
 def test_broadcast_against_a_constant_is_allowed():
-    op = one_op("MUL", [((2, 4, 5, 3), F), np.ones((4, 1), F)], (2, 4, 5, 3))
+    op = one_op("MUL", [((2, 4, 5, 3), F), np.ones((5, 1), F)], (2, 4, 5, 3))
     assert check(op) == (True, "")
+
+
+def test_constant_that_does_not_broadcast_is_refused():
+    op = one_op("MUL", [((2, 4, 5, 3), F), np.ones((4, 1), F)], (2, 4, 5, 3))
+    ok, why = check(op)
+    assert not ok and "do not broadcast" in why
 
 
 def test_add_with_three_inputs_is_refused():
@@ -367,3 +377,64 @@ def test_transpose_conv_needs_constant_shape_and_weights():
         "TRANSPOSE_CONV", [np.int32([1, 8, 8, 2]), ((2, 3, 3, 3), F), x], (1, 8, 8, 2), **opts
     )
     assert check(bad) == (False, "Output shape and weights must be constant.")
+
+
+# -- declared output shapes: taken only where they are the computed ones ---------------------
+
+X_POOL = ((1, 4, 4, 1), F)
+
+
+def _pool(out_shape, **options):
+    opts = dict(padding="SAME", stride_h=1, stride_w=1, filter_height=2, filter_width=2)
+    opts.update(options)
+    return one_op("MAX_POOL_2D", [X_POOL], out_shape, **opts)
+
+
+def _transpose_conv(out_shape):
+    shape, w = np.array([1, 4, 4, 1], np.int32), np.ones((1, 3, 3, 1), F)
+    return one_op(
+        "TRANSPOSE_CONV",
+        [shape, w, ((1, 2, 2, 1), F)],
+        out_shape,
+        padding="SAME",
+        stride_h=2,
+        stride_w=2,
+    )
+
+
+@pytest.mark.parametrize(
+    "op_sg,declared,computed",
+    [
+        (lambda: one_op("PRELU", [X4, np.ones((1, 1, 3), F)], (1, 4, 99, 3)), 99, 5),
+        (lambda: one_op("PRELU", [X4, np.ones((1, 1, 3), F)], (1, 1, 1, 3)), 1, 4),
+        (lambda: _transpose_conv((32768, 4, 4, 1)), 32768, 1),
+        (lambda: _transpose_conv((1, 2, 2, 1)), 2, 4),
+        (lambda: _pool((1, 4, 4, 1), stride_h=1 << 30, stride_w=1 << 30), 4, 1),
+        (lambda: conv_op(stride_h=2), 4, 2),
+        (lambda: one_op("RELU", [X4], (1, 4, 5, 4)), 4, 3),
+    ],
+    ids=[
+        "prelu_larger",
+        "prelu_smaller",
+        "transpose_conv_batch",
+        "transpose_conv_smaller",
+        "pool_stride",
+        "conv_stride",
+        "relu",
+    ],
+)
+def test_declared_output_shape_must_be_the_computed(op_sg, declared, computed):
+    ok, why = check(op_sg())
+    assert not ok
+    assert why.startswith("Declared output shape [") and "is not the computed [" in why
+    assert str(declared) in why and str(computed) in why
+
+
+def test_empty_computed_output_is_refused():
+    op = _pool((1, 0, 0, 1), padding="VALID", filter_height=1 << 30, filter_width=1 << 30)
+    assert check(op) == (False, "Output shape [1, 0, 0, 1] is empty.")
+
+
+def test_matching_declared_shapes_are_taken():
+    assert check(_pool((1, 4, 4, 1))) == (True, "")
+    assert check(_transpose_conv((1, 4, 4, 1))) == (True, "")

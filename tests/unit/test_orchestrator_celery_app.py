@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from orchestrator.celery_app import make_app, queue_for, task_id
-from orchestrator.settings import JOB_HARD_LIMIT_S, JOB_SOFT_LIMIT_S, VISIBILITY_TIMEOUT_S
+from farm_core.celery_app import make_app, queue_for, task_id
+from farm_core.settings import JOB_HARD_LIMIT_S, JOB_SOFT_LIMIT_S, VISIBILITY_TIMEOUT_S
 
 
 def test_long_job_settings() -> None:

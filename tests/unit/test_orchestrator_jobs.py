@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select, update
 
-from orchestrator import jobs
-from orchestrator.schema import (
+from farm_core import jobs
+from farm_core.schema import (
     CANCELLED,
     DISPATCHED,
     FAILED,
@@ -22,9 +22,9 @@ from orchestrator.schema import (
     Result,
     utcnow,
 )
-from orchestrator.settings import MAX_FAILURES, Timing
+from farm_core.settings import MAX_FAILURES, Timing
 from orchestrator.submit import submit
-from orchestrator.testing import RecordingDispatcher, add_device, sqlite_engine, write_model
+from tests.support.farm import RecordingDispatcher, add_device, sqlite_engine, write_model
 
 TIMING = Timing()
 
@@ -40,7 +40,7 @@ def farm(tmp_path: Path):
     with engine.begin() as conn:
         job_id = conn.execute(select(Job.id)).scalar_one()
     # widen the campaign's selector so that a second matching device exists
-    from orchestrator.schema import Campaign
+    from farm_core.schema import Campaign
 
     with engine.begin() as conn:
         conn.execute(
@@ -179,3 +179,61 @@ def test_cancel_makes_late_results_vanish(farm) -> None:
     with engine.begin() as c:
         assert not jobs.finish(c, job, 1, "w1", SUCCEEDED, {})
         assert c.execute(select(Job.state)).scalar() == CANCELLED
+
+
+@pytest.fixture
+def gpu_farm(tmp_path: Path):
+    """A gpu-fp16 job planned on an OpenCL GPU; the selector also matches a no-op device."""
+    engine = sqlite_engine(tmp_path)
+    gpu = {"kind": "opencl", "vendor": "pocl", "renderer": "gpu-x"}
+    add_device(engine, "opencl:pocl:gpu_x", **gpu)
+    add_device(engine, "opencl:pocl:gpu_x:1", **gpu)
+    add_device(engine, "noop:n")
+    submit(
+        engine,
+        RecordingDispatcher(),
+        [write_model(tmp_path / "m.tflite")],
+        "key=opencl:pocl:gpu_x",
+        "gpu-fp16",
+    )
+    from farm_core.schema import Campaign
+
+    with engine.begin() as conn:
+        conn.execute(
+            update(Campaign).values(selector="key=opencl:pocl:gpu_x|opencl:pocl:gpu_x:1|noop:n")
+        )
+        conn.execute(update(Job).values(state=RUNNING, worker="w1"))
+    return engine
+
+
+def _retry(engine):
+    with engine.begin() as c:
+        job = c.execute(select(Job.id, Job.attempt)).one()
+        return jobs.place(
+            c,
+            job.id,
+            TIMING,
+            expect_state=RUNNING,
+            expect_attempt=job.attempt,
+            outcome="device_error",
+            reason="boom",
+            count_failure=True,
+            prefer_other=True,
+        )
+
+
+def test_retry_never_lands_on_other_hardware(gpu_farm) -> None:
+    """Issue 16 point 6: a gpu-fp16 retry 'succeeded' on a no-op device in 0.001 ms."""
+    with gpu_farm.begin() as c:  # its twin GPU is away: only the no-op device matches
+        c.execute(
+            update(Device).where(Device.key == "opencl:pocl:gpu_x:1").values(health="quarantined")
+        )
+    order = _retry(gpu_farm)
+    assert order is None or order.device_key == "opencl:pocl:gpu_x"
+    with gpu_farm.begin() as c:
+        assert c.execute(select(Job.device_key)).scalar() != "noop:n"
+
+
+def test_retry_moves_to_the_same_hardware(gpu_farm) -> None:
+    order = _retry(gpu_farm)
+    assert order is not None and order.device_key == "opencl:pocl:gpu_x:1"

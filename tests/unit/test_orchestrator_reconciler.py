@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, update
 
-from orchestrator import jobs
+from farm_core import jobs
+from farm_core.schema import DISPATCHED, QUEUED, TIMED_OUT, Device, Job, utcnow
+from farm_core.settings import Timing
 from orchestrator.reconciler import reconcile
-from orchestrator.schema import DISPATCHED, QUEUED, TIMED_OUT, Device, Job, utcnow
-from orchestrator.settings import Timing
 from orchestrator.submit import submit
-from orchestrator.testing import RecordingDispatcher, add_device, sqlite_engine, write_model
+from tests.support.farm import RecordingDispatcher, add_device, sqlite_engine, write_model
 
 TIMING = Timing(dispatch_grace_s=0, offline_after_s=30, device_gone_s=300)
 LATER = timedelta(seconds=1)
@@ -72,7 +72,7 @@ def test_silent_device_goes_offline_and_its_job_moves(farm) -> None:
             .values(last_seen=utcnow() - timedelta(seconds=60))
         )
     # widen the selector so that noop:b matches
-    from orchestrator.schema import Campaign
+    from farm_core.schema import Campaign
 
     with farm.begin() as c:
         c.execute(update(Campaign).values(selector="kind=noop"))
@@ -106,3 +106,42 @@ def test_queued_job_is_placed_when_its_device_returns(farm) -> None:
     d.broken = ""
     report = reconcile(farm, d, lambda: set(), TIMING, now=utcnow() + LATER)
     assert report.placed == [1] and job_row(farm).state == DISPATCHED
+
+
+STALL = timedelta(seconds=TIMING.stall_after_s + 1)
+
+
+def _alive_at(engine, when) -> None:
+    with engine.begin() as c:
+        c.execute(update(Device).values(last_seen=when))
+
+
+def test_device_that_claims_nothing_while_its_message_waits_is_quarantined(farm) -> None:
+    """Issue 16 point 1: a consumer that stopped consuming, its device online."""
+    later = utcnow() + STALL
+    _alive_at(farm, later)
+    report = reconcile(farm, RecordingDispatcher(), lambda: {"df-job-1-1"}, TIMING, now=later)
+    assert report.stalled == ["noop:a"]
+    with farm.begin() as c:
+        health, why = c.execute(
+            select(Device.health, Device.health_reason).where(Device.key == "noop:a")
+        ).one()
+    assert health == "quarantined" and why.startswith("stalled: job 1 waiting on its queue")
+    row = job_row(farm)
+    assert (row.state, row.attempt) == (QUEUED, 2) and "noop:a quarantined" in row.reason
+
+
+def test_device_that_claimed_recently_is_not_stalled(farm) -> None:
+    later = utcnow() + STALL
+    _alive_at(farm, later)
+    with farm.begin() as c:
+        c.execute(update(Job).values(started_at=later - timedelta(seconds=5)))
+    report = reconcile(farm, RecordingDispatcher(), lambda: {"df-job-1-1"}, TIMING, now=later)
+    assert report.stalled == []
+
+
+def test_message_not_in_the_broker_is_a_lost_message_not_a_stall(farm) -> None:
+    later = utcnow() + STALL
+    _alive_at(farm, later)
+    report = reconcile(farm, RecordingDispatcher(), lambda: set(), TIMING, now=later)
+    assert report.stalled == [] and report.resent_lost_message == [1]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orchestrator import jobs
+from farm_core import jobs
+from farm_core.schema import SUCCEEDED
 from orchestrator.report import campaign_rows, format_csv, format_json, format_table
-from orchestrator.schema import SUCCEEDED
 from orchestrator.submit import submit
-from orchestrator.testing import RecordingDispatcher, add_device, sqlite_engine, write_model
+from tests.support.farm import RecordingDispatcher, add_device, sqlite_engine, write_model
 
 
 def test_rows_and_formats(tmp_path: Path) -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select, update
 
-from orchestrator.schema import DISPATCHED, QUARANTINED, QUEUED, Campaign, Device, Job, utcnow
+from farm_core.schema import DISPATCHED, QUARANTINED, QUEUED, Campaign, Device, Job, utcnow
 from orchestrator.submit import RunSettings, SubmissionError, submit
-from orchestrator.testing import RecordingDispatcher, add_device, sqlite_engine, write_model
+from tests.support.farm import RecordingDispatcher, add_device, sqlite_engine, write_model
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from delegate_runtime.tools.accuracy.synthetic_detector import (
     anchor_sizes,
     mask_weights,
 )
+from tests.conftest import require
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +55,7 @@ def test_masks_are_one_on_their_colour_and_zero_elsewhere() -> None:
 
 @pytest.mark.parametrize("i", range(3))
 def test_matches_litert_on_generated_images(dataset: dict[str, str], i: int) -> None:
-    if not litert.available():
-        pytest.skip("ai-edge-litert is not installed")
+    require(litert.available(), "ai-edge-litert (the LiteRT oracle)")
     data = Path(dataset["model"]).read_bytes()
     x, _ = _image(dataset, i)
     # NOTE: neighbouring anchors can tie in exact arithmetic, so the last bit of the pooled

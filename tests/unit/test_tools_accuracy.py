@@ -4,7 +4,9 @@ pycocotools on the same detections, SSD output decoding, the side-by-side delta.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
+import itertools
 import json
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from delegate_runtime.tools.accuracy.imagenet import (
 )
 from delegate_runtime.tools.accuracy.preprocess import Preprocess, crop_and_resize, to_input
 from delegate_runtime.tools.benchmark import BenchmarkOptions
+from tests.conftest import require
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +128,7 @@ def test_classifier_scores_the_generated_images(cls_data):
     assert m.num_images == 12
     assert m.topk[0] >= 0.5  # far better than chance (0.25)
     assert m.topk[3] == 1.0  # 4 classes: the truth is always in the top 4
-    assert all(a <= b for a, b in zip(m.topk, m.topk[1:]))
+    assert all(a <= b for a, b in itertools.pairwise(m.topk))
 
 
 @pytest.mark.parametrize(
@@ -189,7 +192,7 @@ def _noisy_detections(annotations_path, seed, misses=0.2, extra=3, crowd=False):
 
 
 def _pycocotools_stats(annotations_path, dets):
-    pytest.importorskip("pycocotools")
+    require(importlib.util.find_spec("pycocotools") is not None, "pycocotools (the mAP oracle)")
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 

@@ -56,7 +56,9 @@ def test_specs_select_and_unknown_specs_fail() -> None:
     assert {d.key for d in got} == {"cpu:reference:h", "noop:z"}
     assert all("lab" in d.tags for d in got)
     with pytest.raises(JobError, match="matches no device"):
-        discover(["android:*"], host="h")
+        discover(["opencl:*no_such_gpu*"], host="h")
+    # phones come and go: the agent looks for them again (issue 16, point 4)
+    assert discover(["android:*"], host="h") == []
 
 
 def test_phones_are_skipped_without_the_android_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select, update
 
-from orchestrator.schema import (
+from delegate_runtime.errors import DeviceError, DevicefarmError
+from farm_core.schema import (
     DISPATCHED,
     FAILED,
     QUARANTINED,
@@ -18,9 +19,9 @@ from orchestrator.schema import (
     Job,
     Result,
 )
-from orchestrator.settings import Timing
+from farm_core.settings import Timing
 from orchestrator.submit import submit
-from orchestrator.testing import RecordingDispatcher, add_device, sqlite_engine, write_model
+from tests.support.farm import RecordingDispatcher, add_device, sqlite_engine, write_model
 from worker_agent.consumer import ConsumerContext
 from worker_agent.discovery import noop_device
 from worker_agent.executor import STALE, execute_job
@@ -87,6 +88,39 @@ def test_user_errors_and_bugs_fail_without_retry(engine, tmp_path, error, want, 
     assert ctx.dispatcher.sent == []
     s = state(engine)
     assert s[0] == want and needle in s[3]
+
+
+class _FlakyLink(DevicefarmError):
+    """An error class outside the DeviceError family that says it may be retried."""
+
+    retryable = True
+
+
+class _StubbornDevice(DeviceError):
+    """A DeviceError subclass that says retrying will not help."""
+
+    retryable = False
+
+
+@pytest.mark.parametrize(
+    ("error", "want_outcome", "want_state"),
+    [(_FlakyLink, "retried", DISPATCHED), (_StubbornDevice, FAILED, FAILED)],
+    ids=["retryable-true-retries", "retryable-false-fails"],
+)
+def test_the_error_class_retryable_flag_decides_retries(
+    engine, tmp_path, monkeypatch, error, want_outcome, want_state
+) -> None:
+    with engine.begin() as c:
+        c.execute(update(Campaign).values(selector="kind=noop"))
+    ctx = make_ctx(tmp_path)
+
+    def run(spec):
+        raise error("link dropped")
+
+    monkeypatch.setattr(ctx.runner, "run", run)
+    assert execute_job(ctx, 1, 1) == want_outcome
+    s = state(engine)
+    assert s[0] == want_state and error.__name__ in s[3]
 
 
 def test_soft_time_limit_times_the_job_out(engine, tmp_path, monkeypatch) -> None:

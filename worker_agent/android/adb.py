@@ -97,9 +97,12 @@ def ensure_online(adb: Any, serial: str, what: str) -> None:
         raise DeviceError(f"android:{serial} went {now} {what}")
 
 
-def shell(adb: Any, serial: str, line: str, timeout_s: float) -> tuple[bytes, bool]:
+def shell(
+    adb: Any, serial: str, line: str, timeout_s: float, max_bytes: int | None = None
+) -> tuple[bytes, bool]:
     """Run one command line (v1 shell: stdout and stderr merged); returns the output and
-    whether the deadline passed first (the stream is then closed)."""
+    whether the deadline passed first (the stream is then closed). More than `max_bytes`
+    of output is a DeviceError (a phone cannot fill the host's memory)."""
     deadline = time.monotonic() + timeout_s
     try:
         conn = adb.device(serial).open_shell(line)
@@ -121,6 +124,10 @@ def shell(adb: Any, serial: str, line: str, timeout_s: float) -> tuple[bytes, bo
             if not chunk:
                 break
             out += chunk
+            if max_bytes is not None and len(out) > max_bytes:
+                raise DeviceError(
+                    f"android:{serial}: `{line[:40]}` printed more than {max_bytes} bytes"
+                )
     finally:
         with contextlib.suppress(OSError):
             conn.close()

@@ -15,12 +15,14 @@ from delegate_runtime.errors import DeviceError
 
 from ..devices import DeviceInfo, host_name
 from . import adb
-from .facts import device_info, parse_getprop, parse_gles
+from .facts import UntrustedFacts, clean, device_info, parse_getprop, parse_gles
 
 log = logging.getLogger(__name__)
 
 #: Seconds a fact-reading command may take.
 FACTS_TIMEOUT_S = 20.0
+#: Most bytes a fact-reading command may print (a real getprop or dumpsys prints < 1 MiB).
+FACTS_MAX_BYTES = 8 << 20
 #: What to do about a phone in each state but `device`.
 FIXES = {
     "unauthorized": "accept the USB debugging prompt on the phone (tick 'Always allow from "
@@ -32,6 +34,8 @@ FIXES = {
     "authorizing": "wait a moment: adb is still checking the phone's key",
     "connecting": "wait a moment: adb is still connecting",
 }
+#: What to do about a phone whose facts cannot be trusted.
+UNTRUSTED_FIX = "check the phone's build (adb shell getprop); it is not served until it changes"
 
 
 @dataclass
@@ -51,8 +55,10 @@ class PhoneStatus:
 
 def read_facts(client, serial: str, host: str, server: adb.Server) -> DeviceInfo:
     """Ask the phone for its properties and GLES facts."""
-    props_raw, late = adb.shell(client, serial, "getprop", FACTS_TIMEOUT_S)
-    gles_raw, late2 = adb.shell(client, serial, "dumpsys SurfaceFlinger", FACTS_TIMEOUT_S)
+    props_raw, late = adb.shell(client, serial, "getprop", FACTS_TIMEOUT_S, FACTS_MAX_BYTES)
+    gles_raw, late2 = adb.shell(
+        client, serial, "dumpsys SurfaceFlinger", FACTS_TIMEOUT_S, FACTS_MAX_BYTES
+    )
     if late or late2:
         raise DeviceError(f"android:{serial} did not answer getprop/dumpsys in time")
     adb.ensure_online(client, serial, "while its facts were read")
@@ -74,13 +80,18 @@ def scan(host: str | None = None, server: adb.Server | None = None) -> list[Phon
     for item in listed:
         status = PhoneStatus(item.serial, item.state)
         if item.state != "device":
-            status.problem = f"android:{item.serial} is {item.state}"
+            status.problem = f"android:{clean(item.serial, 60)} is {clean(item.state, 40)}"
             status.fix = FIXES.get(item.state, "check the phone and its cable")
         else:
             try:
                 status.device = read_facts(client, item.serial, host, server)
+            except UntrustedFacts as exc:
+                status.problem, status.fix = str(exc), UNTRUSTED_FIX
             except DeviceError as exc:
                 status.problem, status.fix = str(exc), FIXES["offline"]
+            except Exception as exc:  # noqa: BLE001 - one phone's answers never stop the others
+                status.problem = f"android:{clean(item.serial, 60)}: facts unreadable: {exc!r:.200}"
+                status.fix = UNTRUSTED_FIX
         out.append(status)
     return out
 

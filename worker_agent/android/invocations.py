@@ -10,11 +10,15 @@ import shlex
 from typing import Any
 
 from delegate_runtime.errors import JobError
-from orchestrator.configs import RunConfig
+from farm_core.configs import RunConfig
 
 #: The runner's folder on the phone (the shell user can write /data/local/tmp).
 REMOTE_DIR = "/data/local/tmp/devicefarm"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+#: A layer name benchmark_model can take: its lists split on ',' and ':'.
+_LAYER = re.compile(r"^[A-Za-z0-9_./;-]+$")
+#: The job setting with the user's own inputs (see `user_inputs`).
+INPUTS = "inputs"
 
 
 def _checked(sha256: str) -> str:
@@ -35,6 +39,26 @@ def tool_path(name: str, sha256: str) -> str:
     return f"{REMOTE_DIR}/tools/{_checked(sha256)[:16]}/{name}"
 
 
+def input_path(sha256: str) -> str:
+    """Where a user's input value file lives on the phone: its content hash."""
+    return f"{REMOTE_DIR}/inputs/{_checked(sha256)}.bin"
+
+
+def user_inputs(settings: dict) -> list[dict[str, Any]]:
+    """The job's own inputs, `settings["inputs"]`: a list of {"layer": name, "shape":
+    [ints], "sha256": hash of the raw value file} (the file itself is pushed by hash).
+    JobError when a layer name or shape cannot be written on benchmark_model's line."""
+    out = []
+    for item in settings.get(INPUTS) or []:
+        layer, shape = str(item.get("layer", "")), item.get("shape") or []
+        if not _LAYER.match(layer):
+            raise JobError(f"input layer name {layer!r}: use letters, digits and _./;- only")
+        if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
+            raise JobError(f"input layer {layer}: shape {shape!r} is not positive integers")
+        out.append({"layer": layer, "shape": list(shape), "sha256": _checked(item.get("sha256"))})
+    return out
+
+
 def _flag(name: str, value: Any) -> str:
     if isinstance(value, bool):
         value = "true" if value else "false"
@@ -44,7 +68,9 @@ def _flag(name: str, value: Any) -> str:
 
 
 def benchmark_argv(tool: str, model: str, config: RunConfig, settings: dict) -> list[str]:
-    """benchmark_model's arguments for one job (REFERENCE.md flags)."""
+    """benchmark_model's arguments for one job (flags of benchmark_model.cc,
+    benchmark_tflite_model.cc and the GPU provider): every job asks for the op profile
+    and the peak memory footprint."""
     argv = [
         tool,
         _flag("graph", model),
@@ -55,22 +81,46 @@ def benchmark_argv(tool: str, model: str, config: RunConfig, settings: dict) -> 
     ]
     if settings.get("warmup_min_secs") is not None:
         argv.append(_flag("warmup_min_secs", float(settings["warmup_min_secs"])))
-    argv.append(_flag("use_gpu", config.use_gpu))
-    if config.use_gpu:
-        argv.append(_flag("gpu_precision_loss_allowed", config.precision == "fp16"))
+    argv += _delegate_flags(config)
     if settings.get("num_threads"):
         argv.append(_flag("num_threads", int(settings["num_threads"])))
+    argv += [_flag("enable_op_profiling", True), _flag("report_peak_memory_footprint", True)]
+    inputs = user_inputs(settings)
+    if inputs:
+        argv += [
+            _flag("input_layer", ",".join(i["layer"] for i in inputs)),
+            _flag("input_layer_shape", ":".join(",".join(map(str, i["shape"])) for i in inputs)),
+            _flag(
+                "input_layer_value_files",
+                ",".join(f"{i['layer']}:{input_path(i['sha256'])}" for i in inputs),
+            ),
+        ]
     return argv
 
 
+def _delegate_flags(config: RunConfig) -> list[str]:
+    """The GPU provider's flags: gpu-fp16 allows precision loss, gpu-fp32 does not (the
+    provider's default is to allow it, so both are always written)."""
+    out = [_flag("use_gpu", config.use_gpu)]
+    if config.use_gpu:
+        out.append(_flag("gpu_precision_loss_allowed", config.precision == "fp16"))
+    return out
+
+
 def run_eval_argv(tool: str, model: str, config: RunConfig, runs: int) -> list[str]:
-    """inference_diff's run_eval: the delegate against the CPU reference."""
-    return [
+    """inference_diff's run_eval (run_eval.cc's flags): the delegate against the CPU
+    reference, with the job's GPU precision. run_eval takes no input files: its inputs
+    are random."""
+    argv = [
         tool,
-        _flag("model_file_path", model),
+        _flag("model_file", model),
         _flag("num_runs", int(runs)),
+        _flag("num_interpreter_threads", 1),
         _flag("delegate", "gpu" if config.use_gpu else ""),
     ]
+    if config.use_gpu:
+        argv.append(_flag("gpu_precision_loss_allowed", config.precision == "fp16"))
+    return argv
 
 
 def line(argv: list[str]) -> str:

@@ -13,8 +13,10 @@ the raw output kept.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import time
+from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -25,6 +27,7 @@ from ..devices import DeviceInfo
 from ..runners.base import CanaryReading, JobSpec, Runner, RunOutcome
 from . import adb, conditions, invocations
 from .diff_output import parse_diff_output
+from .profile_output import op_profile_rows
 from .sync import SyncFailed, SyncSession
 from .toolset import Tool, Toolset, toolset_for
 
@@ -112,6 +115,25 @@ class AdbRunner(Runner):
                 self._send(session, remote, f, 0o755)
         return remote
 
+    def _push_inputs(self, session: SyncSession, settings: dict[str, Any]) -> dict[str, Any]:
+        """Push the job's own input value files (settings["inputs"]: layer, shape, path on
+        this host) by content hash; the settings with each file's sha256 filled in."""
+        items = settings.get(invocations.INPUTS) or []
+        if not items:
+            return settings
+        resolved = []
+        for item in items:
+            try:
+                data = Path(item["path"]).read_bytes()
+            except (KeyError, TypeError, OSError) as exc:
+                raise JobError(f"input value file for {item.get('layer')!r}: {exc}") from exc
+            sha = hashlib.sha256(data).hexdigest()
+            remote = invocations.input_path(sha)
+            if not session.stat(remote).exists:
+                self._send(session, remote, data, 0o644)
+            resolved.append({**item, "sha256": sha})
+        return {**settings, invocations.INPUTS: resolved}
+
     def _run_and_parse(
         self, name: str, tool: str, argv: list[str], spec: JobSpec, parse: Any
     ) -> Any:
@@ -187,8 +209,9 @@ class AdbRunner(Runner):
         tools = self.toolset()
         with self.sync() as s:
             tool = self._push_tool(s, tools.benchmark_model)
+            settings = self._push_inputs(s, spec.settings)
         before = self._conditions(spec.settings)
-        argv = invocations.benchmark_argv(tool, path, spec.config, spec.settings)
+        argv = invocations.benchmark_argv(tool, path, spec.config, settings)
         result = self._run_and_parse("benchmark_model", tool, argv, spec, parse_benchmark_output)
         try:
             with self.sync() as s:
@@ -197,6 +220,9 @@ class AdbRunner(Runner):
             after = {"at": time.time(), "error": str(exc)}
         record = result.to_dict()
         record |= {
+            "op_profile_nodes": op_profile_rows(result.op_profile),
+            "peak_memory_mb": result.memory.peak_mb,
+            "user_inputs": [i["layer"] for i in settings.get(invocations.INPUTS) or []],
             "model_path": path,
             "model_sha256": spec.model_sha256,
             "model_size_bytes": spec.model_path.stat().st_size,
@@ -221,6 +247,9 @@ class AdbRunner(Runner):
         runs = int(spec.settings.get("diff_runs", 50))
         argv = invocations.run_eval_argv(tool, path, spec.config, runs)
         record = self._run_and_parse("run_eval", tool, argv, spec, parse_diff_output)
+        if spec.settings.get(invocations.INPUTS):
+            record["notes"] = [*record.get("notes", []),
+                               "run_eval takes no input files (run_eval.cc): random inputs"]  # fmt: skip
         record |= {"model_path": path, "device": self.facts_summary(),
                    "tool": {"name": "run_eval", "abi": tools.abi, "sha256": tools.run_eval.sha256,
                             "argv": argv}}  # fmt: skip

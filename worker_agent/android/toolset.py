@@ -7,6 +7,8 @@
     $DEVICEFARM_ANDROID_TOOLS/armeabi-v7a/benchmark_model
 
 A phone gets the first ABI of its `ro.product.cpu.abilist` that has a benchmark_model.
+Only the ABIs Android defines (facts.KNOWN_ABIS) name a folder: what a phone lists is never
+used as a path (`../../tmp/x` would run a host file of the phone's choosing).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from delegate_runtime.errors import DeviceError
+
+from .facts import KNOWN_ABIS, clean
 
 ENV_TOOLS = "DEVICEFARM_ANDROID_TOOLS"
 BENCHMARK_MODEL = "benchmark_model"
@@ -72,8 +76,14 @@ def toolset_for(abis: list[str], root: Path | None = None) -> Toolset:
             f"no Android tools configured on this host: set {ENV_TOOLS} to a folder with "
             f"<abi>/{BENCHMARK_MODEL} (the official TFLite build for the phone's ABI)"
         )
-    for abi in abis:
+    known = [abi for abi in abis if abi in KNOWN_ABIS]  # never a phone's string as a path
+    for abi in known:
         bench = _tool(root / abi / BENCHMARK_MODEL)
         if bench is not None:
             return Toolset(abi, bench, _tool(root / abi / RUN_EVAL))
-    raise DeviceError(f"no {BENCHMARK_MODEL} for ABI {', '.join(abis) or '?'} under {root}")
+    if not known:
+        shown = clean(",".join(abis), 80) or "?"
+        raise DeviceError(
+            f"no ABI Android defines among {shown!r} (known: {', '.join(KNOWN_ABIS)})"
+        )
+    raise DeviceError(f"no {BENCHMARK_MODEL} for ABI {', '.join(known)} under {root}")

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from orchestrator.configs import KIND_CONFIGS, RunConfig
+from farm_core.configs import RunConfig, supports
 
 from ..devices import DeviceInfo
 
@@ -81,10 +81,8 @@ class Runner:
         self.device = device
 
     def supports(self, config: RunConfig) -> tuple[bool, str]:
-        allowed = KIND_CONFIGS.get(self.kind, ())
-        if config.name not in allowed:
-            return False, f"{self.kind} devices run {', '.join(allowed)}, not {config.name}"
-        return True, ""
+        """Whether this runner's device kind runs `config` (farm_core.configs decides)."""
+        return supports(self.kind, config.name)
 
     # -- hooks --------------------------------------------------------------------------
 

@@ -1,7 +1,9 @@
 """A device that does no model work: for tests and for measuring the farm's own overhead.
 
 Options (from the device spec `noop:NAME?...`): `delay_s` sleeps that long per job,
-`error=device|model|bug` raises that kind of error, `canary=fail|drift` fails its canary.
+`error=device|model|bug` raises that kind of error, `canary=fail|drift` fails its canary,
+`canary_s` makes each canary take that long (a slow or loaded host), `alloc_mb` fills that
+many MiB per job (a model that asks for too much memory).
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ class NoopRunner(Runner):
         delay_s = float(self.options.get("delay_s", 0) or 0)
         if delay_s:
             time.sleep(delay_s)
+        alloc_mb = int(self.options.get("alloc_mb", 0) or 0)
+        if alloc_mb:  # a model that asks for too much memory
+            np.ones(alloc_mb << 20, np.uint8)
         error = self.options.get("error", "")
         if error == "device":
             raise DeviceError(f"no-op device {self.device.key} failed on purpose")
@@ -55,6 +60,7 @@ class NoopRunner(Runner):
 
     def canary(self, model_bytes: bytes, inputs: list[np.ndarray]) -> CanaryReading:
         mode = self.options.get("canary", "")
+        time.sleep(float(self.options.get("canary_s", 0) or 0))
         if mode == "fail":
             raise DeviceError(f"no-op device {self.device.key} fails its canary on purpose")
         from delegate_runtime import read_model

@@ -9,8 +9,12 @@ from typing import Any
 import numpy as np
 
 from delegate_runtime.errors import JobError
+from farm_core import user_inputs
+from farm_core.metrics import peak_memory_mb
 
+from ..android.profile_output import op_profile_rows
 from .base import CanaryReading, JobSpec, Runner
+from .job_progress import JobProgress
 
 #: Canary invocations timed for its latency (the median is kept).
 CANARY_RUNS = 5
@@ -27,6 +31,12 @@ def _tools() -> tuple[Any, Any, Any]:
 
 def _as_dict(result: Any) -> dict[str, Any]:
     return dict(result.to_dict()) if hasattr(result, "to_dict") else dict(result)
+
+
+def _user_values(spec: JobSpec) -> list[np.ndarray] | None:
+    """The campaign's own input values (their files cached by the worker), else None."""
+    items = spec.settings.get(user_inputs.INPUTS) or []
+    return user_inputs.arrays(items) if items else None
 
 
 class ToolsRunner(Runner):
@@ -47,20 +57,44 @@ class ToolsRunner(Runner):
             use_gpu=spec.config.use_gpu,
             precision=spec.config.precision,
             device=self.device_spec(),
+            # every job measures the per-op profile and the peak memory (as on phones)
+            enable_op_profiling=True,
+            report_peak_memory=True,
         )
 
     def benchmark(self, spec: JobSpec, path: str) -> dict[str, Any]:
         _, run_benchmark, _ = _tools()
         out = io.StringIO()
-        result = _as_dict(run_benchmark(path, self.options(spec), out=out))
+        values = _user_values(spec)
+        result = _as_dict(
+            run_benchmark(
+                path,
+                self.options(spec),
+                out=out,
+                inputs=values,
+                progress=JobProgress(spec.job_id),
+            )
+        )
         result["log"] = result.get("log") or out.getvalue()
+        result["user_inputs"] = [i["layer"] for i in spec.settings.get(user_inputs.INPUTS) or []]
+        result["op_profile_nodes"] = op_profile_rows(result.get("op_profile"))
+        result["peak_memory_mb"] = peak_memory_mb(result)
         return result
 
     def diff(self, spec: JobSpec, path: str) -> dict[str, Any]:
         _, _, run_inference_diff = _tools()
         runs = int(spec.settings.get("diff_runs", 50))
         out = io.StringIO()
-        result = _as_dict(run_inference_diff(path, self.options(spec), num_runs=runs, out=out))
+        result = _as_dict(
+            run_inference_diff(
+                path,
+                self.options(spec),
+                num_runs=runs,
+                out=out,
+                inputs=_user_values(spec),
+                progress=JobProgress(spec.job_id),
+            )
+        )
         result["log"] = result.get("log") or out.getvalue()
         return result
 

@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import ModelError
 from ...graph import Subgraph
 from ...ops.common import dequantize, quantize
 from .capi import CLCallError, HotPath, opencl_library
-from .lowering import LOCAL_1D, Buf, Const, Counters, Local, Lowered, Scratch
+from .launch import LOCAL_1D, Buf, Const, Counters, Local, Lowered, Scratch
 from .runtime import device_error
 
 #: (kernel, argument position, is input) -> the variant reading/writing float32 there.
@@ -141,6 +142,7 @@ class PartitionExecutor:
             self.launches = rooted.launches
             self.kernels = [self._bind(program, launch) for launch in rooted.launches]
             self.nodes = [launch.node for launch in rooted.launches]
+            self.covers = [launch.covers or (launch.node,) for launch in rooted.launches]
             self._add_conversions(ctx, program)
         except cl.Error as exc:
             raise device_error(exc, "preparing the GPU partition") from exc
@@ -240,6 +242,7 @@ class PartitionExecutor:
             (before if is_input else after).append((kernel, g, (LOCAL_1D,)))
         self.kernels = before + self.kernels + after
         self.nodes = [-1] * len(before) + self.nodes + [-1] * len(after)
+        self.covers = [()] * len(before) + self.covers + [()] * len(after)
 
     def _read_or_write_float32(self, program: Any, t: int, is_input: bool) -> bool:
         """Let the one launch that reads input `t` (or last writes output `t`) use the
@@ -257,8 +260,9 @@ class PartitionExecutor:
         launch = self.launches[i]
         pos = position(launch)
         variant = FLOAT32_EDGE_VARIANTS.get((launch.kernel, pos, is_input))
-        if variant is None or (is_input and len(users) != 1):
-            return False
+        uses = sum(isinstance(a, Buf) and a == root for a in launch.args)
+        if variant is None or uses != 1 or (is_input and len(users) != 1):
+            return False  # e.g. also read by an epilogue step: it needs the storage copy
         self.kernels[i] = self._bind(program, launch, variant, {pos: self.staging[t]})
         return True
 
@@ -300,10 +304,10 @@ class PartitionExecutor:
         hot = self.hot
         try:
             try:
-                for host, dst in zip(hosts, self.destinations):
+                for host, dst in zip(hosts, self.destinations, strict=True):
                     hot.write(dst, host)
                 hot.enqueue(FLUSH_EVERY)
-                for (_, host), src in zip(results, self.sources):
+                for (_, host), src in zip(results, self.sources, strict=True):
                     hot.read(src, host)
             finally:
                 hot.finish()  # the host arrays stay referenced until the copies are done
@@ -315,14 +319,14 @@ class PartitionExecutor:
         cl = self.cl
         q = self.queue
         try:
-            for host, dst in zip(hosts, self.destinations):
+            for host, dst in zip(hosts, self.destinations, strict=True):
                 cl.enqueue_copy(q, dst, host, is_blocking=False)
             events = []
             for i, (kernel, g, lsz) in enumerate(self.kernels):
                 events.append(cl.enqueue_nd_range_kernel(q, kernel, g, lsz))
                 if i % FLUSH_EVERY == 0:
                     q.flush()  # NOTE: NVIDIA holds enqueued work until a flush; start early
-            for (_, host), src in zip(results, self.sources):
+            for (_, host), src in zip(results, self.sources, strict=True):
                 cl.enqueue_copy(q, host, src, is_blocking=False)
             q.finish()
         except cl.Error as exc:
@@ -333,6 +337,12 @@ class PartitionExecutor:
         """The host array to upload: float32 to staging, else the storage type."""
         tensor = self.sg.tensors[t]
         x = np.asarray(x)
+        if tuple(x.shape) != tuple(tensor.shape):
+            # the partition was sized from the declared shape; a CPU op upstream made another
+            raise ModelError(
+                f"tensor {tensor.name!r} enters the GPU partition with shape {list(x.shape)}, "
+                f"but the model declares {list(tensor.shape)}"
+            )
         if x.dtype.kind in "iu" and tensor.quantization is not None:
             x = dequantize(x, tensor.quantization)
         dtype = np.float32 if t in self.staging else self.storage
@@ -348,13 +358,23 @@ class PartitionExecutor:
         return f.astype(tensor.dtype, copy=False)
 
     def profile_ns(self) -> dict[int, int]:
-        """Device time per node of the last run (needs a profiling queue)."""
+        """Device time per node of the last run (needs a profiling queue). A fused
+        kernel's time is its producer's; the nodes it absorbed take 0 (no launch)."""
         per_node: dict[int, int] = {}
-        for node, evt in zip(self.nodes, self.last_events):
+        if not self.last_events:
+            return per_node
+        for node, covers, evt in zip(self.nodes, self.covers, self.last_events, strict=True):
             if node < 0:
                 continue  # boundary conversions
             per_node[node] = per_node.get(node, 0) + (evt.profile.end - evt.profile.start)
+            for other in covers:
+                per_node.setdefault(other, 0)
         return per_node
+
+    @property
+    def fused_kernels(self) -> list[tuple[int, ...]]:
+        """The nodes of each launch that does the work of several, producer first."""
+        return sorted({c for c in self.covers if len(c) > 1})
 
 
 def _rooted(launch: Any, root: Any) -> Any:

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from ..records import REGISTRY
 from .cache import CacheKey, KernelCache
+from .codes import opencl_defines
 from .runtime import DeviceInfo, guarded
 
 #: GEMM variants: name -> (tile, work per thread, k step).
@@ -49,34 +51,22 @@ def build_quietly(build: Callable[[], Any], device: Any) -> Any:
     return program
 
 
-#: Templates instantiated into kernels.cl: file -> (placeholder, {kernel: substitutions}).
+#: Kernels every program holds: storage macros, activations, edge conversions, qdq.
+COMMON_SOURCE = "common.cl"
+#: Template files: file -> {kernel: substitutions}; each instance replaces @NAME@ too.
 TEMPLATES = {
-    "conv_direct.cl.in": (
-        "// @CONV2D_DIRECT@",
-        {
-            "conv2d_direct": {"@IN_T@": "store_t", "@LDF_IN@": "LDF"},
-            "conv2d_direct_f32in": {"@IN_T@": "float", "@LDF_IN@": "LDF32"},
-        },
-    ),
-    "depthwise3x3.cl.in": (
-        "// @DEPTHWISE3X3@",
-        {
-            f"depthwise3x3_s{sw}x1": {
-                "@SW@": str(sw),
-                "@XT@": "1",
-                "@P_T@": "store_t",
-                "@LDP4@": "LD4",
-            }
-            for sw in (1, 2)
-        },
-    ),
-    "softmax.cl.in": (
-        "// @SOFTMAX_ROWS@",
-        {
-            "softmax_rows": {"@OUT_T@": "store_t", "@ST_OUT@": "ST"},
-            "softmax_rows_f32out": {"@OUT_T@": "float", "@ST_OUT@": "ST32"},
-        },
-    ),
+    "conv_direct.cl.in": {
+        "conv2d_direct": {"@IN_T@": "store_t", "@LDF_IN@": "LDF"},
+        "conv2d_direct_f32in": {"@IN_T@": "float", "@LDF_IN@": "LDF32"},
+    },
+    "depthwise3x3.cl.in": {
+        f"depthwise3x3_s{sw}x1": {"@SW@": str(sw), "@XT@": "1", "@P_T@": "store_t", "@LDP4@": "LD4"}
+        for sw in (1, 2)
+    },
+    "softmax.cl.in": {
+        "softmax_rows": {"@OUT_T@": "store_t", "@ST_OUT@": "ST"},
+        "softmax_rows_f32out": {"@OUT_T@": "float", "@ST_OUT@": "ST32"},
+    },
 }
 
 
@@ -93,23 +83,34 @@ def gemm_instances(
     return out
 
 
+def instantiate(template: str, instances: dict[str, dict[str, str]]) -> str:
+    texts = []
+    for name, subs in instances.items():
+        text = template.replace("@NAME@", name)
+        for key, value in subs.items():
+            text = text.replace(key, value)
+        texts.append(text)
+    return "\n".join(texts)
+
+
+def kernel_files() -> list[str]:
+    """The kernel files of every registered GPU op, once each, in registration order."""
+    files: list[str] = []
+    for record in REGISTRY.values():
+        files += [f for f in record.kernels if f not in files]
+    return files
+
+
 def program_source(gemm_variants: dict[str, tuple[int, int, int]] | None = None) -> str:
-    """kernels.cl with its templated kernels (GEMM tiles, edge variants) instantiated;
-    `gemm_variants` replaces GEMM_VARIANTS (for tuning)."""
+    """The whole program: the codes' #defines, the common kernels and every registered
+    op's kernels, templates instantiated; `gemm_variants` replaces GEMM_VARIANTS (tuning)."""
     pkg = resources.files(__package__)
-    source = (pkg / "kernels.cl").read_text()
-    gemms = gemm_instances(gemm_variants)
-    templates = {**TEMPLATES, "gemm.cl.in": ("// @GEMM_KERNELS@", gemms)}
-    for file, (placeholder, instances) in templates.items():
-        template = (pkg / file).read_text()
-        texts = []
-        for name, subs in instances.items():
-            text = template.replace("@NAME@", name)
-            for key, value in subs.items():
-                text = text.replace(key, value)
-            texts.append(text)
-        source = source.replace(placeholder, "\n".join(texts), 1)
-    return source
+    templates = {**TEMPLATES, "gemm.cl.in": gemm_instances(gemm_variants)}
+    parts = [opencl_defines(), (pkg / COMMON_SOURCE).read_text()]
+    for file in kernel_files():
+        text = (pkg / file).read_text()
+        parts.append(instantiate(text, templates[file]) if file in templates else text)
+    return "\n".join(parts)
 
 
 def build_options(storage: str, info: DeviceInfo) -> str:

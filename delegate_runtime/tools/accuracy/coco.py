@@ -198,7 +198,7 @@ class DetectionMetrics:
             "ap_per_iou": {f"{t:.2f}": self.at(i) for i, t in enumerate(IOU_THRESHOLDS)},
             "ap_per_category": {
                 str(c): float(row[row > -1].mean()) if (row > -1).any() else None
-                for c, row in zip(self.category_ids, self.ap)
+                for c, row in zip(self.category_ids, self.ap, strict=True)
             },
         }
 

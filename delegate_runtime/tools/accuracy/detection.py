@@ -148,7 +148,7 @@ def run_detector(
             start = time.perf_counter_ns()
             raw = session.invoke([x])
             latency.add((time.perf_counter_ns() - start) // 1000)
-            outs = [dequantized(np.asarray(o), t) for o, t in zip(raw, t_outs)]
+            outs = [dequantized(np.asarray(o), t) for o, t in zip(raw, t_outs, strict=True)]
             results += decode(outs, roles, image, label_map, decoding)
             reporter.update()
     finally:

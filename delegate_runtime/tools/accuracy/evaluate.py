@@ -126,7 +126,7 @@ def run_accuracy(
         test=t_name,
         metrics=t_full,
         delegation=delegation_summary(test_session),
-        options=asdict(options),
+        options=options.delegate_fields() | {"compare": compare},
         detections=t_dets,
     )
     result.device = device_facts(test_session, options.delegate)

@@ -148,7 +148,7 @@ def evaluate_classification(
     reporter = Reporter(progress)
     reporter.start(stage, len(data.images))
     try:
-        for path, label in zip(data.images, data.labels):
+        for path, label in zip(data.images, data.labels, strict=True):
             t0 = time.perf_counter_ns()
             x = prepare(path, t_in, pre)
             t1 = time.perf_counter_ns()

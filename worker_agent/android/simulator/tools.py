@@ -8,7 +8,6 @@ truncated output.
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import random
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from delegate_runtime.errors import DevicefarmError
 
+from . import flags
 from .fs import FsError
 from .shell import CANNOT_EXECUTE, Command, Context
 from .transport import StreamClosed
@@ -41,15 +41,6 @@ def _warm_runtime() -> None:
 
             supported_ops()
             _warmed = True
-
-
-class _ArgError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _ArgError(message)
 
 
 class _Output(io.TextIOBase):
@@ -116,69 +107,124 @@ def _run_on_model(ctx: Context, phone_path: str, body) -> int:
             status = 1
         if out.hold:
             text = "".join(out.kept)
-            ctx.write(text[: len(text) // 2])
+            # Cut before the timed runs' statistics (the op profile makes half too long).
+            cut = text.rfind("count=", 0, max(text.find("Inference timings"), 0))
+            ctx.write(text[: cut if cut > 0 else len(text) // 2])
             return 134  # aborted
     return status
 
 
-def benchmark_model(ctx: Context) -> int:
-    from delegate_runtime.commands.benchmark import add_arguments, options_from_args
-    from delegate_runtime.tools.benchmark import run_benchmark
+def _parse_flags(ctx: Context, tool: str) -> flags.Parsed | None:
+    """The tool's flags as Flags::Parse reads them; None (after the real tool's error
+    lines) when a value does not parse. Unknown flags are only warned about."""
+    table = flags.TABLES[tool]
+    parsed = flags.parse(ctx.argv, table)
+    if parsed.errors:
+        ctx.write("".join(f"ERROR: {e}\n" for e in parsed.errors))
+        ctx.write("ERROR: " + flags.usage(ctx.argv[0], table))
+        return None
+    if parsed.unconsumed:
+        ctx.write(f"WARNING: Unconsumed cmdline flags: {' '.join(parsed.unconsumed)}\n")
+    return parsed
 
-    parser = _Parser(prog="benchmark_model", add_help=False)
-    add_arguments(parser)
-    try:
-        args, unknown = parser.parse_known_args(ctx.argv[1:])
-    except _ArgError as exc:
-        ctx.write(f"ERROR: {exc}\nERROR: Benchmarking failed.\n")
+
+def _missing_value_files(ctx: Context, spec: str) -> list[str]:
+    """Files of `--input_layer_value_files=name:path,...` that are not on the phone."""
+    paths = [item.partition(":")[2] for item in spec.split(",") if item]
+    return [p for p in paths if not ctx.phone.fs.exists(p)]
+
+
+def benchmark_model(ctx: Context) -> int:
+    from delegate_runtime.tools.benchmark import BenchmarkOptions, run_benchmark
+
+    parsed = _parse_flags(ctx, "benchmark_model")
+    if parsed is None:
+        ctx.write("ERROR: Benchmarking failed.\n")
         return 1
+    v = parsed.values
     ctx.write("STARTING!\nLog parameter values verbosely: [0]\n")
-    ctx.write(f"Graph: [{args.graph}]\n" + ("Use gpu: [1]\n" if args.use_gpu else ""))
-    if unknown:
-        ctx.write(f"WARNING: Unconsumed cmdline flags: {' '.join(unknown)}\n")
+    ctx.write(f"Graph: [{v['graph']}]\n" + ("Use gpu: [1]\n" if v["use_gpu"] else ""))
+    if not v["graph"]:
+        ctx.write(
+            "ERROR: Please specify the name of your TF Lite input file with --graph\n"
+            "ERROR: Benchmarking failed.\n"
+        )
+        return 1
+    missing = _missing_value_files(ctx, v["input_layer_value_files"])
+    if missing:  # NOTE: our wording; the real tool fails too when a file cannot be read
+        ctx.write(f"ERROR: Could not read input layer value file {missing[0]}\n")
+        ctx.write("ERROR: Benchmarking failed.\n")
+        return 1
     if not _start(ctx):
         return 143
     if ctx.phone.profile.faults.garbage == "noise":
         return _noise(ctx)
-    options = options_from_args(args)
+    options = BenchmarkOptions(
+        num_runs=v["num_runs"],
+        min_secs=v["min_secs"],
+        max_secs=v["max_secs"],
+        warmup_runs=v["warmup_runs"],
+        warmup_min_secs=v["warmup_min_secs"],
+        use_gpu=v["use_gpu"],
+        precision="fp16" if v["use_gpu"] and v["gpu_precision_loss_allowed"] else "fp32",
+        enable_quant=v["gpu_experimental_enable_quant"],
+        max_delegated_partitions=max(v["max_delegated_partitions"], 1),
+        serialize_dir=v["delegate_serialize_dir"] or None,
+        serialize_token=v["delegate_serialize_token"] or None,
+        enable_op_profiling=v["enable_op_profiling"],
+        report_peak_memory=v["report_peak_memory_footprint"],
+        require_full_delegation=v["require_full_delegation"],
+    )
 
     def body(path: str, out: _Output) -> None:
         run_benchmark(path, options, progress=_cancel_check(ctx), out=out)
 
-    status = _run_on_model(ctx, args.graph, body)
+    status = _run_on_model(ctx, v["graph"], body)
     if status == 1:
         ctx.write("ERROR: Benchmarking failed.\n")
     return status
 
 
+#: run_eval.cc: the delegates `--delegate` names (ParseStringToDelegateType).
+RUN_EVAL_DELEGATES = ("nnapi", "gpu", "hexagon", "xnnpack", "coreml")
+
+
 def run_eval(ctx: Context) -> int:
-    """inference_diff's run_eval: --model_file_path, --num_runs, --delegate, --output_file_path."""
+    """inference_diff's run_eval: --model_file, --output_file_path, --num_runs,
+    --num_interpreter_threads, --delegate, and the providers' flags."""
     from delegate_runtime.tools.benchmark import BenchmarkOptions
     from delegate_runtime.tools.diff import run_inference_diff
 
-    parser = _Parser(prog="run_eval", add_help=False)
-    parser.add_argument("--model_file_path", required=True)
-    parser.add_argument("--output_file_path", default="")
-    parser.add_argument("--num_runs", type=int, default=50)
-    parser.add_argument("--delegate", default="")
-    try:
-        args, _ = parser.parse_known_args(ctx.argv[1:])
-    except _ArgError as exc:
-        ctx.write(f"ERROR: {exc}\n")
+    failed = "ERROR: Could not run the task evaluation!\n"
+    parsed = _parse_flags(ctx, "run_eval")
+    if parsed is None:
+        ctx.write(failed)
+        return 1
+    v = parsed.values
+    if v["delegate"] and v["delegate"] not in RUN_EVAL_DELEGATES:
+        ctx.write(f"WARNING: Unsupported TFLite delegate: {v['delegate']}\n{failed}")
+        return 1
+    if v["delegate"] not in ("", "gpu"):
+        ctx.write(f"ERROR: {v['delegate']} delegate not supported.\n{failed}")
         return 1
     if not _start(ctx):
         return 143
     if ctx.phone.profile.faults.garbage == "noise":
         return _noise(ctx)
-    use_gpu = args.delegate == "gpu"
-    options = BenchmarkOptions(use_gpu=use_gpu, precision="fp32")
+    use_gpu = v["delegate"] == "gpu"
+    # The GPU provider's default lets the delegate compute in fp16 (precision loss on).
+    fp16 = use_gpu and v["gpu_precision_loss_allowed"]
+    options = BenchmarkOptions(use_gpu=use_gpu, precision="fp16" if fp16 else "fp32")
 
     def body(path: str, out: _Output) -> None:
-        result = run_inference_diff(path, options, num_runs=args.num_runs, out=out)
-        if args.output_file_path:
-            ctx.phone.fs.write(args.output_file_path, result.log.encode(), mkdirs=False)
+        result = run_inference_diff(path, options, num_runs=v["num_runs"], out=out)
+        if v["output_file_path"]:
+            ctx.phone.fs.write(v["output_file_path"], result.log.encode(), mkdirs=False)
 
-    return _run_on_model(ctx, args.model_file_path, body)
+    status = _run_on_model(ctx, v["model_file"], body)
+    if status == 1:
+        ctx.write(failed)
+    return status
 
 
 def _not_simulated(ctx: Context) -> int:

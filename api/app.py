@@ -1,0 +1,78 @@
+"""The API's Starlette app: its routes, its shared state (database, broker, tokens) and
+its middleware (upload cap, JSON errors)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from sqlalchemy import Engine
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import Route
+
+from farm_core.dispatch import Dispatcher
+
+from . import routes
+from .auth import TokenStore
+from .errors import EXCEPTION_HANDLERS
+from .limits import BodyLimit
+
+#: Bytes a multipart body may carry beyond its models (part headers, form fields).
+FORM_OVERHEAD_BYTES = 1024 * 1024
+
+
+@dataclass
+class FarmApi:
+    """What every request shares: the database, the broker's dispatcher and the users."""
+
+    engine: Engine
+    dispatcher: Dispatcher
+    tokens: TokenStore
+    #: the most bytes of one model (default: the submission's model cap)
+    max_model_bytes: int | None = None
+    #: one submission at a time through the dispatcher (a Celery producer is not shared)
+    send_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def model_cap(self) -> int:
+        from orchestrator.submit import max_model_bytes
+
+        return self.max_model_bytes or max_model_bytes()
+
+
+ROUTES = [
+    Route("/openapi.json", routes.openapi, methods=["GET"]),
+    Route("/v1/health", routes.health, methods=["GET"]),
+    Route("/v1/campaigns", routes.submit_campaign, methods=["POST"]),
+    Route("/v1/campaigns", routes.list_campaigns, methods=["GET"]),
+    Route("/v1/campaigns/{campaign:int}", routes.campaign_status, methods=["GET"]),
+    Route("/v1/campaigns/{campaign:int}/results", routes.campaign_results, methods=["GET"]),
+    Route("/v1/campaigns/{campaign:int}/gate", routes.campaign_gate, methods=["GET"]),
+    Route("/v1/campaigns/{campaign:int}/cancel", routes.cancel_campaign, methods=["POST"]),
+    Route("/v1/campaigns/{campaign:int}/rerun", routes.rerun_campaign, methods=["POST"]),
+    Route("/v1/devices", routes.devices, methods=["GET"]),
+    Route("/v1/allowlist", routes.allowlist, methods=["GET"]),
+]
+
+
+def make_app(farm: FarmApi, max_upload_bytes: int | None = None) -> Starlette:
+    """The ASGI app. Request bodies are capped at `max_upload_bytes` (default: one model at
+    the model cap, plus the form's own bytes)."""
+    cap = max_upload_bytes or farm.model_cap() + FORM_OVERHEAD_BYTES
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        yield
+        farm.dispatcher.close()
+        farm.engine.dispose()
+
+    app = Starlette(
+        routes=ROUTES,
+        middleware=[Middleware(BodyLimit, max_bytes=cap)],
+        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
+        lifespan=lifespan,
+    )
+    app.state.farm = farm
+    return app

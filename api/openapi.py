@@ -1,0 +1,268 @@
+"""The API's OpenAPI 3.1 schema, as data (tests/integration/test_api.py checks that every
+route is in it, with its methods)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_ERROR = {"$ref": "#/components/responses/Error"}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    return {str(code): _ERROR for code in codes}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "schema": schema, "description": description}
+
+
+_CAMPAIGN = {
+    "name": "campaign",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "integer", "minimum": 1},
+}
+_OBJECT = {"type": "object"}
+_ROWS = {"type": "array", "items": _OBJECT}
+_READ = [{"bearer": []}]  # any role
+_WRITE = [{"bearer": []}]  # the admin or submit role (read gets 403)
+
+_SUBMIT_FIELDS: dict[str, Any] = {
+    "devices": {"type": "string", "default": "all", "description": "device selector"},
+    "configs": {"type": "string", "default": "cpu,gpu-fp32,gpu-fp16"},
+    "runs": {"type": "integer", "minimum": 1, "default": 50},
+    "diff_runs": {"type": "integer", "minimum": 0, "default": 20},
+    "priority": {"type": "integer", "minimum": 0, "maximum": 9, "default": 0},
+    "timeout": {"type": "number", "description": "soft time limit per job, s"},
+    "name": {"type": "string", "description": "campaign name"},
+    "model_name": {"type": "string", "description": "the model's lineage name (one model)"},
+    "max_model_mb": {"type": "number", "description": "a model cap below the server's"},
+}
+
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "devicefarm API",
+        "version": "1",
+        "description": "Submit TFLite models to the device farm, follow and cancel "
+        "campaigns, re-run failed cells, read results, devices and allowlists. Every "
+        "/v1 endpoint but /v1/health needs `Authorization: Bearer TOKEN`.",
+    },
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        "responses": {
+            "Error": _json(
+                {
+                    "type": "object",
+                    "properties": {
+                        "error": {
+                            "type": "object",
+                            "properties": {
+                                "status": {"type": "integer"},
+                                "message": {"type": "string"},
+                                "errors": {"type": "array", "items": {"type": "string"}},
+                            },
+                            "required": ["status", "message"],
+                        }
+                    },
+                },
+                "an error: bad input (400), no or unknown token (401), a read-only user "
+                "asking to change something (403), nothing there (404), a body over the "
+                "upload cap (413), a body of the wrong type (415)",
+            )
+        },
+    },
+    "paths": {
+        "/openapi.json": {
+            "get": {
+                "summary": "this schema",
+                "security": [],
+                "responses": {"200": _json(_OBJECT, "the OpenAPI schema")},
+            }
+        },
+        "/v1/health": {
+            "get": {
+                "summary": "whether the API and its database answer",
+                "security": [],
+                "responses": {"200": _json(_OBJECT, "up")} | _errors(503),
+            }
+        },
+        "/v1/campaigns": {
+            "post": {
+                "summary": "submit a campaign: models × selected devices × configurations",
+                "security": _WRITE,
+                "parameters": [
+                    _query("filename", {"type": "string"}, "the raw body's model file name")
+                ]
+                + [_query(k, v, v.get("description", k)) for k, v in _SUBMIT_FIELDS.items()],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "multipart/form-data": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {
+                                    "model": {
+                                        "type": "array",
+                                        "items": {"type": "string", "format": "binary"},
+                                    }
+                                }
+                                | _SUBMIT_FIELDS,
+                                "required": ["model"],
+                            }
+                        },
+                        "application/octet-stream": {
+                            "schema": {"type": "string", "format": "binary"}
+                        },
+                    },
+                },
+                "responses": {
+                    "201": _json(
+                        {
+                            "type": "object",
+                            "properties": {
+                                "campaign": {"type": "integer"},
+                                "jobs": {"type": "integer"},
+                                "devices": {"type": "array", "items": {"type": "string"}},
+                                "sent": {"type": "integer"},
+                                "warnings": {"type": "array", "items": {"type": "string"}},
+                            },
+                        },
+                        "submitted",
+                    )
+                }
+                | _errors(400, 401, 403, 413, 415),
+            },
+            "get": {
+                "summary": "the latest campaigns with their jobs counted by state",
+                "security": _READ,
+                "responses": {"200": _json(_OBJECT, "{campaigns: [...]}")} | _errors(401),
+            },
+        },
+        "/v1/campaigns/{campaign}": {
+            "get": {
+                "summary": "one campaign's counts by state and its jobs' key figures",
+                "security": _READ,
+                "parameters": [_CAMPAIGN],
+                "responses": {"200": _json(_OBJECT, "counts and rows")} | _errors(401, 404),
+            }
+        },
+        "/v1/campaigns/{campaign}/results": {
+            "get": {
+                "summary": "every job's figures, as JSON or CSV",
+                "security": _READ,
+                "parameters": [
+                    _CAMPAIGN,
+                    _query("format", {"enum": ["json", "csv"], "default": "json"}, "format"),
+                    _query("full", {"type": "boolean"}, "every figure and the device facts"),
+                ],
+                "responses": {
+                    "200": {
+                        "description": "{campaign, results: [...]} or CSV",
+                        "content": {
+                            "application/json": {"schema": _OBJECT},
+                            "text/csv": {"schema": {"type": "string"}},
+                        },
+                    }
+                }
+                | _errors(400, 401, 404),
+            }
+        },
+        "/v1/campaigns/{campaign}/gate": {
+            "get": {
+                "summary": "the CI gate's verdict: exit code (0 passed, 1 failed, 3 regressed), "
+                "summary lines and JUnit XML",
+                "security": _READ,
+                "parameters": [
+                    _CAMPAIGN,
+                    _query(
+                        "baseline", {"type": "string"}, "a campaign id or name to judge against"
+                    ),
+                    _query("regression_threshold", {"type": "number", "default": 5}, "percent"),
+                ],
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "properties": {
+                                "exit_code": {"type": "integer"},
+                                "running": {"type": "integer"},
+                                "lines": {"type": "array", "items": {"type": "string"}},
+                                "junit": {"type": "string"},
+                            },
+                        },
+                        "the verdict",
+                    )
+                }
+                | _errors(400, 401, 404),
+            }
+        },
+        "/v1/campaigns/{campaign}/cancel": {
+            "post": {
+                "summary": "cancel the campaign's queued, dispatched and running jobs",
+                "security": _WRITE,
+                "parameters": [_CAMPAIGN],
+                "responses": {"200": _json(_OBJECT, "{campaign, cancelled}")}
+                | _errors(401, 403, 404, 415),
+            }
+        },
+        "/v1/campaigns/{campaign}/rerun": {
+            "post": {
+                "summary": "re-run the failed, timed-out and cancelled jobs as new attempts",
+                "security": _WRITE,
+                "parameters": [_CAMPAIGN],
+                "responses": {"200": _json(_OBJECT, "{campaign, cells: [...], sent}")}
+                | _errors(401, 403, 404, 415),
+            }
+        },
+        "/v1/devices": {
+            "get": {
+                "summary": "registered devices, their facts, liveness and health",
+                "security": _READ,
+                "responses": {
+                    "200": _json({"type": "object", "properties": {"devices": _ROWS}}, "devices")
+                }
+                | _errors(401),
+            }
+        },
+        "/v1/allowlist": {
+            "get": {
+                "summary": "a model's GPU allowlist file (download)",
+                "security": _READ,
+                "parameters": [
+                    _query("model", {"type": "string"}, "sha256, a prefix of it, or name")
+                    | {"required": True},
+                    _query(
+                        "format",
+                        {
+                            "enum": ["devicedb-json", "devicedb-bin", "csv", "json"],
+                            "default": "devicedb-json",
+                        },
+                        "file format",
+                    ),
+                    _query("min_speedup", {"type": "number", "default": 1.2}, "CPU / GPU"),
+                    _query("max_error", {"type": "number"}, "largest inference-diff error"),
+                    _query("require_full_delegation", {"type": "boolean"}, "no CPU fallback"),
+                    _query("min_runs", {"type": "integer", "minimum": 1}, "runs needed"),
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the file; its summary in X-Devicefarm-Summary",
+                        "content": {
+                            "application/json": {"schema": _OBJECT},
+                            "application/octet-stream": {
+                                "schema": {"type": "string", "format": "binary"}
+                            },
+                            "text/csv": {"schema": {"type": "string"}},
+                        },
+                    }
+                }
+                | _errors(400, 401, 404),
+            }
+        },
+    },
+}

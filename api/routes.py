@@ -1,0 +1,384 @@
+"""The API's endpoints. Each checks the caller's role first, then runs the orchestrator's
+own functions (the same the `devicefarm` commands run) in a worker thread."""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import urllib.parse
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from delegate_runtime.errors import DevicefarmError, JobError
+
+from .auth import authenticate
+from .errors import ApiError
+from .openapi import OPENAPI
+from .uploads import MAX_FIELDS, MAX_MODELS, ModelFolder, Params
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MULTIPART, RAW, JSON_TYPE = "multipart/form-data", "application/octet-stream", "application/json"
+#: allowlist format -> (media type, file extension)
+ALLOWLIST_MEDIA = {
+    "devicedb-json": ("application/json", "json"),
+    "devicedb-bin": ("application/octet-stream", "bin"),
+    "csv": ("text/csv; charset=utf-8", "csv"),
+    "json": ("application/json", "json"),
+}
+#: The response header carrying the allowlist's one-line summary (percent-encoded UTF-8).
+SUMMARY_HEADER = "X-Devicefarm-Summary"
+
+
+class Json(JSONResponse):
+    """JSON as the CLI prints it (datetimes as `str()`), UTF-8 unescaped."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, default=str, ensure_ascii=False).encode("utf-8")
+
+
+def _farm(request: Request) -> Any:
+    return request.app.state.farm
+
+
+def _content_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def _no_body(request: Request) -> None:
+    """POSTs that take no body accept none, or JSON (ignored)."""
+    ctype = _content_type(request)
+    if ctype and ctype != JSON_TYPE:
+        raise ApiError(415, f"this endpoint takes no body (or {JSON_TYPE}), not {ctype}")
+
+
+async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`fn` in a worker thread; the farm's input errors become 400s."""
+    try:
+        return await run_in_threadpool(fn, *args, **kwargs)
+    except DevicefarmError as exc:  # JobError, SubmissionError, ModelError: the input's fault
+        raise ApiError(400, str(exc), getattr(exc, "errors", ())) from exc
+
+
+async def openapi(_request: Request) -> Response:
+    return Json(OPENAPI)
+
+
+async def health(request: Request) -> Response:
+    """200 when the database answers (no token needed: load balancers and compose ask)."""
+    from sqlalchemy import text
+
+    def ping() -> None:
+        with _farm(request).engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
+    try:
+        await run_in_threadpool(ping)
+    except Exception as exc:
+        log.warning("health: database unreachable: %s", exc)
+        raise ApiError(503, "the database does not answer") from exc
+    return Json({"ok": True})
+
+
+# --- submit ---------------------------------------------------------------------------
+
+
+def _model_cap(farm: Any, params: Params) -> int:
+    """The server's model cap, or the caller's smaller one (`max_model_mb`)."""
+    cap = farm.model_cap()
+    asked = params.number("max_model_mb", None)
+    if asked is not None and not 0 < asked * 1024**2 <= cap:
+        params.errors.append(f"max_model_mb must be in (0, {cap / 1024**2:g}]")
+    return cap if asked is None or asked <= 0 else min(cap, int(asked * 1024**2))
+
+
+async def _read_models(request: Request, folder_path: str) -> tuple[ModelFolder, Params]:
+    farm = _farm(request)
+    ctype = _content_type(request)
+    if ctype == MULTIPART:
+        async with request.form(max_files=MAX_MODELS, max_fields=MAX_FIELDS) as form:
+            params = Params(request.query_params, form)
+            folder = ModelFolder(folder_path, _model_cap(farm, params))
+            for key, value in form.multi_items():
+                if isinstance(value, UploadFile):
+                    if key != "model":
+                        raise ApiError(400, f"unexpected file part {key[:40]!r} (models: 'model')")
+                    await folder.add_upload(value)
+    elif ctype == RAW:
+        params = Params(request.query_params)
+        folder = ModelFolder(folder_path, _model_cap(farm, params))
+        await folder.add_stream(params.text("filename"), request)
+    else:
+        raise ApiError(415, f"submit takes {MULTIPART} or {RAW}, not {ctype or 'no type'}")
+    if not folder.paths:
+        raise ApiError(400, "no model: send 'model' file parts, or the model as the raw body")
+    return folder, params
+
+
+def _submit(farm: Any, paths: list[Path], **kwargs: Any) -> Any:
+    from orchestrator.submit import submit
+
+    with farm.send_lock:
+        return submit(farm.engine, farm.dispatcher, paths, **kwargs)
+
+
+async def submit_campaign(request: Request) -> Response:
+    from farm_core.configs import DEFAULT_CONFIGS
+    from orchestrator.submit import RunSettings
+
+    user = authenticate(request, _farm(request).tokens, write=True)
+    with tempfile.TemporaryDirectory(prefix="devicefarm-api-") as tmp:
+        folder, params = await _read_models(request, tmp)
+        default = RunSettings()
+        settings = RunSettings(
+            num_runs=params.integer("runs", default.num_runs),
+            diff_runs=params.integer("diff_runs", default.diff_runs),
+            timeout_s=params.number("timeout", None),
+        )
+        kwargs = {
+            "selector": params.text("devices", "all"),
+            "configs": params.text("configs", ",".join(DEFAULT_CONFIGS)),
+            "settings": settings,
+            "priority": params.integer("priority", 0),
+            "name": params.text("name"),
+            "model_name": params.text("model_name"),
+            "max_model_bytes": folder.max_bytes,
+        }
+        params.check()
+        try:
+            sub = await _call(_submit, _farm(request), folder.paths, **kwargs)
+        except ApiError as exc:  # name the uploads as sent, not by their folder here
+            raise ApiError(
+                exc.status, _unfold(exc.message, tmp), [_unfold(e, tmp) for e in exc.errors]
+            ) from exc
+    log.info("%s submitted campaign %d (%d jobs)", user.name, sub.campaign_id, sub.jobs)
+    body = {
+        "campaign": sub.campaign_id,
+        "jobs": sub.jobs,
+        "devices": sub.devices,
+        "sent": sub.sent,
+        "warnings": sub.warnings,
+    }
+    return Json(body, status_code=201)
+
+
+def _unfold(text: str, folder: str) -> str:
+    """`<folder>/<i>/name.tflite` -> `name.tflite` in a message."""
+    import re
+
+    return re.sub(re.escape(folder.rstrip("/")) + r"/\d+/", "", text)
+
+
+# --- status, results, cancel, re-run ---------------------------------------------------
+
+
+def _no_campaign(campaign: int) -> ApiError:
+    return ApiError(404, f"campaign {campaign} has no jobs (or does not exist)")
+
+
+async def list_campaigns(request: Request) -> Response:
+    from orchestrator.report import campaign_counts
+
+    authenticate(request, _farm(request).tokens, write=False)
+    return Json({"campaigns": await _call(campaign_counts, _farm(request).engine)})
+
+
+async def campaign_status(request: Request) -> Response:
+    """The campaign's counts by state, and its jobs with their key figures."""
+    from orchestrator.report import campaign_counts, campaign_rows
+
+    farm = _farm(request)
+    authenticate(request, farm.tokens, write=False)
+    campaign = request.path_params["campaign"]
+    counts = await _call(campaign_counts, farm.engine, campaign)
+    if not counts:
+        raise _no_campaign(campaign)
+    rows = await _call(campaign_rows, farm.engine, campaign)
+    return Json(counts[0] | {"rows": rows})
+
+
+async def campaign_results(request: Request) -> Response:
+    """Every job's figures: JSON (`?format=json`, the default) or CSV (`?format=csv`)."""
+    from orchestrator.report import campaign_rows, format_csv
+
+    farm = _farm(request)
+    authenticate(request, farm.tokens, write=False)
+    campaign = request.path_params["campaign"]
+    params = Params(request.query_params)
+    fmt = params.text("format", "json")
+    full = params.flag("full")
+    if fmt not in ("json", "csv"):
+        params.errors.append(f"format: json or csv, not {fmt[:20]!r}")
+    params.check()
+    rows = await _call(campaign_rows, farm.engine, campaign, full=full)
+    if not rows:
+        raise _no_campaign(campaign)
+    if fmt == "csv":
+        return Response(format_csv(rows), media_type="text/csv; charset=utf-8")
+    return Json({"campaign": campaign, "results": rows})
+
+
+def _gate(engine: Any, campaign: int, baseline: str | None, threshold: float) -> dict:
+    from orchestrator import gate, junit
+
+    try:
+        report = gate.evaluate(engine, campaign, baseline, threshold=threshold)
+    except JobError as exc:  # the campaign or the baseline campaign is unknown
+        raise ApiError(404, str(exc)) from exc
+    return {
+        "campaign": campaign,
+        "exit_code": report.exit_code,
+        "running": gate.still_running(engine, campaign),
+        "lines": gate.summary_lines(report),
+        "junit": junit.to_xml(report).decode("utf-8"),
+    }
+
+
+async def campaign_gate(request: Request) -> Response:
+    """The CI gate's verdict on a campaign: exit code, summary lines and JUnit XML."""
+    from orchestrator.regression import DEFAULT_THRESHOLD
+
+    farm = _farm(request)
+    authenticate(request, farm.tokens, write=False)
+    params = Params(request.query_params)
+    baseline = params.text("baseline") or None
+    percent = params.number("regression_threshold", DEFAULT_THRESHOLD * 100)
+    if percent is None or percent < 0:
+        params.errors.append("regression_threshold must be 0 or more (percent)")
+    params.check()
+    body = await _call(_gate, farm.engine, request.path_params["campaign"], baseline, percent / 100)
+    return Json(body)
+
+
+def _cancel(engine: Any, campaign: int) -> int:
+    from sqlalchemy import select
+
+    from farm_core.jobs import cancel
+    from farm_core.schema import Campaign
+
+    with engine.begin() as conn:
+        if conn.execute(select(Campaign.id).where(Campaign.id == campaign)).first() is None:
+            raise ApiError(404, f"no campaign {campaign} (`devicefarm status` lists them)")
+        return cancel(conn, campaign)
+
+
+async def cancel_campaign(request: Request) -> Response:
+    farm = _farm(request)
+    user = authenticate(request, farm.tokens, write=True)
+    _no_body(request)
+    campaign = request.path_params["campaign"]
+    n = await _call(_cancel, farm.engine, campaign)
+    log.info("%s cancelled campaign %d (%d jobs)", user.name, campaign, n)
+    return Json({"campaign": campaign, "cancelled": n})
+
+
+def _rerun(farm: Any, campaign: int) -> Any:
+    from orchestrator.rerun import rerun
+
+    with farm.send_lock:
+        return rerun(farm.engine, farm.dispatcher, campaign)
+
+
+async def rerun_campaign(request: Request) -> Response:
+    """Re-queue the campaign's failed, timed-out and cancelled jobs as new attempts."""
+    farm = _farm(request)
+    user = authenticate(request, farm.tokens, write=True)
+    _no_body(request)
+    campaign = request.path_params["campaign"]
+    try:
+        out = await run_in_threadpool(_rerun, farm, campaign)
+    except JobError as exc:  # the only one rerun raises: no such campaign
+        raise ApiError(404, str(exc)) from exc
+    log.info("%s re-ran %d job(s) of campaign %d", user.name, len(out.cells), campaign)
+    keys = ("job", "model", "device", "config", "state")
+    return Json(
+        {
+            "campaign": campaign,
+            "cells": [dict(zip(keys, cell, strict=True)) for cell in out.cells],
+            "sent": out.sent,
+            "broker_error": out.broker_error,
+        }
+    )
+
+
+# --- devices and allowlists --------------------------------------------------------------
+
+
+def _device_rows(engine: Any) -> list[dict[str, Any]]:
+    from farm_core.schema import utcnow
+    from farm_core.settings import Timing
+    from orchestrator.report import device_rows
+
+    cutoff = utcnow() - timedelta(seconds=Timing.from_env().offline_after_s)
+    rows = device_rows(engine)
+    for r in rows:
+        r["alive"] = "online" if r["last_seen"] >= cutoff else "offline"
+    return rows
+
+
+async def devices(request: Request) -> Response:
+    """Registered devices, their facts, liveness (`alive`) and health."""
+    farm = _farm(request)
+    authenticate(request, farm.tokens, write=False)
+    return Json({"devices": await _call(_device_rows, farm.engine)})
+
+
+def _allowlist(engine: Any, model: str, fmt: str, thresholds: Any) -> tuple[bytes, str, str]:
+    from orchestrator.allowlist.collect import build_allowlist
+    from orchestrator.allowlist.export import render
+    from orchestrator.allowlist.rules import summary
+
+    try:
+        allowlist = build_allowlist(engine, model, thresholds)
+    except JobError as exc:
+        if str(exc).startswith("no model"):
+            raise ApiError(404, str(exc)) from exc
+        raise
+    counts = summary({str(i): e.decision for i, e in enumerate(allowlist.entries)})
+    line = f"{allowlist.model_name} ({allowlist.model_sha256[:12]}): " + ", ".join(
+        f"{n} {s}" for s, n in counts.items()
+    )
+    return render(allowlist, fmt), allowlist.model_sha256, line
+
+
+async def allowlist(request: Request) -> Response:
+    """A model's GPU allowlist as a file, as `devicefarm allowlist --format F` writes it."""
+    from orchestrator.allowlist.rules import Thresholds
+
+    farm = _farm(request)
+    authenticate(request, farm.tokens, write=False)
+    params = Params(request.query_params)
+    model, fmt = params.text("model"), params.text("format", "devicedb-json")
+    if not model:
+        params.errors.append("model: give the model's sha256, a prefix of it, or its name")
+    if fmt not in ALLOWLIST_MEDIA:
+        params.errors.append(f"format: one of {', '.join(ALLOWLIST_MEDIA)}, not {fmt[:20]!r}")
+    thresholds = Thresholds(
+        min_speedup=params.number("min_speedup", 1.2),
+        max_error=params.number("max_error", None),
+        require_full_delegation=params.flag("require_full_delegation"),
+        min_runs=params.integer("min_runs", 1),
+    )
+    if thresholds.min_speedup is None or thresholds.min_speedup < 0:
+        params.errors.append("min_speedup must be 0 or more")
+    if thresholds.max_error is not None and thresholds.max_error < 0:
+        params.errors.append("max_error must be 0 or more")
+    if thresholds.min_runs < 1:
+        params.errors.append("min_runs must be 1 or more")
+    params.check()
+    data, sha, line = await _call(_allowlist, farm.engine, model, fmt, thresholds)
+    media, ext = ALLOWLIST_MEDIA[fmt]
+    headers = {
+        "Content-Disposition": f'attachment; filename="allowlist-{sha[:12]}.{ext}"',
+        SUMMARY_HEADER: urllib.parse.quote(line),
+    }
+    return Response(data, media_type=media, headers=headers)

@@ -1,0 +1,288 @@
+"""The real-model zoo on the GPU delegate beside LiteRT's GPU accelerator and CPU (issue 14).
+
+Every model through ours in fp32 and fp16, LiteRT's GPU accelerator (`CompiledModel`) and
+LiteRT's CPU interpreter at N threads, measured interleaved in one process (median host in
+to host out, batch 1), with the ratios, their geometric means, and each runtime's error
+against LiteRT's reference kernels (max |out - ref| over the reference's range).
+
+    python bench/bench_zoo.py MODEL_OR_DIR [...] [--runs 200] [--repeat 3] [--device SPEC]
+
+A model that fails in a runtime gets its error in that cell; the others go on.
+Zoo: MediaPipe's models (`pip download --no-deps mediapipe==0.10.14`, the .tflite files
+under mediapipe/modules/), the Keras applications models the official converter makes, and
+../shared/models/mobilenet_v1_1.0_224_fp32.tflite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import io
+import json
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_gpu import interleaved_ms  # noqa: E402
+
+OURS = ("ours fp32", "ours fp16")
+LITERT_GPU = "LiteRT GPU"
+#: fp32 error target: within this fraction of the reference output's range.
+FP32_OF_RANGE = 1e-5
+
+
+@dataclass
+class Row:
+    model: str
+    nodes: int = 0
+    gpu_nodes: int = 0
+    launches: int = 0  #: kernels per invoke of ours (fp32)
+    ms: dict[str, float] = field(default_factory=dict)
+    err: dict[str, float] = field(default_factory=dict)  #: max |d| / range of the reference
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def input_range(path: str) -> tuple[float, float]:
+    """The value range a model's float inputs expect: from the zoo's manifest.json beside
+    it (the Keras models: [0, 255] or [-1, 1]), else [-1, 1]."""
+    manifest = Path(path).parent / "manifest.json"
+    if manifest.exists():
+        entry = json.loads(manifest.read_text()).get(Path(path).name, {})
+        if "input_range" in entry:
+            lo, hi = entry["input_range"]
+            return float(lo), float(hi)
+    return -1.0, 1.0
+
+
+def smooth(rng: np.random.Generator, shape: tuple[int, ...], lo: float, hi: float) -> np.ndarray:
+    """An image-like input: random values on a coarse grid, repeated over 8x8 patches of
+    NHWC inputs (white noise drives classifiers to saturated, one-hot outputs)."""
+    if len(shape) != 4:
+        return rng.uniform(lo, hi, shape)
+    n, h, w, c = shape
+    coarse = rng.uniform(lo, hi, (n, -(-h // 8), -(-w // 8), c))
+    return coarse.repeat(8, axis=1).repeat(8, axis=2)[:, :h, :w, :]
+
+
+def inputs_for(path: str) -> list[np.ndarray]:
+    from delegate_runtime import load_model
+
+    sg = load_model(path).main
+    rng = np.random.default_rng(0)
+    lo, hi = input_range(path)
+    xs = []
+    for t in sg.inputs:
+        tensor = sg.tensors[t]
+        if tensor.dtype.kind == "f":
+            xs.append(np.ascontiguousarray(smooth(rng, tensor.shape, lo, hi), tensor.dtype))
+        else:
+            info = np.iinfo(tensor.dtype)
+            xs.append(rng.integers(info.min, info.max, tensor.shape).astype(tensor.dtype))
+    return xs
+
+
+def reference(path: str, xs: list[np.ndarray]) -> list[np.ndarray]:
+    from delegate_runtime import litert
+
+    return litert.run(Path(path).read_bytes(), xs, reference=True)
+
+
+def ours(path: str, xs: list[np.ndarray], precision: str, device: str | None, row: Row):
+    from delegate_runtime import load_model
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    session = GpuSession(load_model(path), precision=precision, device=device, log=io.StringIO())
+    row.nodes = session.delegation.total_nodes
+    row.gpu_nodes = session.delegation.delegated_nodes
+    if precision == "fp32":
+        row.launches = sum(len(ex.kernels) for ex in session.executors)
+    return (lambda: session.invoke(xs)), session.invoke(xs)
+
+
+def litert_cpu(path: str, xs: list[np.ndarray], threads: int):
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_path=path, num_threads=threads)
+    it.allocate_tensors()
+    ins = [d["index"] for d in it.get_input_details()]
+    outs = [d["index"] for d in it.get_output_details()]
+
+    def step() -> list[np.ndarray]:
+        for i, x in zip(ins, xs, strict=True):
+            it.set_tensor(i, x)
+        it.invoke()
+        return [it.get_tensor(o) for o in outs]
+
+    return step, step()
+
+
+def litert_gpu(path: str, xs: list[np.ndarray]):
+    from ai_edge_litert.compiled_model import CompiledModel
+    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+
+    model = CompiledModel.from_file(path, hardware_accel=HardwareAccelerator.GPU)
+    key = list(model.get_signature_list())[0]
+    ins, outs = model.create_input_buffers(0), model.create_output_buffers(0)
+    details = list(model.get_output_tensor_details(key).values())
+    sizes = [(int(np.prod(d["shape"])), np.dtype(d.get("dtype", np.float32))) for d in details]
+    shapes = [tuple(d["shape"]) for d in details]
+
+    def step() -> list[np.ndarray]:
+        for buf, x in zip(ins, xs, strict=True):
+            buf.write(x)
+        model.run_by_index(0, ins, outs)
+        return [
+            buf.read(n, dt).reshape(shape)
+            for buf, (n, dt), shape in zip(outs, sizes, shapes, strict=True)
+        ]
+
+    step.model = model  # kept alive with the step
+    return step, step()
+
+
+def max_error(got: list[np.ndarray], want: list[np.ndarray], by_shape: bool = False) -> float:
+    """Largest |got - want| over the range of `want` (its magnitude where it is constant,
+    e.g. one score), over outputs. LiteRT's signature may
+    order outputs otherwise: `by_shape` pairs each with the closest same-shaped one."""
+    worst = 0.0
+    for i, w in enumerate(want):
+        w64 = w.astype(np.float64)
+        span = max(float(w64.max() - w64.min()), float(np.abs(w64).max()), 1e-30)
+        pool = [g for g in got if g.size == w.size] if by_shape else [got[i]]
+        if not pool:
+            return math.nan
+        errs = [float(np.abs(g.astype(np.float64).reshape(w.shape) - w64).max()) for g in pool]
+        worst = max(worst, min(errs) / span)
+    return worst
+
+
+def measure(path: str, runs: int, threads: int, device: str | None) -> Row:
+    row = Row(Path(path).stem)
+    xs = inputs_for(path)
+    try:
+        want = reference(path, xs)
+    except Exception as exc:  # noqa: BLE001 - the row reports it
+        want = None
+        row.failed["reference"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:80]
+        row.failed["reference"] += " (errors against LiteRT's default CPU kernels)"
+    makers: dict[str, Callable[[], tuple[Callable[[], object], list[np.ndarray]]]] = {
+        "ours fp32": lambda: ours(path, xs, "fp32", device, row),
+        "ours fp16": lambda: ours(path, xs, "fp16", device, row),
+        LITERT_GPU: lambda: litert_gpu(path, xs),
+        f"LiteRT CPU {threads} thr": lambda: litert_cpu(path, xs, threads),
+    }
+    steps = {}
+    outs: dict[str, list[np.ndarray]] = {}
+    for name, make in makers.items():
+        try:
+            step, out = make()
+        except Exception as exc:  # noqa: BLE001 - the row reports it and goes on
+            row.failed[name] = f"{type(exc).__name__}: {exc}".splitlines()[0][:80]
+            continue
+        steps[name] = step
+        if want is None and name.startswith("LiteRT CPU"):
+            want = [np.asarray(o) for o in out]
+            row.err = {n: max_error(o, want, by_shape=n == LITERT_GPU) for n, o in outs.items()}
+        outs[name] = list(out)
+        if want is not None:
+            row.err[name] = max_error(list(out), want, by_shape=name == LITERT_GPU)
+    if steps:
+        stats = interleaved_ms(steps, runs)
+        row.ms = {name: median for name, (median, _, _) in stats.items()}
+    return row
+
+
+def _ms(row: Row, name: str) -> str:
+    return f"{row.ms[name]:.3f}" if name in row.ms else "fail"
+
+
+def _ratio(row: Row, anchor: str, name: str) -> float | None:
+    """anchor's time over name's: above 1 when `name` is faster."""
+    if anchor in row.ms and name in row.ms:
+        return row.ms[anchor] / row.ms[name]
+    return None
+
+
+def geomean(values: list[float]) -> float:
+    good = [v for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(sum(map(math.log, good)) / len(good)) if good else math.nan
+
+
+def print_table(rows: list[Row], threads: int) -> None:
+    cpu = f"LiteRT CPU {threads} thr"
+    print(
+        f"\n| model | nodes (GPU) | kernels | ours fp32 ms | ours fp16 ms | LiteRT GPU ms | "
+        f"{cpu} ms | fp32 vs LiteRT GPU | fp16 vs LiteRT GPU | fp32 vs CPU | "
+        f"err fp32 | err fp16 | err LiteRT GPU |"
+    )
+    print("| --- " * 13 + "|")
+    ratios: dict[str, list[float]] = {"fp32 GPU": [], "fp16 GPU": [], "fp32 CPU": []}
+    for r in rows:
+        gpu32, gpu16, cpu32 = (
+            _ratio(r, LITERT_GPU, "ours fp32"),
+            _ratio(r, LITERT_GPU, "ours fp16"),
+            _ratio(r, cpu, "ours fp32"),
+        )
+        for key, value in (("fp32 GPU", gpu32), ("fp16 GPU", gpu16), ("fp32 CPU", cpu32)):
+            if value is not None:
+                ratios[key].append(value)
+        cells = [_ms(r, n) for n in (*OURS, LITERT_GPU, cpu)]
+        cells += [f"{v:.2f}x" if v is not None else "-" for v in (gpu32, gpu16, cpu32)]
+        cells += [f"{r.err[n]:.1e}" if n in r.err else "-" for n in (*OURS, LITERT_GPU)]
+        print(
+            f"| {r.model} | {r.nodes} ({r.gpu_nodes}) | {r.launches} | " + " | ".join(cells) + " |"
+        )
+    print(
+        f"\ngeometric mean: fp32 vs LiteRT GPU {geomean(ratios['fp32 GPU']):.2f}x "
+        f"({len(ratios['fp32 GPU'])} models), fp16 vs LiteRT GPU "
+        f"{geomean(ratios['fp16 GPU']):.2f}x, fp32 vs LiteRT CPU {geomean(ratios['fp32 CPU']):.2f}x"
+    )
+    for r in rows:
+        fp16, anchor = r.err.get("ours fp16"), r.err.get(LITERT_GPU)
+        notes = []
+        if fp16 is not None and anchor is not None and fp16 > anchor:
+            notes.append(f"fp16 error {fp16:.1e} above LiteRT GPU's {anchor:.1e}")
+        if r.err.get("ours fp32", 0.0) > FP32_OF_RANGE:
+            notes.append(f"fp32 error {r.err['ours fp32']:.1e} of range > {FP32_OF_RANGE:g}")
+        notes += [f"{name}: {why}" for name, why in r.failed.items()]
+        if notes:
+            print(f"  {r.model}: " + "; ".join(notes))
+
+
+def model_paths(args: list[str]) -> list[str]:
+    paths: list[str] = []
+    for a in args:
+        p = Path(a)
+        paths += sorted(str(f) for f in p.glob("*.tflite")) if p.is_dir() else [str(p)]
+    return paths
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="+", help=".tflite files or folders of them")
+    ap.add_argument("--runs", type=int, default=200, help="timed invokes per runtime")
+    ap.add_argument("--repeat", type=int, default=1, help="whole tables, one after another")
+    ap.add_argument("--threads", type=int, default=16, help="LiteRT CPU threads")
+    ap.add_argument("--device", default=None)
+    a = ap.parse_args()
+    paths = model_paths(a.models)
+    for run in range(a.repeat):
+        rows = []
+        for path in paths:
+            rows.append(measure(path, a.runs, a.threads, a.device))
+            gc.collect()  # release one model's sessions before the next
+            print(f"  measured {rows[-1].model}: {rows[-1].ms}", flush=True)
+        print(f"\n## run {run + 1} of {a.repeat}: median of {a.runs} per runtime, interleaved")
+        print_table(rows, a.threads)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

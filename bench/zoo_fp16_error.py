@@ -1,0 +1,164 @@
+"""LiteRT's GPU accelerator and ours, error per output on the real-model tier's cases (issue 13).
+
+For every MediaPipe model of tests/models and every Keras file built here (NAME__VARIANT,
+e.g. MobileNetV2__int8), on exactly the inputs and goldens that tier uses
+(tests/models/conftest.py: `mediapipe_case`, `keras_case`, `golden`; the CPU reference
+where LiteRT cannot run the model), per output: max |out - golden| over the golden's scale
+(conftest.output_scale: its range). Runtimes: LiteRT's GPU accelerator (`CompiledModel`,
+GPU) at its default precision (fp16) and with `enforce_f32`, and ours in fp16 and fp32.
+
+    python bench/zoo_fp16_error.py [--device NVIDIA] [--json OUT] [NAME ...]
+
+The per-output figures of LiteRT's GPU accelerator are what test_zoo.LITERT_GPU_FP16_ERROR
+(default precision) and test_zoo.LITERT_GPU_FP32_ERROR (enforce_f32, int8 files) hold
+(docs/models.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.models import zoo  # noqa: E402
+from tests.models.conftest import ZooCase, golden, keras_case, mediapipe_case, output_scale  # noqa: E402
+from tests.models.test_zoo import cpu_outputs  # noqa: E402
+
+LITERT_FP16, LITERT_FP32 = "LiteRT GPU fp16", "LiteRT GPU enforce_f32"
+RUNTIMES = (LITERT_FP16, LITERT_FP32, "ours fp16", "ours fp32")
+
+
+def litert_gpu(case: ZooCase, enforce_f32: bool) -> tuple[list[np.ndarray], bool]:
+    """Outputs of LiteRT's GPU accelerator in the model's output order, and whether it took
+    the whole model (where it refuses some ops, they run on LiteRT's CPU kernels)."""
+    from ai_edge_litert.compiled_model import CompiledModel
+    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+    from ai_edge_litert.options import GpuOptions, Options
+
+    gpu = GpuOptions(enforce_f32=enforce_f32)
+    try:
+        model = CompiledModel.from_file(
+            str(case.path), options=Options(HardwareAccelerator.GPU, gpu_options=gpu)
+        )
+    except RuntimeError as exc:  # ops it cannot take (DENSIFY): those on its CPU kernels
+        if "not accelerated" not in str(exc):
+            raise
+        both = HardwareAccelerator.GPU | HardwareAccelerator.CPU
+        model = CompiledModel.from_file(str(case.path), options=Options(both, gpu_options=gpu))
+    key = list(model.get_signature_list())[0]
+    in_details = model.get_input_tensor_details(key)
+    out_details = model.get_output_tensor_details(key)
+    ins, outs = model.create_input_buffers(0), model.create_output_buffers(0)
+    sg = case.model.main
+    in_names = [sg.tensors[i].name for i in sg.inputs]
+    by_name = dict(zip(signature_order(in_names, in_details), case.inputs, strict=True))
+    for buf, name in zip(ins, in_details, strict=True):
+        buf.write(np.ascontiguousarray(by_name[name]))
+    model.run_by_index(0, ins, outs)
+    got = {
+        name: buf.read(int(np.prod(d["shape"])), np.dtype(d["dtype"])).reshape(d["shape"])
+        for buf, (name, d) in zip(outs, out_details.items(), strict=True)
+    }
+    out_names = [sg.tensors[i].name for i in sg.outputs]
+    return [got[n] for n in signature_order(out_names, out_details)], model.is_fully_accelerated()
+
+
+def signature_order(tensor_names: list[str], signature: dict) -> list[str]:
+    """The signature's names in the graph's order: by tensor name where the signature uses
+    them (MediaPipe), else by position (the converter names a Keras model's signature
+    inputs after its layers, not its tensors)."""
+    names = list(signature)
+    if set(tensor_names) <= set(names):
+        return tensor_names
+    if len(names) != len(tensor_names):
+        raise ValueError(f"signature {names} does not match graph tensors {tensor_names}")
+    return names
+
+
+def ours(case: ZooCase, precision: str, device: str | None) -> list[np.ndarray]:
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    session = GpuSession(case.model, precision=precision, device=device, log=io.StringIO())
+    return session.invoke(case.inputs)
+
+
+def errors(got: list[np.ndarray], want: list[np.ndarray]) -> list[float]:
+    """Per output, max |got - want| over output_scale(want)."""
+    return [
+        float(np.abs(g.astype(np.float64) - w.astype(np.float64)).max()) / output_scale(w)
+        for g, w in zip(got, want, strict=True)
+    ]
+
+
+def zoo_case(name: str) -> ZooCase:
+    """A MediaPipe model by name, or a Keras file by NAME__VARIANT."""
+    if "__" in name:
+        return keras_case(*name.split("__"))
+    return mediapipe_case(name)
+
+
+def measure(name: str, device: str | None) -> dict:
+    case = zoo_case(name)
+    gold = golden(case)
+    want = gold.outputs if gold.outputs is not None else cpu_outputs(case)
+    row: dict = {"golden": gold.kernels or "CPU reference (LiteRT cannot run it)"}
+    noise = gold.noise or [0.0] * len(want)
+    row["noise"] = [n / output_scale(w) for n, w in zip(noise, want, strict=True)]
+    makers = {
+        LITERT_FP16: lambda: litert_gpu(case, enforce_f32=False),
+        LITERT_FP32: lambda: litert_gpu(case, enforce_f32=True),
+        "ours fp16": lambda: (ours(case, "fp16", device), True),
+        "ours fp32": lambda: (ours(case, "fp32", device), True),
+    }
+    for runtime, make in makers.items():
+        try:
+            got, full = make()
+            row[runtime] = errors(got, want)
+            if not full:
+                row[f"{runtime} partial"] = True
+        except Exception as exc:  # noqa: BLE001 - the table reports it and goes on
+            row[runtime] = f"{type(exc).__name__}: " + " ".join(str(exc).split())[:300]
+    return row
+
+
+def cell(value: object) -> str:
+    if isinstance(value, list):
+        return " ".join(f"{v:.1e}" for v in value)
+    return f"fails ({value})"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "names",
+        nargs="*",
+        help="MediaPipe models or Keras NAME__VARIANT (default: MediaPipe's and the Keras files here)",
+    )
+    ap.add_argument("--device", default=None, help="OpenCL device of ours (default: the first)")
+    ap.add_argument("--json", default=None, help="write the figures here")
+    a = ap.parse_args()
+    rows = {}
+    keras = [f"{n}__{v}" for n, v in zoo.KERAS_MODELS if zoo.keras_model(n, v) is not None]
+    for name in a.names or [*zoo.MEDIAPIPE_MODELS, *keras]:
+        rows[name] = measure(name, a.device)
+        print(f"  {name}: {json.dumps(rows[name])}", flush=True)
+    print("\nper output, max |out - golden| / golden's range\n")
+    print("| model | " + " | ".join(RUNTIMES) + " | LiteRT GPU whole model |")
+    print("| --- " * (len(RUNTIMES) + 2) + "|")
+    for name, row in rows.items():
+        partial = [r for r in (LITERT_FP16, LITERT_FP32) if row.get(f"{r} partial")]
+        whole = "no (" + ", ".join(partial) + ")" if partial else "yes"
+        print(f"| {name} | " + " | ".join(cell(row[r]) for r in RUNTIMES) + f" | {whole} |")
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+// devicefarm GPU delegate: OpenCL kernels. Tensors are NHWC, stored flat.
+// Storage precision is chosen at build time:
+//   (default)        float storage, float arithmetic
+//   STORAGE_HALF     half storage; with HALF_ARITH (cl_khr_fp16) half arithmetic,
+//                    else vload_half/vstore_half and float arithmetic.
+// Reductions (conv, FC, pooling, mean, softmax) always accumulate in float.
+
+#ifdef STORAGE_HALF
+  #ifdef HALF_ARITH
+    #pragma OPENCL EXTENSION cl_khr_fp16 : enable
+    typedef half real;
+  #else
+    typedef float real;
+  #endif
+  typedef half store_t;
+  #define LD(p, i) ((real)vload_half((i), (p)))
+  #define ST(p, i, v) vstore_half((float)(v), (i), (p))
+#else
+  typedef float real;
+  typedef float store_t;
+  #define LD(p, i) ((p)[(i)])
+  #define ST(p, i, v) ((p)[(i)] = (v))
+#endif
+#define LDF(p, i) ((float)LD(p, i))
+// float32 access, for the staging buffers at a partition's edges
+#define LDF32(p, i) ((p)[(i)])
+#define ST32(p, i, v) ((p)[(i)] = (v))
+#define LD4F(p, i) vload4((i), (p))  // four floats, whatever the storage
+// Four elements at p + 4 * i (16-byte aligned for float, 8-byte for half storage, so
+// the aligned half forms load and store 4 halves at once).
+#ifdef STORAGE_HALF
+  #define LD4(p, i) vloada_half4((i), (p))
+  #define ST4(p, i, v) vstorea_half4((v), (i), (p))
+#else
+  #define LD4(p, i) vload4((i), (p))
+  #define ST4(p, i, v) vstore4((v), (i), (p))
+#endif
+
+// Fused activations (TFLite's codes, ACT_* from codes.py).
+inline float act(float x, int a) {
+  switch (a) {
+    case ACT_NONE: return x;
+    case ACT_RELU: return fmax(x, 0.0f);
+    case ACT_RELU_N1_TO_1: return clamp(x, -1.0f, 1.0f);
+    case ACT_RELU6: return clamp(x, 0.0f, 6.0f);
+    case ACT_TANH: return tanh(x);
+    case ACT_SIGMOID: return 1.0f / (1.0f + exp(-x));
+    default: return NAN;  // an unknown code poisons the result
+  }
+}
+
+// ---- epilogue -----------------------------------------------------------------------------
+// Kernels that produce a tensor apply, after their own result and fused activation, up to
+// three elementwise steps of the ops fused into them (STEP_* codes, k.x; k.y a FROM_* code
+// saying where the operand is: the scalar s.x, p[channel] or p[element]). QDQ snaps to the
+// grid s.x (lo), s.y (hi), s.z (scale). o is the output element, c its channel.
+inline float step_operand(int from, __global const store_t* p, float4 s, int o, int c) {
+  switch (from) {
+    case FROM_TENSOR: return LDF(p, o);
+    case FROM_CHANNEL: return LDF(p, c);
+    case FROM_SCALAR: return s.x;
+    default: return NAN;
+  }
+}
+
+inline float step(float v, int2 k, __global const store_t* p, float4 s, int o, int c) {
+  switch (k.x) {
+    case STEP_NONE: return v;
+    case STEP_RELU: return fmax(v, 0.0f);
+    case STEP_RELU6: return clamp(v, 0.0f, 6.0f);
+    case STEP_RELU_N1_TO_1: return clamp(v, -1.0f, 1.0f);
+    case STEP_LOGISTIC: return 1.0f / (1.0f + exp(-v));
+    case STEP_TANH: return tanh(v);
+    case STEP_HARD_SWISH: return v * clamp(v + 3.0f, 0.0f, 6.0f) / 6.0f;
+    case STEP_SWISH: return v / (1.0f + exp(-v));
+    case STEP_ADD: return v + step_operand(k.y, p, s, o, c);
+    case STEP_SUB: return v - step_operand(k.y, p, s, o, c);
+    case STEP_RSUB: return step_operand(k.y, p, s, o, c) - v;
+    case STEP_MUL: return v * step_operand(k.y, p, s, o, c);
+    case STEP_PRELU: return v >= 0.0f ? v : v * step_operand(k.y, p, s, o, c);
+    case STEP_QDQ: return round((clamp(v, s.x, s.y) - s.x) / s.z) * s.z + s.x;
+    default: return NAN;  // an unknown code poisons the result
+  }
+}
+
+// The parameters ending a producing kernel's signature, and its result through them.
+#define EPILOGUE_PARAMS                                                                  \
+  int a, int2 k0, __global const store_t* p0, float4 s0, int2 k1,                        \
+      __global const store_t* p1, float4 s1, int2 k2, __global const store_t* p2, float4 s2
+#define EPILOGUE(v, o, c)                                                                \
+  step(step(step(act((v), a), k0, p0, s0, (o), (c)), k1, p1, s1, (o), (c)), k2, p2, s2, \
+       (o), (c))
+
+// Boundary conversions between float32 host data and the storage type.
+__kernel void to_storage(__global const float* in, __global store_t* out, int n) {
+  int i = get_global_id(0);
+  if (i < n) ST(out, i, in[i]);
+}
+
+__kernel void from_storage(__global const store_t* in, __global float* out, int n) {
+  int i = get_global_id(0);
+  if (i < n) out[i] = LDF(in, i);
+}
+
+// Quantize-and-dequantize in place: clamp to [lo, hi] and snap to the scale grid.
+__kernel void qdq(__global store_t* x, int n, float lo, float hi, float scale) {
+  int i = get_global_id(0);
+  if (i >= n) return;
+  float v = clamp(LDF(x, i), lo, hi);
+  ST(x, i, round((v - lo) / scale) * scale + lo);
+}

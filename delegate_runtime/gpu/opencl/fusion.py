@@ -1,0 +1,236 @@
+"""Which elementwise nodes run inside the kernel producing their input (its epilogue).
+
+TFLite's GPU delegate merges "linkable" ops into the operation before them; here a node
+whose record takes an epilogue (convolutions, GEMMs, pooling, binary ops) absorbs the
+chain of elementwise nodes after it: activations (with x * sigmoid(x) as one step), ADD,
+SUB, MUL and PRELU with a scalar, per-channel or same-shape operand, QUANTIZE and
+DEQUANTIZE, and the quantize-and-dequantize step after every quantized tensor. The chain
+stops at a tensor that anything else reads, that leaves the partition, or whose operand is
+not ready when the producer runs. A squeeze-excite gate (MUL of a feature map by a
+per-channel vector) is absorbed by the 1x1 convolution reading its result, which scales
+its input's channels as it loads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...graph import Operator, Subgraph
+from ..records import record_for
+from ..records.record import StepSpec
+from ..records.steps import qdq_step
+from .codes import Step
+
+#: Steps one kernel's epilogue applies (the EPILOGUE_PARAMS of common.cl).
+MAX_STEPS = 3
+
+
+@dataclass
+class Chain:
+    """A producer node and what its kernel absorbs."""
+
+    producer: int
+    absorbed: list[int] = field(default_factory=list)
+    steps: list[StepSpec] = field(default_factory=list)
+    output: int = -1  #: the tensor the kernel finally writes
+    before: list[int] = field(default_factory=list)  #: a gate MUL or PAD absorbed before it
+    input_scale: tuple[int, int] | None = None  #: (input it reads, per-channel scale)
+    input_pad: tuple[int, int, int] | None = None  #: (input it reads, top, left zero rows)
+
+
+def plan_fusion(sg: Subgraph, nodes: list[int], leaving: set[int]) -> dict[int, Chain]:
+    """A chain for every node of the partition whose kernel takes an epilogue; `leaving`:
+    the tensors read outside the partition (never absorbed)."""
+    produced_by = {t: op.index for op in sg.operators for t in op.outputs}
+    readers: dict[int, list[int]] = {}
+    for op in sg.operators:
+        for t in set(op.inputs):
+            if t >= 0:
+                readers.setdefault(t, []).append(op.index)
+    inside = set(nodes)
+    gates = _gates(sg, nodes, readers, produced_by, leaving)
+    pads = _pads(sg, nodes, readers, produced_by, leaving)
+    taken: set[int] = {mul for mul, _ in gates.values()} | {pad for pad, _ in pads.values()}
+    chains: dict[int, Chain] = {}
+    for n in nodes:
+        op = sg.operators[n]
+        record = record_for(op.op)
+        if n in taken or record is None or not record.epilogue or len(op.outputs) != 1:
+            continue
+        t = op.outputs[0]
+        chain = Chain(n, steps=qdq_step(sg, t), output=t)
+        if n in gates:
+            mul, scale = gates[n]
+            chain.before, chain.input_scale = [mul], scale
+        elif n in pads:
+            pad, padded = pads[n]
+            chain.before, chain.input_pad = [pad], padded
+        while True:
+            nxt = _absorb_next(sg, chain, readers, produced_by, inside - taken, leaving)
+            if nxt is None:
+                break
+            absorbed, steps, out = nxt
+            if len(chain.steps) + len(steps) > MAX_STEPS:
+                break
+            chain.absorbed += absorbed
+            chain.steps += steps
+            chain.output = out
+        taken.update(chain.absorbed)
+        chains[n] = chain
+    return chains
+
+
+def _gates(
+    sg: Subgraph,
+    nodes: list[int],
+    readers: dict[int, list[int]],
+    produced_by: dict[int, int],
+    leaving: set[int],
+) -> dict[int, tuple[int, tuple[int, int]]]:
+    """Node -> (the gate MUL before it, (feature map, gate)) for nodes whose kernel can
+    scale their input: MUL(x, gate) of batch 1, gate one value per channel, read only by
+    that node, with no activation or quantization of its own."""
+    inside = set(nodes)
+    found: dict[int, tuple[int, tuple[int, int]]] = {}
+    for n in nodes:
+        op = sg.operators[n]
+        record = record_for(op.op)
+        if record is None or record.input_scale is None or not record.input_scale(op, sg):
+            continue
+        mul = produced_by.get(op.inputs[0])
+        if mul is None or mul not in inside or sg.operators[mul].op != "MUL":
+            continue
+        m = sg.operators[mul]
+        y = m.outputs[0]
+        if (
+            readers.get(y) != [n]
+            or y in leaving
+            or y in sg.outputs
+            or m.options.get("fused_activation_function", 0)
+            or qdq_step(sg, y)
+            or len(set(m.inputs)) != 2
+        ):
+            continue
+        shape = sg.tensors[y].shape
+        for x, gate in (m.inputs, m.inputs[::-1]):
+            g = sg.tensors[gate]
+            if (
+                sg.tensors[x].shape == shape
+                and len(shape) == 4
+                and shape[0] == 1
+                and g.size == shape[-1]
+                and g.shape[-1] == shape[-1]
+                and tuple(g.shape) != tuple(shape)  # broadcast over pixels
+            ):
+                found[n] = (mul, (x, gate))
+                break
+    return found
+
+
+def _pads(
+    sg: Subgraph,
+    nodes: list[int],
+    readers: dict[int, list[int]],
+    produced_by: dict[int, int],
+    leaving: set[int],
+) -> dict[int, tuple[int, tuple[int, int, int]]]:
+    """Node -> (the PAD before it, (its input, top, left)) for nodes whose kernel can read
+    zero padding itself: a PAD of H and W only, read only by that node."""
+    inside = set(nodes)
+    found: dict[int, tuple[int, tuple[int, int, int]]] = {}
+    for n in nodes:
+        op = sg.operators[n]
+        record = record_for(op.op)
+        if record is None or record.input_pad is None or not record.input_pad(op, sg):
+            continue
+        pad = produced_by.get(op.inputs[0])
+        if pad is None or pad not in inside or sg.operators[pad].op != "PAD":
+            continue
+        p = sg.operators[pad]
+        y = p.outputs[0]
+        amounts = sg.tensors[p.inputs[1]].data if len(p.inputs) > 1 else None
+        if (
+            amounts is None
+            or readers.get(y) != [n]
+            or y in leaving
+            or y in sg.outputs
+            or len(sg.tensors[y].shape) != 4
+            or np.asarray(amounts).shape != (4, 2)
+            or np.asarray(amounts)[[0, 3]].any()
+            or (np.asarray(amounts) < 0).any()
+            or _padded_zero_is_not_zero(sg, y)
+        ):
+            continue
+        a = np.asarray(amounts)
+        found[n] = (pad, (p.inputs[0], int(a[1, 0]), int(a[2, 0])))
+    return found
+
+
+def _padded_zero_is_not_zero(sg: Subgraph, t: int) -> bool:
+    """A quantized PAD pads with the zero point, which is 0.0 in the float view; nothing
+    else to check, but the float view needs the tensor per-tensor quantized or float."""
+    q = sg.tensors[t].quantization
+    return q is not None and q.per_channel
+
+
+def _absorb_next(
+    sg: Subgraph,
+    chain: Chain,
+    readers: dict[int, list[int]],
+    produced_by: dict[int, int],
+    inside: set[int],
+    leaving: set[int],
+) -> tuple[list[int], list[StepSpec], int] | None:
+    """The next node(s) the chain can take in after its output, with their steps."""
+    t = chain.output
+    users = readers.get(t, [])
+    if t in leaving or t in sg.outputs or not users or not set(users) <= inside:
+        return None
+    ops = [sg.operators[u] for u in users]
+    if len(ops) == 2:
+        return _swish(sg, t, ops, readers, leaving)
+    if len(ops) != 1:
+        return None
+    op = ops[0]
+    record = record_for(op.op)
+    if record is None or record.as_step is None or len(op.outputs) != 1:
+        return None
+    out = op.outputs[0]
+    if sg.tensors[out].shape != sg.tensors[t].shape:
+        return None
+    steps = record.as_step(op, sg, t)
+    if steps is None:
+        return None
+    for s in steps:
+        operand = s.operand
+        if operand is not None and produced_by.get(operand, -1) >= chain.producer:
+            return None  # not computed yet when the producer runs
+    return [op.index], steps + qdq_step(sg, out), out
+
+
+def _swish(
+    sg: Subgraph,
+    t: int,
+    ops: list[Operator],
+    readers: dict[int, list[int]],
+    leaving: set[int],
+) -> tuple[list[int], list[StepSpec], int] | None:
+    """t -> LOGISTIC -> s, MUL(t, s): x * sigmoid(x) as one step."""
+    by_name = {op.op: op for op in ops}
+    logistic, mul = by_name.get("LOGISTIC"), by_name.get("MUL")
+    if logistic is None or mul is None:
+        return None
+    s = logistic.outputs[0]
+    if (
+        sorted(mul.inputs) != sorted((t, s))
+        or readers.get(s) != [mul.index]
+        or s in leaving
+        or qdq_step(sg, s)
+        or mul.options.get("fused_activation_function", 0)
+        or sg.tensors[mul.outputs[0]].shape != sg.tensors[t].shape
+    ):
+        return None
+    out = mul.outputs[0]
+    return [logistic.index, mul.index], [StepSpec(Step.SWISH)] + qdq_step(sg, out), out

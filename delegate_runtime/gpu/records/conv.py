@@ -1,0 +1,95 @@
+"""CONV_2D: 1x1 stride-1 convolutions as a tiled GEMM, the rest as a direct convolution."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ModelError
+from ...graph import Operator, Subgraph
+from ...ops.common import padding_amounts
+from ..opencl.launch import Buf, grid3, i4, shape4
+from .geometry import Shape, rank4, window_hw
+from .record import GpuOp, OpRule, register, versions
+
+
+def check(op: Operator, sg: Subgraph) -> tuple[bool, str]:
+    runtime_inputs = sum(t >= 0 and not sg.tensors[t].is_constant for t in op.inputs)
+    if runtime_inputs not in (1, 2):
+        return False, f"Expected 1 or 2 runtime inputs, got {runtime_inputs}."
+    for key in ("stride_w", "stride_h", "dilation_w_factor", "dilation_h_factor"):
+        if op.options.get(key, 1) <= 0:
+            return False, f"Incorrect {key}: {op.options.get(key)}."
+    if not sg.tensors[op.inputs[1]].is_constant:
+        return False, "Weights must be constant."
+    return True, ""
+
+
+def shapes(op: Operator, sg: Subgraph) -> list[Shape]:
+    x, w = rank4(sg, op.inputs[0]), rank4(sg, op.inputs[1], "filter")
+    if w[3] != x[3]:
+        raise ModelError(f"filter {list(w)} does not fit input {list(x)}")
+    return [(x[0], *window_hw(op, x[1:3], w[1:3]), w[0])]
+
+
+def is_gemm(op: Operator, sg: Subgraph) -> bool:
+    """A 1x1 stride-1 convolution: a GEMM over the pixels."""
+    w = sg.tensors[op.inputs[1]].shape
+    in_s, out_s = sg.tensors[op.inputs[0]].shape, sg.tensors[op.outputs[0]].shape
+    strides = (op.options.get("stride_h", 1), op.options.get("stride_w", 1))
+    return w[1:3] == (1, 1) and strides == (1, 1) and in_s[1:3] == out_s[1:3]
+
+
+def lower(lo, op: Operator) -> None:
+    x, w_i, out = op.inputs[0], op.inputs[1], op.outputs[0]
+    w = lo.const_float(w_i)  # OHWI
+    oc, kh, kw, ic = w.shape
+    in_s, out_s = shape4(lo.t(x).shape), shape4(lo.t(out).shape)
+    o = op.options
+    sh, sw = o.get("stride_h", 1), o.get("stride_w", 1)
+    dh, dw = o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)
+    act = o.get("fused_activation_function", 0)
+    bias = lo.bias(op, 2, oc)
+    if is_gemm(op, lo.sg):
+        weights = lo.add_const(f"t{w_i}:kn", w.reshape(oc, ic).T)
+        m = in_s[0] * in_s[1] * in_s[2]
+        a, scale = Buf(x), None
+        if lo.input_scale is not None:  # a gate MUL before it, absorbed: x * gate
+            a, scale = Buf(lo.input_scale[0]), lo.operand(lo.input_scale[1])
+        lo.gemm(op, a, weights, bias, Buf(out), m, oc, ic, act, scale)
+        return
+    pt, _ = padding_amounts(in_s[1], kh, sh, dh, o.get("padding", 0))
+    pl, _ = padding_amounts(in_s[2], kw, sw, dw, o.get("padding", 0))
+    x, pt, pl = lo.padded_input(x, pt, pl)
+    in_s = shape4(lo.t(x).shape)
+    g, lsz = grid3(oc, out_s[2], out_s[0] * out_s[1])
+    lo.emit(
+        op,
+        "conv2d_direct",
+        [
+            Buf(x),
+            lo.add_const(f"t{w_i}:hwio", w.transpose(1, 2, 3, 0)),
+            bias,
+            Buf(out),
+            i4(in_s),
+            i4(out_s),
+            *map(np.int32, (kh, kw, sh, sw, dh, dw, pt, pl)),
+            *lo.epilogue(act),
+        ],
+        g,
+        lsz,
+    )
+
+
+register(
+    GpuOp(
+        "CONV_2D",
+        OpRule(versions(1), versions(6)),
+        lower,
+        ("conv_direct.cl.in", "gemm.cl.in"),
+        check,
+        shapes,
+        epilogue=True,
+        input_scale=is_gemm,
+        input_pad=lambda op, sg: not is_gemm(op, sg),
+    )
+)

@@ -1,0 +1,110 @@
+"""DEPTHWISE_CONV_2D: a 3x3 kernel of 4 channels per item where it fits, else the general one."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ModelError
+from ...graph import Operator, Subgraph
+from ...ops.common import padding_amounts
+from ..opencl.codes import Act, From, Step
+from ..opencl.launch import Buf, grid3, i4, shape4
+from .geometry import Shape, rank4, window_hw
+from .record import GpuOp, OpRule, StepSpec, register, versions
+from .steps import ACT_STEP
+
+
+def check(op: Operator, sg: Subgraph) -> tuple[bool, str]:
+    inp, w = sg.tensors[op.inputs[0]], sg.tensors[op.inputs[1]]
+    mult = op.options.get("depth_multiplier", 1) or 1
+    out_c = sg.tensors[op.outputs[0]].shape[-1]
+    if out_c != inp.shape[-1] * mult:
+        return False, "Output channels must equal input channels times depth multiplier."
+    if len(op.inputs) > 2 and op.inputs[2] >= 0 and sg.tensors[op.inputs[2]].size != out_c:
+        return False, "Bias size must equal the number of output channels."
+    if not w.is_constant:
+        return False, "Weights must be constant."
+    return True, ""
+
+
+def shapes(op: Operator, sg: Subgraph) -> list[Shape]:
+    x, w = rank4(sg, op.inputs[0]), rank4(sg, op.inputs[1], "filter")
+    if w[0] != 1 or x[3] <= 0 or w[3] % x[3]:
+        raise ModelError(f"filter {list(w)} does not fit input {list(x)}")
+    return [(x[0], *window_hw(op, x[1:3], w[1:3]), w[3])]
+
+
+def as_step(op: Operator, sg: Subgraph, t: int) -> list[StepSpec] | None:
+    """A 1x1 depthwise convolution (MediaPipe's per-channel scale) is a per-channel MUL
+    and ADD, then its activation: steps of the kernel producing its input."""
+    w = sg.tensors[op.inputs[1]]
+    if op.inputs[0] != t or w.shape[:3] != (1, 1, 1) or op.options.get("depth_multiplier", 1) != 1:
+        return None
+    steps = [StepSpec(Step.MUL, From.CHANNEL, op.inputs[1])]
+    if len(op.inputs) > 2 and op.inputs[2] >= 0:
+        steps.append(StepSpec(Step.ADD, From.CHANNEL, op.inputs[2]))
+    act = op.options.get("fused_activation_function", 0)
+    if act:
+        steps.append(StepSpec(ACT_STEP[Act(act)]))
+    return steps
+
+
+def lower(lo, op: Operator) -> None:
+    x, w_i, out = op.inputs[0], op.inputs[1], op.outputs[0]
+    w = lo.const_float(w_i)  # [1, KH, KW, OC]
+    _, kh, kw, oc = w.shape
+    in_s, out_s = shape4(lo.t(x).shape), shape4(lo.t(out).shape)
+    o = op.options
+    sh, sw = o.get("stride_h", 1), o.get("stride_w", 1)
+    dh, dw = o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)
+    mult = oc // in_s[3]
+    act = o.get("fused_activation_function", 0)
+    pt, _ = padding_amounts(in_s[1], kh, sh, dh, o.get("padding", 0))
+    pl, _ = padding_amounts(in_s[2], kw, sw, dw, o.get("padding", 0))
+    x, pt, pl = lo.padded_input(x, pt, pl)
+    in_s = shape4(lo.t(x).shape)
+    wc, bias = lo.add_const(f"t{w_i}", w), lo.bias(op, 2, oc)
+    # NOTE: chosen per precision by `bench/diag_gpu.py --only depthwise` on the H200:
+    # with half storage a compile-time x stride is faster; with float, a runtime one
+    if kh == kw == 3 and (dh, dw, mult) == (1, 1, 1) and oc % 4 == 0:
+        if lo.precision == "fp16" and sw in (1, 2):
+            name, scalars = f"depthwise3x3_s{sw}x1", (sh, pt, pl)
+        else:
+            name, scalars = "depthwise3x3_c4", (sh, sw, pt, pl)
+        g, lsz = grid3(oc // 4, out_s[2], out_s[0] * out_s[1])
+        args = [Buf(x), wc, bias, Buf(out), i4(in_s), i4(out_s), *map(np.int32, scalars)]
+        args += lo.epilogue(act)
+        lo.emit(op, name, args, g, lsz)
+        return
+    g, lsz = grid3(oc, out_s[2], out_s[0] * out_s[1])
+    lo.emit(
+        op,
+        "depthwise_conv2d",
+        [
+            Buf(x),
+            wc,
+            bias,
+            Buf(out),
+            i4(in_s),
+            i4(out_s),
+            *map(np.int32, (kh, kw, sh, sw, dh, dw, pt, pl, mult)),
+            *lo.epilogue(act),
+        ],
+        g,
+        lsz,
+    )
+
+
+register(
+    GpuOp(
+        "DEPTHWISE_CONV_2D",
+        OpRule(versions(2), versions(6)),
+        lower,
+        ("depthwise.cl", "depthwise3x3.cl.in"),
+        check,
+        shapes,
+        epilogue=True,
+        as_step=as_step,
+        input_pad=lambda op, sg: True,
+    )
+)

@@ -1,0 +1,95 @@
+"""One record per GPU op: its support rule, its lowering and its kernel source, the way
+TFLite's GPU delegate keeps one parser class per op (IsSupported, Parse)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ...graph import Operator, Subgraph
+
+if TYPE_CHECKING:
+    from ..opencl.lowering import Lowerer
+
+#: (ok, why) for one node; why is TFLite's wording when not ok.
+Check = Callable[[Operator, Subgraph], tuple[bool, str]]
+#: The shape of each output, computed from the inputs' shapes, constant inputs and options
+#: as LiteRT's Prepare does; ModelError where it cannot be.
+Shapes = Callable[[Operator, Subgraph], "list[tuple[int, ...]]"]
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """One elementwise step of a producer's epilogue: a STEP_* code, where its operand
+    comes from (a FROM_* code) and which tensor it is, and up to four float parameters."""
+
+    code: int
+    source: int = 0
+    operand: int | None = None  #: a tensor index (constant or runtime)
+    params: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+
+
+#: How a node runs as steps of the producer of its input `t`, or None where it cannot.
+AsStep = Callable[[Operator, Subgraph, int], "list[StepSpec] | None"]
+
+
+@dataclass(frozen=True)
+class OpRule:
+    """Versions accepted in float models, and with quantization enabled."""
+
+    float_versions: tuple[int, ...]
+    quant_versions: tuple[int, ...] = ()
+
+
+def versions(n: int) -> tuple[int, ...]:
+    """Versions 1 to n."""
+    return tuple(range(1, n + 1))
+
+
+def always(op: Operator, sg: Subgraph) -> tuple[bool, str]:
+    return True, ""
+
+
+def same_as_input(op: Operator, sg: Subgraph) -> list[tuple[int, ...]]:
+    """Every output shaped as input 0 (elementwise unary ops, softmax, quantize)."""
+    return [tuple(sg.tensors[op.inputs[0]].shape)] * len(op.outputs)
+
+
+@dataclass(frozen=True)
+class GpuOp:
+    """Everything the delegate knows about one op."""
+
+    name: str  #: TFLite's op name ("CONV_2D"; custom ops "CUSTOM:<code>")
+    rule: OpRule
+    lower: Callable[[Lowerer, Operator], None]  #: appends the op's launches
+    kernels: tuple[str, ...] = ()  #: kernel source files in gpu/opencl/ (.cl.in: templates)
+    check: Check = always  #: the op's own support conditions past versions, types and shapes
+    #: its outputs' shapes, computed (the delegate takes it only where they are the declared)
+    shapes: Shapes = same_as_input
+    bool_tensors: bool = False  #: takes bool runtime tensors (LOGICAL_AND)
+    #: its kernel applies an epilogue (absorbs the elementwise nodes after it)
+    epilogue: bool = False
+    as_step: AsStep | None = None  #: how it is absorbed into its producer's epilogue
+    #: whether its kernel can scale its input's channels as it loads them (a squeeze-excite
+    #: gate MUL before it, absorbed)
+    input_scale: Callable[[Operator, Subgraph], bool] | None = None
+    #: whether its kernel can read its input zero-padded in H and W (a PAD before it,
+    #: absorbed into its own padding)
+    input_pad: Callable[[Operator, Subgraph], bool] | None = None
+
+
+#: op name -> its record, in registration order.
+REGISTRY: dict[str, GpuOp] = {}
+
+
+def register(*records: GpuOp) -> None:
+    """Add records; a name registered twice is a bug."""
+    for record in records:
+        if record.name in REGISTRY:
+            raise ValueError(f"GPU op {record.name} registered twice")
+        REGISTRY[record.name] = record
+
+
+def record_for(name: str) -> GpuOp | None:
+    return REGISTRY.get(name)

@@ -1,0 +1,34 @@
+"""SOFTMAX over the last axis, one work group per row."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...graph import Operator, Subgraph
+from ..opencl.launch import Buf, Local
+from .record import GpuOp, OpRule, register, versions
+
+#: Work items per row.
+ROW_GROUP = 128
+
+
+def check(op: Operator, sg: Subgraph) -> tuple[bool, str]:
+    if abs(op.options.get("beta", 1.0) - 1.0) > 1e-6:
+        return False, "Softmax.beta != 1 is not supported."
+    return True, ""
+
+
+def lower(lo, op: Operator) -> None:
+    x, out = op.inputs[0], op.outputs[0]
+    cols = lo.t(x).shape[-1]
+    rows = lo.t(x).size // cols
+    lo.emit(
+        op,
+        "softmax_rows",
+        [Buf(x), Buf(out), np.int32(cols), Local(4 * ROW_GROUP)],
+        (rows * ROW_GROUP,),
+        (ROW_GROUP,),
+    )
+
+
+register(GpuOp("SOFTMAX", OpRule(versions(1), versions(2)), lower, ("softmax.cl.in",), check))

@@ -1,0 +1,62 @@
+"""Init split in two: what the first session in a process pays once (the reader's and
+the reference kernels' modules, the OpenCL context of the device), and what each model
+pays (reading it, folding, partitioning, the delegate's program, lowering, uploads).
+
+A fresh `devicefarm benchmark` pays both, as a fresh `benchmark_model` does, and its
+`Init:` figure is their sum; a lab agent runs job after job in one process, so only its
+first job pays the first part. Both parts are reported so the two can be told apart.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+#: GpuSession.init_phases_ms names, as the init line spells them.
+GPU_PHASES = {
+    "fold_and_partition": "fold and partition",
+    "context": "device and queue",
+    "program": "program",
+    "lower_and_upload": "lower and upload",
+}
+
+
+def prepare_process(delegate: str, device: str | None = None) -> int:
+    """Pay the once-per-process costs of sessions on `delegate` now; returns the
+    microseconds spent (near 0 once paid). Raises what the session would raise for a
+    missing device; leaves a missing GPU extra to the session's own clear error."""
+    start = time.perf_counter_ns()
+    import tflite  # noqa: F401  (the reader's flatbuffer schema)
+
+    from .. import validate  # noqa: F401
+    from ..ops.registry import supported_ops
+
+    supported_ops()  # imports every reference kernel module
+    if delegate == "gpu":
+        try:  # the delegate's modules (and pyopencl) that a session imports on first use
+            from ..gpu import delegate as _  # noqa: F401
+            from ..gpu.opencl import cache, executor, lowering, program  # noqa: F401
+            from ..gpu.opencl.runtime import select_device, shared_context
+        except ImportError:
+            pass
+        else:
+            shared_context(select_device(device))
+    return (time.perf_counter_ns() - start) // 1000
+
+
+def init_split_line(process_us: int, read_us: int, session_us: int, session: Any) -> str:
+    """`Init split (ms): once per process 1102.3 (...), this model 70.1 (read 3.2, ...)`:
+    the model's part by phase, the GPU delegate's phases when it has them."""
+    phases = getattr(session, "init_phases_ms", None) or {}
+    steps = []
+    for key, name in GPU_PHASES.items():
+        if key in phases:
+            cached = " from cache" if key == "program" and session.program_from_cache else ""
+            steps.append(f"{name} {phases[key]:.1f}{cached}")
+    detail = f": {', '.join(steps)}" if steps else ""
+    parts = [f"read {read_us / 1e3:.1f}", f"session {session_us / 1e3:.1f}{detail}"]
+    return (
+        f"Init split (ms): once per process {process_us / 1e3:.1f} (runtime modules, "
+        f"OpenCL context), this model {(read_us + session_us) / 1e3:.1f} "
+        f"({', '.join(parts)})"
+    )

@@ -1,0 +1,1 @@
+"""The `devicefarm` command and the embedded mode: the top, which wires every farm part."""

@@ -1,0 +1,107 @@
+"""The `devicefarm` console command: one entry point, subcommands from every package.
+
+Each subcommand lives in its own module with `add_arguments(parser)` and `run(args) -> int`;
+modules are imported only when their subcommand runs (or to build its --help), so the
+command starts fast and each role needs only its own extras installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+# NOTE: the CPU reference is single-threaded by definition, and a multi-threaded BLAS on a
+# busy lab host is up to 10x slower than one thread; set before numpy is first imported.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+#: subcommand -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "invoke": ("delegate_runtime.commands.invoke", "run a model once on inputs from an .npz file"),
+    "inspect": ("delegate_runtime.commands.inspect", "show a model's subgraphs, tensors and ops"),
+    "ops": ("delegate_runtime.commands.ops", "list the ops and versions the runtime supports"),
+    "example": ("delegate_runtime.commands.example", "write a small example model to try the farm"),
+    "run": ("devicefarm.commands.run", "run models on this machine's devices, no server"),
+    "submit": ("devicefarm.commands.submit", "submit a campaign of jobs to the farm"),
+    "status": ("devicefarm.commands.status", "show campaigns and their jobs by state"),
+    "results": ("devicefarm.commands.results", "show a campaign's results"),
+    "devices": ("devicefarm.commands.devices", "list registered devices and their health"),
+    "cancel": ("devicefarm.commands.cancel", "cancel a campaign's unfinished jobs"),
+    "rerun": ("devicefarm.commands.rerun", "re-run a campaign's failed or timed-out jobs"),
+    "worker": ("worker_agent.command", "run this host's worker agent"),
+    "adb-sim": ("worker_agent.android.simulator.command", "run simulated Android phones (adbd)"),
+    "reconcile": ("devicefarm.commands.reconcile", "re-send lost jobs, expire stuck ones"),
+    "db": ("devicefarm.commands.db", "migrate the farm database or show its revision"),
+    "benchmark": (
+        "delegate_runtime.commands.benchmark",
+        "benchmark a model as TFLite's benchmark_model does",
+    ),
+    "diff": (
+        "delegate_runtime.commands.diff",
+        "inference diff: a delegate's outputs against the CPU reference",
+    ),
+    "accuracy": (
+        "delegate_runtime.commands.accuracy",
+        "task accuracy: image classification top-K, detection mAP",
+    ),
+    "allowlist": ("devicefarm.commands.allowlist", "export a model's GPU allowlist"),
+    "dashboard": ("devicefarm.commands.dashboard", "serve the Streamlit dashboard"),
+    "api": ("devicefarm.commands.api", "serve the farm's HTTP API, or manage its users' tokens"),
+    "make-dataset": (
+        "delegate_runtime.commands.make_dataset",
+        "write a small labelled synthetic dataset (and a model for it)",
+    ),
+}
+
+#: Runs the commands that have an `--api URL` form against a farm's HTTP API.
+REMOTE = "devicefarm.commands.remote"
+
+
+def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="devicefarm",
+        description="Device-farm test harness for GPU-delegated TensorFlow Lite (LiteRT) models.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    wanted = next((a for a in argv if not a.startswith("-")), None)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == wanted:  # only the chosen subcommand's module is imported
+            importlib.import_module(module).add_arguments(p)
+            p.set_defaults(_module=module)
+            importlib.import_module(REMOTE).add_api_option(name, p)  # --api URL
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from delegate_runtime.errors import DevicefarmError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    if not getattr(args, "_module", None):
+        parser.print_help()
+        return 2
+    try:
+        module = importlib.import_module(REMOTE).route(args)  # the API's client, or local
+        return int(importlib.import_module(module).run(args) or 0)
+    except DevicefarmError as exc:
+        # names read from models may hold control bytes
+        from delegate_runtime.commands._text import printable
+
+        message = printable(exc, keep="\n")
+        print(f"devicefarm {args.command}: error: {type(exc).__name__}: {message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # output piped into `head` or `grep -q`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The farm's subcommands of `devicefarm` (see devicefarm/cli.py)."""

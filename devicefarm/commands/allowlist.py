@@ -1,0 +1,132 @@
+"""`devicefarm allowlist`: export a model's GPU allowlist, or ask or merge lists.
+
+    devicefarm allowlist --model M --format devicedb-json|devicedb-bin|csv|json --out FILE
+    devicefarm allowlist evaluate LIST --facts K=V,...   (SUPPORTED/UNSUPPORTED/UNKNOWN)
+    devicefarm allowlist merge OURS --base LIST --out FILE
+
+Exported lists always carry Android SDK ranges (orchestrator/allowlist/export.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+from . import argtypes, common
+
+FORMATS = ("devicedb-json", "devicedb-bin", "csv", "json")
+
+
+#: subcommand -> (module in orchestrator.allowlist, one-line help)
+ACTIONS = {
+    "evaluate": (
+        "evaluate",
+        "ask a devicedb list about a device as an app would: SUPPORTED, UNSUPPORTED or UNKNOWN",
+    ),
+    "merge": ("merge", "layer our measured list on a base list (LiteRT's shipped one)"),
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = "Without an ACTION: export the model's list (--model and --out are needed)."
+    sub = p.add_subparsers(dest="action", metavar="ACTION")
+    for name, (module, help_text) in ACTIONS.items():
+        action = sub.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(f"orchestrator.allowlist.{module}").add_arguments(action)
+    p.add_argument(
+        "--model",
+        help="the model: its .tflite file (hashed), its sha256, a unique sha256 prefix of 4 "
+        "or more characters, or its file name as submitted",
+    )
+    p.add_argument(
+        "--min-speedup",
+        type=argtypes.non_negative,
+        default=1.2,
+        help="CPU / GPU latency needed (default 1.2)",
+    )
+    p.add_argument(
+        "--max-error",
+        type=argtypes.non_negative,
+        default=None,
+        help="largest inference-diff avg error (default: 1e-3 for fp32, 1e-2 for fp16)",
+    )
+    p.add_argument(
+        "--require-full-delegation",
+        action="store_true",
+        help="a device where any op falls back to the CPU is unsupported",
+    )
+    p.add_argument(
+        "--min-runs", type=argtypes.int_in(1), default=1, help="successful runs needed (default 1)"
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="devicedb-json",
+        help="devicedb-json (default), devicedb-bin, csv or json",
+    )
+    p.add_argument("--out", help="file to write ('-' for stdout, text only; no default)")
+    common.add_db(p)
+
+
+def model_ref(text: str) -> str:
+    """The sha256 of `text` when it is a file (the model the user just ran), else `text`
+    (a sha256, a prefix or a name, resolved against the database)."""
+    import hashlib
+
+    from delegate_runtime.errors import JobError
+
+    path = Path(text)
+    if not path.exists() or path.suffix != ".tflite":
+        return text
+    try:
+        with path.open("rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError as exc:
+        raise JobError(f"cannot read --model {text}: {exc.strerror or exc}") from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    from delegate_runtime.errors import JobError
+
+    if args.action:
+        module, _ = ACTIONS[args.action]
+        return int(importlib.import_module(f"orchestrator.allowlist.{module}").run(args) or 0)
+    missing = [f"--{n}" for n in ("model", "out") if not getattr(args, n)]
+    if missing:
+        raise JobError(f"exporting a list needs {' and '.join(missing)} (or give an ACTION)")
+    from orchestrator.allowlist.collect import build_allowlist
+    from orchestrator.allowlist.export import render
+    from orchestrator.allowlist.rules import Thresholds, summary
+
+    thresholds = Thresholds(
+        min_speedup=args.min_speedup,
+        max_error=args.max_error,
+        require_full_delegation=args.require_full_delegation,
+        min_runs=args.min_runs,
+    )
+    ref = model_ref(args.model)
+    try:
+        allowlist = build_allowlist(common.engine(args), ref, thresholds)
+    except JobError as exc:
+        if ref == args.model or not str(exc).startswith("no model"):
+            raise
+        raise JobError(
+            f"model file {args.model} (sha256 {ref[:12]}) was never run on the farm"
+        ) from exc
+    data = render(allowlist, args.format)
+    if args.out == "-":
+        if args.format == "devicedb-bin":
+            raise JobError("devicedb-bin is binary: give --out FILE")
+        sys.stdout.write(data.decode())
+    else:
+        Path(args.out).write_bytes(data)
+    counts = summary({str(i): e.decision for i, e in enumerate(allowlist.entries)})
+    print(
+        f"{allowlist.model_name} ({allowlist.model_sha256[:12]}): "
+        + ", ".join(f"{n} {s}" for s, n in counts.items())
+        + ("" if args.out == "-" else f"; wrote {args.format} to {args.out}"),
+        file=sys.stderr,
+    )
+    return 0

@@ -1,0 +1,245 @@
+"""Engines and transactions for the farm's database (SQLite or PostgreSQL).
+
+SQLite is shared by several processes in the embedded mode: it runs in WAL mode, and every
+transaction starts with BEGIN IMMEDIATE so that a writer waits for the lock (busy timeout)
+instead of failing when it upgrades a read to a write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    InterfaceError,
+    NoSuchModuleError,
+    OperationalError,
+)
+from sqlalchemy.pool import NullPool
+
+from delegate_runtime.errors import JobError
+
+SQLITE_BUSY_TIMEOUT_MS = 60_000
+POOL_RECYCLE_S = 1800
+T = TypeVar("T")
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def _sqlite_pragmas(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = NORMAL")
+        cur.execute("PRAGMA foreign_keys = ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _postgres_driver() -> str:
+    """SQLAlchemy 2.1 defaults to psycopg 3; fall back to psycopg2 (the `farm` extra)."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "postgresql+psycopg2"
+    return "postgresql+psycopg"
+
+
+def make_engine(url: str, durable: bool = True) -> Engine:
+    """An engine for `url`; SQLite files get their folder created and safe pragmas.
+
+    `durable=False` (worker agents) lets PostgreSQL acknowledge commits before their WAL
+    is flushed: a server crash may then lose the last fraction of a second of claims and
+    results, which the reconciler repairs like any lost message (every worker-side write is
+    a compare-and-set that can be replayed), and each job saves two flush waits.
+    """
+    try:
+        parsed = make_url(url)
+        parsed.get_dialect()  # an unknown scheme (bogus://) fails here, not in a traceback
+    except (ArgumentError, NoSuchModuleError) as exc:
+        raise JobError(f"bad database URL {url!r}: {exc}") from exc
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername=_postgres_driver())
+        url = parsed.render_as_string(hide_password=False)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        # NullPool: a connection never crosses a fork (Celery's prefork children)
+        engine = create_engine(url, poolclass=NullPool)
+        _sqlite_pragmas(engine)
+        return engine
+    # no pre-ping (a round trip per checkout): `retrying` replays a transaction once when
+    # its pooled connection turns out to be dead
+    engine = create_engine(url, pool_size=5, max_overflow=5, pool_recycle=POOL_RECYCLE_S)
+    if not durable and parsed.get_backend_name() == "postgresql":
+
+        @event.listens_for(engine, "connect")
+        def _relaxed(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("SET synchronous_commit = off")
+            cur.close()
+            dbapi_conn.commit()
+
+    return engine
+
+
+@contextmanager
+def statements(engine: Engine) -> Iterator[Connection]:
+    """A connection for work made only of single-statement compare-and-sets (the claim,
+    and on PostgreSQL the finish): autocommit on PostgreSQL, saving a round trip per
+    statement; a transaction elsewhere."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            yield conn
+    else:
+        with engine.begin() as conn:
+            yield conn
+
+
+def retrying(engine: Engine, fn: Callable[[Connection], T]) -> T:
+    """`fn(conn)` on `statements(engine)`, replayed once if the connection was found dead."""
+    try:
+        with statements(engine) as conn:
+            return fn(conn)
+    except DBAPIError as exc:
+        if not exc.connection_invalidated:
+            raise
+    with statements(engine) as conn:
+        return fn(conn)
+
+
+#: PEP 249 exception classes that mean the connection, not the statement, failed.
+_CONNECTION_ERRORS = frozenset({"OperationalError", "InterfaceError"})
+
+
+def unreachable(exc: BaseException) -> bool:
+    """True for errors that say the database is unreachable, not that a statement is wrong:
+    SQLAlchemy's wrappers and the driver's own (raised unwrapped from a connection reset)."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        return True
+    if isinstance(exc, DBAPIError):
+        return exc.connection_invalidated
+    return any(c.__name__ in _CONNECTION_ERRORS for c in type(exc).__mro__)
+
+
+@contextmanager
+def transaction(engine: Engine) -> Iterator[Connection]:
+    """A connection in a transaction, committed on success and rolled back on error."""
+    with engine.begin() as conn:
+        yield conn
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the database's schema to the newest migration (creates it when empty)."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+    except OperationalError as exc:
+        first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else ""
+        raise JobError(f"cannot reach the database {engine.url!r}: {first}") from exc
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The database's migration revision; None for a database never migrated."""
+    from alembic.runtime.migration import MigrationContext
+
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    except OperationalError as exc:
+        first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else ""
+        raise JobError(f"cannot reach the database {engine.url!r}: {first}") from exc
+
+
+#: What a distributed process says when the schema is not the one its code needs.
+UPGRADE_HINT = "run `devicefarm db upgrade` (once, as its own step) first"
+
+
+def _scripts() -> Any:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory(str(MIGRATIONS_DIR))
+
+
+def head_revision() -> str:
+    """The newest migration this code knows."""
+    head = _scripts().get_current_head()
+    assert head, "no migrations"
+    return head
+
+
+def require_current(engine: Engine) -> None:
+    """JobError, in one line, unless the database is at `head_revision()`.
+
+    Distributed processes (worker, reconciler, dashboard, API) call this instead of
+    migrating: the migration runs once, as its own step (`devicefarm db upgrade`)."""
+    have, need = current_revision(engine), head_revision()
+    if have == need:
+        return
+    where = engine.url.render_as_string(hide_password=True)
+    if have is None:
+        raise JobError(
+            f"the database {where} has no schema (needs revision {need}): {UPGRADE_HINT}"
+        )
+    if have not in {s.revision for s in _scripts().walk_revisions()}:
+        raise JobError(
+            f"the database {where} is at revision {have}, newer than this devicefarm knows "
+            f"(its newest is {need}): upgrade devicefarm on this host"
+        )
+    raise JobError(f"the database {where} is at revision {have}, behind {need}: {UPGRADE_HINT}")
+
+
+def open_current(url: str, durable: bool = True) -> Engine:
+    """An engine for `url`, checked to be at the newest revision (never migrated here)."""
+    engine = make_engine(url, durable=durable)
+    try:
+        require_current(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    return engine
+
+
+def is_local_file(url: str) -> bool:
+    """Whether `url` is a SQLite database (the embedded farm's own file), or not a URL at
+    all (make_engine then names the mistake)."""
+    try:
+        return make_url(url).get_backend_name() == "sqlite"
+    except ArgumentError:
+        return True
+
+
+def open_farm(url: str, durable: bool = True) -> Engine:
+    """The farm database for a command or service: a local SQLite file is migrated here (the
+    embedded default needs no set-up step); a server database must already be at head,
+    which `devicefarm db upgrade` brings it to, once, as its own step."""
+    if is_local_file(url):
+        engine = make_engine(url, durable=durable)
+        migrate(engine)
+        return engine
+    return open_current(url, durable=durable)
+
+
+def open_database(url: str, upgrade: bool = True) -> Engine:
+    """An engine for `url`, migrated to head unless `upgrade` is false."""
+    engine = make_engine(url)
+    if upgrade:
+        migrate(engine)
+    return engine

@@ -1,0 +1,538 @@
+"""Job state transitions. Every change is a compare-and-set on (state, attempt), so the
+worker, the reconciler and `cancel` can race without a lost or doubled update.
+
+    queued ──send──▶ dispatched ──claim──▶ running ──finish──▶ succeeded | failed | timed_out
+       ▲                 │                   │
+       └─────place───────┴──── move ─────────┘        (any active state) ──▶ cancelled
+
+A `queued` job has no message out: `place` picks a device, bumps the attempt and returns a
+SendOrder; the caller sends it after commit, then `mark_sent` makes the job `dispatched`.
+Bumping the attempt makes any older message for the job stale: only the current attempt
+can claim, and only the claimer of the current attempt can finish, so a redelivered message
+never runs twice nor writes a second result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, and_, bindparam, func, insert, select, update
+
+from . import metrics
+from .configs import supports
+from .dispatch import SendOrder
+from .schema import (
+    ACTIVE_STATES,
+    CANCELLED,
+    DISPATCHED,
+    FAILED,
+    QUARANTINED,
+    QUEUED,
+    RUNNING,
+    TIMED_OUT,
+    Attempt,
+    Campaign,
+    Device,
+    Job,
+    Result,
+    utcnow,
+)
+from .selectors import parse_selector
+from .settings import BACKOFF_BASE_S, BACKOFF_MAX_S, MAX_FAILURES, Timing
+
+WAITING = "waiting for a matching device"
+#: Core tables: statements on them skip the ORM's per-statement value coercion (hot path).
+JOBS = Job.__table__
+_CLAIM = (
+    update(JOBS)
+    .where(
+        JOBS.c.id == bindparam("jid"),
+        JOBS.c.attempt == bindparam("att"),
+        JOBS.c.state.in_((QUEUED, DISPATCHED)),
+    )
+    .values(
+        state=RUNNING,
+        worker=bindparam("w"),
+        lease_expires_at=bindparam("lease"),
+        started_at=bindparam("now"),
+        updated_at=bindparam("now"),
+    )
+    .returning(
+        JOBS.c.id,
+        JOBS.c.attempt,
+        JOBS.c.campaign_id,
+        JOBS.c.model_sha256,
+        JOBS.c.config,
+        JOBS.c.device_key,
+    )
+)
+_FINISH = (
+    update(JOBS)
+    .where(
+        JOBS.c.id == bindparam("jid"),
+        JOBS.c.attempt == bindparam("att"),
+        JOBS.c.state == RUNNING,
+        JOBS.c.worker == bindparam("w"),
+    )
+    .values(
+        state=bindparam("st"),
+        finished_at=bindparam("now"),
+        updated_at=bindparam("now"),
+        lease_expires_at=None,
+        reason=bindparam("why"),
+    )
+    .returning(JOBS.c.campaign_id, JOBS.c.model_sha256, JOBS.c.device_key, JOBS.c.config)
+)
+_RESULT_COLUMNS = tuple(c.name for c in Result.__table__.c if c.name != "id")
+#: Result columns copied from the job row; the rest come from the runner's outcome.
+_JOB_COPIED = ("campaign_id", "model_sha256", "device_key", "config")
+_RESULT_OWN_COLUMNS = tuple(c for c in _RESULT_COLUMNS if c not in _JOB_COPIED)
+_RESULT_DEFAULTS: dict[str, Any] = {"error": "", "log": "", "worker": ""} | {
+    k: {} for k in ("benchmark", "diff", "delegation", "device_facts", "versions")
+}
+_INSERT_RESULT = insert(Result.__table__)
+_FINISHED = _FINISH.cte("finished")
+_FINISH_AND_INSERT = insert(Result.__table__).from_select(
+    [*_JOB_COPIED, *_RESULT_OWN_COLUMNS],
+    select(
+        *(_FINISHED.c[k] for k in _JOB_COPIED),
+        *(bindparam(f"r_{k}", type_=Result.__table__.c[k].type) for k in _RESULT_OWN_COLUMNS),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A job this worker now runs."""
+
+    job_id: int
+    attempt: int
+    campaign_id: int
+    model_sha256: str
+    config: str
+    device_key: str
+
+
+def backoff_s(failures: int) -> float:
+    """Delay before retry number `failures` (exponential, capped)."""
+    return min(BACKOFF_BASE_S * 2 ** max(failures - 1, 0), BACKOFF_MAX_S)
+
+
+def record_attempt(
+    conn: Connection,
+    job_id: int,
+    attempt: int,
+    device_key: str,
+    worker: str,
+    outcome: str,
+    reason: str,
+    now: datetime,
+) -> None:
+    """Note what happened to one dispatch (kept for failures, moves and lost messages)."""
+    exists = conn.execute(
+        select(Attempt.id).where(Attempt.job_id == job_id, Attempt.attempt == attempt)
+    ).first()
+    if exists is None:
+        conn.execute(
+            insert(Attempt.__table__).values(
+                job_id=job_id,
+                attempt=attempt,
+                device_key=device_key,
+                worker=worker,
+                outcome=outcome,
+                reason=reason,
+                at=now,
+            )
+        )
+
+
+# -- worker side ------------------------------------------------------------------------
+
+
+def claim(
+    conn: Connection,
+    job_id: int,
+    attempt: int,
+    worker: str,
+    lease_s: float,
+    now: datetime | None = None,
+) -> Claimed | None:
+    """Start dispatch `attempt` of a job on `worker`; None when the message is stale.
+
+    A running job is claimed again by its own worker (the execution before died: a device
+    runs one job at a time, so a redelivery to the same consumer means the last one is
+    gone) or by anyone once its lease has expired. That counts as an infrastructure failure.
+    Every write here is a single compare-and-set statement, so autocommit is safe.
+    """
+    now = now or utcnow()
+    lease = now + timedelta(seconds=lease_s)
+    cols = (Job.id, Job.attempt, Job.campaign_id, Job.model_sha256, Job.config, Job.device_key)
+    fresh = conn.execute(
+        _CLAIM, {"jid": job_id, "att": attempt, "w": worker, "lease": lease, "now": now}
+    ).first()
+    if fresh is not None:
+        return Claimed(*fresh)
+    row = conn.execute(
+        select(Job.state, Job.worker, Job.lease_expires_at, Job.failures, Job.device_key).where(
+            Job.id == job_id, Job.attempt == attempt
+        )
+    ).first()
+    if row is None or row.state != RUNNING:
+        return None
+    lease_gone = row.lease_expires_at is None or row.lease_expires_at < now
+    if row.worker != worker and not lease_gone:
+        return None
+    failures = row.failures + 1
+    reason = f"worker {row.worker} was lost while running attempt {attempt}"
+    if failures >= MAX_FAILURES:
+        _cas(
+            conn,
+            job_id,
+            RUNNING,
+            attempt,
+            state=FAILED,
+            failures=failures,
+            finished_at=now,
+            lease_expires_at=None,
+            reason=f"{reason}; gave up after {failures} failures",
+            updated_at=now,
+            extra=(Job.worker == row.worker,),
+        )
+        return None
+    again = conn.execute(
+        update(JOBS)
+        .where(
+            Job.id == job_id, Job.attempt == attempt, Job.state == RUNNING, Job.worker == row.worker
+        )
+        .values(
+            worker=worker,
+            lease_expires_at=lease,
+            started_at=now,
+            failures=failures,
+            reason=f"restarted: {reason}",
+            updated_at=now,
+        )
+        .returning(*cols)
+    ).first()
+    return Claimed(*again) if again is not None else None
+
+
+def renew_lease(
+    conn: Connection,
+    job_id: int,
+    attempt: int,
+    worker: str,
+    lease_s: float,
+    now: datetime | None = None,
+) -> bool:
+    """Extend a running job's lease; False when the job is no longer this worker's."""
+    now = now or utcnow()
+    res = conn.execute(
+        update(JOBS)
+        .where(Job.id == job_id, Job.attempt == attempt, Job.state == RUNNING, Job.worker == worker)
+        .values(lease_expires_at=now + timedelta(seconds=lease_s))
+    )
+    return res.rowcount == 1
+
+
+def finish(
+    conn: Connection,
+    job_id: int,
+    attempt: int,
+    worker: str,
+    state: str,
+    result: dict[str, Any],
+    now: datetime | None = None,
+) -> bool:
+    """End a running job in `state` and store its result, once; False if it was not ours.
+
+    One statement on PostgreSQL (safe under autocommit); a transaction is needed elsewhere.
+    """
+    now = now or utcnow()
+    params = {
+        "jid": job_id,
+        "att": attempt,
+        "w": worker,
+        "st": state,
+        "now": now,
+        "why": result.get("error", ""),
+    }
+    row = dict(_RESULT_DEFAULTS)
+    row.update(result)
+    for column, figure in metrics.STORED_FIGURES.items():  # derived from the record
+        if row.get(column) is None:
+            row[column] = figure(row.get("benchmark") or {})
+    row.update(job_id=job_id, attempt=attempt, outcome=state, worker=worker, created_at=now)
+    if conn.dialect.name == "postgresql":  # one round trip: UPDATE ... RETURNING feeds INSERT
+        params.update({f"r_{k}": row.get(k) for k in _RESULT_OWN_COLUMNS})
+        return conn.execute(_FINISH_AND_INSERT, params).rowcount == 1
+    job = conn.execute(_FINISH, params).first()
+    if job is None:
+        return False
+    row.update(zip(_JOB_COPIED, job, strict=True))
+    conn.execute(_INSERT_RESULT, {k: row.get(k) for k in _RESULT_COLUMNS})
+    return True
+
+
+# -- placement ----------------------------------------------------------------------------
+
+
+#: Device columns that say what hardware a job measures: a retry or move keeps them.
+HARDWARE = ("kind", "vendor", "renderer")
+
+
+def eligible_devices(
+    conn: Connection,
+    selector_text: str,
+    config: str,
+    timing: Timing,
+    now: datetime,
+    like: str | None = None,
+) -> list[str]:
+    """Keys of online (state and heartbeat), unquarantined devices that match a selector and
+    run `config`; with
+    `like`, only those of the same hardware (`HARDWARE` columns) as that device."""
+    selector, _ = parse_selector(selector_text)
+    if selector is None:
+        return []
+    alive_since = now - timedelta(seconds=timing.offline_after_s)
+    where = [
+        Device.state == "online",
+        Device.last_seen >= alive_since,
+        Device.health != QUARANTINED,
+    ]
+    if like is not None:
+        cols = [getattr(Device, c) for c in HARDWARE]
+        same = conn.execute(select(*cols).where(Device.key == like)).first()
+        if same is None:
+            return []
+        where += [c == v for c, v in zip(cols, same, strict=True)]
+    rows = conn.execute(select(Device.__table__).where(*where)).mappings()
+    return sorted(r["key"] for r in rows if supports(r["kind"], config)[0] and selector.matches(r))
+
+
+def _load(conn: Connection, device_keys: Iterable[str]) -> dict[str, int]:
+    keys = list(device_keys)
+    if not keys:
+        return {}
+    rows = conn.execute(
+        select(Job.device_key, func.count())
+        .where(Job.state.in_(ACTIVE_STATES), Job.device_key.in_(keys))
+        .group_by(Job.device_key)
+    )
+    return {k: n for k, n in rows}
+
+
+def choose_device(
+    conn: Connection,
+    candidates: Sequence[str],
+    current: str,
+    avoid: set[str],
+    prefer_other: bool,
+) -> str | None:
+    """The candidate to send a job to: untried devices first, then the least loaded."""
+    if not candidates:
+        return None
+    load = _load(conn, candidates)
+
+    def rank(key: str) -> tuple[int, int, int, str]:
+        other = 0 if (key != current) == prefer_other else 1
+        return (1 if key in avoid else 0, other, load.get(key, 0), key)
+
+    return min(candidates, key=rank)
+
+
+def place(
+    conn: Connection,
+    job_id: int,
+    timing: Timing,
+    *,
+    expect_state: str,
+    expect_attempt: int,
+    outcome: str,
+    reason: str,
+    count_failure: bool = False,
+    prefer_other: bool = False,
+    worker: str = "",
+    now: datetime | None = None,
+) -> SendOrder | None:
+    """Move a job to a fresh attempt on the best eligible device and return what to send.
+
+    None when the job changed meanwhile, gave up after too many failures (now failed), or
+    no eligible device exists (now queued, waiting: the reconciler places it later and
+    expires it when no device turns up).
+    """
+    now = now or utcnow()
+    job = conn.execute(
+        select(Job.__table__, Campaign.selector, Campaign.settings)
+        .join(Campaign, Campaign.id == Job.campaign_id)
+        .where(Job.id == job_id, Job.state == expect_state, Job.attempt == expect_attempt)
+    ).first()
+    if job is None:
+        return None
+    failures = job.failures + (1 if count_failure else 0)
+    if outcome:
+        record_attempt(
+            conn, job_id, expect_attempt, job.device_key, worker or job.worker, outcome, reason, now
+        )
+    if count_failure and failures >= MAX_FAILURES:
+        _cas(
+            conn,
+            job_id,
+            expect_state,
+            expect_attempt,
+            state=FAILED,
+            failures=failures,
+            finished_at=now,
+            lease_expires_at=None,
+            updated_at=now,
+            reason=f"{reason}; gave up after {failures} infrastructure failures",
+        )
+        return None
+    tried = set(
+        conn.execute(
+            select(Attempt.device_key).where(
+                Attempt.job_id == job_id,
+                Attempt.outcome.in_(("device_error", "lease_expired", "worker_lost")),
+            )
+        ).scalars()
+    )
+    # a retry measures the same configuration on the same hardware as the job was planned for
+    candidates = eligible_devices(
+        conn, job.selector, job.config, timing, now, like=job.planned_device
+    )
+    pick = choose_device(conn, candidates, job.device_key, tried, prefer_other)
+    requeued = {  # back to QUEUED as a new attempt, unleased and unclaimed
+        "state": QUEUED,
+        "attempt": expect_attempt + 1,
+        "failures": failures,
+        "worker": "",
+        "lease_expires_at": None,
+        "updated_at": now,
+    }
+    if pick is None:
+        if expect_state == QUEUED and job.reason.endswith(WAITING):
+            return None  # still waiting: keep the time it began (updated_at)
+        waiting = f"{reason}; {WAITING}" if reason else WAITING
+        _cas(conn, job_id, expect_state, expect_attempt, **requeued, reason=waiting)
+        return None
+    ok = _cas(
+        conn, job_id, expect_state, expect_attempt, **requeued, device_key=pick, reason=reason
+    )
+    if not ok:
+        return None
+    settings = job.settings or {}
+    return SendOrder(
+        job_id,
+        expect_attempt + 1,
+        pick,
+        job.priority,
+        countdown_s=backoff_s(failures) if count_failure else 0.0,
+        soft_limit_s=settings.get("soft_limit_s"),
+        hard_limit_s=settings.get("hard_limit_s"),
+    )
+
+
+def mark_sent(conn: Connection, orders: Sequence[SendOrder], now: datetime | None = None) -> None:
+    """queued -> dispatched for each order whose attempt is still current."""
+    now = now or utcnow()
+    for o in orders:
+        _cas(conn, o.job_id, QUEUED, o.attempt, state=DISPATCHED, dispatched_at=now)
+
+
+def expire(conn: Connection, job_id: int, why: str, now: datetime | None = None) -> bool:
+    """queued -> timed_out: the job waited too long for a device."""
+    now = now or utcnow()
+    cur = conn.execute(select(Job.attempt, Job.reason).where(Job.id == job_id)).one()
+    return _cas(
+        conn,
+        job_id,
+        QUEUED,
+        cur.attempt,
+        state=TIMED_OUT,
+        finished_at=now,
+        updated_at=now,
+        reason=f"{why}: {cur.reason}",
+    )
+
+
+def cancel(conn: Connection, campaign_id: int | None = None, job_ids: Sequence[int] = ()) -> int:
+    """Cancel the active jobs of a campaign (or the given jobs); returns how many."""
+    now = utcnow()
+    where = [Job.state.in_(ACTIVE_STATES)]
+    if campaign_id is not None:
+        conn.execute(update(Campaign).where(Campaign.id == campaign_id).values(cancelled=True))
+        where.append(Job.campaign_id == campaign_id)
+    if job_ids:
+        where.append(Job.id.in_(list(job_ids)))
+    res = conn.execute(
+        update(JOBS)
+        .where(and_(*where))
+        .values(
+            state=CANCELLED,
+            finished_at=now,
+            updated_at=now,
+            lease_expires_at=None,
+            reason="cancelled by the user",
+        )
+    )
+    return res.rowcount
+
+
+#: States a user's re-run takes a job out of: every way a job ends without success.
+RERUN_STATES = (FAILED, TIMED_OUT, CANCELLED)
+RERUN_REASON = "re-run by the user"
+
+
+def rerun(
+    conn: Connection, job_id: int, timing: Timing, now: datetime | None = None
+) -> tuple[bool, SendOrder | None]:
+    """A failed, timed-out or cancelled job as a new attempt of the same cell (same model,
+    configuration and hardware), its infrastructure failures forgiven. Returns whether it
+    was re-queued, and what to send (None: no eligible device now; it waits, queued, for
+    the reconciler)."""
+    now = now or utcnow()
+    job = conn.execute(
+        select(Job.state, Job.attempt, Job.device_key, Job.worker, Job.reason).where(
+            Job.id == job_id
+        )
+    ).first()
+    if job is None or job.state not in RERUN_STATES:
+        return False, None
+    if not _cas(conn, job_id, job.state, job.attempt, failures=0, finished_at=None):
+        return False, None
+    # the attempt that ended keeps how and why it ended
+    record_attempt(
+        conn, job_id, job.attempt, job.device_key, job.worker, job.state, job.reason, now
+    )
+    order = place(
+        conn,
+        job_id,
+        timing,
+        expect_state=job.state,
+        expect_attempt=job.attempt,
+        outcome="",
+        reason=RERUN_REASON,
+        now=now,
+    )
+    after = conn.execute(select(Job.attempt).where(Job.id == job_id)).scalar_one()
+    return after == job.attempt + 1, order
+
+
+def _cas(
+    conn: Connection,
+    job_id: int,
+    from_state: str,
+    at_attempt: int,
+    extra: tuple = (),
+    **values: Any,
+) -> bool:
+    res = conn.execute(
+        update(JOBS)
+        .where(Job.id == job_id, Job.state == from_state, Job.attempt == at_attempt, *extra)
+        .values(**values)
+    )
+    return res.rowcount == 1

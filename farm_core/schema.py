@@ -1,0 +1,193 @@
+"""The farm's tables (SQLAlchemy 2.0). The database is the source of truth.
+
+Migrations live in `farm_core/migrations`; `database.migrate` brings any database to head.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+JsonType = JSON().with_variant(JSONB(), "postgresql")
+
+#: Job states. queued: in the DB, no message yet; dispatched: a message was sent.
+QUEUED, DISPATCHED, RUNNING = "queued", "dispatched", "running"
+SUCCEEDED, FAILED, TIMED_OUT, CANCELLED = "succeeded", "failed", "timed_out", "cancelled"
+ACTIVE_STATES = (QUEUED, DISPATCHED, RUNNING)
+TERMINAL_STATES = (SUCCEEDED, FAILED, TIMED_OUT, CANCELLED)
+
+#: Device health. A quarantined device receives no jobs until its canary passes again.
+UNKNOWN, HEALTHY, QUARANTINED = "unknown", "healthy", "quarantined"
+
+
+def utcnow() -> datetime:
+    """Naive UTC now: every timestamp in the farm's database is naive UTC."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JsonType, list[Any]: JsonType}
+
+
+class StoredModel(Base):
+    """A .tflite model, content-addressed by the sha256 of its bytes."""
+
+    __tablename__ = "models"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    op_summary: Mapped[dict[str, Any]]
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class InputFile(Base):
+    """A campaign's input value file (farm_core.user_inputs), content-addressed."""
+
+    __tablename__ = "input_files"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Device(Base):
+    """A device with a stable key (`opencl:<vendor>:<device>`, `android:<serial>`, ...)."""
+
+    __tablename__ = "devices"
+
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32), index=True)
+    vendor: Mapped[str] = mapped_column(String(128), default="")
+    model: Mapped[str] = mapped_column(String(255), default="")
+    renderer: Mapped[str] = mapped_column(String(255), default="")
+    driver_version: Mapped[str] = mapped_column(String(128), default="")
+    api_version: Mapped[str] = mapped_column(String(128), default="")  #: OpenCL / GLES
+    android_sdk: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    host: Mapped[str] = mapped_column(String(255), default="")
+    tags: Mapped[list[Any]] = mapped_column(default=list)
+    facts: Mapped[dict[str, Any]] = mapped_column(default=dict)  #: everything discovered
+    agent: Mapped[str] = mapped_column(String(255), default="")  #: the agent serving it
+    state: Mapped[str] = mapped_column(String(16), default="online")  #: online / offline
+    health: Mapped[str] = mapped_column(String(16), default=UNKNOWN)
+    health_reason: Mapped[str] = mapped_column(Text, default="")
+    health_baseline: Mapped[dict[str, Any]] = mapped_column(default=dict)  #: canary figures
+    last_seen: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    registered_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Campaign(Base):
+    """Models × a device selector × configurations × run settings."""
+
+    __tablename__ = "campaigns"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(255), default="")
+    selector: Mapped[str] = mapped_column(Text)
+    configs: Mapped[list[Any]]
+    models: Mapped[list[Any]]  #: sha256 of each model
+    settings: Mapped[dict[str, Any]]  #: num_runs, warmup_runs, diff_runs, time limits...
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    cancelled: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Job(Base):
+    """One model on one device in one configuration; the unit the farm schedules."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        Index("ix_jobs_campaign_state", "campaign_id", "state"),
+        Index("ix_jobs_state_device", "state", "device_key"),
+        Index("ix_jobs_lineage", "model_name", "device_key", "config"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaigns.id"))
+    model_sha256: Mapped[str] = mapped_column(ForeignKey("models.sha256"))
+    #: the model's lineage: history is kept by this name across versions (each a sha256)
+    model_name: Mapped[str] = mapped_column(String(255), default="", server_default="")
+    config: Mapped[str] = mapped_column(String(32))
+    planned_device: Mapped[str] = mapped_column(ForeignKey("devices.key"))
+    device_key: Mapped[str] = mapped_column(ForeignKey("devices.key"))  #: current device
+    state: Mapped[str] = mapped_column(String(16), default=QUEUED)
+    #: dispatch number: every message sent for the job has its own; only the current claims
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    failures: Mapped[int] = mapped_column(Integer, default=0)  #: infrastructure failures
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str] = mapped_column(String(255), default="")
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    reason: Mapped[str] = mapped_column(Text, default="")  #: why it is in its state
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    dispatched_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)  #: last state change
+
+
+class Attempt(Base):
+    """What happened to one dispatch of a job (kept for failures and lost messages)."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (UniqueConstraint("job_id", "attempt", name="uq_attempts_job_attempt"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    device_key: Mapped[str] = mapped_column(String(255))
+    worker: Mapped[str] = mapped_column(String(255), default="")
+    outcome: Mapped[str] = mapped_column(String(32))  #: device_error, lost, resent, ...
+    reason: Mapped[str] = mapped_column(Text, default="")
+    at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Result(Base):
+    """The outcome of a job: every figure of the tools, facts and versions as they were."""
+
+    __tablename__ = "results"
+    __table_args__ = (UniqueConstraint("job_id", "attempt", name="uq_results_job_attempt"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    campaign_id: Mapped[int] = mapped_column(Integer, index=True)
+    model_sha256: Mapped[str] = mapped_column(String(64), index=True)
+    device_key: Mapped[str] = mapped_column(String(255), index=True)
+    config: Mapped[str] = mapped_column(String(32))
+    outcome: Mapped[str] = mapped_column(String(16))  #: the job's final state
+    error: Mapped[str] = mapped_column(Text, default="")
+    init_us: Mapped[float | None] = mapped_column(Float, nullable=True)
+    avg_us: Mapped[float | None] = mapped_column(Float, nullable=True)
+    median_us: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p95_us: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_avg_error: Mapped[float | None] = mapped_column(Float, nullable=True)  #: diff, worst out
+    delegated_ops: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    total_ops: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: the benchmark's peak memory (MB): farm_core.metrics.peak_memory_mb
+    peak_memory_mb: Mapped[float | None] = mapped_column(Float, nullable=True)
+    benchmark: Mapped[dict[str, Any]] = mapped_column(default=dict)  #: BenchmarkResult.to_dict()
+    diff: Mapped[dict[str, Any]] = mapped_column(default=dict)  #: DiffResult.to_dict()
+    delegation: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    device_facts: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    versions: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    log: Mapped[str] = mapped_column(Text, default="")
+    worker: Mapped[str] = mapped_column(String(255), default="")
+    duration_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

@@ -1,0 +1,70 @@
+"""Where the farm lives (database, broker) and its timings, from the environment.
+
+The embedded default needs no server: a SQLite file and a filesystem broker under
+`DEVICEFARM_HOME` (default `./.devicefarm`). The distributed mode sets `DEVICEFARM_DB`
+(e.g. postgresql://...) and `DEVICEFARM_BROKER` (e.g. redis://...).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+ENV_HOME = "DEVICEFARM_HOME"
+ENV_DB = "DEVICEFARM_DB"
+ENV_BROKER = "DEVICEFARM_BROKER"
+
+#: Redis redelivers an unacknowledged message after this long; every job limit stays below it.
+VISIBILITY_TIMEOUT_S = 4 * 3600
+#: A job's soft time limit (SoftTimeLimitExceeded inside the job) and hard limit (kill).
+JOB_SOFT_LIMIT_S = 3600
+JOB_HARD_LIMIT_S = JOB_SOFT_LIMIT_S + 120
+assert JOB_HARD_LIMIT_S < VISIBILITY_TIMEOUT_S, "hard time limit must sit inside visibility"
+
+#: Infrastructure failures (DeviceError, worker lost) a job may have before it fails.
+MAX_FAILURES = 3
+#: Retry backoff: BACKOFF_BASE_S * 2**(failures-1), capped.
+BACKOFF_BASE_S = 2.0
+BACKOFF_MAX_S = 60.0
+
+
+def home() -> Path:
+    """The embedded mode's folder (database file, broker folder, model cache)."""
+    return Path(os.environ.get(ENV_HOME) or ".devicefarm").absolute()
+
+
+def default_db_url() -> str:
+    return os.environ.get(ENV_DB) or f"sqlite:///{home() / 'farm.db'}"
+
+
+def default_broker_url() -> str:
+    return os.environ.get(ENV_BROKER) or f"filesystem://{home() / 'broker'}"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Liveness timings. Each can be overridden by `DEVICEFARM_<NAME>` (e.g. for tests)."""
+
+    heartbeat_s: float = 10.0  #: agents mark their devices alive this often
+    offline_after_s: float = 35.0  #: a device with no heartbeat for this long is offline
+    lease_s: float = 60.0  #: a running job's lease; renewed every lease_s / 3 while it runs
+    device_gone_s: float = 900.0  #: jobs waiting this long on a lost device are expired
+    dispatch_grace_s: float = 30.0  #: the reconciler leaves fresh messages this long
+    health_retry_s: float = 120.0  #: a quarantined device's canary is retried this often
+    canary_every_jobs: int = 50  #: a device re-runs its canary after this many jobs
+    #: an online device that has claimed nothing for this long while a message waits on its
+    #: queue is stalled (quarantined, so its agent restarts its consumer); above the longest
+    #: retry backoff
+    stall_after_s: float = 300.0
+    rediscover_s: float = 30.0  #: agents look for newly attached phones this often
+
+    @classmethod
+    def from_env(cls) -> Timing:
+        """Defaults, overridden by any `DEVICEFARM_<FIELD>` set in the environment."""
+        changes: dict[str, float | int] = {}
+        for f in fields(cls):
+            raw = os.environ.get(f"DEVICEFARM_{f.name.upper()}")
+            if raw is not None:
+                changes[f.name] = int(raw) if f.type == "int" else float(raw)
+        return replace(cls(), **changes)

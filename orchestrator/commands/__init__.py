@@ -1,1 +1,0 @@
-"""The orchestrator's subcommands of `devicefarm` (see orchestrator/cli.py)."""

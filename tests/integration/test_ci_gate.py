@@ -1,0 +1,215 @@
+"""The CI gate on a real farm (PostgreSQL, Redis, agents with Celery consumers): `submit
+--wait` exit codes, progress and JUnit; `status`/`results` exit 1 on failed jobs; `rerun`
+re-attempts exactly the failed cells; a slowed model of the same name (lineage) is a
+regression (exit 3) measured on the host CPU's real runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from farm_core.schema import Attempt, Job
+from tests.conftest import require
+from tests.integration.conftest import PG_ADMIN_URL, REPO
+from worker_agent.devices import host_name
+
+CLI_TIMEOUT_S = 240
+
+
+def cli(farm, *args: str) -> subprocess.CompletedProcess:
+    """`devicefarm ARGS --db ... [--broker ...]` as a user's CI job runs it."""
+    extra = ["--db", farm.db_url]
+    if args[0] in ("submit", "rerun"):
+        extra += ["--broker", farm.broker_url]
+    return subprocess.run(
+        [sys.executable, "-m", "devicefarm.cli", *args, *extra],
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        cwd=str(REPO),
+    )
+
+
+def junit_counts(path: Path) -> tuple[int, int, list[str]]:
+    suite = ET.parse(path).getroot().find("testsuite")
+    types = [f.get("type") for f in suite.iter("failure")]
+    return int(suite.get("tests")), int(suite.get("failures")), types
+
+
+def test_a_clean_run_exits_0_with_progress_and_junit(farm, start_agent, models, tmp_path) -> None:
+    start_agent("a", ["noop:a?delay_s=0.3", "noop:b?delay_s=0.3"], farm.db_url, farm.broker_url)
+    (model,) = models(1)
+    report = tmp_path / "junit.xml"
+    done = cli(farm, "submit", str(model), "--devices", "kind=noop", "--configs", "cpu")
+    assert done.returncode == 0, done.stderr  # without --wait: submitted is success
+    done = cli(
+        farm, "submit", str(model), "--devices", "kind=noop", "--configs", "cpu",
+        "--wait", "--junit", str(report),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[1/2] noop:" in done.stdout and "[2/2] noop:" in done.stdout
+    assert "regressions (0 of 2 judged" in done.stdout
+    assert junit_counts(report) == (2, 0, [])
+
+
+def test_failed_cells_exit_1_and_rerun_retries_exactly_them(
+    farm, start_agent, models, tmp_path
+) -> None:
+    broken = start_agent(
+        "a", ["noop:good?delay_s=0.2", "noop:bad?error=model"], farm.db_url, farm.broker_url
+    )
+    (model,) = models(1)
+    report = tmp_path / "junit.xml"
+    done = cli(
+        farm, "submit", str(model), "--devices", "kind=noop", "--configs", "cpu",
+        "--wait", "--junit", str(report),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "failed jobs (1):" in done.stdout and "noop:bad cpu: failed" in done.stdout
+    assert junit_counts(report) == (2, 1, ["failed"])
+    assert cli(farm, "status", "1").returncode == 1
+    assert cli(farm, "results", "1", "--format", "csv").returncode == 1
+    assert cli(farm, "status").returncode == 0  # the overview judges no campaign
+    before = {j.id: (j.device_key, j.state, j.attempt) for j in farm.jobs(1)}
+
+    broken.kill()  # the device is fixed: the same key, no error
+    start_agent("b", ["noop:good?delay_s=0.2", "noop:bad"], farm.db_url, farm.broker_url)
+    done = cli(farm, "rerun", "1")
+    assert done.returncode == 0, done.stderr
+    failed_ids = [i for i, (_, state, _) in before.items() if state == "failed"]
+    assert f"re-queued job {failed_ids[0]}:" in done.stdout and "1 job(s) re-queued" in done.stdout
+    after = {j.id: j for j in farm.wait_done(1)}
+    assert set(after) == set(before)  # the same jobs, no new campaign
+    for jid, (key, state, attempt) in before.items():
+        assert after[jid].device_key == key  # the same cell
+        if state == "failed":
+            assert after[jid].state == "succeeded" and after[jid].attempt == attempt + 1
+        else:
+            assert (after[jid].state, after[jid].attempt) == (state, attempt)
+    with farm.engine.begin() as conn:
+        kept = conn.execute(select(Attempt.outcome).where(Attempt.job_id == failed_ids[0])).all()
+        assert [k.outcome for k in kept] == ["failed"]  # the first attempt's end is kept
+    assert cli(farm, "status", "1").returncode == 0
+    assert "nothing to re-run" in cli(farm, "rerun", "1").stdout
+
+
+def test_rerun_of_an_unknown_campaign_exits_1(farm) -> None:
+    done = cli(farm, "rerun", "999")
+    assert done.returncode == 1 and "no campaign 999" in done.stderr
+
+
+def test_a_slowed_model_of_the_same_name_regresses(farm, start_agent, tmp_path) -> None:
+    cpu = f"cpu:reference:{host_name()}"
+    start_agent("a", ["cpu"], farm.db_url, farm.broker_url, ready=[cpu])
+    fast, slow = tmp_path / "net_v1.tflite", tmp_path / "net_v2.tflite"
+    for path, size in ((fast, 64), (slow, 160)):  # v2 does ~6x the work of v1
+        made = subprocess.run(
+            [sys.executable, "-m", "devicefarm.cli", "example", str(path), "--size", str(size)],
+            capture_output=True,
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
+        )
+        assert made.returncode == 0, made.stderr
+    common = ["--devices", f"key={cpu}", "--configs", "cpu", "--runs", "20", "--wait"]
+    first = cli(farm, "submit", str(fast), "--name", "net", *common)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "regressions (0 of 0 judged" in first.stdout  # nothing before it
+
+    report = tmp_path / "junit.xml"
+    second = cli(farm, "submit", str(slow), "--name", "net", *common, "--junit", str(report))
+    assert second.returncode == 3, second.stdout + second.stderr
+    assert "regressions (1 of 1 judged" in second.stdout
+    assert f"net {cpu} cpu: median +" in second.stdout and "against campaign 1" in second.stdout
+    assert junit_counts(report) == (1, 1, ["regression"])
+    with farm.engine.begin() as conn:
+        names = conn.execute(select(Job.model_name, Job.model_sha256)).all()
+    assert {n for n, _ in names} == {"net"} and len({s for _, s in names}) == 2
+
+    # a named baseline (the newest other campaign of that name: 2, the slow version): the
+    # fast version against it is no regression; without --name a file starts its own history
+    third = cli(farm, "submit", str(fast), "--name", "net", *common, "--baseline", "net")
+    assert third.returncode == 0, third.stdout + third.stderr
+    assert "baseline: campaign 2" in third.stdout and "regressions (0 of 1 judged" in third.stdout
+    other = cli(farm, "submit", str(slow), *common)
+    assert other.returncode == 0 and "regressions (0 of 0 judged" in other.stdout
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_db(request, tmp_path) -> Iterator[str]:
+    """A database no migration has touched, on each backend the farm runs on."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'old.db'}"
+        return
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(
+        PG_ADMIN_URL.replace("postgresql://", "postgresql+psycopg2://", 1),
+        isolation_level="AUTOCOMMIT",
+    )
+    name = f"devicefarm_lineage_{os.getpid()}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    except Exception as exc:  # noqa: BLE001 - reported as a missing service
+        require(False, f"PostgreSQL at {PG_ADMIN_URL} ({exc})")
+    yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def test_migration_0004_names_existing_jobs_after_their_model(empty_db: str) -> None:
+    from alembic import command
+    from alembic.autogenerate import compare_metadata
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy import insert
+
+    from farm_core.database import MIGRATIONS_DIR, make_engine
+    from farm_core.schema import Base, Campaign, Device, StoredModel
+
+    engine = make_engine(empty_db)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+
+    def upgrade(to: str) -> None:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, to)
+
+    upgrade("0003")
+    with engine.begin() as conn:  # a farm's rows from before lineages (0003's columns)
+        conn.execute(insert(StoredModel).values(sha256="a" * 64, name="old.tflite", size_bytes=1,
+                                                op_summary={}, data=b"x"))  # fmt: skip
+        conn.execute(insert(Device).values(key="noop:a", kind="noop"))
+        conn.execute(insert(Campaign).values(selector="all", configs=[], models=[], settings={}))
+        conn.execute(
+            text_insert_job(),
+            {"m": "a" * 64},
+        )
+    upgrade("head")
+    with engine.begin() as conn:
+        assert conn.execute(select(Job.model_name)).scalars().all() == ["old.tflite"]
+        diffs = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert [d for d in diffs if "jobs" in repr(d)] == []  # the migration makes the schema
+    engine.dispose()
+
+
+def text_insert_job():
+    """An INSERT of the columns jobs had at 0003 (the ORM's now include model_name)."""
+    from sqlalchemy import text
+
+    return text(
+        "INSERT INTO jobs (campaign_id, model_sha256, config, planned_device, device_key, "
+        "state, attempt, failures, priority, worker, reason, created_at, updated_at) "
+        "VALUES (1, :m, 'cpu', 'noop:a', 'noop:a', 'succeeded', 1, 0, 0, '', '', "
+        "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+    )

@@ -1,0 +1,186 @@
+"""The real-model tier: fixtures for zoo models, LiteRT goldens and the OpenCL device.
+
+MediaPipe models are fetched from PyPI at test time (a failed download fails under CI=true);
+Keras models are present only where scripts/make_keras_zoo.py has run (never in CI).
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from delegate_runtime import litert, read_model
+from delegate_runtime.graph import Model
+from tests.conftest import require
+from tests.models import zoo
+from tests.ops.conftest import litert_kernels_lack_op
+
+
+@dataclass(frozen=True)
+class ZooCase:
+    """One zoo model and the inputs every backend gets."""
+
+    label: str
+    path: Path
+    input_range: tuple[float, float]
+    portrait: bool = False  #: a synthetic person instead of noise (segmentation models)
+    smooth: bool = False  #: smooth random images like the Keras models' calibration images
+
+    @functools.cached_property
+    def data(self) -> bytes:
+        return self.path.read_bytes()
+
+    @functools.cached_property
+    def model(self) -> Model:
+        return read_model(self.data)
+
+    @functools.cached_property
+    def inputs(self) -> list[np.ndarray]:
+        """Seeded uniform inputs over the model's input range (seed: the model's label); for
+        `smooth` smooth random images instead, for `portrait` a synthetic person."""
+        return self.draw_inputs(self.label)
+
+    def draw_inputs(self, seed: str) -> list[np.ndarray]:
+        """Inputs drawn as `inputs` are, from another seed."""
+        rng = np.random.default_rng(zlib.crc32(seed.encode()))
+        lo, hi = self.input_range
+        sg = self.model.main
+        xs = [rng.uniform(lo, hi, sg.tensors[i].shape) for i in sg.inputs]
+        if self.smooth:
+            xs[0] = zoo.smooth_images(rng, len(xs[0]), lo, hi)
+        if self.portrait:
+            speckle = np.random.default_rng(PORTRAIT_SEED).uniform(0, 1, xs[0].shape)
+            xs[0] = lo + (hi - lo) * (0.9 * portrait(xs[0].shape) + 0.1 * speckle)
+        return [x.astype(sg.tensors[i].dtype) for x, i in zip(xs, sg.inputs, strict=True)]
+
+    @property
+    def quantized(self) -> bool:
+        """Integer arithmetic inside (the int8 Keras models): compared bit for bit."""
+        return self.label.endswith("__int8")
+
+
+#: Seed of the speckle on the portrait: the selfie models' masks swing between empty and
+#: a person with small changes of a synthetic input; with this one both find the person.
+PORTRAIT_SEED = 0
+
+
+def portrait(shape: tuple[int, ...]) -> np.ndarray:
+    """An NHWC RGB image in [0, 1]: a skin-toned head and shoulders on a cool background
+    (noise alone gives a segmentation mask of ~0 everywhere, an output with no range)."""
+    _, h, w, _ = shape
+    y, x = np.mgrid[0:h, 0:w] / np.array([h, w], dtype=np.float64)[:, None, None]
+    head = np.exp(-((y - 0.35) ** 2) / 0.02 - (x - 0.5) ** 2 / 0.01)
+    shoulders = np.exp(-((y - 0.9) ** 2) / 0.05 - (x - 0.5) ** 2 / 0.04)
+    person = np.clip(head + shoulders, 0.0, 1.0)[..., None]
+    return (person * np.array([0.8, 0.6, 0.5]) + (1 - person) * np.array([0.2, 0.4, 0.3]))[None]
+
+
+def output_scale(w: np.ndarray) -> float:
+    """What tolerances are fractions of: the output's range; for a single value (a score,
+    a flag: no range) its magnitude, at least 1."""
+    w64 = w.astype(np.float64)
+    span = float(w64.max() - w64.min())
+    return span if span > 0 else max(float(np.abs(w64).max()), 1.0)
+
+
+@dataclass(frozen=True)
+class Golden:
+    """LiteRT's outputs and which kernels made them (None: LiteRT cannot run the model),
+    and per output how far LiteRT's default kernels (XNNPACK) land from the reference
+    kernels: the official float noise floor (0 where XNNPACK made the golden itself)."""
+
+    outputs: list[np.ndarray] | None
+    kernels: str | None
+    noise: list[float] | None = None
+
+
+#: LiteRT's kernels in the order tried: reference kernels, then the default resolver
+#: (XNNPACK and the builtin kernels) where the reference resolver lacks an op.
+REFERENCE, XNNPACK = "reference kernels (BUILTIN_REF)", "default kernels (XNNPACK)"
+ORACLES = ((REFERENCE, {"reference": True}), (XNNPACK, {}))
+#: Float Keras models: XNNPACK's distance from the reference kernels is taken over the
+#: golden's input and this many more seeded inputs drawn the same way (the largest, as a
+#: fraction of each input's output range): float32 sum-order noise varies by an order of
+#: magnitude between inputs (7e-7 to 3.8e-5 of range on these files), and one input's
+#: figure is too thin a floor.
+NOISE_INPUTS = 4
+
+
+def xnnpack_noise(
+    case: ZooCase, inputs: list[np.ndarray], reference: list[np.ndarray]
+) -> list[float]:
+    """Per output, max |XNNPACK - reference kernels| on `inputs` over the reference's scale."""
+    xnnpack = litert.run(case.data, inputs)
+    return [
+        float(np.abs(x.astype(np.float64) - r.astype(np.float64)).max()) / output_scale(r)
+        for x, r in zip(xnnpack, reference, strict=True)
+    ]
+
+
+@functools.cache
+def golden(case: ZooCase) -> Golden:
+    """The model's outputs in LiteRT, once per session (shared by the three backends)."""
+    require(litert.available(), "ai-edge-litert (the LiteRT oracle)")
+    reasons = []
+    for kernels, kwargs in ORACLES:
+        try:
+            outputs = litert.run(case.data, case.inputs, **kwargs)
+        except (ValueError, RuntimeError) as e:
+            if not litert_kernels_lack_op(e):
+                raise
+            reasons.append(str(e).splitlines()[0])
+            continue
+        if reasons:
+            warnings.warn(
+                f"{case.label}: golden from LiteRT's {kernels}: {reasons[0]}", stacklevel=2
+            )
+            return Golden(outputs, kernels, [0.0] * len(outputs))
+        noise = xnnpack_noise(case, case.inputs, outputs)
+        if case.smooth and not case.quantized:  # int8: noise in output steps, one input
+            for k in range(NOISE_INPUTS):
+                inputs = case.draw_inputs(f"{case.label}#noise{k}")
+                more = xnnpack_noise(case, inputs, litert.run(case.data, inputs, **kwargs))
+                noise = [max(a, b) for a, b in zip(noise, more, strict=True)]
+        scales = [output_scale(o) for o in outputs]
+        return Golden(outputs, kernels, [n * s for n, s in zip(noise, scales, strict=True)])
+    warnings.warn(
+        f"{case.label}: LiteRT cannot run it ({reasons[-1]}); no LiteRT golden", stacklevel=2
+    )
+    return Golden(None, None)
+
+
+def mediapipe_case(name: str) -> ZooCase:
+    try:
+        path = zoo.mediapipe_model(name)
+    except zoo.ZooUnavailable as e:
+        require(False, f"{name}.tflite from mediapipe=={zoo.MEDIAPIPE_VERSION} on PyPI ({e})")
+    # MediaPipe's image models take pixels normalised to [0, 1] or [-1, 1]; [0, 1] suits both.
+    return ZooCase(name, path, (0.0, 1.0), portrait=name.startswith("selfie_segmentation"))
+
+
+def keras_case(name: str, variant: str) -> ZooCase:
+    found = zoo.keras_model(name, variant)
+    if found is None:  # not a service: CI does not build the Keras models (docs/models.md)
+        pytest.skip(f"{name}__{variant}.tflite not built here: run scripts/make_keras_zoo.py")
+    path, input_range = found
+    # Noise unlike the calibration images saturates the softmax (one-hot outputs that any
+    # rounding flips): the Keras models get images drawn as their calibration images were.
+    return ZooCase(f"{name}__{variant}", path, input_range, smooth=True)
+
+
+@pytest.fixture(scope="session")
+def opencl_device() -> str:
+    """The OpenCL device the delegate will pick (skip locally, fail in CI without one)."""
+    try:
+        from delegate_runtime.gpu.opencl.runtime import describe, list_devices
+    except ImportError:
+        require(False, "pyopencl (the GPU delegate's OpenCL binding)")
+    devices = list_devices()
+    require(bool(devices), "an OpenCL device (a GPU driver or PoCL)")
+    return describe(devices[0][2]).name

@@ -1,0 +1,126 @@
+"""The real-model zoo: MediaPipe's production models and the Keras applications we convert.
+
+MediaPipe: the 14 `.tflite` files under `mediapipe/modules/` in the mediapipe==0.10.14
+wheel on PyPI, downloaded once with `pip download --no-deps` and extracted into
+ZOO/mediapipe/. Keras: the files scripts/make_keras_zoo.py writes into ZOO/keras/ (not
+built in CI: TensorFlow is too heavy). ZOO is ~/.cache/devicefarm/zoo unless
+DEVICEFARM_ZOO_DIR says otherwise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+MEDIAPIPE_VERSION = "0.10.14"
+#: The wheel's models, by file stem (each under mediapipe/modules/<family>/).
+MEDIAPIPE_MODELS = (
+    "face_detection_short_range",
+    "face_detection_full_range_sparse",
+    "face_landmark",
+    "face_landmark_with_attention",
+    "hand_landmark_lite",
+    "hand_landmark_full",
+    "hand_recrop",
+    "iris_landmark",
+    "palm_detection_lite",
+    "palm_detection_full",
+    "pose_detection",
+    "pose_landmark_full",
+    "selfie_segmentation",
+    "selfie_segmentation_landscape",
+)
+PIP_DOWNLOAD_TIMEOUT_S = 600
+REPO = Path(__file__).resolve().parents[2]
+
+
+def zoo_dir() -> Path:
+    default = Path.home() / ".cache" / "devicefarm" / "zoo"
+    return Path(os.environ.get("DEVICEFARM_ZOO_DIR", default))
+
+
+class ZooUnavailable(RuntimeError):
+    """A zoo model cannot be had here (no network, no pip, a wheel without it)."""
+
+
+def _download_mediapipe(folder: Path) -> None:
+    """Fetch the wheel (no dependencies, the manylinux CPython 3.11 build: the models are
+    the same in every build) and extract its models into `folder`, each file atomically."""
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [
+            *(sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"),
+            *("--python-version", "3.11", "--platform", "manylinux2014_x86_64"),
+            *(f"mediapipe=={MEDIAPIPE_VERSION}", "-d", tmp, "-q"),
+        ]
+        try:
+            subprocess.run(command, check=True, timeout=PIP_DOWNLOAD_TIMEOUT_S, capture_output=True)
+        except (OSError, subprocess.SubprocessError) as e:
+            detail = getattr(e, "stderr", b"") or b""
+            raise ZooUnavailable(
+                f"pip download mediapipe=={MEDIAPIPE_VERSION} failed: {e} {detail.decode()[-500:]}"
+            ) from e
+        wheels = list(Path(tmp).glob("mediapipe-*.whl"))
+        if len(wheels) != 1:
+            raise ZooUnavailable(f"pip download gave {len(wheels)} mediapipe wheels")
+        folder.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            for member in wheel.namelist():
+                if member.startswith("mediapipe/modules/") and member.endswith(".tflite"):
+                    target = folder / Path(member).name
+                    partial = target.with_suffix(".partial")
+                    partial.write_bytes(wheel.read(member))
+                    partial.replace(target)
+
+
+def mediapipe_model(name: str) -> Path:
+    """The path of MediaPipe model `name`, downloading the wheel the first time."""
+    if name not in MEDIAPIPE_MODELS:
+        raise ValueError(f"{name} is not one of the zoo's MediaPipe models")
+    path = zoo_dir() / "mediapipe" / f"{name}.tflite"
+    if not path.exists():
+        _download_mediapipe(path.parent)
+    if not path.exists():
+        raise ZooUnavailable(f"mediapipe=={MEDIAPIPE_VERSION} has no {name}.tflite")
+    return path
+
+
+def _keras_script() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "make_keras_zoo", REPO / "scripts" / "make_keras_zoo.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+_KERAS_SCRIPT = _keras_script()
+#: (architecture, variant) of every file scripts/make_keras_zoo.py builds.
+KERAS_MODELS = tuple((m.name, v) for m in _KERAS_SCRIPT.ZOO for v in m.variants)
+
+
+def smooth_images(rng: Any, count: int, lo: float, hi: float) -> Any:
+    """Images drawn as the Keras models' calibration images are (make_keras_zoo's)."""
+    return _KERAS_SCRIPT.random_images(rng, count, lo, hi)
+
+
+def keras_model(name: str, variant: str) -> tuple[Path, tuple[float, float]] | None:
+    """The path of a converted Keras model and the input range it expects, or None when
+    scripts/make_keras_zoo.py has not been run here."""
+    folder = zoo_dir() / "keras"
+    path = folder / f"{name}__{variant}.tflite"
+    manifest = folder / "manifest.json"
+    if not path.exists() or not manifest.exists():
+        return None
+    entry = json.loads(manifest.read_text()).get(path.name)
+    if entry is None:
+        return None
+    lo, hi = entry["input_range"]
+    return path, (float(lo), float(hi))

@@ -1,0 +1,189 @@
+"""Every command line the runner builds, checked against the official tools' flag tables
+(simulator/flags.py, each entry from LiteRT's sources), and the simulated tools parsing
+flags as TFLite's Flags::Parse does."""
+
+from __future__ import annotations
+
+import pytest
+
+from farm_core.configs import CONFIGS
+from worker_agent.android import invocations
+from worker_agent.android.profile_output import op_profile_rows
+from worker_agent.android.simulator import SimulatedPhone
+from worker_agent.android.simulator.flags import (
+    BENCHMARK_MODEL_FLAGS,
+    RUN_EVAL_FLAGS,
+    TABLES,
+    parse,
+)
+from worker_agent.android.simulator.shell import run_line
+
+SHA = "ab" * 32
+INPUT_SHA = "cd" * 32
+TOOL = {name: invocations.tool_path(name, SHA) for name in TABLES}
+MODEL = invocations.model_path(SHA)
+SETTINGS = {
+    "plain": {},
+    "tuned": {"num_runs": 7, "min_secs": 0.5, "warmup_min_secs": 0.2, "num_threads": 4},
+    "inputs": {
+        "inputs": [
+            {"layer": "image", "shape": [1, 224, 224, 3], "sha256": INPUT_SHA},
+            {"layer": "serving_default_mask", "shape": [1, 10], "sha256": INPUT_SHA},
+        ]
+    },
+}
+
+
+def _benchmark(config: str, settings: str) -> list[str]:
+    return invocations.benchmark_argv(
+        TOOL["benchmark_model"], MODEL, CONFIGS[config], SETTINGS[settings]
+    )
+
+
+def _run_eval(config: str) -> list[str]:
+    return invocations.run_eval_argv(TOOL["run_eval"], MODEL, CONFIGS[config], 50)
+
+
+def _check(argv: list[str], table: dict) -> dict:
+    parsed = parse(argv, table)
+    assert parsed.errors == [] and parsed.unconsumed == [], argv
+    assert len(parsed.given) == len(argv) - 1  # every argument is a flag, none repeated
+    return parsed.values
+
+
+@pytest.mark.parametrize("settings", list(SETTINGS))
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_benchmark_lines_use_only_official_flags(config: str, settings: str) -> None:
+    v = _check(_benchmark(config, settings), BENCHMARK_MODEL_FLAGS)
+    assert v["graph"] == MODEL and v["use_gpu"] == (config != "cpu")
+    assert v["enable_op_profiling"] is True and v["report_peak_memory_footprint"] is True
+    if config != "cpu":
+        assert v["gpu_precision_loss_allowed"] == (config == "gpu-fp16")
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_run_eval_lines_use_only_official_flags(config: str) -> None:
+    v = _check(_run_eval(config), RUN_EVAL_FLAGS)
+    assert v["model_file"] == MODEL and v["num_runs"] == 50
+    assert v["delegate"] == ("" if config == "cpu" else "gpu")
+
+
+@pytest.mark.parametrize("config, allowed", [("gpu-fp16", True), ("gpu-fp32", False)])
+def test_diff_precision_follows_the_configuration(config: str, allowed: bool) -> None:
+    # The GPU provider defaults gpu_precision_loss_allowed to true: fp32 must say false.
+    assert parse(_run_eval(config), RUN_EVAL_FLAGS).values["gpu_precision_loss_allowed"] is allowed
+
+
+def test_user_inputs_on_the_benchmark_line() -> None:
+    v = _check(_benchmark("gpu-fp16", "inputs"), BENCHMARK_MODEL_FLAGS)
+    remote = invocations.input_path(INPUT_SHA)
+    assert v["input_layer"] == "image,serving_default_mask"
+    assert v["input_layer_shape"] == "1,224,224,3:1,10"
+    assert v["input_layer_value_files"] == f"image:{remote},serving_default_mask:{remote}"
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"layer": "a,b", "shape": [1], "sha256": INPUT_SHA},
+        {"layer": "a b", "shape": [1], "sha256": INPUT_SHA},
+        {"layer": "out:0", "shape": [1], "sha256": INPUT_SHA},  # ':' splits value files
+        {"layer": "a", "shape": [], "sha256": INPUT_SHA},
+        {"layer": "a", "shape": [1, -2], "sha256": INPUT_SHA},
+        {"layer": "a", "shape": [1], "sha256": "../x"},
+    ],
+)
+def test_bad_user_inputs_are_refused(item: dict) -> None:
+    from delegate_runtime.errors import JobError
+
+    with pytest.raises(JobError):
+        invocations.benchmark_argv(
+            TOOL["benchmark_model"], MODEL, CONFIGS["cpu"], {"inputs": [item]}
+        )
+
+
+@pytest.mark.parametrize(
+    "arg, unconsumed, error",
+    [
+        ("--model_file_path=/m.tflite", True, False),  # not run_eval's flag
+        ("--use_gpu", True, False),  # a flag needs '=value'
+        ("--use_gpu=yes", False, True),  # bools: true/false/1/0 only
+        ("--num_runs=abc", False, True),
+        ("--num_runs=12abc", False, False),  # istringstream reads the leading 12
+        ("--delegate=gpu", False, False),
+    ],
+)
+def test_flags_parse_as_tflite_does(arg: str, unconsumed: bool, error: bool) -> None:
+    table = {**RUN_EVAL_FLAGS}
+    parsed = parse(["run_eval", arg], table)
+    assert bool(parsed.unconsumed) == unconsumed and bool(parsed.errors) == error
+
+
+class _Stream:
+    def __init__(self) -> None:
+        import threading
+
+        self.data = b""
+        self.closed = threading.Event()
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+
+def _run(phone: SimulatedPhone, line: str) -> tuple[int, str]:
+    s = _Stream()
+    status = run_line(phone, s, line)
+    return status, s.data.decode()
+
+
+@pytest.fixture
+def phone() -> SimulatedPhone:
+    p = SimulatedPhone("galaxy-s23")
+    for name in TABLES:
+        p.fs.write(f"/data/local/tmp/{name}", b"\x7fELF", mode=0o755)
+    return p
+
+
+def test_run_eval_with_the_old_flag_fails_as_the_real_one(phone: SimulatedPhone) -> None:
+    status, out = _run(phone, "/data/local/tmp/run_eval --model_file_path=/data/local/tmp/m.tflite")
+    assert status == 1
+    assert "Unconsumed cmdline flags: --model_file_path=/data/local/tmp/m.tflite" in out
+    assert "Could not run the task evaluation!" in out
+
+
+def test_benchmark_with_a_bad_value_prints_usage_and_fails(phone: SimulatedPhone) -> None:
+    status, out = _run(phone, "/data/local/tmp/benchmark_model --graph=/x --num_runs=many")
+    assert status == 1 and "Failed to parse flag 'num_runs' against argv '--num_runs=many'" in out
+    assert "usage: " in out and "Benchmarking failed." in out
+
+
+def test_benchmark_warns_on_unknown_flags_and_needs_graph(phone: SimulatedPhone) -> None:
+    status, out = _run(phone, "/data/local/tmp/benchmark_model --use_gpu --model=/x")
+    assert status == 1 and "Unconsumed cmdline flags: --use_gpu --model=/x" in out
+    assert "Please specify the name of your TF Lite input file with --graph" in out
+
+
+def test_benchmark_needs_the_pushed_value_files(phone: SimulatedPhone) -> None:
+    line = (
+        "/data/local/tmp/benchmark_model --graph=/x --input_layer=a --input_layer_shape=1 "
+        "--input_layer_value_files=a:/data/local/tmp/devicefarm/inputs/none.bin"
+    )
+    status, out = _run(phone, line)
+    assert status == 1 and "input layer value file" in out
+
+
+def test_profile_rows_name_the_backend() -> None:
+    profile = {
+        "nodes": [
+            {"node_type": "TfLiteGpuDelegateV2", "name": "[out]:3", "avg_ms": 1.5,
+             "first_ms": 2.0, "times_called": 1},
+            {"node_type": "CUMSUM", "name": "[c]:4", "avg_ms": 0.2, "first_ms": 0.3,
+             "times_called": 1},
+        ]
+    }  # fmt: skip
+    rows = op_profile_rows(profile)
+    assert [(r["node"], r["op"], r["backend"], r["avg_ms"]) for r in rows] == [
+        ("[out]:3", "TfLiteGpuDelegateV2", "gpu", 1.5),
+        ("[c]:4", "CUMSUM", "cpu", 0.2),
+    ]
+    assert op_profile_rows(None) == []

@@ -1,0 +1,96 @@
+"""Wrong dashboard passwords back off per client and for everyone (issue 16, point 12)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dashboard.login_throttle import ENV_DELAY, MAX_CLIENTS, LoginThrottle
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def throttle(clock: Clock, **kw) -> LoginThrottle:
+    return LoginThrottle(clock=clock, **kw)
+
+
+def test_free_attempts_then_doubling_waits(clock: Clock) -> None:
+    t = throttle(clock, free_attempts=3, base_delay_s=1.0)
+    waits = []
+    for _ in range(6):
+        waits.append(t.wait_s("a"))
+        t.failed("a")
+    assert waits == [0, 0, 0, 1.0, 2.0, 4.0]
+
+
+def test_the_wait_runs_out(clock: Clock) -> None:
+    t = throttle(clock, free_attempts=1, base_delay_s=10.0)
+    t.failed("a")
+    clock.now += 9.5
+    assert t.wait_s("a") == pytest.approx(0.5)
+    clock.now += 0.5
+    assert t.wait_s("a") == 0
+
+
+def test_the_wait_is_capped(clock: Clock) -> None:
+    t = throttle(clock, free_attempts=0, base_delay_s=1.0, max_delay_s=300.0)
+    for _ in range(200):
+        t.failed("a")
+    assert t.wait_s("a") == 300.0
+
+
+def test_clients_are_throttled_apart(clock: Clock) -> None:
+    t = throttle(clock, free_attempts=2)
+    t.failed("a")
+    t.failed("a")
+    assert t.wait_s("a") > 0 and t.wait_s("b") == 0
+
+
+def test_many_clients_together_back_off_everyone(clock: Clock) -> None:
+    t = throttle(clock, free_attempts=3, global_free=20, base_delay_s=1.0)
+    for i in range(20):
+        t.failed(f"10.0.0.{i}")  # one failure each: no client is over its own limit
+    assert t.wait_s("10.0.0.99") == 1.0
+
+
+def test_a_right_password_clears_its_client_only(clock: Clock) -> None:
+    t = throttle(clock, free_attempts=1)
+    t.failed("a")
+    t.failed("b")
+    t.succeeded("a")
+    assert t.wait_s("a") == 0 and t.wait_s("b") > 0
+
+
+def test_failures_are_forgotten_after_the_window(clock: Clock) -> None:
+    t = throttle(clock, free_attempts=1, base_delay_s=1.0, window_s=60.0)
+    t.failed("a")
+    t.failed("a")
+    clock.now += 61
+    t.failed("a")
+    assert t.wait_s("a") == 1.0  # one failure in the window: the first step again
+
+
+def test_clients_remembered_are_bounded(clock: Clock) -> None:
+    t = throttle(clock, global_free=10**9)
+    for i in range(MAX_CLIENTS + 50):
+        t.failed(f"c{i}")
+    assert len(t._clients) == MAX_CLIENTS
+
+
+@pytest.mark.parametrize(
+    ("raw", "delay"),
+    [("30", 30.0), ("0", 0.0), ("nan", 1.0), ("-5", 1.0), ("lots", 1.0), ("1e9", 1.0)],
+)
+def test_delay_from_the_environment(monkeypatch, raw: str, delay: float) -> None:
+    monkeypatch.setenv(ENV_DELAY, raw)
+    assert LoginThrottle.from_env().base_delay_s == delay

@@ -1,0 +1,43 @@
+"""Init split: what a process pays once against what each model pays."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from delegate_runtime.tools.process_init import init_split_line, prepare_process
+
+
+def test_the_process_part_is_paid_once():
+    prepare_process("cpu")
+    assert prepare_process("cpu") < 20_000  # us: modules already imported
+
+
+@pytest.mark.parametrize(
+    "session, detail",
+    [
+        (SimpleNamespace(), "(read 3.2, session 1.9)"),
+        (
+            SimpleNamespace(
+                init_phases_ms={
+                    "fold_and_partition": 2.04,
+                    "context": 0.2,
+                    "program": 30.0,
+                    "lower_and_upload": 35.5,
+                    "total": 67.9,
+                },
+                program_from_cache=True,
+            ),
+            "(read 3.2, session 1.9: fold and partition 2.0, device and queue 0.2, "
+            "program 30.0 from cache, lower and upload 35.5)",
+        ),
+    ],
+    ids=["cpu", "gpu"],
+)
+def test_init_split_line(session, detail):
+    line = init_split_line(1102_300, 3_200, 1_900, session)
+    assert line == (
+        "Init split (ms): once per process 1102.3 (runtime modules, OpenCL context), "
+        f"this model 5.1 {detail}"
+    )

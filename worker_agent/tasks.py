@@ -1,0 +1,47 @@
+"""The farm's Celery tasks. Thin: they pass ids to plain functions tested on their own.
+
+A worker agent's consumer process configures `app` for its broker and installs the device
+context (`worker_agent.consumer`) before the worker starts.
+
+A job that cannot reach the database is neither done nor failed: its message is put back
+on the queue (after a pause, so an outage is not a busy loop) and runs when the database
+answers again, without waiting for the reconciler.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from farm_core.celery_app import TASK_RUN_JOB, make_app
+from farm_core.settings import default_broker_url
+
+app = make_app(default_broker_url())
+log = logging.getLogger(__name__)
+#: Pause before a job that met a database outage goes back on its queue.
+DB_OUTAGE_PAUSE_S = 2.0
+
+
+@app.task(name=TASK_RUN_JOB)
+def run_job(job_id: int, attempt: int) -> str:
+    """Run dispatch `attempt` of job `job_id` on this consumer's device."""
+    from celery.exceptions import Reject
+
+    from farm_core.database import unreachable
+    from worker_agent.consumer import current_context
+    from worker_agent.executor import execute_job
+
+    try:
+        return execute_job(current_context(), job_id, attempt)
+    except Exception as exc:
+        if not unreachable(exc):
+            raise
+        log.warning(
+            "job %s attempt %s: database unreachable (%s); back on the queue in %g s",
+            job_id,
+            attempt,
+            str(exc).splitlines()[0],
+            DB_OUTAGE_PAUSE_S,
+        )
+        time.sleep(DB_OUTAGE_PAUSE_S)
+        raise Reject(str(exc).splitlines()[0], requeue=True) from exc
