@@ -32,8 +32,8 @@ Q_STEPS = 1.01
 #: name -> (input NHWC, filter, stride, padding, activation, kernel that must run)
 CASES = {
     "valid-selfie-128x128x16": ((1, 128, 128, 16), (128, 128), (1, 1), "VALID", "NONE", "wide"),
-    # batch 2 stays on pool2d (pool.py's NOTE on mean_axis_wide over several rows)
-    "valid-batch2-40x40x8": ((2, 40, 40, 8), (40, 40), (1, 1), "VALID", "NONE", "pool2d"),
+    "valid-batch2-40x40x8": ((2, 40, 40, 8), (40, 40), (1, 1), "VALID", "NONE", "wide"),
+    "valid-batch3-6x5x4": ((3, 6, 5, 4), (6, 5), (1, 1), "VALID", "NONE", "axis"),
     "valid-strided-9x8x40": ((1, 9, 8, 40), (9, 8), (2, 3), "VALID", "NONE", "wide"),
     "valid-small-5x6x4": ((1, 5, 6, 4), (5, 6), (1, 1), "VALID", "NONE", "axis"),
     "same-filter-is-map": ((1, 16, 12, 24), (16, 12), (16, 12), "SAME", "NONE", "wide"),

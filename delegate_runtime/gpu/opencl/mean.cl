@@ -12,9 +12,10 @@ __kernel void mean_axis(__global const store_t* in, __global store_t* out, int o
 // The same with work groups of 32 outputs x MEAN_ROWS rows, for large inner (a
 // squeeze-excite over a big feature map): group (i, s, o) sums slice s of inner for outputs
 // 32i..32i+31 of outer row o, its rows of items taking interleaved elements and adding
-// their sums in local memory. With several slices each writes its sum to P; the last group
-// of an output block to finish (counted per block with an atomic) adds them all, so no
-// second launch is needed.
+// their sums in local memory. Each group writes its sum to P; the last group of an output
+// block to finish (counted per block with an atomic) adds them all, so no second launch is
+// needed. One slice takes the same path: PoCL 3.1 miscompiled an early `return` for it
+// before the barriers (items past `rest` then stored past `out`; tests/ops/test_gpu_mean.py).
 #define MEAN_ROWS 8
 __kernel __attribute__((reqd_work_group_size(32, MEAN_ROWS, 1)))
 void mean_axis_wide(__global const store_t* in, __global store_t* out, int outer, int inner,
@@ -34,13 +35,6 @@ void mean_axis_wide(__global const store_t* in, __global store_t* out, int outer
   barrier(CLK_LOCAL_MEM_FENCE);
   if (ly == 0)
     for (int j = 1; j < MEAN_ROWS; ++j) acc += sums[j][lx];
-  if (slices == 1) {
-    if (ly == 0 && r < rest) {
-      int at = o * rest + r;
-      ST(out, at, EPILOGUE(acc / inner, at, r));
-    }
-    return;
-  }
   if (ly == 0 && r < rest) P[(o * slices + s) * rest + r] = acc;
   mem_fence(CLK_GLOBAL_MEM_FENCE);  // our partials are visible before we count ourselves
   barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);

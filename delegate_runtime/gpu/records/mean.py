@@ -68,7 +68,7 @@ def reduce_mean(lo, op: Operator, dims: tuple[int, int, int], epilogue: list[Any
         slices = max(min(inner // SLICE, MAX_SLICES), 1)
         per_slice = -(-inner // slices)
         blocks = -(-rest // WIDE_GROUP[0])
-        scratch = Scratch(4 * outer * slices * rest if slices > 1 else 4)
+        scratch = Scratch(4 * outer * slices * rest)
         args += [np.int32(per_slice), scratch, Counters(blocks * outer), *epilogue]
         gsize = (blocks * WIDE_GROUP[0], slices * WIDE_GROUP[1], outer)
         lo.emit(op, "mean_axis_wide", args, gsize, WIDE_GROUP)

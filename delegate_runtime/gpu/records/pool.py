@@ -27,13 +27,10 @@ def shapes(op: Operator, sg: Subgraph) -> list[Shape]:
 
 
 def _whole_map(in_s: Shape, out_s: Shape, k: tuple[int, int], pad: tuple[int, int]) -> bool:
-    """Whether a batch-1 output is one pixel whose window, from -pad, covers every input pixel:
-    its average (LiteRT divides by the pixels inside the window) is the mean over H and W."""
-    # NOTE: batch 1 only: mean_axis_wide over 2 outer rows corrupts PoCL's heap (seen with
-    # MEAN on [2, 40, 40, 8] at HEAD, MALLOC_CHECK_=3), not yet understood.
+    """Whether the output is one pixel whose window, from -pad, covers every input pixel: its
+    average (LiteRT divides by the pixels inside the window) is the mean over H and W."""
     return (
-        in_s[0] == 1
-        and out_s[1:3] == (1, 1)
+        out_s[1:3] == (1, 1)
         and all(k[i] - pad[i] >= in_s[1 + i] and pad[i] >= 0 for i in range(2))
     )
 
