@@ -7,7 +7,13 @@ where LiteRT cannot run the model), per output: max |out - golden| over the gold
 (conftest.output_scale: its range). Runtimes: LiteRT's GPU accelerator (`CompiledModel`,
 GPU) at its default precision (fp16) and with `enforce_f32`, and ours in fp16 and fp32.
 
-    python bench/zoo_fp16_error.py [--device NVIDIA] [--json OUT] [NAME ...]
+    python bench/zoo_fp16_error.py [--device NVIDIA] [--inputs N] [--json OUT] [NAME ...]
+
+With `--inputs N` every runtime also runs N - 1 more input sets drawn as the tier's are
+(seeds LABEL#errK) against their own goldens, and the table gives, per output, the median
+over the N inputs with the first input's figure in brackets: on one input, two runtimes
+with the same rounding noise land either way of each other (a softmax turns the noise on
+its few top logits into the output's largest error).
 
 The per-output figures of LiteRT's GPU accelerator are what test_zoo.LITERT_GPU_FP16_ERROR
 (default precision) and test_zoo.LITERT_GPU_FP32_ERROR (enforce_f32, int8 files) hold
@@ -27,16 +33,26 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.models import zoo  # noqa: E402
-from tests.models.conftest import ZooCase, golden, keras_case, mediapipe_case, output_scale  # noqa: E402
-from tests.models.test_zoo import cpu_outputs  # noqa: E402
+from tests.models.conftest import (  # noqa: E402
+    ZooCase,
+    golden,
+    goldens,
+    keras_case,
+    mediapipe_case,
+    output_scale,
+)
+from tests.models.conftest import input_sets as draw_sets  # noqa: E402
 
 LITERT_FP16, LITERT_FP32 = "LiteRT GPU fp16", "LiteRT GPU enforce_f32"
 RUNTIMES = (LITERT_FP16, LITERT_FP32, "ours fp16", "ours fp32")
 
 
-def litert_gpu(case: ZooCase, enforce_f32: bool) -> tuple[list[np.ndarray], bool]:
-    """Outputs of LiteRT's GPU accelerator in the model's output order, and whether it took
-    the whole model (where it refuses some ops, they run on LiteRT's CPU kernels)."""
+def litert_gpu(
+    case: ZooCase, enforce_f32: bool, input_sets: list[list[np.ndarray]]
+) -> tuple[list[list[np.ndarray]], bool]:
+    """Outputs of LiteRT's GPU accelerator in the model's output order for each input set,
+    and whether it took the whole model (where it refuses some ops, they run on LiteRT's
+    CPU kernels)."""
     from ai_edge_litert.compiled_model import CompiledModel
     from ai_edge_litert.hardware_accelerator import HardwareAccelerator
     from ai_edge_litert.options import GpuOptions, Options
@@ -57,16 +73,19 @@ def litert_gpu(case: ZooCase, enforce_f32: bool) -> tuple[list[np.ndarray], bool
     ins, outs = model.create_input_buffers(0), model.create_output_buffers(0)
     sg = case.model.main
     in_names = [sg.tensors[i].name for i in sg.inputs]
-    by_name = dict(zip(signature_order(in_names, in_details), case.inputs, strict=True))
-    for buf, name in zip(ins, in_details, strict=True):
-        buf.write(np.ascontiguousarray(by_name[name]))
-    model.run_by_index(0, ins, outs)
-    got = {
-        name: buf.read(int(np.prod(d["shape"])), np.dtype(d["dtype"])).reshape(d["shape"])
-        for buf, (name, d) in zip(outs, out_details.items(), strict=True)
-    }
     out_names = [sg.tensors[i].name for i in sg.outputs]
-    return [got[n] for n in signature_order(out_names, out_details)], model.is_fully_accelerated()
+    results = []
+    for inputs in input_sets:
+        by_name = dict(zip(signature_order(in_names, in_details), inputs, strict=True))
+        for buf, name in zip(ins, in_details, strict=True):
+            buf.write(np.ascontiguousarray(by_name[name]))
+        model.run_by_index(0, ins, outs)
+        got = {
+            name: buf.read(int(np.prod(d["shape"])), np.dtype(d["dtype"])).reshape(d["shape"])
+            for buf, (name, d) in zip(outs, out_details.items(), strict=True)
+        }
+        results.append([got[n] for n in signature_order(out_names, out_details)])
+    return results, model.is_fully_accelerated()
 
 
 def signature_order(tensor_names: list[str], signature: dict) -> list[str]:
@@ -81,11 +100,13 @@ def signature_order(tensor_names: list[str], signature: dict) -> list[str]:
     return names
 
 
-def ours(case: ZooCase, precision: str, device: str | None) -> list[np.ndarray]:
+def ours(
+    case: ZooCase, precision: str, device: str | None, input_sets: list[list[np.ndarray]]
+) -> list[list[np.ndarray]]:
     from delegate_runtime.gpu.delegate import GpuSession
 
     session = GpuSession(case.model, precision=precision, device=device, log=io.StringIO())
-    return session.invoke(case.inputs)
+    return [session.invoke(inputs) for inputs in input_sets]
 
 
 def errors(got: list[np.ndarray], want: list[np.ndarray]) -> list[float]:
@@ -103,23 +124,25 @@ def zoo_case(name: str) -> ZooCase:
     return mediapipe_case(name)
 
 
-def measure(name: str, device: str | None) -> dict:
+def measure(name: str, device: str | None, n_inputs: int = 1) -> dict:
+    """Per runtime, per input set, per output: the error (or why the runtime failed)."""
     case = zoo_case(name)
     gold = golden(case)
-    want = gold.outputs if gold.outputs is not None else cpu_outputs(case)
+    input_sets = draw_sets(case, n_inputs)
+    wants = goldens(case, input_sets)
     row: dict = {"golden": gold.kernels or "CPU reference (LiteRT cannot run it)"}
-    noise = gold.noise or [0.0] * len(want)
-    row["noise"] = [n / output_scale(w) for n, w in zip(noise, want, strict=True)]
+    noise = gold.noise or [0.0] * len(wants[0])
+    row["noise"] = [n / output_scale(w) for n, w in zip(noise, wants[0], strict=True)]
     makers = {
-        LITERT_FP16: lambda: litert_gpu(case, enforce_f32=False),
-        LITERT_FP32: lambda: litert_gpu(case, enforce_f32=True),
-        "ours fp16": lambda: (ours(case, "fp16", device), True),
-        "ours fp32": lambda: (ours(case, "fp32", device), True),
+        LITERT_FP16: lambda: litert_gpu(case, False, input_sets),
+        LITERT_FP32: lambda: litert_gpu(case, True, input_sets),
+        "ours fp16": lambda: (ours(case, "fp16", device, input_sets), True),
+        "ours fp32": lambda: (ours(case, "fp32", device, input_sets), True),
     }
     for runtime, make in makers.items():
         try:
             got, full = make()
-            row[runtime] = errors(got, want)
+            row[runtime] = [errors(g, w) for g, w in zip(got, wants, strict=True)]
             if not full:
                 row[f"{runtime} partial"] = True
         except Exception as exc:  # noqa: BLE001 - the table reports it and goes on
@@ -128,9 +151,14 @@ def measure(name: str, device: str | None) -> dict:
 
 
 def cell(value: object) -> str:
-    if isinstance(value, list):
-        return " ".join(f"{v:.1e}" for v in value)
-    return f"fails ({value})"
+    """Per output the median over the input sets, with the first set's figure in brackets
+    when there are several."""
+    if not isinstance(value, list):
+        return f"fails ({value})"
+    if len(value) == 1:
+        return " ".join(f"{v:.1e}" for v in value[0])
+    medians = np.median(np.array(value), axis=0)
+    return " ".join(f"{m:.1e} ({v:.1e})" for m, v in zip(medians, value[0], strict=True))
 
 
 def main() -> int:
@@ -141,14 +169,18 @@ def main() -> int:
         help="MediaPipe models or Keras NAME__VARIANT (default: MediaPipe's and the Keras files here)",
     )
     ap.add_argument("--device", default=None, help="OpenCL device of ours (default: the first)")
+    ap.add_argument(
+        "--inputs", type=int, default=1, help="input sets per model (default 1: the tier's)"
+    )
     ap.add_argument("--json", default=None, help="write the figures here")
     a = ap.parse_args()
     rows = {}
     keras = [f"{n}__{v}" for n, v in zoo.KERAS_MODELS if zoo.keras_model(n, v) is not None]
     for name in a.names or [*zoo.MEDIAPIPE_MODELS, *keras]:
-        rows[name] = measure(name, a.device)
+        rows[name] = measure(name, a.device, a.inputs)
         print(f"  {name}: {json.dumps(rows[name])}", flush=True)
-    print("\nper output, max |out - golden| / golden's range\n")
+    over = f", median over {a.inputs} inputs (first input)" if a.inputs > 1 else ""
+    print(f"\nper output, max |out - golden| / golden's range{over}\n")
     print("| model | " + " | ".join(RUNTIMES) + " | LiteRT GPU whole model |")
     print("| --- " * (len(RUNTIMES) + 2) + "|")
     for name, row in rows.items():

@@ -155,6 +155,28 @@ def golden(case: ZooCase) -> Golden:
     return Golden(None, None)
 
 
+def input_sets(case: ZooCase, n: int) -> list[list[np.ndarray]]:
+    """The tier's inputs and n - 1 more drawn the same way (seeds LABEL#errK)."""
+    return [case.inputs] + [case.draw_inputs(f"{case.label}#err{k}") for k in range(1, n)]
+
+
+def goldens(case: ZooCase, sets: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+    """The golden of each input set, from the kernels that made the tier's golden (the CPU
+    reference where LiteRT cannot run the model)."""
+    from delegate_runtime.interpreter import Interpreter
+
+    gold = golden(case)
+    out = []
+    for k, inputs in enumerate(sets):
+        if gold.outputs is None:
+            out.append(Interpreter(case.model).invoke(inputs))
+        elif k == 0 and inputs is case.inputs:
+            out.append(gold.outputs)
+        else:
+            out.append(litert.run(case.data, inputs, reference=gold.kernels == REFERENCE))
+    return out
+
+
 def mediapipe_case(name: str) -> ZooCase:
     try:
         path = zoo.mediapipe_model(name)

@@ -19,6 +19,9 @@ shared conformance checker allows:
 - GPU fp16: no worse than LiteRT's own GPU accelerator on the same file and inputs
   (LITERT_GPU_FP16_ERROR, measured on an NVIDIA H200), and at least 5e-2, the
   whole-network fp16 allowance of the shared conformance cases (`fp16_atol`).
+  Where one input decides by chance (a softmax's few top logits turn equal rounding noise
+  into its largest error), both are compared on the median over FP16_MEDIAN_INPUTS input
+  sets instead (LITERT_GPU_FP16_MEDIAN).
 Where ours is worse than LiteRT's GPU accelerator: a strict xfail naming both figures
 (WORSE_THAN_LITERT). The GPU delegate must take every node (TFLite's delegate takes all
 of these models).
@@ -37,6 +40,8 @@ from tests.models.conftest import (
     XNNPACK,
     ZooCase,
     golden,
+    goldens,
+    input_sets,
     keras_case,
     mediapipe_case,
     output_scale,
@@ -192,12 +197,51 @@ WORSE_THAN_LITERT = {
         "ours 1.81e-1 of range on an NVIDIA H200 (fp16 storage), LiteRT GPU 1.71e-1 "
         "(bench/zoo_fp16_error.py); PoCL 1.5e-1 passes"
     ),
-    ("MobileNetV3Large__fp32", "fp16", ""): (
-        "ours 7.39e-2 of range on PoCL and 7.37e-2 on an NVIDIA H200, LiteRT GPU 4.85e-2 "
-        "(bench/zoo_fp16_error.py); the CPU reference with its tensors rounded to float16 "
-        "gives 5.1e-2"
-    ),
 }
+
+#: Input sets of the median comparison (conftest.input_sets: the tier's and more drawn the
+#: same way).
+FP16_MEDIAN_INPUTS = 16
+#: LiteRT's GPU accelerator (default fp16) per output: the median over FP16_MEDIAN_INPUTS
+#: input sets of max |out - golden| over the golden's range, on an NVIDIA H100 (driver
+#: 580.159.04, LiteRT 2.3.0) by `bench/zoo_fp16_error.py NAME --inputs 16` (docs/models.md).
+#: MobileNetV3Large__fp32: on the tier's input LiteRT 5.3e-2 and ours 7.1e-2 there (7.4e-2
+#: on PoCL), over 16 inputs LiteRT 2.2e-2 and ours 1.2e-2; the logits before the softmax
+#: carry the same noise in both (ours 0.0574 std against 0.0569 for the CPU reference with
+#: every tensor and weight rounded to float16).
+LITERT_GPU_FP16_MEDIAN: dict[str, tuple[float, ...]] = {
+    "MobileNetV3Large__fp32": (2.2e-02,),
+}
+
+
+def check_gpu_fp16_median(case: ZooCase, litert_medians: tuple[float, ...]) -> None:
+    """Ours in fp16 over FP16_MEDIAN_INPUTS input sets: per output, the median error no
+    larger than LiteRT GPU's on the same sets, plus twice the noise floor."""
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    session = GpuSession(case.model, precision="fp16", log=io.StringIO())
+    d = session.delegation
+    assert d.fully_delegated, f"{d.delegated_nodes}/{d.total_nodes} nodes delegated: {d.to_dict()}"
+    sets = input_sets(case, FP16_MEDIAN_INPUTS)
+    errors = [
+        [
+            float(np.abs(g.astype(np.float64) - w.astype(np.float64)).max()) / output_scale(w)
+            for g, w in zip(session.invoke(inputs), want, strict=True)
+        ]
+        for inputs, want in zip(sets, goldens(case, sets), strict=True)
+    ]
+    medians = np.median(np.array(errors), axis=0)
+    noise = golden(case).noise or [0.0] * len(medians)
+    scales = [output_scale(w) for w in golden(case).outputs]
+    report, ok = [], True
+    for i, (m, floor) in enumerate(zip(medians, litert_medians, strict=True)):
+        limit = floor + 2 * noise[i] / scales[i]
+        ok &= m <= limit
+        report.append(
+            f"output {i}: median {m:.2e} of range over {len(sets)} inputs (LiteRT GPU "
+            f"{floor:.2e}, allowed {limit:.2e}; first input {errors[0][i]:.2e})"
+        )
+    assert ok, "; ".join(report)
 
 
 def check_gpu_against_litert(
@@ -208,6 +252,9 @@ def check_gpu_against_litert(
     for (label, worse_backend, vendor), why in WORSE_THAN_LITERT.items():
         if (label, worse_backend) == (case.label, backend) and vendor in device:
             request.applymarker(pytest.mark.xfail(reason=why, strict=True))
+    if backend == "fp16" and case.label in LITERT_GPU_FP16_MEDIAN:
+        check_gpu_fp16_median(case, LITERT_GPU_FP16_MEDIAN[case.label])
+        return
     check_gpu(case, backend, LITERT_GPU_ERROR[backend].get(case.label))
 
 
