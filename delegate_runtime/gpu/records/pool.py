@@ -29,9 +29,8 @@ def shapes(op: Operator, sg: Subgraph) -> list[Shape]:
 def _whole_map(in_s: Shape, out_s: Shape, k: tuple[int, int], pad: tuple[int, int]) -> bool:
     """Whether the output is one pixel whose window, from -pad, covers every input pixel: its
     average (LiteRT divides by the pixels inside the window) is the mean over H and W."""
-    return (
-        out_s[1:3] == (1, 1)
-        and all(k[i] - pad[i] >= in_s[1 + i] and pad[i] >= 0 for i in range(2))
+    return out_s[1:3] == (1, 1) and all(
+        k[i] - pad[i] >= in_s[1 + i] and pad[i] >= 0 for i in range(2)
     )
 
 
