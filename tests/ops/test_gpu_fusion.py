@@ -335,6 +335,35 @@ def quantized_conv() -> Built:
     return Built(b.build(), ins, (1, 2), tol_abs=2 * 0.05)
 
 
+def quantized_conv_swish() -> Built:
+    """float -> QUANTIZE -> int8 CONV_2D -> int8 LOGISTIC, int8 MUL(conv, sigmoid) ->
+    DEQUANTIZE (an int8 EfficientNet's swish): the conv's kernel runs all four, snapping
+    the sigmoid to its int8 grid (1/256) before the product."""
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", X, F)
+    q = g.tensor("q", X, np.int8, quant=Quant(0.02, -5))
+    g.op("QUANTIZE", [x], [q])
+    w = g.const(
+        "w",
+        np.random.default_rng(5).integers(-100, 100, (4, 3, 3, 8)).astype(np.int8),
+        quant=Quant(0.01, 0),
+    )
+    bias = g.const("b", np.arange(4, dtype=np.int32) * 10, quant=Quant(0.02 * 0.01, 0))
+    t = g.tensor("t", (1, 6, 7, 4), np.int8, quant=Quant(0.05, 3))
+    conv = dict(padding="SAME", stride_h=1, stride_w=1, fused_activation_function="NONE")
+    g.op("CONV_2D", [q, w, bias], [t], version=3, **conv)
+    sig = g.tensor("sig", (1, 6, 7, 4), np.int8, quant=Quant(1 / 256, -128))
+    g.op("LOGISTIC", [t], [sig], version=2)
+    y = g.tensor("y", (1, 6, 7, 4), np.int8, quant=Quant(0.03, -40))
+    g.op("MUL", [t, sig], [y], version=2, fused_activation_function="NONE")
+    out = g.tensor("out", (1, 6, 7, 4), F)
+    g.op("DEQUANTIZE", [y], [out], version=2)
+    g.output(out)
+    ins = [np.random.default_rng(6).uniform(-2, 2, X).astype(F)]
+    return Built(b.build(), ins, (1, 2, 3, 4), tol_abs=2 * 0.03)
+
+
 CASES: dict[str, Callable[[], Built]] = {
     "conv-relu": conv_then_unary("RELU"),
     "conv-relu6": conv_then_unary("RELU6"),
@@ -358,6 +387,7 @@ CASES: dict[str, Callable[[], Built]] = {
     "squeeze-excite": squeeze_excite,
     "squeeze-excite-gate-into-projection": se_gate_into_projection,
     "quantize-conv-dequantize": quantized_conv,
+    "quantized-conv-swish": quantized_conv_swish,
     "pad-into-conv": pad_into("CONV_2D", 1),
     "pad-into-depthwise-stride2": pad_into("DEPTHWISE_CONV_2D", 2),
 }

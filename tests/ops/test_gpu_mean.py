@@ -108,3 +108,39 @@ def test_mean_axis_wide_stores_nothing_past_its_output(opencl_device, name):
         past = np.flatnonzero(got[n:] != -7.0)
         assert past.size == 0, f"{past.size} floats stored past the output, from {past[0]}"
         np.testing.assert_allclose(got[:n], x.mean(axis=(1, 2)).ravel(), rtol=1e-5, atol=1e-6)
+
+
+#: id -> (input NHWC, axes, keep_dims): MEAN then ADD of a vector over the output's last
+#: axis, then RELU; the mean kernel runs all three (its epilogue's channel is the index in
+#: the output's last axis, whatever the reduced axes)
+FUSED = {
+    "hw-keep-sliced": ((2, 40, 40, 8), [1, 2], True),
+    "h-only": ((1, 5, 6, 8), [1], False),
+    "last-axis": ((1, 4, 6, 80), [3], False),
+    "wc-wide": ((2, 3, 16, 12), [2, 3], False),
+}
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("name", list(FUSED))
+def test_mean_absorbs_the_elementwise_after_it(opencl_device, name, precision):
+    shape, axes, keep = FUSED[name]
+    require(litert.available(), "ai-edge-litert (the LiteRT oracle)")
+    out = tuple(1 if i in axes else d for i, d in enumerate(shape) if keep or i not in axes)
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", shape, F)
+    m = g.tensor("m", out, F)
+    g.op("MEAN", [x, g.const("axes", np.array(axes, np.int32))], [m], keep_dims=keep)
+    bias = np.linspace(-0.4, 0.3, out[-1], dtype=F)
+    s = g.tensor("s", out, F)
+    g.op("ADD", [m, g.const("bias", bias)], [s], fused_activation_function="NONE")
+    y = g.tensor("y", out, F)
+    g.op("RELU", [s], [y])
+    g.output(y)
+    ins = _inputs(shape)
+    want = litert.run(b.build(), ins, reference=True)[0]
+    session = _session(b.build(), precision)
+    assert session.fused_kernels() == {0: (0, 1, 2)}
+    got = session.invoke(ins)[0]
+    np.testing.assert_allclose(got, want, rtol=TOL[precision], atol=TOL[precision])

@@ -69,6 +69,7 @@ TABLE: dict[str, dict[str, int]] = {
                 "MUL",
                 "PRELU",
                 "QDQ",
+                "SWISH_QDQ",
             )
         )
     },

@@ -53,7 +53,8 @@ inline float act(float x, int a) {
 // Kernels that produce a tensor apply, after their own result and fused activation, up to
 // three elementwise steps of the ops fused into them (STEP_* codes, k.x; k.y a FROM_* code
 // saying where the operand is: the scalar s.x, p[channel] or p[element]). QDQ snaps to the
-// grid s.x (lo), s.y (hi), s.z (scale). o is the output element, c its channel.
+// grid s.x (lo), s.y (hi), s.z (scale), SWISH_QDQ its sigmoid (a quantized model's
+// LOGISTIC output) to that grid. o is the output element, c its channel.
 inline float step_operand(int from, __global const store_t* p, float4 s, int o, int c) {
   switch (from) {
     case FROM_TENSOR: return LDF(p, o);
@@ -79,6 +80,10 @@ inline float step(float v, int2 k, __global const store_t* p, float4 s, int o, i
     case STEP_MUL: return v * step_operand(k.y, p, s, o, c);
     case STEP_PRELU: return v >= 0.0f ? v : v * step_operand(k.y, p, s, o, c);
     case STEP_QDQ: return round((clamp(v, s.x, s.y) - s.x) / s.z) * s.z + s.x;
+    case STEP_SWISH_QDQ: {  // x * sigmoid(x), the sigmoid snapped to its own grid first
+      float g = 1.0f / (1.0f + exp(-v));
+      return v * (round((clamp(g, s.x, s.y) - s.x) / s.z) * s.z + s.x);
+    }
     default: return NAN;  // an unknown code poisons the result
   }
 }

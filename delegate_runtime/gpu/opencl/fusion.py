@@ -2,7 +2,8 @@
 
 TFLite's GPU delegate merges "linkable" ops into the operation before them; here a node
 whose record takes an epilogue (convolutions, GEMMs, pooling, binary ops) absorbs the
-chain of elementwise nodes after it: activations (with x * sigmoid(x) as one step), ADD,
+chain of elementwise nodes after it: activations (with x * sigmoid(x) as one step, in a
+quantized model with the sigmoid snapped to its int8 grid inside the step), ADD,
 SUB, MUL and PRELU with a scalar, per-channel or same-shape operand, QUANTIZE and
 DEQUANTIZE, and the quantize-and-dequantize step after every quantized tensor. The chain
 stops at a tensor that anything else reads, that leaves the partition, or whose operand is
@@ -217,7 +218,8 @@ def _swish(
     readers: dict[int, list[int]],
     leaving: set[int],
 ) -> tuple[list[int], list[StepSpec], int] | None:
-    """t -> LOGISTIC -> s, MUL(t, s): x * sigmoid(x) as one step."""
+    """t -> LOGISTIC -> s, MUL(t, s): x * sigmoid(x) as one step; where s is quantized
+    (an int8 model's float view), SWISH_QDQ snaps the sigmoid to s's grid in the step."""
     by_name = {op.op: op for op in ops}
     logistic, mul = by_name.get("LOGISTIC"), by_name.get("MUL")
     if logistic is None or mul is None:
@@ -227,10 +229,11 @@ def _swish(
         sorted(mul.inputs) != sorted((t, s))
         or readers.get(s) != [mul.index]
         or s in leaving
-        or qdq_step(sg, s)
         or mul.options.get("fused_activation_function", 0)
         or sg.tensors[mul.outputs[0]].shape != sg.tensors[t].shape
     ):
         return None
+    snap = qdq_step(sg, s)
+    swish = StepSpec(Step.SWISH_QDQ, params=snap[0].params) if snap else StepSpec(Step.SWISH)
     out = mul.outputs[0]
-    return [logistic.index, mul.index], [StepSpec(Step.SWISH)] + qdq_step(sg, out), out
+    return [logistic.index, mul.index], [swish] + qdq_step(sg, out), out

@@ -1,12 +1,13 @@
 // Mean over the inner axes: in seen as [outer, inner, rest]; out [outer, rest], through the
-// epilogue (channel: the index in rest, as a whole-map pool's NHWC output).
+// epilogue (channel: the output index modulo `channels`, the output's last axis).
 __kernel void mean_axis(__global const store_t* in, __global store_t* out, int outer,
-                        int inner, int rest, EPILOGUE_PARAMS) {
+                        int inner, int rest, int channels, EPILOGUE_PARAMS) {
   int r = get_global_id(0), o = get_global_id(1);
   if (r >= rest || o >= outer) return;
   float acc = 0.0f;
   for (int i = 0; i < inner; ++i) acc += LDF(in, (o * inner + i) * rest + r);
-  ST(out, o * rest + r, EPILOGUE(acc / inner, o * rest + r, r));
+  int at = o * rest + r;
+  ST(out, at, EPILOGUE(acc / inner, at, at % channels));
 }
 
 // The same with work groups of 32 outputs x MEAN_ROWS rows, for large inner (a
@@ -19,8 +20,8 @@ __kernel void mean_axis(__global const store_t* in, __global store_t* out, int o
 #define MEAN_ROWS 8
 __kernel __attribute__((reqd_work_group_size(32, MEAN_ROWS, 1)))
 void mean_axis_wide(__global const store_t* in, __global store_t* out, int outer, int inner,
-                    int rest, int per_slice, __global float* P, __global int* counters,
-                    EPILOGUE_PARAMS) {
+                    int rest, int channels, int per_slice, __global float* P,
+                    __global int* counters, EPILOGUE_PARAMS) {
   __local float sums[MEAN_ROWS][32];
   __local int last;
   int lx = get_local_id(0), ly = get_local_id(1);
@@ -45,6 +46,7 @@ void mean_axis_wide(__global const store_t* in, __global store_t* out, int outer
   volatile __global const float* VP = P;  // bypass non-coherent caches for others' writes
   float total = 0.0f;
   for (int j = 0; j < slices; ++j) total += VP[(o * slices + j) * rest + r];
-  ST(out, o * rest + r, EPILOGUE(total / inner, o * rest + r, r));
+  int at = o * rest + r;
+  ST(out, at, EPILOGUE(total / inner, at, at % channels));
   if (lx == 0) counters[block] = 0;  // ready for the next run
 }

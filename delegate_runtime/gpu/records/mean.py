@@ -60,10 +60,13 @@ def lower(lo, op: Operator) -> None:
 
 def reduce_mean(lo, op: Operator, dims: tuple[int, int, int], epilogue: list[Any]) -> None:
     """Launch the mean of `op`'s input 0 seen as `dims` = [outer, inner, rest] over inner
-    into its output 0 [outer, rest], through `epilogue` (Lowerer.epilogue's arguments,
-    channel = index in rest); shared with the whole-map AVERAGE_POOL_2D."""
+    into its output 0 [outer, rest], through `epilogue` (Lowerer.epilogue's arguments; an
+    element's channel is its index in the output's last axis); shared with the whole-map
+    AVERAGE_POOL_2D."""
     outer, inner, rest = dims
-    args = [Buf(op.inputs[0]), Buf(op.outputs[0]), *map(np.int32, dims)]
+    out_shape = lo.t(op.outputs[0]).shape
+    channels = max(int(out_shape[-1]), 1) if len(out_shape) else 1
+    args = [Buf(op.inputs[0]), Buf(op.outputs[0]), *map(np.int32, (*dims, channels))]
     if inner >= WIDE_FROM:
         slices = max(min(inner // SLICE, MAX_SLICES), 1)
         per_slice = -(-inner // slices)
@@ -77,4 +80,14 @@ def reduce_mean(lo, op: Operator, dims: tuple[int, int, int], epilogue: list[Any
     lo.emit(op, "mean_axis", [*args, *epilogue], g[:2], lsz[:2])
 
 
-register(GpuOp("MEAN", OpRule(versions(1), versions(2)), lower, ("mean.cl",), check, shapes))
+register(
+    GpuOp(
+        "MEAN",
+        OpRule(versions(1), versions(2)),
+        lower,
+        ("mean.cl",),
+        check,
+        shapes,
+        epilogue=True,
+    )
+)
