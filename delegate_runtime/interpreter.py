@@ -151,6 +151,8 @@ class Interpreter:
         t = sg.tensors[sg.inputs[pos]]
         if x.dtype != t.dtype:
             raise JobError(f"input {pos} '{t.name}' must be {t.dtype.name}, got {x.dtype.name}")
+        if tuple(x.shape) == t.shape:  # the declared shape, whatever the signature says (as
+            return x  # TFLite, which reads the signature only when an input is resized)
         sig = t.shape_signature or t.shape
         ok = len(x.shape) == len(t.shape) == len(sig) and all(
             want in (-1, got) or (want == t.shape[i] == got)
