@@ -303,9 +303,9 @@ def pad_into(op: str, stride: int) -> Callable[[], Built]:
     return make
 
 
-def quantized_conv() -> Built:
-    """float -> QUANTIZE -> int8 CONV_2D -> DEQUANTIZE: the conv's kernel snaps its output
-    to the int8 grid and writes the float output itself."""
+def _int8_conv(act: str, seed: int):
+    """float x -> QUANTIZE -> int8 3x3 CONV_2D (4 channels) -> t: the builder, its graph
+    and t."""
     b = ModelBuilder()
     g = b.main
     x = g.input("x", X, F)
@@ -313,24 +313,27 @@ def quantized_conv() -> Built:
     g.op("QUANTIZE", [x], [q])
     w = g.const(
         "w",
-        np.random.default_rng(3).integers(-100, 100, (4, 3, 3, 8)).astype(np.int8),
+        np.random.default_rng(seed).integers(-100, 100, (4, 3, 3, 8)).astype(np.int8),
         quant=Quant(0.01, 0),
     )
     bias = g.const("b", np.arange(4, dtype=np.int32) * 10, quant=Quant(0.02 * 0.01, 0))
-    y = g.tensor("y", (1, 6, 7, 4), np.int8, quant=Quant(0.05, 3))
-    g.op(
-        "CONV_2D",
-        [q, w, bias],
-        [y],
-        version=3,
-        padding="SAME",
-        stride_h=1,
-        stride_w=1,
-        fused_activation_function="RELU",
-    )
+    t = g.tensor("t", (1, 6, 7, 4), np.int8, quant=Quant(0.05, 3))
+    conv = dict(padding="SAME", stride_h=1, stride_w=1, fused_activation_function=act)
+    g.op("CONV_2D", [q, w, bias], [t], version=3, **conv)
+    return b, g, t
+
+
+def _dequantized_output(g, y) -> None:
     out = g.tensor("out", (1, 6, 7, 4), F)
     g.op("DEQUANTIZE", [y], [out], version=2)
     g.output(out)
+
+
+def quantized_conv() -> Built:
+    """float -> QUANTIZE -> int8 CONV_2D -> DEQUANTIZE: the conv's kernel snaps its output
+    to the int8 grid and writes the float output itself."""
+    b, g, y = _int8_conv("RELU", seed=3)
+    _dequantized_output(g, y)
     ins = [np.random.default_rng(4).uniform(-2, 2, X).astype(F)]
     return Built(b.build(), ins, (1, 2), tol_abs=2 * 0.05)
 
@@ -339,27 +342,12 @@ def quantized_conv_swish() -> Built:
     """float -> QUANTIZE -> int8 CONV_2D -> int8 LOGISTIC, int8 MUL(conv, sigmoid) ->
     DEQUANTIZE (an int8 EfficientNet's swish): the conv's kernel runs all four, snapping
     the sigmoid to its int8 grid (1/256) before the product."""
-    b = ModelBuilder()
-    g = b.main
-    x = g.input("x", X, F)
-    q = g.tensor("q", X, np.int8, quant=Quant(0.02, -5))
-    g.op("QUANTIZE", [x], [q])
-    w = g.const(
-        "w",
-        np.random.default_rng(5).integers(-100, 100, (4, 3, 3, 8)).astype(np.int8),
-        quant=Quant(0.01, 0),
-    )
-    bias = g.const("b", np.arange(4, dtype=np.int32) * 10, quant=Quant(0.02 * 0.01, 0))
-    t = g.tensor("t", (1, 6, 7, 4), np.int8, quant=Quant(0.05, 3))
-    conv = dict(padding="SAME", stride_h=1, stride_w=1, fused_activation_function="NONE")
-    g.op("CONV_2D", [q, w, bias], [t], version=3, **conv)
+    b, g, t = _int8_conv("NONE", seed=5)
     sig = g.tensor("sig", (1, 6, 7, 4), np.int8, quant=Quant(1 / 256, -128))
     g.op("LOGISTIC", [t], [sig], version=2)
     y = g.tensor("y", (1, 6, 7, 4), np.int8, quant=Quant(0.03, -40))
     g.op("MUL", [t, sig], [y], version=2, fused_activation_function="NONE")
-    out = g.tensor("out", (1, 6, 7, 4), F)
-    g.op("DEQUANTIZE", [y], [out], version=2)
-    g.output(out)
+    _dequantized_output(g, y)
     ins = [np.random.default_rng(6).uniform(-2, 2, X).astype(F)]
     return Built(b.build(), ins, (1, 2, 3, 4), tol_abs=2 * 0.03)
 
