@@ -352,6 +352,52 @@ def quantized_conv_swish() -> Built:
     return Built(b.build(), ins, (1, 2, 3, 4), tol_abs=2 * 0.03)
 
 
+def _int8_pointwise(g, x, x_scale: float, cin: int, cout: int, name: str, out_q: Quant):
+    """An int8 1x1 CONV_2D of x (per-tensor weights) into a new tensor of quantization out_q."""
+    w = np.random.default_rng(cin * cout).integers(-90, 90, (cout, 1, 1, cin)).astype(np.int8)
+    bias = np.arange(cout, dtype=np.int32) * 7
+    y = g.tensor(name, (1, *g_shape(g, x)[1:3], cout), np.int8, quant=out_q)
+    g.op(
+        "CONV_2D",
+        [
+            x,
+            g.const(name + "w", w, quant=Quant(0.01, 0)),
+            g.const(name + "b", bias, quant=Quant(x_scale * 0.01, 0)),
+        ],
+        [y],
+        version=3,
+        padding="SAME",
+        stride_h=1,
+        stride_w=1,
+        fused_activation_function="NONE",
+    )
+    return y
+
+
+def g_shape(g, t) -> tuple[int, ...]:
+    return tuple(g.tensors[t].shape)
+
+
+def quantized_se_gate_into_projection() -> Built:
+    """An int8 squeeze-excite block whose gated map feeds a 1x1 projection: the gate MUL
+    (int8 output) runs inside the projection's GEMM, which scales its input channels as it
+    loads them and snaps each product to the MUL output's int8 grid."""
+    b, g, t = _int8_conv("NONE", seed=7)  # t: int8 (1, 6, 7, 4), Quant(0.05, 3)
+    m = g.tensor("m", (1, 1, 1, 4), np.int8, quant=Quant(0.04, 2))
+    g.op("MEAN", [t, g.const("axes", np.array([1, 2], np.int32))], [m], version=2, keep_dims=True)
+    r = _int8_pointwise(g, m, 0.04, 4, 4, "r", Quant(0.06, -1))
+    gate = g.tensor("gate", (1, 1, 1, 4), np.int8, quant=Quant(1 / 256, -128))
+    g.op("LOGISTIC", [r], [gate], version=2)
+    gated = g.tensor("gated", (1, 6, 7, 4), np.int8, quant=Quant(0.25, 2))  # coarse: the snap shows
+    g.op("MUL", [t, gate], [gated], version=2, fused_activation_function="NONE")
+    p = _int8_pointwise(g, gated, 0.25, 4, 6, "p", Quant(0.05, -4))
+    out = g.tensor("out", (1, 6, 7, 6), F)
+    g.op("DEQUANTIZE", [p], [out], version=2)
+    g.output(out)
+    ins = [np.random.default_rng(8).uniform(-2, 2, X).astype(F)]
+    return Built(b.build(), ins, (6, 5, 7), tol_abs=3 * 0.05)
+
+
 CASES: dict[str, Callable[[], Built]] = {
     "conv-relu": conv_then_unary("RELU"),
     "conv-relu6": conv_then_unary("RELU6"),
@@ -376,6 +422,7 @@ CASES: dict[str, Callable[[], Built]] = {
     "squeeze-excite-gate-into-projection": se_gate_into_projection,
     "quantize-conv-dequantize": quantized_conv,
     "quantized-conv-swish": quantized_conv_swish,
+    "quantized-se-gate-into-projection": quantized_se_gate_into_projection,
     "pad-into-conv": pad_into("CONV_2D", 1),
     "pad-into-depthwise-stride2": pad_into("DEPTHWISE_CONV_2D", 2),
 }

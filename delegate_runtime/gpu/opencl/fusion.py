@@ -9,7 +9,8 @@ DEQUANTIZE, and the quantize-and-dequantize step after every quantized tensor. T
 stops at a tensor that anything else reads, that leaves the partition, or whose operand is
 not ready when the producer runs. A squeeze-excite gate (MUL of a feature map by a
 per-channel vector) is absorbed by the 1x1 convolution reading its result, which scales
-its input's channels as it loads them.
+its input's channels as it loads them (and, in an int8 model, snaps the product to the
+MUL output's grid).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ class Chain:
     steps: list[StepSpec] = field(default_factory=list)
     output: int = -1  #: the tensor the kernel finally writes
     before: list[int] = field(default_factory=list)  #: a gate MUL or PAD absorbed before it
-    input_scale: tuple[int, int] | None = None  #: (input it reads, per-channel scale)
+    #: (input it reads, per-channel scale, QDQ params of the product or None)
+    input_scale: tuple[int, int, tuple[float, float, float, float] | None] | None = None
     input_pad: tuple[int, int, int] | None = None  #: (input it reads, top, left zero rows)
 
 
@@ -89,12 +91,12 @@ def _gates(
     readers: dict[int, list[int]],
     produced_by: dict[int, int],
     leaving: set[int],
-) -> dict[int, tuple[int, tuple[int, int]]]:
-    """Node -> (the gate MUL before it, (feature map, gate)) for nodes whose kernel can
-    scale their input: MUL(x, gate) of batch 1, gate one value per channel, read only by
-    that node, with no activation or quantization of its own."""
+) -> dict[int, tuple[int, tuple[int, int, tuple[float, float, float, float] | None]]]:
+    """Node -> (the gate MUL before it, (feature map, gate, the product's QDQ params or
+    None)) for nodes whose kernel can scale their input: MUL(x, gate) of batch 1, gate one
+    value per channel, read only by that node, with no activation of its own."""
     inside = set(nodes)
-    found: dict[int, tuple[int, tuple[int, int]]] = {}
+    found: dict[int, tuple[int, tuple[int, int, tuple[float, float, float, float] | None]]] = {}
     for n in nodes:
         op = sg.operators[n]
         record = record_for(op.op)
@@ -110,7 +112,6 @@ def _gates(
             or y in leaving
             or y in sg.outputs
             or m.options.get("fused_activation_function", 0)
-            or qdq_step(sg, y)
             or len(set(m.inputs)) != 2
         ):
             continue
@@ -125,7 +126,8 @@ def _gates(
                 and g.shape[-1] == shape[-1]
                 and tuple(g.shape) != tuple(shape)  # broadcast over pixels
             ):
-                found[n] = (mul, (x, gate))
+                snap = qdq_step(sg, y)
+                found[n] = (mul, (x, gate, snap[0].params if snap else None))
                 break
     return found
 

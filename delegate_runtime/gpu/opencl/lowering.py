@@ -59,7 +59,8 @@ class Lowerer:
         self.out = Lowered()
         self.steps: list[StepSpec] = []  #: the epilogue of the node being lowered
         #: (input, per-channel scale) of the node being lowered, when it absorbed a gate MUL
-        self.input_scale: tuple[int, int] | None = None
+        #: (input it reads, per-channel gate, QDQ params snapping the product or None)
+        self.input_scale: tuple[int, int, tuple[float, float, float, float] | None] | None = None
         #: (input, top, left) of the node being lowered, when it absorbed a PAD before it
         self.input_pad: tuple[int, int, int] | None = None
 
@@ -250,9 +251,11 @@ class Lowerer:
         k: int,
         act: int,
         a_scale: Any = None,
+        a_snap: tuple[float, float, float, float] | None = None,
     ) -> None:
         """Tiled GEMM; small outputs split K across work groups to fill the device.
-        `a_scale`: a K-vector multiplying A's columns as they are loaded."""
+        `a_scale`: a K-vector multiplying A's columns as they are loaded; `a_snap`: the QDQ
+        step's (lo, hi, scale, 0) that snaps each product to an int8 grid after it."""
         target = GEMM_GROUPS_PER_CU * self.compute_units  # work groups wanted in flight
         tiles64 = -(-m // 64) * -(-n // 64)
         name = "gemm64" if tiles64 >= target else "gemm32"
@@ -274,7 +277,9 @@ class Lowerer:
             if a_scale is not None
             else self.add_const("epilogue_none", np.zeros(1, np.float32))
         )
-        args = [a, b, bias, out, scratch, counters, scale, np.int32(a_scale is not None)]
+        scaled = 0 if a_scale is None else 2 if a_snap is not None else 1
+        snap = np.array(a_snap or (0.0, 0.0, 1.0, 0.0), np.float32)
+        args = [a, b, bias, out, scratch, counters, scale, np.int32(scaled), snap]
         args += list(map(np.int32, (m, n, k, kps)))
         args += self.epilogue(act)
         if k % 4 == 0 and n % 4 == 0:

@@ -52,10 +52,11 @@ def lower(lo, op: Operator) -> None:
     if is_gemm(op, lo.sg):
         weights = lo.add_const(f"t{w_i}:kn", w.reshape(oc, ic).T)
         m = in_s[0] * in_s[1] * in_s[2]
-        a, scale = Buf(x), None
+        a, scale, snap = Buf(x), None, None
         if lo.input_scale is not None:  # a gate MUL before it, absorbed: x * gate
-            a, scale = Buf(lo.input_scale[0]), lo.operand(lo.input_scale[1])
-        lo.gemm(op, a, weights, bias, Buf(out), m, oc, ic, act, scale)
+            source, gate, snap = lo.input_scale
+            a, scale = Buf(source), lo.operand(gate)
+        lo.gemm(op, a, weights, bias, Buf(out), m, oc, ic, act, scale, snap)
         return
     pt, _ = padding_amounts(in_s[1], kh, sh, dh, o.get("padding", 0))
     pl, _ = padding_amounts(in_s[2], kw, sw, dw, o.get("padding", 0))
