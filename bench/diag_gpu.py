@@ -224,6 +224,11 @@ def gemm_sweep(device: str | None, precision: str, runs: int = 30) -> None:
         c_buf = cl.Buffer(ctx, mf.READ_WRITE, m * n * storage().itemsize)
         p_buf = cl.Buffer(ctx, mf.READ_WRITE, 4 * 32 * m * n)
         cnt = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(65536, np.int32))
+        # the kernel's arguments past its buffers: no input scale (ascale, scaled, snap) and
+        # an epilogue of no activation and three STEP_NONE steps (common.cl's EPILOGUE_PARAMS)
+        unscaled = [bufs[2], np.int32(0), np.zeros(4, np.float32)]
+        step_none = [np.zeros(2, np.int32), bufs[2], np.zeros(4, np.float32)]
+        no_epilogue = [np.int32(0), *step_none * 3]
         results = []
         suffix = "v" if k % 4 == 0 and n % 4 == 0 else ""
         for base, (ts, wpt, tk) in SWEEP_GEMMS.items():
@@ -238,7 +243,8 @@ def gemm_sweep(device: str | None, precision: str, runs: int = 30) -> None:
                 if real != splits:
                     continue
                 g = (-(-n // tn) * lsz[0], -(-m // tm) * lsz[1], splits)
-                kern.set_args(*bufs, c_buf, p_buf, cnt, *map(np.int32, (m, n, k, kps, 0)))
+                args = [*bufs, c_buf, p_buf, cnt, *unscaled, *map(np.int32, (m, n, k, kps))]
+                kern.set_args(*args, *no_epilogue)
                 times = []
                 for _ in range(runs):
                     e = cl.enqueue_nd_range_kernel(q, kern, g, lsz)
