@@ -149,7 +149,8 @@ def litert_gpu(path: str, xs: list[np.ndarray]):
 
 def max_error(got: list[np.ndarray], want: list[np.ndarray], by_shape: bool = False) -> float:
     """Largest |got - want| over the range of `want` (its magnitude where it is constant,
-    e.g. one score), over outputs. LiteRT's signature may
+    e.g. one score), over outputs; inf where `got` holds a NaN or an infinity (fp16
+    overflow) that `want` does not. LiteRT's signature may
     order outputs otherwise: `by_shape` pairs each with the closest same-shaped one."""
     worst = 0.0
     for i, w in enumerate(want):
@@ -158,9 +159,14 @@ def max_error(got: list[np.ndarray], want: list[np.ndarray], by_shape: bool = Fa
         pool = [g for g in got if g.size == w.size] if by_shape else [got[i]]
         if not pool:
             return math.nan
-        errs = [float(np.abs(g.astype(np.float64).reshape(w.shape) - w64).max()) for g in pool]
+        errs = [_abs_diff(g.astype(np.float64).reshape(w.shape), w64) for g in pool]
         worst = max(worst, min(errs) / span)
     return worst
+
+
+def _abs_diff(got: np.ndarray, want: np.ndarray) -> float:
+    d = np.abs(got - want)
+    return float(d.max()) if np.isfinite(d).all() else math.inf  # max() would drop a NaN
 
 
 def measure(path: str, runs: int, threads: int, device: str | None) -> Row:

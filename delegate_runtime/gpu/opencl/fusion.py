@@ -10,7 +10,9 @@ stops at a tensor that anything else reads, that leaves the partition, or whose 
 not ready when the producer runs. A squeeze-excite gate (MUL of a feature map by a
 per-channel vector) is absorbed by the 1x1 convolution reading its result, which scales
 its input's channels as it loads them (and, in an int8 model, snaps the product to the
-MUL output's grid).
+MUL output's grid). A depthwise convolution read only by a 1x1 convolution is absorbed
+by it too: the GEMM computes each depthwise output as it loads it, so the depthwise
+output is never stored (its activation and quantize-and-dequantize step included).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 
 from ...graph import Operator, Subgraph
 from ..records import record_for
+from ..records.depthwise import fuses_into_reader
 from ..records.record import StepSpec
 from ..records.steps import qdq_step
 from .codes import Step
@@ -40,7 +43,9 @@ class Chain:
     before: list[int] = field(default_factory=list)  #: a gate MUL or PAD absorbed before it
     #: (input it reads, per-channel scale, QDQ params of the product or None)
     input_scale: tuple[int, int, tuple[float, float, float, float] | None] | None = None
-    input_pad: tuple[int, int, int] | None = None  #: (input it reads, top, left zero rows)
+    #: (input it reads, top, left zero rows); with `input_depthwise`, the depthwise's PAD
+    input_pad: tuple[int, int, int] | None = None
+    input_depthwise: int | None = None  #: the depthwise node it computes its input from
 
 
 def plan_fusion(sg: Subgraph, nodes: list[int], leaving: set[int]) -> dict[int, Chain]:
@@ -55,7 +60,9 @@ def plan_fusion(sg: Subgraph, nodes: list[int], leaving: set[int]) -> dict[int, 
     inside = set(nodes)
     gates = _gates(sg, nodes, readers, produced_by, leaving)
     pads = _pads(sg, nodes, readers, produced_by, leaving)
+    depthwise = _depthwise_inputs(sg, nodes, readers, produced_by, leaving, set(gates))
     taken: set[int] = {mul for mul, _ in gates.values()} | {pad for pad, _ in pads.values()}
+    taken |= set(depthwise.values())
     chains: dict[int, Chain] = {}
     for n in nodes:
         op = sg.operators[n]
@@ -70,6 +77,12 @@ def plan_fusion(sg: Subgraph, nodes: list[int], leaving: set[int]) -> dict[int, 
         elif n in pads:
             pad, padded = pads[n]
             chain.before, chain.input_pad = [pad], padded
+        elif n in depthwise:
+            d = depthwise[n]
+            chain.before, chain.input_depthwise = [d], d
+            if d in pads:
+                pad, chain.input_pad = pads[d]
+                chain.before.append(pad)
         while True:
             nxt = _absorb_next(sg, chain, readers, produced_by, inside - taken, leaving)
             if nxt is None:
@@ -129,6 +142,41 @@ def _gates(
                 snap = qdq_step(sg, y)
                 found[n] = (mul, (x, gate, snap[0].params if snap else None))
                 break
+    return found
+
+
+def _depthwise_inputs(
+    sg: Subgraph,
+    nodes: list[int],
+    readers: dict[int, list[int]],
+    produced_by: dict[int, int],
+    leaving: set[int],
+    gated: set[int],
+) -> dict[int, int]:
+    """Node -> the depthwise convolution producing its input, for nodes whose kernel can
+    compute that input as it loads it: the depthwise output read by that node alone,
+    neither leaving the partition nor absorbing anything after it."""
+    inside = set(nodes)
+    found: dict[int, int] = {}
+    for n in nodes:
+        op = sg.operators[n]
+        record = record_for(op.op)
+        if n in gated or record is None or record.input_depthwise is None:
+            continue
+        if not record.input_depthwise(op, sg):
+            continue
+        d = produced_by.get(op.inputs[0])
+        if d is None or d not in inside or sg.operators[d].op != "DEPTHWISE_CONV_2D":
+            continue
+        y = sg.operators[d].outputs[0]
+        if (
+            readers.get(y) != [n]
+            or y in leaving
+            or y in sg.outputs
+            or not fuses_into_reader(sg.operators[d], sg)
+        ):
+            continue
+        found[n] = d
     return found
 
 

@@ -63,6 +63,8 @@ class Lowerer:
         self.input_scale: tuple[int, int, tuple[float, float, float, float] | None] | None = None
         #: (input, top, left) of the node being lowered, when it absorbed a PAD before it
         self.input_pad: tuple[int, int, int] | None = None
+        #: the depthwise node whose output the node being lowered computes as it loads it
+        self.input_depthwise: int | None = None
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -155,15 +157,13 @@ class Lowerer:
             if chain.output != op.outputs[0]:
                 self.out.alias[op.outputs[0]] = chain.output  # the kernel writes the end
             first = len(self.out.launches)
-            self.steps, self.input_scale, self.input_pad = (
-                chain.steps,
-                chain.input_scale,
-                chain.input_pad,
-            )
+            self.steps, self.input_scale = chain.steps, chain.input_scale
+            self.input_pad, self.input_depthwise = chain.input_pad, chain.input_depthwise
             try:
                 self._record(op).lower(self, op)
             finally:
-                self.steps, self.input_scale, self.input_pad = [], None, None
+                self.steps, self.input_scale = [], None
+                self.input_pad, self.input_depthwise = None, None
             for launch in self.out.launches[first:]:
                 launch.covers = (n, *chain.before, *chain.absorbed)
 
@@ -252,10 +252,13 @@ class Lowerer:
         act: int,
         a_scale: Any = None,
         a_snap: tuple[float, float, float, float] | None = None,
+        a_depthwise: list[Any] | None = None,
     ) -> None:
         """Tiled GEMM; small outputs split K across work groups to fill the device.
         `a_scale`: a K-vector multiplying A's columns as they are loaded; `a_snap`: the QDQ
-        step's (lo, hi, scale, 0) that snaps each product to an int8 grid after it."""
+        step's (lo, hi, scale, 0) that snaps each product to an int8 grid after it;
+        `a_depthwise`: A is the output of a depthwise convolution whose input is `a`,
+        computed as it is loaded (records/depthwise.py's `prologue_args` after the input)."""
         target = GEMM_GROUPS_PER_CU * self.compute_units  # work groups wanted in flight
         tiles64 = -(-m // 64) * -(-n // 64)
         name = "gemm64" if tiles64 >= target else "gemm32"
@@ -279,7 +282,13 @@ class Lowerer:
         )
         scaled = 0 if a_scale is None else 2 if a_snap is not None else 1
         snap = np.array(a_snap or (0.0, 0.0, 1.0, 0.0), np.float32)
-        args = [a, b, bias, out, scratch, counters, scale, np.int32(scaled), snap]
+        if a_depthwise is not None:
+            if a_scale is not None:
+                raise ValueError("a GEMM computes a depthwise input or scales it, not both")
+            name += program.DEPTHWISE_SUFFIX
+            args = [a, b, bias, out, scratch, counters, *a_depthwise]
+        else:
+            args = [a, b, bias, out, scratch, counters, scale, np.int32(scaled), snap]
         args += list(map(np.int32, (m, n, k, kps)))
         args += self.epilogue(act)
         if k % 4 == 0 and n % 4 == 0:

@@ -19,6 +19,8 @@ from .runtime import DeviceInfo, guarded
 GEMM_VARIANTS = {"gemm64": (64, 4, 32), "gemm32": (32, 2, 64)}
 #: Suffix of the variants that load four elements at a time (K and N multiples of 4).
 VECTOR_SUFFIX = "v"
+#: Suffix of the variants computing A from an absorbed depthwise convolution (before "v").
+DEPTHWISE_SUFFIX = "dw"
 BUILD_OPTIONS = "-cl-mad-enable -cl-no-signed-zeros"
 #: NVIDIA's compiler logs this for every kernel of every program: harmless.
 NVIDIA_NOINLINE_NOTE = re.compile(
@@ -73,13 +75,14 @@ TEMPLATES = {
 def gemm_instances(
     variants: dict[str, tuple[int, int, int]] | None = None,
 ) -> dict[str, dict[str, str]]:
-    """gemm.cl.in's substitutions for each variant (default GEMM_VARIANTS), scalar and
-    vector loads."""
+    """gemm.cl.in's substitutions for each variant (default GEMM_VARIANTS): scalar and
+    vector loads, each reading A from memory or computing it from a depthwise input."""
     out = {}
     for name, (ts, wpt, tk) in (variants or GEMM_VARIANTS).items():
         base = {"@TS@": str(ts), "@WPT@": str(wpt), "@TK@": str(tk)}
-        out[name] = {**base, "@VEC@": "0"}
-        out[name + VECTOR_SUFFIX] = {**base, "@VEC@": "1"}
+        for dw, prefix in (("0", name), ("1", name + DEPTHWISE_SUFFIX)):
+            out[prefix] = {**base, "@VEC@": "0", "@DW@": dw}
+            out[prefix + VECTOR_SUFFIX] = {**base, "@VEC@": "1", "@DW@": dw}
     return out
 
 

@@ -8,6 +8,7 @@ from ...errors import ModelError
 from ...graph import Operator, Subgraph
 from ...ops.common import padding_amounts
 from ..opencl.launch import Buf, grid3, i4, shape4
+from .depthwise import prologue_args
 from .geometry import Shape, rank4, window_hw
 from .record import GpuOp, OpRule, register, versions
 
@@ -52,11 +53,13 @@ def lower(lo, op: Operator) -> None:
     if is_gemm(op, lo.sg):
         weights = lo.add_const(f"t{w_i}:kn", w.reshape(oc, ic).T)
         m = in_s[0] * in_s[1] * in_s[2]
-        a, scale, snap = Buf(x), None, None
+        a, scale, snap, depthwise = Buf(x), None, None, None
         if lo.input_scale is not None:  # a gate MUL before it, absorbed: x * gate
             source, gate, snap = lo.input_scale
             a, scale = Buf(source), lo.operand(gate)
-        lo.gemm(op, a, weights, bias, Buf(out), m, oc, ic, act, scale, snap)
+        if lo.input_depthwise is not None:  # the depthwise convolution before it, absorbed
+            a, *depthwise = prologue_args(lo, lo.sg.operators[lo.input_depthwise])
+        lo.gemm(op, a, weights, bias, Buf(out), m, oc, ic, act, scale, snap, depthwise)
         return
     pt, _ = padding_amounts(in_s[1], kh, sh, dh, o.get("padding", 0))
     pl, _ = padding_amounts(in_s[2], kw, sw, dw, o.get("padding", 0))
@@ -86,11 +89,12 @@ register(
         "CONV_2D",
         OpRule(versions(1), versions(6)),
         lower,
-        ("conv_direct.cl.in", "gemm.cl.in"),
+        ("conv_direct.cl.in", "depthwise_at.cl", "gemm.cl.in"),
         check,
         shapes,
         epilogue=True,
         input_scale=is_gemm,
         input_pad=lambda op, sg: not is_gemm(op, sg),
+        input_depthwise=is_gemm,
     )
 )

@@ -11,7 +11,7 @@ from ..opencl.codes import Act, From, Step
 from ..opencl.launch import Buf, grid3, i4, shape4
 from .geometry import Shape, rank4, window_hw
 from .record import GpuOp, OpRule, StepSpec, register, versions
-from .steps import ACT_STEP
+from .steps import ACT_STEP, qdq_step
 
 
 def check(op: Operator, sg: Subgraph) -> tuple[bool, str]:
@@ -47,6 +47,44 @@ def as_step(op: Operator, sg: Subgraph, t: int) -> list[StepSpec] | None:
     if act:
         steps.append(StepSpec(ACT_STEP[Act(act)]))
     return steps
+
+
+def fuses_into_reader(op: Operator, sg: Subgraph) -> bool:
+    """Whether a reader's kernel can compute this node's output as it loads it
+    (`prologue_args`): multiplier 1 and a window wider than one pixel (a 1x1 one is a
+    per-channel scale, absorbed as a step of its producer instead)."""
+    w = sg.tensors[op.inputs[1]].shape
+    x, out = sg.tensors[op.inputs[0]].shape, sg.tensors[op.outputs[0]].shape
+    return w[1] * w[2] > 1 and x[-1] == out[-1] and len(x) == 4
+
+
+def prologue_args(lo, op: Operator) -> list:
+    """The arguments with which a GEMM computes this node's output as it loads it
+    (depthwise_at.cl): its input, then weights, bias, input and output shapes, geometry,
+    fused activation and the quantize-and-dequantize step of its output (or none)."""
+    x, w_i, out = op.inputs[0], op.inputs[1], op.outputs[0]
+    w = lo.const_float(w_i)  # [1, KH, KW, C]
+    _, kh, kw, oc = w.shape
+    in_s, out_s = shape4(lo.t(x).shape), shape4(lo.t(out).shape)
+    o = op.options
+    sh, sw = o.get("stride_h", 1), o.get("stride_w", 1)
+    dh, dw = o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)
+    pt, _ = padding_amounts(in_s[1], kh, sh, dh, o.get("padding", 0))
+    pl, _ = padding_amounts(in_s[2], kw, sw, dw, o.get("padding", 0))
+    x, pt, pl = lo.padded_input(x, pt, pl)
+    snap = qdq_step(lo.sg, out)
+    step = snap[0] if snap else StepSpec(Step.NONE)
+    return [
+        Buf(x),
+        lo.add_const(f"t{w_i}", w),
+        lo.bias(op, 2, oc),
+        i4(shape4(lo.t(x).shape)),
+        i4(out_s),
+        np.array((kh, kw, sh, sw, dh, dw, pt, pl), np.int32),
+        np.int32(Act(o.get("fused_activation_function", 0))),
+        np.array((Step(step.code), step.source), np.int32),
+        np.array(step.params, np.float32),
+    ]
 
 
 def lower(lo, op: Operator) -> None:

@@ -49,7 +49,7 @@ register(
         "FULLY_CONNECTED",
         OpRule(versions(1), versions(9)),
         lower,
-        ("gemm.cl.in",),
+        ("depthwise_at.cl", "gemm.cl.in"),
         check,
         shapes,
         epilogue=True,

@@ -69,5 +69,12 @@ def lower(lo, op: Operator) -> None:
 
 
 register(
-    GpuOp("LSTM", OpRule((2,)), lower, ("lstm.cl", "movement.cl", "gemm.cl.in"), check, shapes)
+    GpuOp(
+        "LSTM",
+        OpRule((2,)),
+        lower,
+        ("lstm.cl", "movement.cl", "depthwise_at.cl", "gemm.cl.in"),
+        check,
+        shapes,
+    )
 )

@@ -77,6 +77,9 @@ class GpuOp:
     #: whether its kernel can read its input zero-padded in H and W (a PAD before it,
     #: absorbed into its own padding)
     input_pad: Callable[[Operator, Subgraph], bool] | None = None
+    #: whether its kernel can compute its input as it loads it from the input of the
+    #: depthwise convolution producing it (that node absorbed, its output never stored)
+    input_depthwise: Callable[[Operator, Subgraph], bool] | None = None
 
 
 #: op name -> its record, in registration order.

@@ -1,0 +1,49 @@
+// One depthwise convolution output, computed where a kernel reads it: the 1x1 GEMM that
+// absorbed the depthwise convolution before it (gemm.cl.in's depthwise variants) loads its
+// input through these instead of from a stored tensor. Multiplier 1; weights [1, KH, KW, C];
+// `geo` = (KH, KW, stride h, stride w, dilation h, dilation w, pad top, pad left); `dout`
+// the depthwise output's NHWC shape, `pixel` a flat index into its N*OH*OW pixels. The
+// result passes the depthwise node's fused activation `act`, then one operand-free step
+// (`k`, `s`: its quantize-and-dequantize in a quantized model).
+
+inline float depthwise_at(__global const store_t* in, __global const store_t* w,
+                          __global const store_t* bias, int4 din, int4 dout, int8 geo,
+                          int pixel, int c, int act_code, int2 k, float4 s) {
+  int plane = dout.y * dout.z, r = pixel % plane, n = pixel / plane;
+  int y = r / dout.z, x = r % dout.z, C = din.w;
+  float acc = LDF(bias, c);
+  for (int ky = 0; ky < geo.s0; ++ky) {
+    int iy = y * geo.s2 - geo.s6 + ky * geo.s4;
+    if (iy < 0 || iy >= din.y) continue;
+    for (int kx = 0; kx < geo.s1; ++kx) {
+      int ix = x * geo.s3 - geo.s7 + kx * geo.s5;
+      if (ix < 0 || ix >= din.z) continue;
+      acc += LDF(in, ((n * din.y + iy) * din.z + ix) * C + c) * LDF(w, (ky * geo.s1 + kx) * C + c);
+    }
+  }
+  return step(act(acc, act_code), k, w, s, 0, c);
+}
+
+// Four channels 4 * c4 .. 4 * c4 + 3 (C % 4 == 0).
+inline float4 depthwise_at4(__global const store_t* in, __global const store_t* w,
+                            __global const store_t* bias, int4 din, int4 dout, int8 geo,
+                            int pixel, int c4, int act_code, int2 k, float4 s) {
+  int plane = dout.y * dout.z, r = pixel % plane, n = pixel / plane;
+  int y = r / dout.z, x = r % dout.z, C4 = din.w / 4;
+  float4 acc = LD4(bias, c4);
+  for (int ky = 0; ky < geo.s0; ++ky) {
+    int iy = y * geo.s2 - geo.s6 + ky * geo.s4;
+    if (iy < 0 || iy >= din.y) continue;
+    for (int kx = 0; kx < geo.s1; ++kx) {
+      int ix = x * geo.s3 - geo.s7 + kx * geo.s5;
+      if (ix < 0 || ix >= din.z) continue;
+      acc = fma(LD4(in, ((n * din.y + iy) * din.z + ix) * C4 + c4),
+                LD4(w, (ky * geo.s1 + kx) * C4 + c4), acc);
+    }
+  }
+  int c = 4 * c4;
+  return (float4)(step(act(acc.x, act_code), k, w, s, 0, c),
+                  step(act(acc.y, act_code), k, w, s, 0, c + 1),
+                  step(act(acc.z, act_code), k, w, s, 0, c + 2),
+                  step(act(acc.w, act_code), k, w, s, 0, c + 3));
+}

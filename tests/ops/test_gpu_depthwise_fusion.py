@@ -1,0 +1,201 @@
+"""A depthwise convolution computed inside the 1x1 convolution reading it, against LiteRT's
+reference kernels.
+
+MobileNet's depthwise-separable block (depthwise then pointwise) runs as one GEMM whose
+A operand is the depthwise output, computed as it is loaded (opencl/depthwise_at.cl); the
+depthwise output is never stored. Each case checks the output against LiteRT
+(BUILTIN_REF), that one kernel covers the nodes, and which GEMM variant ran.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from delegate_runtime import litert, read_model
+from delegate_runtime.builder import ModelBuilder, Quant
+from tests.conftest import require, require_module
+from tests.ops.test_gpu_fusion import Built, _binary, _graph
+from tests.ops.test_gpu_ops import PRECISIONS, TOL, opencl_device, randn
+
+require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
+
+__all__ = ["opencl_device"]  # the fixture, re-exported for this module's tests
+
+F = np.float32
+
+
+def _depthwise(g, x, shape, out_hw, k=3, stride=1, dilation=1, padding="SAME", act="NONE"):
+    c = shape[-1]
+    y = g.tensor("d", (shape[0], *out_hw, c), F)
+    g.op(
+        "DEPTHWISE_CONV_2D",
+        [x, g.const("dw", randn(f"dw{k}{c}", 1, k, k, c)), g.const("db", randn(f"db{c}", c))],
+        [y],
+        padding=padding,
+        stride_h=stride,
+        stride_w=stride,
+        dilation_h_factor=dilation,
+        dilation_w_factor=dilation,
+        depth_multiplier=1,
+        fused_activation_function=act,
+    )
+    return y
+
+
+def _pointwise(g, x, batch, hw, cin, cout, act="NONE"):
+    y = g.tensor("p", (batch, *hw, cout), F)
+    w = randn(f"pw{cin}{cout}", cout, 1, 1, cin, scale=1 / np.sqrt(cin))
+    g.op(
+        "CONV_2D",
+        [x, g.const("pw", w), g.const("pb", randn(f"pb{cout}", cout))],
+        [y],
+        padding="SAME",
+        stride_h=1,
+        stride_w=1,
+        fused_activation_function=act,
+    )
+    return y
+
+
+def separable(
+    shape: tuple[int, int, int, int],
+    cout: int,
+    out_hw: tuple[int, int],
+    **depthwise,
+) -> Callable[[], Built]:
+    """depthwise (options as given) -> 1x1 conv with RELU6."""
+
+    def make() -> Built:
+        b, g, (x,), ins = _graph(shape)
+        d = _depthwise(g, x, shape, out_hw, **depthwise)
+        g.output(_pointwise(g, d, shape[0], out_hw, shape[-1], cout, act="RELU6"))
+        return Built(b.build(), ins, (1, 0))
+
+    return make
+
+
+def separable_residual() -> Built:
+    """MediaPipe's BlazeBlock: depthwise -> 1x1 conv -> ADD(block input) -> RELU, one kernel."""
+    shape = (1, 6, 7, 8)
+    b, g, (x,), ins = _graph(shape)
+    d = _depthwise(g, x, shape, (6, 7))
+    p = _pointwise(g, d, 1, (6, 7), 8, 8)
+    g.output(_binary(g, "ADD", p, x, shape, "y", "RELU"))
+    return Built(b.build(), ins, (1, 0, 2))
+
+
+def pad_depthwise_pointwise() -> Built:
+    """PAD (H and W) -> VALID stride-2 depthwise -> 1x1 conv: the GEMM reads the PAD's
+    input, the padding folded into the depthwise's own."""
+    shape = (1, 6, 7, 8)
+    b, g, (x,), ins = _graph(shape)
+    padded = g.tensor("padded", (1, 8, 9, 8), F)
+    pads = np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32)
+    g.op("PAD", [x, g.const("pads", pads)], [padded])
+    d = _depthwise(g, padded, (1, 8, 9, 8), (3, 4), stride=2, padding="VALID")
+    g.output(_pointwise(g, d, 1, (3, 4), 8, 12))
+    return Built(b.build(), ins, (2, 1, 0))
+
+
+def quantized_separable() -> Built:
+    """float -> QUANTIZE -> int8 depthwise (RELU6) -> int8 1x1 conv -> DEQUANTIZE: the
+    GEMM snaps each depthwise output to its int8 grid (coarse here) before using it."""
+    shape = (1, 6, 7, 8)
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", shape, F)
+    q = g.tensor("q", shape, np.int8, quant=Quant(0.02, -5))
+    g.op("QUANTIZE", [x], [q])
+    rng = np.random.default_rng(11)
+    dw = g.const("dw", rng.integers(-100, 100, (1, 3, 3, 8)).astype(np.int8), quant=Quant(0.01, 0))
+    db = g.const("db", np.arange(8, dtype=np.int32) * 9, quant=Quant(0.02 * 0.01, 0))
+    d = g.tensor("d", shape, np.int8, quant=Quant(0.5, -128))  # coarse: the snap shows
+    g.op(
+        "DEPTHWISE_CONV_2D",
+        [q, dw, db],
+        [d],
+        version=3,
+        padding="SAME",
+        stride_h=1,
+        stride_w=1,
+        depth_multiplier=1,
+        fused_activation_function="RELU6",
+    )
+    pw = g.const("pw", rng.integers(-90, 90, (12, 1, 1, 8)).astype(np.int8), quant=Quant(0.01, 0))
+    pb = g.const("pb", np.arange(12, dtype=np.int32) * 7, quant=Quant(0.5 * 0.01, 0))
+    p = g.tensor("p", (1, 6, 7, 12), np.int8, quant=Quant(0.1, 2))
+    g.op(
+        "CONV_2D",
+        [d, pw, pb],
+        [p],
+        version=3,
+        padding="SAME",
+        stride_h=1,
+        stride_w=1,
+        fused_activation_function="NONE",
+    )
+    out = g.tensor("out", (1, 6, 7, 12), F)
+    g.op("DEQUANTIZE", [p], [out], version=2)
+    g.output(out)
+    ins = [np.random.default_rng(12).uniform(-2, 2, shape).astype(F)]
+    return Built(b.build(), ins, (2, 1, 3), tol_abs=1.5 * 0.1)  # one output step (0.1)
+
+
+#: case -> (builder, the GEMM kernel it must run)
+CASES: dict[str, tuple[Callable[[], Built], str]] = {
+    "3x3-stride1-relu6": (separable((1, 6, 7, 8), 12, (6, 7), act="RELU6"), "gemm32dwv"),
+    "3x3-stride2-valid": (
+        separable((1, 9, 8, 8), 12, (4, 3), stride=2, padding="VALID"),
+        "gemm32dwv",
+    ),
+    "batch2": (separable((2, 6, 7, 8), 12, (6, 7)), "gemm32dwv"),
+    "5x5-dilated-odd-channels": (separable((1, 9, 9, 6), 5, (9, 9), k=5, dilation=2), "gemm32dw"),
+    "split-k": (separable((1, 7, 7, 256), 8, (7, 7)), "gemm32dwv"),
+    "residual-add-relu": (separable_residual, "gemm32dwv"),
+    "pad-depthwise-stride2": (pad_depthwise_pointwise, "gemm32dwv"),
+    "quantized": (quantized_separable, "gemm32dwv"),
+}
+
+
+@pytest.mark.parametrize(
+    "make,kernel,precision",
+    [pytest.param(m, k, p, id=f"{n}-{p}") for n, (m, k) in CASES.items() for p in PRECISIONS],
+)
+def test_depthwise_runs_inside_the_pointwise_gemm(opencl_device, make, kernel, precision):
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    require(litert.available(), "ai-edge-litert (the LiteRT oracle)")
+    built = make()
+    want = litert.run(built.model, built.inputs, reference=True)
+    session = GpuSession(read_model(built.model), precision=precision, log=io.StringIO())
+    d = session.delegation
+    assert d.delegated_nodes == d.total_nodes, d.to_dict()
+    assert session.fused_kernels().get(built.fused[0]) == built.fused, session.fused_kernels()
+    names = [k.function_name for k, _, _ in session.executors[0].kernels]
+    assert kernel in names, names
+    assert not any(n.startswith("depthwise") for n in names), names
+    for _ in range(2):  # split K's counters are reset for the next run
+        got = session.invoke(built.inputs)
+        for g_, w in zip(got, want, strict=True):
+            scale = max(float(np.abs(w).max()), 1.0)
+            tol = TOL[precision] * scale + built.tol_abs
+            np.testing.assert_allclose(g_, w, rtol=TOL[precision], atol=tol)
+
+
+def test_a_depthwise_output_read_twice_is_stored(opencl_device):
+    """The depthwise output is also a model output: it runs as its own kernel."""
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    shape = (1, 6, 7, 8)
+    b, g, (x,), ins = _graph(shape)
+    d = _depthwise(g, x, shape, (6, 7))
+    g.output(_pointwise(g, d, 1, (6, 7), 8, 12))
+    g.output(d)
+    session = GpuSession(read_model(b.build()), log=io.StringIO())
+    assert session.fused_kernels() == {}
+    names = [k.function_name for k, _, _ in session.executors[0].kernels]
+    assert "gemm32v" in names and any(n.startswith("depthwise") for n in names), names
