@@ -7,7 +7,8 @@ quantized model with the sigmoid snapped to its int8 grid inside the step), ADD,
 SUB, MUL and PRELU with a scalar, per-channel or same-shape operand, QUANTIZE and
 DEQUANTIZE, and the quantize-and-dequantize step after every quantized tensor. The chain
 stops at a tensor that anything else reads, that leaves the partition, or whose operand is
-not ready when the producer runs. A squeeze-excite gate (MUL of a feature map by a
+computed from this kernel's own output (an operand made later in the model's order is
+computed first: opencl/schedule.py). A squeeze-excite gate (MUL of a feature map by a
 per-channel vector) is absorbed by the 1x1 convolution reading its result, which scales
 its input's channels as it loads them (and, in an int8 model, snaps the product to the
 MUL output's grid). A depthwise convolution read only by a 1x1 convolution is absorbed
@@ -27,6 +28,7 @@ from ..records.depthwise import fuses_into_reader
 from ..records.record import StepSpec
 from ..records.steps import qdq_step
 from .codes import Step
+from .schedule import Units, tensor_maps
 
 #: Steps one kernel's epilogue applies (the EPILOGUE_PARAMS of common.cl).
 MAX_STEPS = 3
@@ -51,12 +53,8 @@ class Chain:
 def plan_fusion(sg: Subgraph, nodes: list[int], leaving: set[int]) -> dict[int, Chain]:
     """A chain for every node of the partition whose kernel takes an epilogue; `leaving`:
     the tensors read outside the partition (never absorbed)."""
-    produced_by = {t: op.index for op in sg.operators for t in op.outputs}
-    readers: dict[int, list[int]] = {}
-    for op in sg.operators:
-        for t in set(op.inputs):
-            if t >= 0:
-                readers.setdefault(t, []).append(op.index)
+    produced_by, readers = tensor_maps(sg)
+    units = Units(sg, nodes, readers)
     inside = set(nodes)
     gates = _gates(sg, nodes, readers, produced_by, leaving)
     pads = _pads(sg, nodes, readers, produced_by, leaving)
@@ -83,13 +81,20 @@ def plan_fusion(sg: Subgraph, nodes: list[int], leaving: set[int]) -> dict[int, 
             if d in pads:
                 pad, chain.input_pad = pads[d]
                 chain.before.append(pad)
+        for b in chain.before:
+            units.merge(n, b)
         while True:
-            nxt = _absorb_next(sg, chain, readers, produced_by, inside - taken, leaving)
+            nxt = _absorb_next(sg, chain, readers, inside - taken, leaving)
             if nxt is None:
                 break
             absorbed, steps, out = nxt
             if len(chain.steps) + len(steps) > MAX_STEPS:
                 break
+            late = [produced_by.get(s.operand) for s in steps if s.operand is not None]
+            if not all(units.can_read(n, p) for p in late):
+                break  # its operand waits on this kernel's own output
+            for a in absorbed:
+                units.merge(n, a)
             chain.absorbed += absorbed
             chain.steps += steps
             chain.output = out
@@ -230,7 +235,6 @@ def _absorb_next(
     sg: Subgraph,
     chain: Chain,
     readers: dict[int, list[int]],
-    produced_by: dict[int, int],
     inside: set[int],
     leaving: set[int],
 ) -> tuple[list[int], list[StepSpec], int] | None:
@@ -254,10 +258,6 @@ def _absorb_next(
     steps = record.as_step(op, sg, t)
     if steps is None:
         return None
-    for s in steps:
-        operand = s.operand
-        if operand is not None and produced_by.get(operand, -1) >= chain.producer:
-            return None  # not computed yet when the producer runs
     return [op.index], steps + qdq_step(sg, out), out
 
 

@@ -34,6 +34,7 @@ from .launch import (
     round_up,
     shape4,
 )
+from .schedule import launch_order
 
 #: TFLite fused activation -> the `unary` op applying it (ops whose kernel does not fuse it).
 ACT_TO_UNARY = {
@@ -145,10 +146,8 @@ class Lowerer:
         the kernel producing its input (opencl/fusion.py); `leaving`: the tensors read
         after the partition."""
         chains = plan_fusion(self.sg, nodes, leaving)
-        absorbed = {n for chain in chains.values() for n in (*chain.before, *chain.absorbed)}
-        for n in nodes:
-            if n in absorbed:
-                continue
+        fused = {n: [*chain.before, *chain.absorbed] for n, chain in chains.items()}
+        for n in launch_order(self.sg, nodes, fused):
             op = self.sg.operators[n]
             chain = chains.get(n)
             if chain is None:
