@@ -22,6 +22,17 @@
   #define ST(p, i, v) ((p)[(i)] = (v))
 #endif
 #define LDF(p, i) ((float)LD(p, i))
+// A value as storing it would leave it: a kernel that computes a tensor it never stores
+// (fused work) rounds it as the launch it replaces would have, so fusing keeps results.
+#ifdef STORAGE_HALF
+inline float as_stored(float x) {
+  ushort bits;
+  vstore_half(x, 0, (__private half*)&bits);
+  return vload_half(0, (__private const half*)&bits);
+}
+#else
+#define as_stored(x) (x)
+#endif
 // float32 access, for the staging buffers at a partition's edges
 #define LDF32(p, i) ((p)[(i)])
 #define ST32(p, i, v) ((p)[(i)] = (v))

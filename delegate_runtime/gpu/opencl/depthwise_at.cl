@@ -4,7 +4,7 @@
 // `geo` = (KH, KW, stride h, stride w, dilation h, dilation w, pad top, pad left); `dout`
 // the depthwise output's NHWC shape, `pixel` a flat index into its N*OH*OW pixels. The
 // result passes the depthwise node's fused activation `act`, then one operand-free step
-// (`k`, `s`: its quantize-and-dequantize in a quantized model).
+// (`k`, `s`: its quantize-and-dequantize in a quantized model), rounded as storing it would.
 
 inline float depthwise_at(__global const store_t* in, __global const store_t* w,
                           __global const store_t* bias, int4 din, int4 dout, int8 geo,
@@ -21,7 +21,7 @@ inline float depthwise_at(__global const store_t* in, __global const store_t* w,
       acc += LDF(in, ((n * din.y + iy) * din.z + ix) * C + c) * LDF(w, (ky * geo.s1 + kx) * C + c);
     }
   }
-  return step(act(acc, act_code), k, w, s, 0, c);
+  return as_stored(step(act(acc, act_code), k, w, s, 0, c));
 }
 
 // Four channels 4 * c4 .. 4 * c4 + 3 (C % 4 == 0).
@@ -42,8 +42,8 @@ inline float4 depthwise_at4(__global const store_t* in, __global const store_t* 
     }
   }
   int c = 4 * c4;
-  return (float4)(step(act(acc.x, act_code), k, w, s, 0, c),
-                  step(act(acc.y, act_code), k, w, s, 0, c + 1),
-                  step(act(acc.z, act_code), k, w, s, 0, c + 2),
-                  step(act(acc.w, act_code), k, w, s, 0, c + 3));
+  return (float4)(as_stored(step(act(acc.x, act_code), k, w, s, 0, c)),
+                  as_stored(step(act(acc.y, act_code), k, w, s, 0, c + 1)),
+                  as_stored(step(act(acc.z, act_code), k, w, s, 0, c + 2)),
+                  as_stored(step(act(acc.w, act_code), k, w, s, 0, c + 3)));
 }

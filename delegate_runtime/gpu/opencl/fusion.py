@@ -24,11 +24,14 @@ import numpy as np
 
 from ...graph import Operator, Subgraph
 from ..records import record_for
+from ..records.conv import is_gemm
 from ..records.depthwise import fuses_into_reader
+from ..records.pool import averages_whole_map
 from ..records.record import StepSpec
 from ..records.steps import qdq_step
 from .codes import Step
 from .schedule import Units, tensor_maps
+from .squeeze_excite import MAX_CHANNELS
 
 #: Steps one kernel's epilogue applies (the EPILOGUE_PARAMS of common.cl).
 MAX_STEPS = 3
@@ -48,6 +51,14 @@ class Chain:
     #: (input it reads, top, left zero rows); with `input_depthwise`, the depthwise's PAD
     input_pad: tuple[int, int, int] | None = None
     input_depthwise: int | None = None  #: the depthwise node it computes its input from
+    #: chains its kernel runs after its own result (a squeeze-excite's two convolutions)
+    then: list[Chain] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> list[int]:
+        """Every node its kernel runs but the producer."""
+        more = [n for c in self.then for n in (c.producer, *c.before, *c.absorbed)]
+        return [*self.before, *self.absorbed, *more]
 
 
 def plan_fusion(sg: Subgraph, nodes: list[int], leaving: set[int]) -> dict[int, Chain]:
@@ -100,7 +111,67 @@ def plan_fusion(sg: Subgraph, nodes: list[int], leaving: set[int]) -> dict[int, 
             chain.output = out
         taken.update(chain.absorbed)
         chains[n] = chain
+    _squeeze_excite(sg, chains, readers, produced_by, leaving, units)
     return chains
+
+
+def _squeeze_excite(
+    sg: Subgraph,
+    chains: dict[int, Chain],
+    readers: dict[int, list[int]],
+    produced_by: dict[int, int],
+    leaving: set[int],
+    units: Units,
+) -> None:
+    """MEAN over the pixels of a batch-1 map (or an AVERAGE_POOL_2D over the whole map),
+    read only by a 1x1 convolution whose result only a second 1x1 convolution reads: the
+    MEAN's kernel runs both (its `then`)."""
+    for m in list(chains):
+        op = sg.operators[m]
+        x = sg.tensors[op.inputs[0]].shape
+        if op.op != "MEAN" and not averages_whole_map(op, sg):
+            continue
+        if len(x) != 4 or x[0] != 1 or x[-1] > MAX_CHANNELS:
+            continue
+        if sg.tensors[op.outputs[0]].size != x[-1]:
+            continue  # not a mean over every pixel
+        first = _only_reader_on_one_pixel(sg, chains[m].output, chains, readers, leaving)
+        if first is None:
+            continue
+        second = _only_reader_on_one_pixel(sg, chains[first].output, chains, readers, leaving)
+        if second is None or sg.tensors[chains[first].output].size > MAX_CHANNELS:
+            continue
+        pair = [chains[first], chains[second]]
+        late = [produced_by.get(s.operand) for c in pair for s in c.steps if s.operand is not None]
+        if not all(units.can_read(m, p) for p in late):
+            continue
+        for c in pair:
+            units.merge(m, c.producer)  # with what its chain absorbed
+            del chains[c.producer]
+        chains[m].then = pair
+
+
+def _only_reader_on_one_pixel(
+    sg: Subgraph,
+    t: int,
+    chains: dict[int, Chain],
+    readers: dict[int, list[int]],
+    leaving: set[int],
+) -> int | None:
+    """The 1x1 convolution of a one-pixel map that alone reads `t`, with a chain of its
+    own and nothing absorbed before it; else None."""
+    users = readers.get(t, [])
+    if len(users) != 1 or t in leaving or t in sg.outputs:
+        return None
+    n = users[0]
+    op = sg.operators[n]
+    chain = chains.get(n)
+    if chain is None or chain.before or op.op != "CONV_2D" or op.inputs[0] != t:
+        return None
+    x = sg.tensors[t].shape
+    if len(x) != 4 or x[:3] != (1, 1, 1) or not is_gemm(op, sg):
+        return None
+    return n
 
 
 def _gates(

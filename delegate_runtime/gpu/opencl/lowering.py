@@ -18,7 +18,7 @@ from ...graph import Operator, Subgraph, Tensor
 from ...ops.common import dequantize
 from ..records import record_for
 from ..records.record import StepSpec
-from . import program
+from . import program, squeeze_excite
 from .codes import Act, Binary, Step, Unary
 from .fusion import MAX_STEPS, plan_fusion
 from .launch import (
@@ -146,7 +146,7 @@ class Lowerer:
         the kernel producing its input (opencl/fusion.py); `leaving`: the tensors read
         after the partition."""
         chains = plan_fusion(self.sg, nodes, leaving)
-        fused = {n: [*chain.before, *chain.absorbed] for n, chain in chains.items()}
+        fused = {n: chain.nodes for n, chain in chains.items()}
         for n in launch_order(self.sg, nodes, fused):
             op = self.sg.operators[n]
             chain = chains.get(n)
@@ -159,12 +159,15 @@ class Lowerer:
             self.steps, self.input_scale = chain.steps, chain.input_scale
             self.input_pad, self.input_depthwise = chain.input_pad, chain.input_depthwise
             try:
-                self._record(op).lower(self, op)
+                if chain.then:
+                    squeeze_excite.lower(self, op, chain)
+                else:
+                    self._record(op).lower(self, op)
             finally:
                 self.steps, self.input_scale = [], None
                 self.input_pad, self.input_depthwise = None, None
             for launch in self.out.launches[first:]:
-                launch.covers = (n, *chain.before, *chain.absorbed)
+                launch.covers = (n, *chain.nodes)
 
     def _record(self, op: Operator):
         record = record_for(op.op)

@@ -26,8 +26,10 @@ class Units:
         self.members: dict[int, list[int]] = {n: [n] for n in nodes}
 
     def merge(self, head: int, node: int) -> None:
-        """`node` now runs in `head`'s kernel."""
+        """`node`, and the unit it is in, now run in `head`'s kernel."""
         old = self.unit[node]
+        if old == head:
+            return
         for m in self.members.pop(old):
             self.unit[m] = head
             self.members[head].append(m)

@@ -85,7 +85,7 @@ register(
         "MEAN",
         OpRule(versions(1), versions(2)),
         lower,
-        ("mean.cl",),
+        ("mean.cl", "squeeze_excite.cl"),
         check,
         shapes,
         epilogue=True,

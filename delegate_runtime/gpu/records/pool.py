@@ -34,6 +34,18 @@ def _whole_map(in_s: Shape, out_s: Shape, k: tuple[int, int], pad: tuple[int, in
     )
 
 
+def averages_whole_map(op: Operator, sg: Subgraph) -> bool:
+    """An AVERAGE_POOL_2D that is a mean over H and W (`_whole_map`)."""
+    if op.op != "AVERAGE_POOL_2D" or len(sg.tensors[op.inputs[0]].shape) != 4:
+        return False
+    in_s, out_s = sg.tensors[op.inputs[0]].shape, sg.tensors[op.outputs[0]].shape
+    o = op.options
+    kh, kw = o.get("filter_height", 1), o.get("filter_width", 1)
+    pt, _ = padding_amounts(in_s[1], kh, o.get("stride_h", 1), 1, o.get("padding", 0))
+    pl, _ = padding_amounts(in_s[2], kw, o.get("stride_w", 1), 1, o.get("padding", 0))
+    return _whole_map(in_s, out_s, (kh, kw), (pt, pl))
+
+
 def _lower(lo, op: Operator, kind: Pool) -> None:
     x, out = op.inputs[0], op.outputs[0]
     in_s, out_s = shape4(lo.t(x).shape), shape4(lo.t(out).shape)

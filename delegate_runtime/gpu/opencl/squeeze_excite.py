@@ -1,0 +1,56 @@
+"""Squeeze-and-excite as one launch: MEAN over the pixels (or an average pool over the whole
+map, with its activation), then the two 1x1 convolutions on that one pixel, each with the
+elementwise nodes fused into it (squeeze_excite.cl).
+
+opencl/fusion.py finds the pattern (a MEAN chain whose `then` holds the two convolutions'
+chains); here it is lowered. The mean and the hidden vector stay in the kernel's local
+memory; only the second convolution's result (the gate) is written.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...graph import Operator
+from ..records.mean import MAX_SLICES, SLICE, WIDE_GROUP
+from .launch import Buf, Counters, Scratch, shape4
+
+if TYPE_CHECKING:
+    from .fusion import Chain
+    from .lowering import Lowerer
+
+#: The most channels the kernel's local memory holds, in and hidden (SE_MAX in the kernel).
+MAX_CHANNELS = 2048
+
+
+def _gemm_weights(lo: Lowerer, op: Operator) -> tuple[Any, Any, int]:
+    """A 1x1 convolution's weights as [K, N] (shared with its GEMM lowering), its bias
+    and N."""
+    w = lo.const_float(op.inputs[1])
+    oc, ic = w.shape[0], w.shape[-1]
+    return lo.add_const(f"t{op.inputs[1]}:kn", w.reshape(oc, ic).T), lo.bias(op, 2, oc), oc
+
+
+def lower(lo: Lowerer, mean: Operator, chain: Chain) -> None:
+    """The launch of a MEAN chain with `then` = (first, second convolution's chains)."""
+    first, second = chain.then
+    conv1, conv2 = lo.sg.operators[first.producer], lo.sg.operators[second.producer]
+    x = mean.inputs[0]
+    _, h, w, c = shape4(lo.t(x).shape)
+    inner = h * w
+    slices = max(min(inner // SLICE, MAX_SLICES), 1)
+    per_slice = -(-inner // slices)
+    w1, b1, r = _gemm_weights(lo, conv1)
+    w2, b2, n = _gemm_weights(lo, conv2)
+    epilogues: list[Any] = []
+    for steps, op in ((chain.steps, mean), (first.steps, conv1), (second.steps, conv2)):
+        lo.steps = steps
+        epilogues += lo.epilogue(op.options.get("fused_activation_function", 0))
+    lo.steps = chain.steps
+    args = [Buf(x), Buf(second.output), *map(np.int32, (inner, c, per_slice))]
+    args += [Scratch(4 * slices * c), Counters(1), w1, b1, np.int32(r), w2, b2, np.int32(n)]
+    blocks = -(-c // WIDE_GROUP[0])
+    gsize = (blocks * WIDE_GROUP[0], slices * WIDE_GROUP[1])
+    lo.emit(mean, "squeeze_excite", args + epilogues, gsize, WIDE_GROUP[:2])

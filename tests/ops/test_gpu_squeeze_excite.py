@@ -1,0 +1,183 @@
+"""Squeeze-and-excite in one launch (opencl/squeeze_excite.py) against LiteRT's reference
+kernels: MEAN over the pixels, a 1x1 convolution with its activation, a second one with
+its sigmoid, all in the MEAN's kernel; the gate MUL inside the projection's GEMM."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from delegate_runtime import litert, read_model
+from delegate_runtime.builder import ModelBuilder, Quant
+from tests.conftest import require, require_module
+from tests.ops.test_gpu_fusion import Built, _binary, _graph, _int8_pointwise, _unary
+from tests.ops.test_gpu_ops import PRECISIONS, TOL, opencl_device, randn
+
+require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
+
+__all__ = ["opencl_device"]  # the fixture, re-exported for this module's tests
+
+F = np.float32
+
+
+def _one_pixel_conv(g, x, cin, cout, name, act="NONE"):
+    y = g.tensor(name, (1, 1, 1, cout), F)
+    w = g.const(name + "w", randn(name, cout, 1, 1, cin, scale=1.5 / np.sqrt(cin)))
+    g.op(
+        "CONV_2D",
+        [x, w, g.const(name + "b", randn(name + "b", cout, scale=0.3))],
+        [y],
+        padding="SAME",
+        stride_h=1,
+        stride_w=1,
+        fused_activation_function=act,
+    )
+    return y
+
+
+def float_block(hw: tuple[int, int], c: int, r: int) -> Callable[[], Built]:
+    """x -> MEAN -> 1x1 conv (c -> r) + swish -> 1x1 conv (r -> c) -> sigmoid ->
+    MUL(x, gate) -> 1x1 projection (c -> 8): the squeeze-excite of EfficientNet."""
+
+    def make() -> Built:
+        shape = (1, *hw, c)
+        b, g, (x,), ins = _graph(shape)
+        m = g.tensor("m", (1, 1, 1, c), F)
+        g.op("MEAN", [x, g.const("axes", np.array([1, 2], np.int32))], [m], keep_dims=True)
+        s = _one_pixel_conv(g, m, c, r, "s")
+        sg_ = _unary(g, "LOGISTIC", s, (1, 1, 1, r), "sg")
+        sw = _binary(g, "MUL", s, sg_, (1, 1, 1, r), "sw")
+        e = _one_pixel_conv(g, sw, r, c, "e")
+        gate = _unary(g, "LOGISTIC", e, (1, 1, 1, c), "gate")
+        gated = _binary(g, "MUL", x, gate, shape, "gated")
+        p = g.tensor("p", (1, *hw, 8), F)
+        w = g.const("pw", randn(f"pw{c}", 8, 1, 1, c, scale=1 / np.sqrt(c)))
+        g.op(
+            "CONV_2D",
+            [gated, w, g.const("pb", randn("pb", 8))],
+            [p],
+            padding="SAME",
+            stride_h=1,
+            stride_w=1,
+            fused_activation_function="NONE",
+        )
+        g.output(p)
+        return Built(b.build(), ins, (0, 1, 2, 3, 4, 5))
+
+    return make
+
+
+def relu_hard_sigmoid_block() -> Built:
+    """MobileNet v3's squeeze-excite: 1x1 conv + RELU, 1x1 conv, then hard sigmoid as
+    ADD 3 -> RELU6 -> MUL 1/6 (three steps of the second convolution)."""
+    shape = (1, 5, 5, 16)
+    b, g, (x,), ins = _graph(shape)
+    m = g.tensor("m", (1, 1, 1, 16), F)
+    g.op("MEAN", [x, g.const("axes", np.array([1, 2], np.int32))], [m], keep_dims=True)
+    s = _one_pixel_conv(g, m, 16, 4, "s", act="RELU")
+    e = _one_pixel_conv(g, s, 4, 16, "e")
+    a = _binary(g, "ADD", e, g.const("three", np.array([3.0], F)), (1, 1, 1, 16), "a", "RELU6")
+    gate = _binary(g, "MUL", a, g.const("sixth", np.array([1 / 6], F)), (1, 1, 1, 16), "hs")
+    g.output(_binary(g, "MUL", x, gate, shape, "y"))
+    return Built(b.build(), ins, (0, 1, 2, 3, 4))
+
+
+def pooled_block() -> Built:
+    """MediaPipe's selfie segmentation: AVERAGE_POOL_2D over the whole map (with a RELU of
+    its own) in place of the MEAN, 1x1 conv + RELU, 1x1 conv + sigmoid."""
+    shape = (1, 16, 16, 16)
+    b, g, (x,), ins = _graph(shape)
+    m = g.tensor("m", (1, 1, 1, 16), F)
+    g.op(
+        "AVERAGE_POOL_2D",
+        [x],
+        [m],
+        padding="VALID",
+        stride_h=16,
+        stride_w=16,
+        filter_height=16,
+        filter_width=16,
+        fused_activation_function="RELU",
+    )
+    s = _one_pixel_conv(g, m, 16, 8, "s", act="RELU")
+    e = _one_pixel_conv(g, s, 8, 16, "e")
+    gate = _unary(g, "LOGISTIC", e, (1, 1, 1, 16), "gate")
+    g.output(_binary(g, "MUL", x, gate, shape, "y"))
+    return Built(b.build(), [ins[0] - 0.5], (0, 1, 2, 3))  # means below 0: the RELU zeroes them
+
+
+def quantized_block() -> Built:
+    """The same in an int8 model: each of the MEAN, the two convolutions and the sigmoid
+    snaps to its own int8 grid inside the one kernel."""
+    shape = (1, 12, 12, 8)
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", shape, F)
+    q = g.tensor("q", shape, np.int8, quant=Quant(0.02, -5))
+    g.op("QUANTIZE", [x], [q])
+    m = g.tensor("m", (1, 1, 1, 8), np.int8, quant=Quant(0.05, 1))  # coarse: the snap shows
+    g.op("MEAN", [q, g.const("axes", np.array([1, 2], np.int32))], [m], version=2, keep_dims=True)
+    r = _int8_pointwise(g, m, 0.05, 8, 4, "r", Quant(0.03, -2))
+    e = _int8_pointwise(g, r, 0.03, 4, 8, "e", Quant(0.02, 3))
+    gate = g.tensor("gate", (1, 1, 1, 8), np.int8, quant=Quant(1 / 256, -128))
+    g.op("LOGISTIC", [e], [gate], version=2)
+    y = g.tensor("y", shape, np.int8, quant=Quant(0.02, -3))
+    g.op("MUL", [q, gate], [y], version=2, fused_activation_function="NONE")
+    out = g.tensor("out", shape, F)
+    g.op("DEQUANTIZE", [y], [out], version=2)
+    g.output(out)
+    ins = [np.random.default_rng(21).uniform(-2, 2, shape).astype(F)]
+    return Built(b.build(), ins, (1, 2, 3, 4), tol_abs=1.5 * 0.02)  # one output step
+
+
+CASES: dict[str, Callable[[], Built]] = {
+    "one-slice": float_block((6, 7), 16, 4),
+    "sliced-40x40": float_block((40, 40), 40, 10),
+    "hidden-wider-than-a-group": float_block((3, 3), 600, 300),
+    "relu-hard-sigmoid": relu_hard_sigmoid_block,
+    "whole-map-average-pool": pooled_block,
+    "quantized": quantized_block,
+}
+
+
+@pytest.mark.parametrize(
+    "make,precision",
+    [pytest.param(m, p, id=f"{n}-{p}") for n, m in CASES.items() for p in PRECISIONS],
+)
+def test_squeeze_excite_runs_in_one_kernel(opencl_device, make, precision):
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    require(litert.available(), "ai-edge-litert (the LiteRT oracle)")
+    built = make()
+    want = litert.run(built.model, built.inputs, reference=True)
+    session = GpuSession(read_model(built.model), precision=precision, log=io.StringIO())
+    d = session.delegation
+    assert d.delegated_nodes == d.total_nodes, d.to_dict()
+    assert session.fused_kernels().get(built.fused[0]) == built.fused, session.fused_kernels()
+    names = [k.function_name for k, _, _ in session.executors[0].kernels]
+    assert names.count("squeeze_excite") == 1, names
+    for _ in range(2):  # the counter is reset for the next run
+        for g_, w in zip(session.invoke(built.inputs), want, strict=True):
+            scale = max(float(np.abs(w).max()), 1.0)
+            tol = TOL[precision] * scale + built.tol_abs
+            np.testing.assert_allclose(g_, w, rtol=TOL[precision], atol=tol)
+
+
+def test_a_mean_read_twice_keeps_its_own_kernel(opencl_device):
+    """The MEAN's result is also a model output: it is stored, and no squeeze-excite
+    kernel runs."""
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    shape = (1, 6, 7, 16)
+    b, g, (x,), _ = _graph(shape)
+    m = g.tensor("m", (1, 1, 1, 16), F)
+    g.op("MEAN", [x, g.const("axes", np.array([1, 2], np.int32))], [m], keep_dims=True)
+    e = _one_pixel_conv(g, _one_pixel_conv(g, m, 16, 4, "s", act="RELU"), 4, 16, "e")
+    g.output(e)
+    g.output(m)
+    session = GpuSession(read_model(b.build()), log=io.StringIO())
+    names = [k.function_name for k, _, _ in session.executors[0].kernels]
+    assert "squeeze_excite" not in names, names
