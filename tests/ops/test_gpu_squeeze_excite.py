@@ -136,7 +136,7 @@ def quantized_block() -> Built:
 CASES: dict[str, Callable[[], Built]] = {
     "one-slice": float_block((6, 7), 16, 4),
     "sliced-40x40": float_block((40, 40), 40, 10),
-    "hidden-wider-than-a-group": float_block((3, 3), 600, 300),
+    "hidden-wider-than-a-group": float_block((3, 3), 8, 300),
     "relu-hard-sigmoid": relu_hard_sigmoid_block,
     "whole-map-average-pool": pooled_block,
     "quantized": quantized_block,
@@ -181,3 +181,15 @@ def test_a_mean_read_twice_keeps_its_own_kernel(opencl_device):
     session = GpuSession(read_model(b.build()), log=io.StringIO())
     names = [k.function_name for k, _, _ in session.executors[0].kernels]
     assert "squeeze_excite" not in names, names
+
+
+def test_large_convolutions_keep_their_gemms(opencl_device):
+    """600 -> 300 -> 600 channels: too many weights for one work group (MAX_WEIGHTS); the
+    MEAN and the two convolutions keep kernels of their own."""
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    built = float_block((3, 3), 600, 300)()
+    session = GpuSession(read_model(built.model), log=io.StringIO())
+    names = [k.function_name for k, _, _ in session.executors[0].kernels]
+    assert "squeeze_excite" not in names, names
+    assert sum(n.startswith("gemm") for n in names) == 3, names  # both, and the projection

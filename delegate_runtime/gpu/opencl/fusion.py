@@ -31,7 +31,7 @@ from ..records.record import StepSpec
 from ..records.steps import qdq_step
 from .codes import Step
 from .schedule import Units, tensor_maps
-from .squeeze_excite import MAX_CHANNELS
+from .squeeze_excite import MAX_CHANNELS, MAX_WEIGHTS
 
 #: Steps one kernel's epilogue applies (the EPILOGUE_PARAMS of common.cl).
 MAX_STEPS = 3
@@ -125,7 +125,7 @@ def _squeeze_excite(
 ) -> None:
     """MEAN over the pixels of a batch-1 map (or an AVERAGE_POOL_2D over the whole map),
     read only by a 1x1 convolution whose result only a second 1x1 convolution reads: the
-    MEAN's kernel runs both (its `then`)."""
+    MEAN's kernel runs both (its `then`), where their weights are few enough."""
     for m in list(chains):
         op = sg.operators[m]
         x = sg.tensors[op.inputs[0]].shape
@@ -139,8 +139,12 @@ def _squeeze_excite(
         if first is None:
             continue
         second = _only_reader_on_one_pixel(sg, chains[first].output, chains, readers, leaving)
-        if second is None or sg.tensors[chains[first].output].size > MAX_CHANNELS:
+        if second is None:
             continue
+        r = sg.tensors[chains[first].output].size
+        n = sg.tensors[chains[second].output].size
+        if max(r, n) > MAX_CHANNELS or x[-1] * r + r * n > MAX_WEIGHTS:
+            continue  # too much for the one work group that runs both
         pair = [chains[first], chains[second]]
         late = [produced_by.get(s.operand) for c in pair for s in c.steps if s.operand is not None]
         if not all(units.can_read(m, p) for p in late):

@@ -8,7 +8,8 @@
 // to the storage precision all the same: as_stored).
 #define SE_ROWS 8
 #define SE_THREADS (32 * SE_ROWS)
-#define SE_MAX 2048  // the most channels (C and R) local memory holds here
+#define SE_MAX 2048  // the most channels (C, R and N) this kernel takes
+#define SE_OUT (SE_MAX / SE_THREADS)  // second-convolution outputs per item
 
 #define EPILOGUE_PARAMS_AS(x)                                                              \
   int x##a, int2 x##k0, __global const store_t* x##p0, float4 x##s0, int2 x##k1,            \
@@ -46,19 +47,35 @@ void squeeze_excite(__global const store_t* in, __global store_t* out, int inner
   barrier(CLK_LOCAL_MEM_FENCE);
   if (!last) return;
   volatile __global const float* VP = P;  // bypass non-coherent caches for others' writes
-  for (int c = t; c < C; c += SE_THREADS) {
+  // the mean: the 8 rows of items share each channel's slices
+  for (int cb = 0; cb < C; cb += 32) {
+    int c = cb + lx;
     float total = 0.0f;
-    for (int j = 0; j < slices; ++j) total += VP[j * C + c];
-    v[c] = as_stored(EPILOGUE_AS(m, total / inner, c, c));
+    if (c < C)
+      for (int j = ly; j < slices; j += SE_ROWS) total += VP[j * C + c];
+    sums[ly][lx] = total;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (ly == 0 && c < C) {
+      for (int j = 1; j < SE_ROWS; ++j) total += sums[j][lx];
+      v[c] = as_stored(EPILOGUE_AS(m, total / inner, c, c));
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
   }
-  barrier(CLK_LOCAL_MEM_FENCE);
   // first convolution: for a block of n outputs, `reps` items share each one's C terms
   for (int jb = 0; jb < R; jb += SE_THREADS) {
     int n = min(R - jb, SE_THREADS), reps = SE_THREADS / n, j = jb + t % n, q = t / n;
-    float sum = 0.0f;
-    if (q < reps)
-      for (int c = q; c < C; c += reps) sum += v[c] * LDF(w1, c * R + j);
-    part[t] = sum;
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    int c = q;
+    if (q < reps) {
+      for (; c + 3 * reps < C; c += 4 * reps) {  // four loads in flight
+        s0 += v[c] * LDF(w1, c * R + j);
+        s1 += v[c + reps] * LDF(w1, (c + reps) * R + j);
+        s2 += v[c + 2 * reps] * LDF(w1, (c + 2 * reps) * R + j);
+        s3 += v[c + 3 * reps] * LDF(w1, (c + 3 * reps) * R + j);
+      }
+      for (; c < C; c += reps) s0 += v[c] * LDF(w1, c * R + j);
+    }
+    part[t] = (s0 + s1) + (s2 + s3);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (t < n) {
       float total = LDF(b1, jb + t);
@@ -67,11 +84,19 @@ void squeeze_excite(__global const store_t* in, __global store_t* out, int inner
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  // second convolution: one output per item at a time
-  for (int c = t; c < N; c += SE_THREADS) {
-    float total = LDF(b2, c);
-    for (int k = 0; k < R; ++k) total += h[k] * LDF(w2, k * N + c);
-    ST(out, c, EPILOGUE_AS(g, total, c, c));
+  // second convolution: each item SE_OUT outputs at a stride, their loads side by side
+  float out_acc[SE_OUT];
+  for (int o = 0; o < SE_OUT; ++o) out_acc[o] = 0.0f;
+  for (int k = 0; k < R; ++k) {
+    float hk = h[k];
+    for (int o = 0; o < SE_OUT; ++o) {
+      int c = t + o * SE_THREADS;
+      if (c < N) out_acc[o] += hk * LDF(w2, k * N + c);
+    }
+  }
+  for (int o = 0; o < SE_OUT; ++o) {
+    int c = t + o * SE_THREADS;
+    if (c < N) ST(out, c, EPILOGUE_AS(g, out_acc[o] + LDF(b2, c), c, c));
   }
   if (t == 0) counters[0] = 0;  // ready for the next run
 }

@@ -21,8 +21,13 @@ if TYPE_CHECKING:
     from .fusion import Chain
     from .lowering import Lowerer
 
-#: The most channels the kernel's local memory holds, in and hidden (SE_MAX in the kernel).
+#: The most channels the kernel takes, in, hidden and out (SE_MAX in the kernel).
 MAX_CHANNELS = 2048
+#: The most weights of the two convolutions together. One work group computes them, so
+#: its weight loads wait on memory one after another: on an H100 the kernel took 12-20 us
+#: up to 4,800 weights, 28-35 us at 19,200 (as long as the three launches it replaces) and
+#: 80 us at 110,592 (EfficientNetB0's last blocks; `bench/diag_gpu.py --only timeline`).
+MAX_WEIGHTS = 8192
 
 
 def _gemm_weights(lo: Lowerer, op: Operator) -> tuple[Any, Any, int]:
