@@ -199,3 +199,23 @@ def test_a_depthwise_output_read_twice_is_stored(opencl_device):
     assert session.fused_kernels() == {}
     names = [k.function_name for k, _, _ in session.executors[0].kernels]
     assert "gemm32v" in names and any(n.startswith("depthwise") for n in names), names
+
+
+@pytest.mark.parametrize(
+    "stride,cout,fused",
+    [(1, 128, True), (1, 256, False), (2, 256, True)],
+    ids=["stride1-128-channels", "stride1-256-channels", "stride2-256-channels"],
+)
+def test_wide_pointwise_after_a_stride1_depthwise_keeps_two_kernels(
+    opencl_device, stride, cout, fused
+):
+    """The GEMM recomputes the depthwise output for every tile of output channels: past
+    128 channels after a stride-1 depthwise that costs more than the launch it saves
+    (fusion.DEPTHWISE_MAX_READER_CHANNELS)."""
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    shape = (1, 8, 8, 16)
+    out_hw = (8 // stride, 8 // stride)
+    model = separable(shape, cout, out_hw, stride=stride, padding="SAME")().model
+    session = GpuSession(read_model(model), log=io.StringIO())
+    assert (session.fused_kernels().get(1) == (1, 0)) is fused, session.fused_kernels()

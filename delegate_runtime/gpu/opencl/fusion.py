@@ -35,6 +35,13 @@ from .squeeze_excite import MAX_CHANNELS, MAX_WEIGHTS
 
 #: Steps one kernel's epilogue applies (the EPILOGUE_PARAMS of common.cl).
 MAX_STEPS = 3
+#: The most output channels of a 1x1 convolution that absorbs a stride-1 depthwise one.
+#: Its GEMM computes the depthwise output again for every tile of output channels. On an
+#: H100 (`bench/diag_gpu.py --only timeline`, MobileNet v1) the fused kernel beat the two
+#: launches it replaces at 64-128 channels (25-30 us against 24-33) and after every
+#: stride-2 depthwise (18-23 us against 22-26, 128-1024 channels), and lost at 256-1024
+#: channels after a stride-1 one (36-38 us against 31-34).
+DEPTHWISE_MAX_READER_CHANNELS = 128
 
 
 @dataclass
@@ -254,10 +261,19 @@ def _depthwise_inputs(
             or y in leaving
             or y in sg.outputs
             or not fuses_into_reader(sg.operators[d], sg)
+            or _recomputes_too_often(sg.operators[d], op, sg)
         ):
             continue
         found[n] = d
     return found
+
+
+def _recomputes_too_often(depthwise: Operator, conv: Operator, sg: Subgraph) -> bool:
+    """Whether fusing `depthwise` into `conv` would cost more than it saves (see
+    DEPTHWISE_MAX_READER_CHANNELS)."""
+    o = depthwise.options
+    strided = o.get("stride_h", 1) > 1 or o.get("stride_w", 1) > 1
+    return not strided and sg.tensors[conv.outputs[0]].shape[-1] > DEPTHWISE_MAX_READER_CHANNELS
 
 
 def _pads(
