@@ -433,21 +433,28 @@ CASES: dict[str, Callable[[], Built]] = {
     [pytest.param(m, p, id=f"{n}-{p}") for n, m in CASES.items() for p in PRECISIONS],
 )
 def test_fused_chain_matches_litert(opencl_device, make, precision):
+    check_fused(make(), precision)
+
+
+def check_fused(built: Built, precision: str, runs: int = 1) -> list[str]:
+    """Run `built` on the delegate: every node delegated, the nodes `built.fused` in one
+    kernel, and its outputs against LiteRT's reference kernels in each of `runs` invokes
+    (kernels with counters reset them for the next). Returns the partition's kernel names."""
     from delegate_runtime.gpu.delegate import GpuSession
 
     require(litert.available(), "ai-edge-litert (the LiteRT oracle)")
-    built = make()
     want = litert.run(built.model, built.inputs, reference=True)
     session = GpuSession(read_model(built.model), precision=precision, log=io.StringIO())
     d = session.delegation
     assert d.delegated_nodes == d.total_nodes, d.to_dict()
     fused = session.fused_kernels()
     assert fused.get(built.fused[0]) == built.fused, fused
-    got = session.invoke(built.inputs)
-    for g_, w in zip(got, want, strict=True):
-        scale = max(float(np.abs(w).max()), 1.0)
-        tol = TOL[precision] * scale + built.tol_abs
-        np.testing.assert_allclose(g_, w, rtol=TOL[precision], atol=tol)
+    for _ in range(runs):
+        for g_, w in zip(session.invoke(built.inputs), want, strict=True):
+            scale = max(float(np.abs(w).max()), 1.0)
+            tol = TOL[precision] * scale + built.tol_abs
+            np.testing.assert_allclose(g_, w, rtol=TOL[precision], atol=tol)
+    return [k.function_name for k, _, _ in session.executors[0].kernels]
 
 
 def test_squeeze_excite_runs_in_two_kernels(opencl_device):

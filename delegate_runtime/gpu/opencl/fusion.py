@@ -108,8 +108,7 @@ def plan_fusion(sg: Subgraph, nodes: list[int], leaving: set[int]) -> dict[int, 
             absorbed, steps, out = nxt
             if len(chain.steps) + len(steps) > MAX_STEPS:
                 break
-            late = [produced_by.get(s.operand) for s in steps if s.operand is not None]
-            if not all(units.can_read(n, p) for p in late):
+            if not _operands_ready(units, n, steps, produced_by):
                 break  # its operand waits on this kernel's own output
             for a in absorbed:
                 units.merge(n, a)
@@ -120,6 +119,15 @@ def plan_fusion(sg: Subgraph, nodes: list[int], leaving: set[int]) -> dict[int, 
         chains[n] = chain
     _squeeze_excite(sg, chains, readers, produced_by, leaving, units)
     return chains
+
+
+def _operands_ready(
+    units: Units, head: int, steps: list[StepSpec], produced_by: dict[int, int]
+) -> bool:
+    """Whether `head`'s kernel can read every operand of `steps` (Units.can_read)."""
+    return all(
+        units.can_read(head, produced_by.get(s.operand)) for s in steps if s.operand is not None
+    )
 
 
 def _squeeze_excite(
@@ -153,8 +161,7 @@ def _squeeze_excite(
         if max(r, n) > MAX_CHANNELS or x[-1] * r + r * n > MAX_WEIGHTS:
             continue  # too much for the one work group that runs both
         pair = [chains[first], chains[second]]
-        late = [produced_by.get(s.operand) for c in pair for s in c.steps if s.operand is not None]
-        if not all(units.can_read(m, p) for p in late):
+        if not _operands_ready(units, m, [*pair[0].steps, *pair[1].steps], produced_by):
             continue
         for c in pair:
             units.merge(m, c.producer)  # with what its chain absorbed
@@ -198,23 +205,12 @@ def _gates(
     inside = set(nodes)
     found: dict[int, tuple[int, tuple[int, int, tuple[float, float, float, float] | None]]] = {}
     for n in nodes:
-        op = sg.operators[n]
-        record = record_for(op.op)
-        if record is None or record.input_scale is None or not record.input_scale(op, sg):
+        if not _kernel_can(sg, n, "input_scale"):
             continue
-        mul = produced_by.get(op.inputs[0])
-        if mul is None or mul not in inside or sg.operators[mul].op != "MUL":
+        m = _sole_input_producer(sg, n, "MUL", readers, produced_by, inside, leaving)
+        if m is None or m.options.get("fused_activation_function", 0) or len(set(m.inputs)) != 2:
             continue
-        m = sg.operators[mul]
-        y = m.outputs[0]
-        if (
-            readers.get(y) != [n]
-            or y in leaving
-            or y in sg.outputs
-            or m.options.get("fused_activation_function", 0)
-            or len(set(m.inputs)) != 2
-        ):
-            continue
+        mul, y = m.index, m.outputs[0]
         shape = sg.tensors[y].shape
         for x, gate in (m.inputs, m.inputs[::-1]):
             g = sg.tensors[gate]
@@ -246,26 +242,43 @@ def _depthwise_inputs(
     inside = set(nodes)
     found: dict[int, int] = {}
     for n in nodes:
-        op = sg.operators[n]
-        record = record_for(op.op)
-        if n in gated or record is None or record.input_depthwise is None:
+        if n in gated or not _kernel_can(sg, n, "input_depthwise"):
             continue
-        if not record.input_depthwise(op, sg):
+        d = _sole_input_producer(sg, n, "DEPTHWISE_CONV_2D", readers, produced_by, inside, leaving)
+        if d is None or not fuses_into_reader(d, sg):
             continue
-        d = produced_by.get(op.inputs[0])
-        if d is None or d not in inside or sg.operators[d].op != "DEPTHWISE_CONV_2D":
-            continue
-        y = sg.operators[d].outputs[0]
-        if (
-            readers.get(y) != [n]
-            or y in leaving
-            or y in sg.outputs
-            or not fuses_into_reader(sg.operators[d], sg)
-            or _recomputes_too_often(sg.operators[d], op, sg)
-        ):
-            continue
-        found[n] = d
+        if not _recomputes_too_often(d, sg.operators[n], sg):
+            found[n] = d.index
     return found
+
+
+def _kernel_can(sg: Subgraph, n: int, what: str) -> bool:
+    """Whether node n's record says yes to `what` (input_scale, input_pad,
+    input_depthwise) for this node."""
+    op = sg.operators[n]
+    record = record_for(op.op)
+    ask = getattr(record, what, None) if record is not None else None
+    return ask is not None and bool(ask(op, sg))
+
+
+def _sole_input_producer(
+    sg: Subgraph,
+    n: int,
+    kind: str,
+    readers: dict[int, list[int]],
+    produced_by: dict[int, int],
+    inside: set[int],
+    leaving: set[int],
+) -> Operator | None:
+    """The `kind` node of the partition producing node n's first input, where n alone
+    reads its output and that output neither leaves the partition nor the model."""
+    p = produced_by.get(sg.operators[n].inputs[0])
+    if p is None or p not in inside or sg.operators[p].op != kind:
+        return None
+    y = sg.operators[p].outputs[0]
+    if readers.get(y) != [n] or y in leaving or y in sg.outputs:
+        return None
+    return sg.operators[p]
 
 
 def _recomputes_too_often(depthwise: Operator, conv: Operator, sg: Subgraph) -> bool:
@@ -288,21 +301,15 @@ def _pads(
     inside = set(nodes)
     found: dict[int, tuple[int, tuple[int, int, int]]] = {}
     for n in nodes:
-        op = sg.operators[n]
-        record = record_for(op.op)
-        if record is None or record.input_pad is None or not record.input_pad(op, sg):
+        if not _kernel_can(sg, n, "input_pad"):
             continue
-        pad = produced_by.get(op.inputs[0])
-        if pad is None or pad not in inside or sg.operators[pad].op != "PAD":
+        p = _sole_input_producer(sg, n, "PAD", readers, produced_by, inside, leaving)
+        if p is None:
             continue
-        p = sg.operators[pad]
-        y = p.outputs[0]
+        pad, y = p.index, p.outputs[0]
         amounts = sg.tensors[p.inputs[1]].data if len(p.inputs) > 1 else None
         if (
             amounts is None
-            or readers.get(y) != [n]
-            or y in leaving
-            or y in sg.outputs
             or len(sg.tensors[y].shape) != 4
             or np.asarray(amounts).shape != (4, 2)
             or np.asarray(amounts)[[0, 3]].any()

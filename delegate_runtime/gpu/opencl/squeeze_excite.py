@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...graph import Operator
-from ..records.mean import MAX_SLICES, SLICE, WIDE_GROUP
+from ..records.conv import gemm_weights
+from ..records.mean import WIDE_GROUP, slicing
 from .launch import Buf, Counters, Scratch, shape4
 
 if TYPE_CHECKING:
@@ -30,14 +31,6 @@ MAX_CHANNELS = 2048
 MAX_WEIGHTS = 8192
 
 
-def _gemm_weights(lo: Lowerer, op: Operator) -> tuple[Any, Any, int]:
-    """A 1x1 convolution's weights as [K, N] (shared with its GEMM lowering), its bias
-    and N."""
-    w = lo.const_float(op.inputs[1])
-    oc, ic = w.shape[0], w.shape[-1]
-    return lo.add_const(f"t{op.inputs[1]}:kn", w.reshape(oc, ic).T), lo.bias(op, 2, oc), oc
-
-
 def lower(lo: Lowerer, mean: Operator, chain: Chain) -> None:
     """The launch of a MEAN chain with `then` = (first, second convolution's chains)."""
     first, second = chain.then
@@ -45,10 +38,9 @@ def lower(lo: Lowerer, mean: Operator, chain: Chain) -> None:
     x = mean.inputs[0]
     _, h, w, c = shape4(lo.t(x).shape)
     inner = h * w
-    slices = max(min(inner // SLICE, MAX_SLICES), 1)
-    per_slice = -(-inner // slices)
-    w1, b1, r = _gemm_weights(lo, conv1)
-    w2, b2, n = _gemm_weights(lo, conv2)
+    slices, per_slice = slicing(inner)
+    w1, b1, r = gemm_weights(lo, conv1)
+    w2, b2, n = gemm_weights(lo, conv2)
     epilogues: list[Any] = []
     for steps, op in ((chain.steps, mean), (first.steps, conv1), (second.steps, conv2)):
         lo.steps = steps

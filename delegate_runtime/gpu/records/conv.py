@@ -7,7 +7,7 @@ import numpy as np
 from ...errors import ModelError
 from ...graph import Operator, Subgraph
 from ...ops.common import padding_amounts
-from ..opencl.launch import Buf, grid3, i4, shape4
+from ..opencl.launch import Buf, Const, grid3, i4, shape4
 from .depthwise import prologue_args
 from .geometry import Shape, rank4, window_hw
 from .record import GpuOp, OpRule, register, versions
@@ -40,18 +40,24 @@ def is_gemm(op: Operator, sg: Subgraph) -> bool:
     return w[1:3] == (1, 1) and strides == (1, 1) and in_s[1:3] == out_s[1:3]
 
 
+def gemm_weights(lo, op: Operator) -> tuple[Const, Const, int]:
+    """A 1x1 convolution's weights as the GEMM's [K, N] constant (one per tensor, however
+    many kernels read it), its bias and N."""
+    w = lo.const_float(op.inputs[1])  # OHWI
+    oc, ic = w.shape[0], w.shape[-1]
+    return lo.add_const(f"t{op.inputs[1]}:kn", w.reshape(oc, ic).T), lo.bias(op, 2, oc), oc
+
+
 def lower(lo, op: Operator) -> None:
     x, w_i, out = op.inputs[0], op.inputs[1], op.outputs[0]
-    w = lo.const_float(w_i)  # OHWI
-    oc, kh, kw, ic = w.shape
+    oc, kh, kw, ic = lo.t(w_i).shape  # OHWI
     in_s, out_s = shape4(lo.t(x).shape), shape4(lo.t(out).shape)
     o = op.options
     sh, sw = o.get("stride_h", 1), o.get("stride_w", 1)
     dh, dw = o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)
     act = o.get("fused_activation_function", 0)
-    bias = lo.bias(op, 2, oc)
     if is_gemm(op, lo.sg):
-        weights = lo.add_const(f"t{w_i}:kn", w.reshape(oc, ic).T)
+        weights, bias, _ = gemm_weights(lo, op)
         m = in_s[0] * in_s[1] * in_s[2]
         a, scale, snap, depthwise = Buf(x), None, None, None
         if lo.input_scale is not None:  # a gate MUL before it, absorbed: x * gate
@@ -61,6 +67,7 @@ def lower(lo, op: Operator) -> None:
             a, *depthwise = prologue_args(lo, lo.sg.operators[lo.input_depthwise])
         lo.gemm(op, a, weights, bias, Buf(out), m, oc, ic, act, scale, snap, depthwise)
         return
+    w, bias = lo.const_float(w_i), lo.bias(op, 2, oc)
     pt, _ = padding_amounts(in_s[1], kh, sh, dh, o.get("padding", 0))
     pl, _ = padding_amounts(in_s[2], kw, sw, dw, o.get("padding", 0))
     x, pt, pl = lo.padded_input(x, pt, pl)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ...errors import ModelError
@@ -58,50 +60,65 @@ def fuses_into_reader(op: Operator, sg: Subgraph) -> bool:
     return w[1] * w[2] > 1 and x[-1] == out[-1] and len(x) == 4
 
 
-def prologue_args(lo, op: Operator) -> list:
-    """The arguments with which a GEMM computes this node's output as it loads it
-    (depthwise_at.cl): its input, then weights, bias, input and output shapes, geometry,
-    fused activation and the quantize-and-dequantize step of its output (or none)."""
-    x, w_i, out = op.inputs[0], op.inputs[1], op.outputs[0]
-    w = lo.const_float(w_i)  # [1, KH, KW, C]
-    _, kh, kw, oc = w.shape
-    in_s, out_s = shape4(lo.t(x).shape), shape4(lo.t(out).shape)
+@dataclass(frozen=True)
+class _Window:
+    """What both lowerings read off the node: the tensor read (a PAD before it absorbed),
+    the weights, and the window's geometry with that PAD's rows counted in."""
+
+    x: int
+    w: np.ndarray  #: [1, KH, KW, OC] as float32
+    in_s: tuple[int, int, int, int]
+    out_s: tuple[int, int, int, int]
+    stride: tuple[int, int]
+    dilation: tuple[int, int]
+    pad: tuple[int, int]  #: top, left
+
+
+def _window(lo, op: Operator) -> _Window:
+    x, out = op.inputs[0], op.outputs[0]
+    w = lo.const_float(op.inputs[1])
+    _, kh, kw, _ = w.shape
+    in_s = shape4(lo.t(x).shape)
     o = op.options
     sh, sw = o.get("stride_h", 1), o.get("stride_w", 1)
     dh, dw = o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)
     pt, _ = padding_amounts(in_s[1], kh, sh, dh, o.get("padding", 0))
     pl, _ = padding_amounts(in_s[2], kw, sw, dw, o.get("padding", 0))
     x, pt, pl = lo.padded_input(x, pt, pl)
-    snap = qdq_step(lo.sg, out)
+    return _Window(
+        x, w, shape4(lo.t(x).shape), shape4(lo.t(out).shape), (sh, sw), (dh, dw), (pt, pl)
+    )
+
+
+def prologue_args(lo, op: Operator) -> list:
+    """The arguments with which a GEMM computes this node's output as it loads it
+    (depthwise_at.cl): its input, then weights, bias, input and output shapes, geometry,
+    fused activation and the quantize-and-dequantize step of its output (or none)."""
+    win = _window(lo, op)
+    _, kh, kw, oc = win.w.shape
+    snap = qdq_step(lo.sg, op.outputs[0])
     step = snap[0] if snap else StepSpec(Step.NONE)
     return [
-        Buf(x),
-        lo.add_const(f"t{w_i}", w),
+        Buf(win.x),
+        lo.add_const(f"t{op.inputs[1]}", win.w),
         lo.bias(op, 2, oc),
-        i4(shape4(lo.t(x).shape)),
-        i4(out_s),
-        np.array((kh, kw, sh, sw, dh, dw, pt, pl), np.int32),
-        np.int32(Act(o.get("fused_activation_function", 0))),
+        i4(win.in_s),
+        i4(win.out_s),
+        np.array((kh, kw, *win.stride, *win.dilation, *win.pad), np.int32),
+        np.int32(Act(op.options.get("fused_activation_function", 0))),
         np.array((Step(step.code), step.source), np.int32),
         np.array(step.params, np.float32),
     ]
 
 
 def lower(lo, op: Operator) -> None:
-    x, w_i, out = op.inputs[0], op.inputs[1], op.outputs[0]
-    w = lo.const_float(w_i)  # [1, KH, KW, OC]
-    _, kh, kw, oc = w.shape
-    in_s, out_s = shape4(lo.t(x).shape), shape4(lo.t(out).shape)
-    o = op.options
-    sh, sw = o.get("stride_h", 1), o.get("stride_w", 1)
-    dh, dw = o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)
+    win = _window(lo, op)
+    x, out, in_s, out_s = win.x, op.outputs[0], win.in_s, win.out_s
+    _, kh, kw, oc = win.w.shape
+    (sh, sw), (dh, dw), (pt, pl) = win.stride, win.dilation, win.pad
     mult = oc // in_s[3]
-    act = o.get("fused_activation_function", 0)
-    pt, _ = padding_amounts(in_s[1], kh, sh, dh, o.get("padding", 0))
-    pl, _ = padding_amounts(in_s[2], kw, sw, dw, o.get("padding", 0))
-    x, pt, pl = lo.padded_input(x, pt, pl)
-    in_s = shape4(lo.t(x).shape)
-    wc, bias = lo.add_const(f"t{w_i}", w), lo.bias(op, 2, oc)
+    act = op.options.get("fused_activation_function", 0)
+    wc, bias = lo.add_const(f"t{op.inputs[1]}", win.w), lo.bias(op, 2, oc)
     # NOTE: chosen per precision by `bench/diag_gpu.py --only depthwise` on the H200:
     # with half storage a compile-time x stride is faster; with float, a runtime one
     if kh == kw == 3 and (dh, dw, mult) == (1, 1, 1) and oc % 4 == 0:

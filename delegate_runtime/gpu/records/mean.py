@@ -58,6 +58,13 @@ def lower(lo, op: Operator) -> None:
     reduce_mean(lo, op, (outer, inner, rest), lo.epilogue(0))
 
 
+def slicing(inner: int) -> tuple[int, int]:
+    """How many work groups share each output of a mean over `inner` elements, and how
+    many elements each sums."""
+    slices = max(min(inner // SLICE, MAX_SLICES), 1)
+    return slices, -(-inner // slices)
+
+
 def reduce_mean(lo, op: Operator, dims: tuple[int, int, int], epilogue: list[Any]) -> None:
     """Launch the mean of `op`'s input 0 seen as `dims` = [outer, inner, rest] over inner
     into its output 0 [outer, rest], through `epilogue` (Lowerer.epilogue's arguments; an
@@ -68,8 +75,7 @@ def reduce_mean(lo, op: Operator, dims: tuple[int, int, int], epilogue: list[Any
     channels = max(int(out_shape[-1]), 1) if len(out_shape) else 1
     args = [Buf(op.inputs[0]), Buf(op.outputs[0]), *map(np.int32, (*dims, channels))]
     if inner >= WIDE_FROM:
-        slices = max(min(inner // SLICE, MAX_SLICES), 1)
-        per_slice = -(-inner // slices)
+        slices, per_slice = slicing(inner)
         blocks = -(-rest // WIDE_GROUP[0])
         scratch = Scratch(4 * outer * slices * rest)
         args += [np.int32(per_slice), scratch, Counters(blocks * outer), *epilogue]
