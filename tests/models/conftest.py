@@ -29,7 +29,7 @@ class ZooCase:
     label: str
     path: Path
     input_range: tuple[float, float]
-    portrait: bool = False  #: a synthetic person instead of noise (segmentation models)
+    photo: str | None = None  #: a photograph (zoo.PHOTOS) instead of noise: the segmenters
     smooth: bool = False  #: smooth random images like the Keras models' calibration images
 
     @functools.cached_property
@@ -43,7 +43,7 @@ class ZooCase:
     @functools.cached_property
     def inputs(self) -> list[np.ndarray]:
         """Seeded uniform inputs over the model's input range (seed: the model's label); for
-        `smooth` smooth random images instead, for `portrait` a synthetic person."""
+        `smooth` smooth random images instead, for `photo` that photograph."""
         return self.draw_inputs(self.label)
 
     def draw_inputs(self, seed: str) -> list[np.ndarray]:
@@ -54,9 +54,11 @@ class ZooCase:
         xs = [rng.uniform(lo, hi, sg.tensors[i].shape) for i in sg.inputs]
         if self.smooth:
             xs[0] = zoo.smooth_images(rng, len(xs[0]), lo, hi)
-        if self.portrait:
-            speckle = np.random.default_rng(PORTRAIT_SEED).uniform(0, 1, xs[0].shape)
-            xs[0] = lo + (hi - lo) * (0.9 * portrait(xs[0].shape) + 0.1 * speckle)
+        if self.photo:
+            view = photo_view(
+                zoo.photo(self.photo), xs[0].shape, None if seed == self.label else rng
+            )
+            xs[0] = lo + (hi - lo) * view
         return [x.astype(sg.tensors[i].dtype) for x, i in zip(xs, sg.inputs, strict=True)]
 
     @property
@@ -65,20 +67,33 @@ class ZooCase:
         return self.label.endswith("__int8")
 
 
-#: Seed of the speckle on the portrait: the selfie models' masks swing between empty and
-#: a person with small changes of a synthetic input; with this one both find the person.
-PORTRAIT_SEED = 0
+#: The other views of a photograph: a crop of this share of each side or more, mirrored
+#: half the time, its brightness scaled within this span.
+PHOTO_CROP, PHOTO_BRIGHTNESS = 0.75, (0.85, 1.15)
 
 
-def portrait(shape: tuple[int, ...]) -> np.ndarray:
-    """An NHWC RGB image in [0, 1]: a skin-toned head and shoulders on a cool background
-    (noise alone gives a segmentation mask of ~0 everywhere, an output with no range)."""
+def photo_view(path: Path, shape: tuple[int, ...], rng: np.random.Generator | None) -> np.ndarray:
+    """An NHWC RGB input in [0, 1] of `shape` from a photograph, resized bilinearly: the
+    whole photograph, or with `rng` a random crop, mirror and brightness of it (the selfie
+    segmenters find the person in every such view: a mask spanning 0 to 1)."""
+    from PIL import Image
+
     _, h, w, _ = shape
-    y, x = np.mgrid[0:h, 0:w] / np.array([h, w], dtype=np.float64)[:, None, None]
-    head = np.exp(-((y - 0.35) ** 2) / 0.02 - (x - 0.5) ** 2 / 0.01)
-    shoulders = np.exp(-((y - 0.9) ** 2) / 0.05 - (x - 0.5) ** 2 / 0.04)
-    person = np.clip(head + shoulders, 0.0, 1.0)[..., None]
-    return (person * np.array([0.8, 0.6, 0.5]) + (1 - person) * np.array([0.2, 0.4, 0.3]))[None]
+    image = Image.open(path).convert("RGB")
+    gain = 1.0
+    if rng is not None:
+        side = rng.uniform(PHOTO_CROP, 1.0)
+        cw, ch = int(image.width * side), int(image.height * side)
+        x0, y0 = (
+            int(rng.integers(0, image.width - cw + 1)),
+            int(rng.integers(0, image.height - ch + 1)),
+        )
+        image = image.crop((x0, y0, x0 + cw, y0 + ch))
+        if rng.random() < 0.5:
+            image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        gain = rng.uniform(*PHOTO_BRIGHTNESS)
+    pixels = np.asarray(image.resize((w, h), Image.Resampling.BILINEAR), np.float64) / 255.0
+    return np.clip(pixels * gain, 0.0, 1.0)[None]
 
 
 def output_scale(w: np.ndarray) -> float:
@@ -183,7 +198,8 @@ def mediapipe_case(name: str) -> ZooCase:
     except zoo.ZooUnavailable as e:
         require(False, f"{name}.tflite from mediapipe=={zoo.MEDIAPIPE_VERSION} on PyPI ({e})")
     # MediaPipe's image models take pixels normalised to [0, 1] or [-1, 1]; [0, 1] suits both.
-    return ZooCase(name, path, (0.0, 1.0), portrait=name.startswith("selfie_segmentation"))
+    segmenter = name.startswith("selfie_segmentation")
+    return ZooCase(name, path, (0.0, 1.0), photo="astronaut.png" if segmenter else None)
 
 
 def keras_case(name: str, variant: str) -> ZooCase:

@@ -2,13 +2,15 @@
 
 MediaPipe: the 14 `.tflite` files under `mediapipe/modules/` in the mediapipe==0.10.14
 wheel on PyPI, downloaded once with `pip download --no-deps` and extracted into
-ZOO/mediapipe/. Keras: the files scripts/make_keras_zoo.py writes into ZOO/keras/ (not
+ZOO/mediapipe/; the selfie segmenters' photograph comes the same way from scikit-image's
+wheel into ZOO/images/. Keras: the files scripts/make_keras_zoo.py writes into ZOO/keras/ (not
 built in CI: TensorFlow is too heavy). ZOO is ~/.cache/devicefarm/zoo unless
 DEVICEFARM_ZOO_DIR says otherwise.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -37,6 +39,13 @@ MEDIAPIPE_MODELS = (
     "selfie_segmentation",
     "selfie_segmentation_landscape",
 )
+#: Real photographs for the models that need a real scene (the selfie segmenters find no
+#: person in noise or in a drawn one): scikit-image's sample data, by file name -> SHA-256.
+PHOTOS_WHEEL = "scikit-image==0.26.0"
+PHOTOS = {
+    # Eileen Collins, NASA portrait (public domain), 512 x 512 RGB.
+    "astronaut.png": "88431cd9653ccd539741b555fb0a46b61558b301d4110412b5bc28b5e3ea6cb5",
+}
 PIP_DOWNLOAD_TIMEOUT_S = 600
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,29 +59,32 @@ class ZooUnavailable(RuntimeError):
     """A zoo model cannot be had here (no network, no pip, a wheel without it)."""
 
 
-def _download_mediapipe(folder: Path) -> None:
-    """Fetch the wheel (no dependencies, the manylinux CPython 3.11 build: the models are
-    the same in every build) and extract its models into `folder`, each file atomically."""
+def _extract_from_wheel(
+    requirement: str, platform: str, prefix: str, suffix: str, folder: Path
+) -> None:
+    """Fetch `requirement`'s wheel (no dependencies, the CPython 3.11 build for `platform`:
+    the files taken are the same in every build) and extract its members under `prefix`
+    ending in `suffix` into `folder`, flat, each file atomically."""
     with tempfile.TemporaryDirectory() as tmp:
         command = [
             *(sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"),
-            *("--python-version", "3.11", "--platform", "manylinux2014_x86_64"),
-            *(f"mediapipe=={MEDIAPIPE_VERSION}", "-d", tmp, "-q"),
+            *("--python-version", "3.11", "--platform", platform),
+            *(requirement, "-d", tmp, "-q"),
         ]
         try:
             subprocess.run(command, check=True, timeout=PIP_DOWNLOAD_TIMEOUT_S, capture_output=True)
         except (OSError, subprocess.SubprocessError) as e:
             detail = getattr(e, "stderr", b"") or b""
             raise ZooUnavailable(
-                f"pip download mediapipe=={MEDIAPIPE_VERSION} failed: {e} {detail.decode()[-500:]}"
+                f"pip download {requirement} failed: {e} {detail.decode()[-500:]}"
             ) from e
-        wheels = list(Path(tmp).glob("mediapipe-*.whl"))
+        wheels = list(Path(tmp).glob("*.whl"))
         if len(wheels) != 1:
-            raise ZooUnavailable(f"pip download gave {len(wheels)} mediapipe wheels")
+            raise ZooUnavailable(f"pip download {requirement} gave {len(wheels)} wheels")
         folder.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(wheels[0]) as wheel:
             for member in wheel.namelist():
-                if member.startswith("mediapipe/modules/") and member.endswith(".tflite"):
+                if member.startswith(prefix) and member.endswith(suffix):
                     target = folder / Path(member).name
                     partial = target.with_suffix(".partial")
                     partial.write_bytes(wheel.read(member))
@@ -85,9 +97,33 @@ def mediapipe_model(name: str) -> Path:
         raise ValueError(f"{name} is not one of the zoo's MediaPipe models")
     path = zoo_dir() / "mediapipe" / f"{name}.tflite"
     if not path.exists():
-        _download_mediapipe(path.parent)
+        _extract_from_wheel(
+            f"mediapipe=={MEDIAPIPE_VERSION}",
+            "manylinux2014_x86_64",
+            "mediapipe/modules/",
+            ".tflite",
+            path.parent,
+        )
     if not path.exists():
         raise ZooUnavailable(f"mediapipe=={MEDIAPIPE_VERSION} has no {name}.tflite")
+    return path
+
+
+def photo(name: str) -> Path:
+    """The path of a photograph from scikit-image's sample data (PHOTOS), downloading its
+    wheel the first time; its SHA-256 is checked on every call."""
+    if name not in PHOTOS:
+        raise ValueError(f"{name} is not one of the zoo's photographs")
+    path = zoo_dir() / "images" / name
+    if not path.exists():
+        _extract_from_wheel(
+            PHOTOS_WHEEL, "manylinux_2_28_x86_64", "skimage/data/", name, path.parent
+        )
+    if not path.exists():
+        raise ZooUnavailable(f"{PHOTOS_WHEEL} has no skimage/data/{name}")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != PHOTOS[name]:
+        raise ZooUnavailable(f"{path}: SHA-256 {digest}, expected {PHOTOS[name]}")
     return path
 
 
