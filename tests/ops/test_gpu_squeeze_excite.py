@@ -144,6 +144,9 @@ CASES: dict[str, Callable[[], Built]] = {
     "one-slice": float_block((6, 7), 16, 4),
     "sliced-40x40": float_block((40, 40), 40, 10),
     "hidden-wider-than-a-group": float_block((3, 3), 8, 300),
+    "odd-channels": float_block((5, 5), 30, 7),  # no vector loads of the weights
+    "efficientnet-b0-block-5b": float_block((14, 14), 672, 28),  # 37,632 weights
+    "efficientnet-b0-28x28-block": float_block((28, 28), 240, 10),
     "relu-hard-sigmoid": relu_hard_sigmoid_block,
     "whole-map-average-pool": pooled_block,
     "quantized": quantized_block,

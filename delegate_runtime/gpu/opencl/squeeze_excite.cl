@@ -5,11 +5,55 @@
 // a slice of the pixels for 32 channels, as mean_axis_wide does, and writes its sums to P;
 // the last group of the whole launch to finish (one atomic counter) adds them and computes
 // both convolutions, so the mean and the hidden vector never leave local memory (rounded
-// to the storage precision all the same: as_stored).
+// to the storage precision all the same: as_stored). That one group reads every weight:
+// its items load four weights each per load, four loads in flight (se_gemv).
 #define SE_ROWS 8
 #define SE_THREADS (32 * SE_ROWS)
 #define SE_MAX 2048  // the most channels (C, R and N) this kernel takes
-#define SE_OUT (SE_MAX / SE_THREADS)  // second-convolution outputs per item
+
+// Four weights of row k from column j of W [K, N] (zeros past N): one vector load where N
+// is a multiple of 4.
+inline float4 se_row4(__global const store_t* W, int k, int j, int N) {
+  if (N % 4 == 0) return LD4(W, (k * N + j) / 4);
+  int i = k * N + j;
+  return (float4)(LDF(W, i), j + 1 < N ? LDF(W, i + 1) : 0.0f, j + 2 < N ? LDF(W, i + 2) : 0.0f,
+                  j + 3 < N ? LDF(W, i + 3) : 0.0f);
+}
+
+// y[0..N) = x[0..K) times W [K, N], all the work group's items: for a block of n column
+// quads, `reps` items share each quad's K terms, four weight rows in flight per item, and
+// sum their parts in local memory. Ends with a barrier: y is ready for every item.
+inline void se_gemv(__local const float* x, __global const store_t* W, int K, int N,
+                    __local float4* part, __local float* y, int t) {
+  int quads = (N + 3) / 4;
+  for (int qb = 0; qb < quads; qb += SE_THREADS) {
+    int n = min(quads - qb, SE_THREADS), reps = SE_THREADS / n, j = 4 * (qb + t % n);
+    int q = t / n;
+    float4 s0 = (float4)(0.0f), s1 = s0, s2 = s0, s3 = s0;
+    int k = q;
+    if (q < reps) {
+      for (; k + 3 * reps < K; k += 4 * reps) {
+        s0 += x[k] * se_row4(W, k, j, N);
+        s1 += x[k + reps] * se_row4(W, k + reps, j, N);
+        s2 += x[k + 2 * reps] * se_row4(W, k + 2 * reps, j, N);
+        s3 += x[k + 3 * reps] * se_row4(W, k + 3 * reps, j, N);
+      }
+      for (; k < K; k += reps) s0 += x[k] * se_row4(W, k, j, N);
+    }
+    part[t] = (s0 + s1) + (s2 + s3);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (t < n) {
+      float4 total = (float4)(0.0f);
+      for (int r = 0; r < reps; ++r) total += part[r * n + t];
+      int jt = 4 * (qb + t);
+      y[jt] = total.x;
+      if (jt + 1 < N) y[jt + 1] = total.y;
+      if (jt + 2 < N) y[jt + 2] = total.z;
+      if (jt + 3 < N) y[jt + 3] = total.w;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
 
 #define EPILOGUE_PARAMS_AS(x)                                                              \
   int x##a, int2 x##k0, __global const store_t* x##p0, float4 x##s0, int2 x##k1,            \
@@ -27,7 +71,8 @@ void squeeze_excite(__global const store_t* in, __global store_t* out, int inner
                     __global const store_t* w2, __global const store_t* b2, int N,
                     EPILOGUE_PARAMS_AS(m), EPILOGUE_PARAMS_AS(f), EPILOGUE_PARAMS_AS(g)) {
   __local float sums[SE_ROWS][32];
-  __local float v[SE_MAX], h[SE_MAX], part[SE_THREADS];
+  __local float v[SE_MAX], h[SE_MAX], y[SE_MAX];
+  __local float4 part[SE_THREADS];
   __local int last;
   int lx = get_local_id(0), ly = get_local_id(1), t = ly * 32 + lx;
   int r = get_group_id(0) * 32 + lx, s = get_group_id(1), slices = get_num_groups(1);
@@ -47,56 +92,33 @@ void squeeze_excite(__global const store_t* in, __global store_t* out, int inner
   barrier(CLK_LOCAL_MEM_FENCE);
   if (!last) return;
   volatile __global const float* VP = P;  // bypass non-coherent caches for others' writes
-  // the mean: the 8 rows of items share each channel's slices
-  for (int cb = 0; cb < C; cb += 32) {
-    int c = cb + lx;
-    float total = 0.0f;
-    if (c < C)
-      for (int j = ly; j < slices; j += SE_ROWS) total += VP[j * C + c];
-    sums[ly][lx] = total;
+  // the mean: for a block of n channels, `reps` items share each one's slices
+  for (int cb = 0; cb < C; cb += SE_THREADS) {
+    int n = min(C - cb, SE_THREADS), reps = SE_THREADS / n, c = cb + t % n, q = t / n;
+    float s0 = 0.0f, s1 = 0.0f;
+    int j = q;
+    if (q < reps) {
+      for (; j + reps < slices; j += 2 * reps) {
+        s0 += VP[j * C + c];
+        s1 += VP[(j + reps) * C + c];
+      }
+      if (j < slices) s0 += VP[j * C + c];
+    }
+    part[t] = (float4)(s0 + s1, 0.0f, 0.0f, 0.0f);
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (ly == 0 && c < C) {
-      for (int j = 1; j < SE_ROWS; ++j) total += sums[j][lx];
+    if (t < n) {
+      float total = 0.0f;
+      for (int k = 0; k < reps; ++k) total += part[k * n + t].x;
       v[c] = as_stored(EPILOGUE_AS(m, total / inner, c, c));
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  // first convolution: for a block of n outputs, `reps` items share each one's C terms
-  for (int jb = 0; jb < R; jb += SE_THREADS) {
-    int n = min(R - jb, SE_THREADS), reps = SE_THREADS / n, j = jb + t % n, q = t / n;
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-    int c = q;
-    if (q < reps) {
-      for (; c + 3 * reps < C; c += 4 * reps) {  // four loads in flight
-        s0 += v[c] * LDF(w1, c * R + j);
-        s1 += v[c + reps] * LDF(w1, (c + reps) * R + j);
-        s2 += v[c + 2 * reps] * LDF(w1, (c + 2 * reps) * R + j);
-        s3 += v[c + 3 * reps] * LDF(w1, (c + 3 * reps) * R + j);
-      }
-      for (; c < C; c += reps) s0 += v[c] * LDF(w1, c * R + j);
-    }
-    part[t] = (s0 + s1) + (s2 + s3);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (t < n) {
-      float total = LDF(b1, jb + t);
-      for (int k = 0; k < reps; ++k) total += part[k * n + t];
-      h[jb + t] = as_stored(EPILOGUE_AS(f, total, jb + t, jb + t));
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  // second convolution: each item SE_OUT outputs at a stride, their loads side by side
-  float out_acc[SE_OUT];
-  for (int o = 0; o < SE_OUT; ++o) out_acc[o] = 0.0f;
-  for (int k = 0; k < R; ++k) {
-    float hk = h[k];
-    for (int o = 0; o < SE_OUT; ++o) {
-      int c = t + o * SE_THREADS;
-      if (c < N) out_acc[o] += hk * LDF(w2, k * N + c);
-    }
-  }
-  for (int o = 0; o < SE_OUT; ++o) {
-    int c = t + o * SE_THREADS;
-    if (c < N) ST(out, c, EPILOGUE_AS(g, out_acc[o] + LDF(b2, c), c, c));
-  }
+  se_gemv(v, w1, C, R, part, y, t);  // first convolution
+  for (int j = t; j < R; j += SE_THREADS)
+    h[j] = as_stored(EPILOGUE_AS(f, y[j] + LDF(b1, j), j, j));
+  barrier(CLK_LOCAL_MEM_FENCE);
+  se_gemv(h, w2, R, N, part, y, t);  // second convolution: the gate
+  for (int c = t; c < N; c += SE_THREADS)
+    ST(out, c, EPILOGUE_AS(g, y[c] + LDF(b2, c), c, c));
   if (t == 0) counters[0] = 0;  // ready for the next run
 }

@@ -25,10 +25,12 @@ if TYPE_CHECKING:
 #: The most channels the kernel takes, in, hidden and out (SE_MAX in the kernel).
 MAX_CHANNELS = 2048
 #: The most weights of the two convolutions together. One work group computes them, so
-#: its weight loads wait on memory one after another: on an H100 the kernel took 12-20 us
-#: up to 4,800 weights, 28-35 us at 19,200 (as long as the three launches it replaces) and
-#: 80 us at 110,592 (EfficientNetB0's last blocks; `bench/diag_gpu.py --only timeline`).
-MAX_WEIGHTS = 8192
+#: its time grows with them; on an H200 (`bench/diag_gpu.py --only timeline`, fp32) the
+#: kernel took 11-13 us up to 4,800 weights, 16-18 us at 19,200, 20-27 us at 37,632 and
+#: 41,472, against about 30 us for the three launches it replaces (MEAN, two GEMMs), but
+#: 42-50 us at 110,592 (EfficientNetB0's last blocks) and 56-58 us at 165,888
+#: (MobileNetV3Small's).
+MAX_WEIGHTS = 50_000
 
 
 def lower(lo: Lowerer, mean: Operator, chain: Chain) -> None:
