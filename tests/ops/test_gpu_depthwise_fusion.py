@@ -18,7 +18,7 @@ import pytest
 from delegate_runtime import read_model
 from delegate_runtime.builder import ModelBuilder, Quant
 from tests.conftest import require_module
-from tests.ops.test_gpu_fusion import Built, _binary, _graph, check_fused
+from tests.ops.test_gpu_fusion import Built, _binary, _graph, _same_conv, check_fused
 from tests.ops.test_gpu_ops import PRECISIONS, opencl_device, randn
 
 require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
@@ -49,15 +49,7 @@ def _depthwise(g, x, shape, out_hw, k=3, stride=1, dilation=1, padding="SAME", a
 def _pointwise(g, x, batch, hw, cin, cout, act="NONE"):
     y = g.tensor("p", (batch, *hw, cout), F)
     w = randn(f"pw{cin}{cout}", cout, 1, 1, cin, scale=1 / np.sqrt(cin))
-    g.op(
-        "CONV_2D",
-        [x, g.const("pw", w), g.const("pb", randn(f"pb{cout}", cout))],
-        [y],
-        padding="SAME",
-        stride_h=1,
-        stride_w=1,
-        fused_activation_function=act,
-    )
+    _same_conv(g, [x, g.const("pw", w), g.const("pb", randn(f"pb{cout}", cout))], y, act)
     return y
 
 

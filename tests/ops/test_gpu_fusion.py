@@ -45,19 +45,24 @@ def _graph(*shapes: tuple[int, ...]):
     return b, g, xs, inputs
 
 
-def _conv(g, x, cin, cout, k=3, act="NONE", name="c"):
-    w = g.const(name + "w", randn(name + "w", cout, k, k, cin, scale=1 / np.sqrt(cin * k * k)))
-    bias = g.const(name + "b", randn(name + "b", cout))
-    y = g.tensor(name + "y", (1, X[1], X[2], cout), F)
+def _same_conv(g, inputs, y, act="NONE"):
+    """A CONV_2D of stride 1 and SAME padding from `inputs` (x, weights, bias) into y."""
     g.op(
         "CONV_2D",
-        [x, w, bias],
+        inputs,
         [y],
         padding="SAME",
         stride_h=1,
         stride_w=1,
         fused_activation_function=act,
     )
+
+
+def _conv(g, x, cin, cout, k=3, act="NONE", name="c"):
+    w = g.const(name + "w", randn(name + "w", cout, k, k, cin, scale=1 / np.sqrt(cin * k * k)))
+    bias = g.const(name + "b", randn(name + "b", cout))
+    y = g.tensor(name + "y", (1, X[1], X[2], cout), F)
+    _same_conv(g, [x, w, bias], y, act)
     return y
 
 
@@ -232,15 +237,7 @@ def squeeze_excite() -> Built:
     def fc1x1(inp, cin, cout, name):
         y = g.tensor(name, (1, 1, 1, cout), F)
         w = g.const(name + "w", randn(name, cout, 1, 1, cin, scale=0.5))
-        g.op(
-            "CONV_2D",
-            [inp, w, g.const(name + "b", randn(name + "b", cout))],
-            [y],
-            padding="SAME",
-            stride_h=1,
-            stride_w=1,
-            fused_activation_function="NONE",
-        )
+        _same_conv(g, [inp, w, g.const(name + "b", randn(name + "b", cout))], y, "NONE")
         return y
 
     r = fc1x1(m, 8, 2, "r")
@@ -259,14 +256,11 @@ def se_gate_into_projection() -> Built:
     m = g.tensor("m", (1, 1, 1, 8), F)
     g.op("MEAN", [x, g.const("axes", np.array([1, 2], np.int32))], [m], keep_dims=True)
     r = g.tensor("r", (1, 1, 1, 8), F)
-    g.op(
-        "CONV_2D",
+    _same_conv(
+        g,
         [m, g.const("rw", randn("rw", 8, 1, 1, 8, scale=0.5)), g.const("rb", randn("rb", 8))],
-        [r],
-        padding="SAME",
-        stride_h=1,
-        stride_w=1,
-        fused_activation_function="NONE",
+        r,
+        "NONE",
     )
     gate = _unary(g, "LOGISTIC", r, (1, 1, 1, 8), "gate")
     gated = _binary(g, "MUL", x, gate, X, "gated")

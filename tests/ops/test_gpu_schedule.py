@@ -12,7 +12,7 @@ import pytest
 from delegate_runtime import litert, read_model
 from delegate_runtime.gpu.opencl.schedule import Units, tensor_maps
 from tests.conftest import require, require_module
-from tests.ops.test_gpu_fusion import Built, _binary, _graph
+from tests.ops.test_gpu_fusion import Built, _binary, _graph, _same_conv
 from tests.ops.test_gpu_ops import PRECISIONS, TOL, opencl_device, randn
 
 require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
@@ -40,14 +40,11 @@ def strided_block() -> Built:
         fused_activation_function="NONE",
     )
     p = g.tensor("p", (1, 3, 4, 12), F)
-    g.op(
-        "CONV_2D",
+    _same_conv(
+        g,
         [d, g.const("pw", randn("spw", 12, 1, 1, 8, scale=0.35)), g.const("pb", randn("spb", 12))],
-        [p],
-        padding="SAME",
-        stride_h=1,
-        stride_w=1,
-        fused_activation_function="NONE",
+        p,
+        "NONE",
     )
     m = g.tensor("m", (1, 3, 4, 8), F)
     g.op(

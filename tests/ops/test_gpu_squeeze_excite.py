@@ -18,6 +18,7 @@ from tests.ops.test_gpu_fusion import (
     _binary,
     _graph,
     _int8_pointwise,
+    _same_conv,
     _unary,
     check_fused,
 )
@@ -33,15 +34,7 @@ F = np.float32
 def _one_pixel_conv(g, x, cin, cout, name, act="NONE"):
     y = g.tensor(name, (1, 1, 1, cout), F)
     w = g.const(name + "w", randn(name, cout, 1, 1, cin, scale=1.5 / np.sqrt(cin)))
-    g.op(
-        "CONV_2D",
-        [x, w, g.const(name + "b", randn(name + "b", cout, scale=0.3))],
-        [y],
-        padding="SAME",
-        stride_h=1,
-        stride_w=1,
-        fused_activation_function=act,
-    )
+    _same_conv(g, [x, w, g.const(name + "b", randn(name + "b", cout, scale=0.3))], y, act)
     return y
 
 
@@ -62,15 +55,7 @@ def float_block(hw: tuple[int, int], c: int, r: int) -> Callable[[], Built]:
         gated = _binary(g, "MUL", x, gate, shape, "gated")
         p = g.tensor("p", (1, *hw, 8), F)
         w = g.const("pw", randn(f"pw{c}", 8, 1, 1, c, scale=1 / np.sqrt(c)))
-        g.op(
-            "CONV_2D",
-            [gated, w, g.const("pb", randn("pb", 8))],
-            [p],
-            padding="SAME",
-            stride_h=1,
-            stride_w=1,
-            fused_activation_function="NONE",
-        )
+        _same_conv(g, [gated, w, g.const("pb", randn("pb", 8))], p, "NONE")
         g.output(p)
         return Built(b.build(), ins, (0, 1, 2, 3, 4, 5))
 
