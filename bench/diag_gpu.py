@@ -177,15 +177,20 @@ def upload_paths(device: str | None) -> None:
 SWEEP_GEMMS = {
     "t32w2k32": (32, 2, 32),
     "t32w2k64": (32, 2, 64),
-    "t32w2k16": (32, 2, 16),
-    "t64w4k32": (64, 4, 32),
     "t64w4k16": (64, 4, 16),
+    "t64w4k32": (64, 4, 32),
+    "t64w4k64": (64, 4, 64),
     "t32w4k32": (32, 4, 32),
-    "t16w2k32": (16, 2, 32),
-    "t16w1k64": (16, 1, 64),
+    "t32w4k64": (32, 4, 64),
+    "t64w8k32": (64, 8, 32),
+    "t128w8k16": (128, 8, 16),
+    "t16w2k64": (16, 2, 64),
 }
-#: MobileNet v1's pointwise GEMMs (M, K, N) and its logits layer.
+#: MobileNet v1's pointwise GEMMs (M, K, N) and its logits layer, after two of almost no
+#: arithmetic (what a GEMM launch costs whatever its work).
 MOBILENET_GEMMS = [
+    (1, 4, 4),
+    (12544, 4, 64),
     (12544, 32, 64),
     (3136, 64, 128),
     (3136, 128, 128),
@@ -197,24 +202,77 @@ MOBILENET_GEMMS = [
     (49, 1024, 1024),
     (1, 1024, 1001),
 ]
+#: The anchors each GEMM shape is timed beside: a launch that does nothing, and a copy
+#: moving the GEMM's bytes (A in, C out), the memory-bound floor.
+ANCHOR_SOURCE = """
+__kernel void anchor_empty(__global store_t* c) {}
+__kernel void anchor_copy(__global const store_t* a, __global store_t* c, int na, int nc) {
+  int i = get_global_id(0);
+  float v = i < na ? LDF(a, i) : 0.0f;
+  if (i < nc) ST(c, i, v);
+}
+"""
+
+
+def round_up(x: int, step: int) -> int:
+    return -(-x // step) * step
+
+
+def device_us(q: Any, kernel: Any, gsize: tuple, lsize: tuple, runs: int) -> float:
+    """Median device-clock run time of `kernel` over `runs` launches queued back to back
+    (the first sixth is warm-up)."""
+    import pyopencl as cl
+
+    events = []
+    for i in range(runs):
+        events.append(cl.enqueue_nd_range_kernel(q, kernel, gsize, lsize))
+        if i % 4 == 3:
+            q.flush()
+    q.finish()
+    return statistics.median((e.profile.end - e.profile.start) / 1e3 for e in events[runs // 6 :])
+
+
+def wall_us(q: Any, kernel: Any, gsize: tuple, lsize: tuple, launches: int = 200) -> float:
+    """Host wall time per launch of `kernel` launched `launches` times back to back through
+    the C API (no events: the inference path), queue drained before and after."""
+    from delegate_runtime.gpu.opencl.capi import HotPath, opencl_library
+
+    hot = HotPath(opencl_library(), q, [(kernel, gsize, lsize)] * launches)
+    hot.enqueue(6)
+    hot.finish()
+    times = []
+    for _ in range(5):
+        t = time.perf_counter_ns()
+        hot.enqueue(6)
+        hot.finish()
+        times.append((time.perf_counter_ns() - t) / 1e3 / launches)
+    return statistics.median(times)
 
 
 def gemm_sweep(device: str | None, precision: str, runs: int = 30) -> None:
-    """Device time of every GEMM tile and K split on MobileNet's GEMM shapes."""
+    """Device time of every GEMM tile and K split on MobileNet's GEMM shapes, beside the
+    empty and copy anchors, and the variant and split lowering picks (gemm_plan)."""
     import pyopencl as cl
 
-    from delegate_runtime.gpu.opencl import program
+    from delegate_runtime.gpu.opencl import lowering, program
     from delegate_runtime.gpu.opencl.runtime import describe, select_device
 
     d = select_device(device)
     info = describe(d)
     ctx = cl.Context([d])
     q = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-    source = program.program_source(SWEEP_GEMMS)
+    plain_q = cl.CommandQueue(ctx)  # for wall times: no timestamps taken
+    picks = {
+        name: (f"t{ts}w{w}k{tk}", (ts, w, tk))
+        for name, (ts, w, tk) in program.GEMM_VARIANTS.items()
+    }
+    variants = {**SWEEP_GEMMS, **dict(picks.values())}
+    source = program.program_source(variants) + ANCHOR_SOURCE
     prg = cl.Program(ctx, source).build(options=program.build_options(precision, info))
     storage = np.float16 if precision == "fp16" else np.float32
     rng = np.random.default_rng(0)
     mf = cl.mem_flags
+    print(f"\nGEMM sweep, {precision}, {info.name}: median device us over {runs} launches")
     for m, k, n in MOBILENET_GEMMS:
         a = rng.uniform(-1, 1, (m, k)).astype(storage)
         b = rng.uniform(-1, 1, (k, n)).astype(storage)
@@ -224,47 +282,61 @@ def gemm_sweep(device: str | None, precision: str, runs: int = 30) -> None:
         c_buf = cl.Buffer(ctx, mf.READ_WRITE, m * n * storage().itemsize)
         p_buf = cl.Buffer(ctx, mf.READ_WRITE, 4 * 32 * m * n)
         cnt = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(65536, np.int32))
+        empty, copy = cl.Kernel(prg, "anchor_empty"), cl.Kernel(prg, "anchor_copy")
+        empty.set_args(c_buf)
+        copy.set_args(bufs[0], c_buf, np.int32(m * k), np.int32(m * n))
+        span = round_up(max(m * k, m * n), 256)
+        t_empty = device_us(q, empty, (64,), (64,), runs)
+        t_copy = device_us(q, copy, (span,), (256,), runs)
         # the kernel's arguments past its buffers: no input scale (ascale, scaled, snap) and
         # an epilogue of no activation and three STEP_NONE steps (common.cl's EPILOGUE_PARAMS)
         unscaled = [bufs[2], np.int32(0), np.zeros(4, np.float32)]
         step_none = [np.zeros(2, np.int32), bufs[2], np.zeros(4, np.float32)]
         no_epilogue = [np.int32(0), *step_none * 3]
-        results = []
         suffix = "v" if k % 4 == 0 and n % 4 == 0 else ""
-        for base, (ts, wpt, tk) in SWEEP_GEMMS.items():
-            name = base + suffix
-            tm = tn = ts
+        timed: dict[tuple[str, int], tuple[float, float]] = {}
+        for base, (ts, wpt, tk) in variants.items():
+            kern = cl.Kernel(prg, base + suffix)
             lsz = (ts // wpt, ts // wpt, 1)
-            kern = cl.Kernel(prg, name)
             for splits in (1, 2, 4, 8, 16, 32):
-                per_split = -(-k // splits)
-                kps = -(-per_split // tk) * tk
-                real = -(-k // kps)
-                if real != splits:
+                kps = round_up(-(-k // splits), tk)
+                if -(-k // kps) != splits:
                     continue
-                g = (-(-n // tn) * lsz[0], -(-m // tm) * lsz[1], splits)
+                g = (-(-n // ts) * lsz[0], -(-m // ts) * lsz[1], splits)
                 args = [*bufs, c_buf, p_buf, cnt, *unscaled, *map(np.int32, (m, n, k, kps))]
                 kern.set_args(*args, *no_epilogue)
-                times = []
-                for _ in range(runs):
-                    e = cl.enqueue_nd_range_kernel(q, kern, g, lsz)
-                    e.wait()
-                    times.append((e.profile.end - e.profile.start) / 1e3)
+                t = device_us(q, kern, g, lsz, runs)
                 got = np.empty((m, n), storage)
                 cl.enqueue_copy(q, got, c_buf)
                 err = float(np.abs(got.astype(np.float32) - want).max())
-                results.append((statistics.median(times[runs // 6 :]), name, splits, err))
-        results.sort()
-        best = results[:4]
-        cur = min(r for r in results if r[1].startswith("t32w2k32"))
-        print(
-            f"GEMM {m}x{k}x{n} {precision}: best "
-            + "; ".join(f"{nm} s{sp} {t:.1f}us err {e:.2g}" for t, nm, sp, e in best)
-            + f" | t32w2k32 best {cur[0]:.1f}us (s{cur[2]})"
+                timed[base, splits] = (t, err)
+        ranked = sorted(timed.items(), key=lambda kv: kv[1][0])
+        pick_name, pick_splits, _ = lowering.gemm_plan(m, n, k, info.compute_units)
+        pick = (picks[pick_name][0], pick_splits)
+        t_pick = timed[pick][0]
+        pick_kern = cl.Kernel(prg, pick[0] + suffix)
+        ts, wpt, tk = variants[pick[0]]
+        lsz = (ts // wpt, ts // wpt, 1)
+        kps = round_up(-(-k // pick_splits), tk)
+        pick_kern.set_args(
+            *bufs, c_buf, p_buf, cnt, *unscaled, *map(np.int32, (m, n, k, kps)), *no_epilogue
         )
-        bad = [
-            r for r in results if r[3] > (0.05 if precision == "fp16" else 1e-3) * max(1, k / 64)
-        ]
+        g = (-(-n // ts) * lsz[0], -(-m // ts) * lsz[1], pick_splits)
+        walls = (
+            wall_us(plain_q, empty, (64,), (64,)),
+            wall_us(plain_q, copy, (span,), (256,)),
+            wall_us(plain_q, pick_kern, g, lsz),
+        )
+        print(
+            f"GEMM {m}x{k}x{n}: empty {t_empty:.1f} us, copy {t_copy:.1f} us; picked {pick[0]} "
+            f"s{pick[1]} {t_pick:.1f} us ({t_pick / t_copy:.2f}x copy); best "
+            + "; ".join(f"{nm} s{sp} {t:.1f}" for (nm, sp), (t, _) in ranked[:4])
+            + "\n    wall per launch, no events (empty, copy, picked): "
+            + ", ".join(f"{w:.1f}" for w in walls)
+            + " us"
+        )
+        tol = (0.05 if precision == "fp16" else 1e-3) * max(1, k / 64)
+        bad = [(key, err) for key, (_, err) in timed.items() if err > tol]
         if bad:
             print("   WRONG:", bad[:3])
 

@@ -50,6 +50,23 @@ MIN_SPLIT_K = 32
 GEMM_GROUPS_PER_CU = 4
 
 
+def gemm_plan(m: int, n: int, k: int, compute_units: int) -> tuple[str, int, int]:
+    """The GEMM variant (a GEMM_VARIANTS key), the number of K slices and K per slice for
+    an [m, k] x [k, n] product: the larger tile where it fills the device, else the
+    smaller, and K split where even that leaves compute units idle."""
+    target = GEMM_GROUPS_PER_CU * compute_units  # work groups wanted in flight
+    tiles64 = -(-m // 64) * -(-n // 64)
+    name = "gemm64" if tiles64 >= target else "gemm32"
+    ts, _, tk = program.GEMM_VARIANTS[name]
+    tiles = -(-m // ts) * -(-n // ts)
+    splits = 1
+    if tiles < target and k >= 2 * MIN_SPLIT_K:
+        splits = min(-(-target // tiles), k // MIN_SPLIT_K)
+    kps = -(-k // splits)
+    kps = -(-kps // tk) * tk  # K per split, a multiple of the k step
+    return name, -(-k // kps), kps
+
+
 class Lowerer:
     """Turns the nodes of one partition into launches."""
 
@@ -255,24 +272,17 @@ class Lowerer:
         a_scale: Any = None,
         a_snap: tuple[float, float, float, float] | None = None,
         a_depthwise: list[Any] | None = None,
+        a_patch: np.ndarray | None = None,
     ) -> None:
         """Tiled GEMM; small outputs split K across work groups to fill the device.
         `a_scale`: a K-vector multiplying A's columns as they are loaded; `a_snap`: the QDQ
         step's (lo, hi, scale, 0) that snaps each product to an int8 grid after it;
         `a_depthwise`: A is the output of a depthwise convolution whose input is `a`,
-        computed as it is loaded (records/depthwise.py's `prologue_args` after the input)."""
-        target = GEMM_GROUPS_PER_CU * self.compute_units  # work groups wanted in flight
-        tiles64 = -(-m // 64) * -(-n // 64)
-        name = "gemm64" if tiles64 >= target else "gemm32"
+        computed as it is loaded (records/depthwise.py's `prologue_args` after the input);
+        `a_patch`: A's rows are a convolution's patches of `a`, at this int8 geometry
+        (gemm.cl.in's pgeo)."""
+        name, splits, kps = gemm_plan(m, n, k, self.compute_units)
         ts, wpt, _ = program.GEMM_VARIANTS[name]
-        tiles = -(-m // ts) * -(-n // ts)
-        splits = 1
-        if tiles < target and k >= 2 * MIN_SPLIT_K:
-            splits = min(-(-target // tiles), k // MIN_SPLIT_K)
-        kps = -(-k // splits)
-        tk = program.GEMM_VARIANTS[name][2]
-        kps = -(-kps // tk) * tk  # K per split, a multiple of the k step
-        splits = -(-k // kps)
         rts = ts // wpt
         gsize = (-(-n // ts) * rts, -(-m // ts) * rts, splits)
         scratch = Scratch(4 * splits * m * n if splits > 1 else 4)
@@ -291,8 +301,15 @@ class Lowerer:
             args = [a, b, bias, out, scratch, counters, *a_depthwise]
         else:
             args = [a, b, bias, out, scratch, counters, scale, np.int32(scaled), snap]
+            if a_patch is not None:
+                if a_scale is not None:
+                    raise ValueError("a GEMM reads patches or scales its input, not both")
+                name += program.PATCH_SUFFIX
+                args.append(a_patch)
         args += list(map(np.int32, (m, n, k, kps)))
         args += self.epilogue(act)
-        if k % 4 == 0 and n % 4 == 0:
+        # four at a time where no load crosses a row of A (for patches: a window's run)
+        runs = (k,) if a_patch is None else (k, int(a_patch[4]), int(a_patch[5]))
+        if n % 4 == 0 and all(r % 4 == 0 for r in runs):
             name += program.VECTOR_SUFFIX
         self.emit(op, name, args, gsize, (rts, rts, 1))

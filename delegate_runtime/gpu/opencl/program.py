@@ -21,6 +21,8 @@ GEMM_VARIANTS = {"gemm64": (64, 4, 32), "gemm32": (32, 2, 64)}
 VECTOR_SUFFIX = "v"
 #: Suffix of the variants computing A from an absorbed depthwise convolution (before "v").
 DEPTHWISE_SUFFIX = "dw"
+#: Suffix of the variants reading A as a convolution's patches in place (before "v").
+PATCH_SUFFIX = "p"
 BUILD_OPTIONS = "-cl-mad-enable -cl-no-signed-zeros"
 #: NVIDIA's compiler logs this for every kernel of every program: harmless.
 NVIDIA_NOINLINE_NOTE = re.compile(
@@ -76,13 +78,19 @@ def gemm_instances(
     variants: dict[str, tuple[int, int, int]] | None = None,
 ) -> dict[str, dict[str, str]]:
     """gemm.cl.in's substitutions for each variant (default GEMM_VARIANTS): scalar and
-    vector loads, each reading A from memory or computing it from a depthwise input."""
+    vector loads, each reading A from memory, computing it from a depthwise input or
+    reading it as a convolution's patches."""
     out = {}
     for name, (ts, wpt, tk) in (variants or GEMM_VARIANTS).items():
         base = {"@TS@": str(ts), "@WPT@": str(wpt), "@TK@": str(tk)}
-        for dw, prefix in (("0", name), ("1", name + DEPTHWISE_SUFFIX)):
-            out[prefix] = {**base, "@VEC@": "0", "@DW@": dw}
-            out[prefix + VECTOR_SUFFIX] = {**base, "@VEC@": "1", "@DW@": dw}
+        for dw, patch, prefix in (
+            ("0", "0", name),
+            ("1", "0", name + DEPTHWISE_SUFFIX),
+            ("0", "1", name + PATCH_SUFFIX),
+        ):
+            kind = {"@DW@": dw, "@PATCH@": patch}
+            out[prefix] = {**base, **kind, "@VEC@": "0"}
+            out[prefix + VECTOR_SUFFIX] = {**base, **kind, "@VEC@": "1"}
     return out
 
 

@@ -1,4 +1,5 @@
-"""CONV_2D: 1x1 stride-1 convolutions as a tiled GEMM, the rest as a direct convolution."""
+"""CONV_2D: 1x1 stride-1 convolutions and those whose windows tile the input without
+overlap or padding as a tiled GEMM, the rest as a direct convolution."""
 
 from __future__ import annotations
 
@@ -40,12 +41,35 @@ def is_gemm(op: Operator, sg: Subgraph) -> bool:
     return w[1:3] == (1, 1) and strides == (1, 1) and in_s[1:3] == out_s[1:3]
 
 
+def patch_geometry(op: Operator, sg: Subgraph) -> np.ndarray | None:
+    """For a convolution whose windows tile its input without overlap, padding or
+    dilation (stride = window, as in a 2x2 stride-2 VALID layer or a window as large as
+    the input), the GEMM's patch geometry (gemm.cl.in's pgeo); else None. Each output
+    pixel's window is then a row of A: kh runs of kw * C values."""
+    o = op.options
+    _, kh, kw, ic = sg.tensors[op.inputs[1]].shape
+    n, h, w, _ = shape4(sg.tensors[op.inputs[0]].shape)
+    _, oh, ow, _ = shape4(sg.tensors[op.outputs[0]].shape)
+    if (o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)) != (1, 1):
+        return None
+    whole = (kh, kw) == (h, w) and (oh, ow) == (1, 1)
+    strided = (o.get("stride_h", 1), o.get("stride_w", 1)) == (kh, kw)
+    if not (whole or strided) or is_gemm(op, sg):
+        return None
+    sh, sw, padding = o.get("stride_h", 1), o.get("stride_w", 1), o.get("padding", 0)
+    if padding_amounts(h, kh, sh, 1, padding)[0] or padding_amounts(w, kw, sw, 1, padding)[0]:
+        return None
+    if oh * kh > h or ow * kw > w:
+        return None
+    return np.array([ow, oh, kh, h, kw * ic, w * ic, 0, 0], np.int32)
+
+
 def gemm_weights(lo, op: Operator) -> tuple[Const, Const, int]:
-    """A 1x1 convolution's weights as the GEMM's [K, N] constant (one per tensor, however
-    many kernels read it), its bias and N."""
+    """A GEMM convolution's weights as its [K, N] constant (K ordered as a window's rows,
+    columns and channels; one per tensor, however many kernels read it), bias and N."""
     w = lo.const_float(op.inputs[1])  # OHWI
-    oc, ic = w.shape[0], w.shape[-1]
-    return lo.add_const(f"t{op.inputs[1]}:kn", w.reshape(oc, ic).T), lo.bias(op, 2, oc), oc
+    oc = w.shape[0]
+    return lo.add_const(f"t{op.inputs[1]}:kn", w.reshape(oc, -1).T), lo.bias(op, 2, oc), oc
 
 
 def lower(lo, op: Operator) -> None:
@@ -66,6 +90,12 @@ def lower(lo, op: Operator) -> None:
         if lo.input_depthwise is not None:  # the depthwise convolution before it, absorbed
             a, *depthwise = prologue_args(lo, lo.sg.operators[lo.input_depthwise])
         lo.gemm(op, a, weights, bias, Buf(out), m, oc, ic, act, scale, snap, depthwise)
+        return
+    patch = patch_geometry(op, lo.sg) if lo.input_pad is None else None
+    if patch is not None:
+        weights, bias, _ = gemm_weights(lo, op)
+        m = out_s[0] * out_s[1] * out_s[2]
+        lo.gemm(op, Buf(x), weights, bias, Buf(out), m, oc, kh * kw * ic, act, a_patch=patch)
         return
     w, bias = lo.const_float(w_i), lo.bias(op, 2, oc)
     pt, _ = padding_amounts(in_s[1], kh, sh, dh, o.get("padding", 0))
@@ -101,7 +131,7 @@ register(
         shapes,
         epilogue=True,
         input_scale=is_gemm,
-        input_pad=lambda op, sg: not is_gemm(op, sg),
+        input_pad=lambda op, sg: not is_gemm(op, sg) and patch_geometry(op, sg) is None,
         input_depthwise=is_gemm,
     )
 )

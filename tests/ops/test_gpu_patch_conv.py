@@ -1,0 +1,129 @@
+"""Convolutions whose windows tile the input run as a GEMM reading the windows in place.
+
+A window as large as the input (MediaPipe's landmark heads: 2x2 or 3x3 input, 1x1
+output) and a window equal to its stride without padding (iris_landmark's and
+hand_recrop's 2x2 stride-2 VALID layers) are a GEMM whose rows are the output pixels'
+windows (records/conv.py: patch_geometry). Each case checks the output against LiteRT's
+reference kernels and that the layer ran as a patch GEMM, not as the direct convolution.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from delegate_runtime import litert, read_model
+from delegate_runtime.builder import ModelBuilder
+from tests.conftest import require, require_module
+from tests.ops.test_gpu_ops import PRECISIONS, TOL, opencl_device, randn
+
+require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
+
+__all__ = ["opencl_device"]  # the fixture, re-exported for this module's tests
+
+F = np.float32
+#: The kernels half storage adds at a partition's edges (not the layers').
+BOUNDARY_CONVERSIONS = ("to_storage", "from_storage")
+
+
+def conv_model(
+    x_shape: tuple[int, int, int, int],
+    cout: int,
+    k: tuple[int, int],
+    stride: tuple[int, int],
+    padding: str = "VALID",
+    act: int = 0,
+    pad_hw: tuple[int, int] | None = None,
+) -> tuple[bytes, list[np.ndarray]]:
+    """x -> [PAD of H and W by pad_hw after] -> CONV_2D; the model and one input."""
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", x_shape, F)
+    n, h, w, cin = x_shape
+    if pad_hw is not None:
+        h, w = h + pad_hw[0], w + pad_hw[1]
+        padded = g.tensor("padded", (n, h, w, cin), F)
+        pads = np.array([[0, 0], [0, pad_hw[0]], [0, pad_hw[1]], [0, 0]], np.int32)
+        g.op("PAD", [x, g.const("pads", pads)], [padded])
+        x = padded
+    key = f"patch{x_shape}{cout}{k}"
+    weights = g.const("w", randn(key + "w", cout, *k, cin, scale=1 / np.sqrt(cin * k[0] * k[1])))
+    bias = g.const("b", randn(key + "b", cout))
+    if padding == "VALID":
+        oh, ow = (h - k[0]) // stride[0] + 1, (w - k[1]) // stride[1] + 1
+    else:
+        oh, ow = -(-h // stride[0]), -(-w // stride[1])
+    y = g.tensor("y", (n, oh, ow, cout), F)
+    g.op(
+        "CONV_2D",
+        [x, weights, bias],
+        [y],
+        padding=padding,
+        stride_h=stride[0],
+        stride_w=stride[1],
+        fused_activation_function=act,
+    )
+    g.output(y)
+    rng = np.random.default_rng(sum(x_shape) + cout)
+    return b.build(), [rng.uniform(-2, 2, x_shape).astype(F)]
+
+
+CASES = {
+    # iris_landmark's 2x2 stride-2 layers: four-wide loads (C a multiple of 4)
+    "2x2-stride2": lambda: conv_model((1, 8, 8, 16), 12, (2, 2), (2, 2)),
+    # odd sizes (the last row and column left out by VALID), three channels, batch 2:
+    # one element per load, rows of several images
+    "2x2-stride2-ragged-batch2": lambda: conv_model((2, 9, 7, 3), 5, (2, 2), (2, 2)),
+    # SAME padding that pads nothing: the windows tile the input exactly
+    "3x2-stride-3x2-same": lambda: conv_model((1, 6, 8, 4), 8, (3, 2), (3, 2), "SAME", act=3),
+    # MediaPipe's heads: a window as large as the input, stride 1, one output pixel
+    "whole-input-2x2": lambda: conv_model((1, 2, 2, 128), 15, (2, 2), (1, 1)),
+    # a long K split across work groups (K = 3 * 3 * 64 = 576), N a multiple of 4
+    "whole-input-3x3-split-k": lambda: conv_model((1, 3, 3, 64), 40, (3, 3), (1, 1), act=1),
+}
+
+
+def run(model: bytes, inputs: list[np.ndarray], precision: str) -> list[str]:
+    """The delegate's output against LiteRT's reference kernels; the kernels it ran."""
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    require(litert.available(), "ai-edge-litert (the LiteRT oracle)")
+    want = litert.run(model, inputs, reference=True)
+    session = GpuSession(read_model(model), precision=precision, log=io.StringIO())
+    assert session.delegation.delegated_nodes == session.delegation.total_nodes
+    for got, w in zip(session.invoke(inputs), want, strict=True):
+        scale = max(float(np.abs(w).max()), 1.0)
+        np.testing.assert_allclose(got, w, rtol=TOL[precision], atol=TOL[precision] * scale)
+    names = [k.function_name for k, _, _ in session.executors[0].kernels]
+    return [k for k in names if k not in BOUNDARY_CONVERSIONS]
+
+
+def is_patch_gemm(kernel: str) -> bool:
+    return kernel.startswith("gemm") and kernel.rstrip("v").endswith("p")
+
+
+@pytest.mark.parametrize(
+    "make,precision",
+    [pytest.param(m, p, id=f"{n}-{p}") for n, m in CASES.items() for p in PRECISIONS],
+)
+def test_patch_convolution_matches_litert(opencl_device, make, precision):
+    kernels = run(*make(), precision)
+    assert [k for k in kernels if is_patch_gemm(k)], kernels
+    assert not [k for k in kernels if k.startswith("conv2d_direct")], kernels
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_pad_before_a_patch_convolution_stays_a_launch(opencl_device, precision):
+    """A PAD before a 2x2 stride-2 VALID layer: the layer still reads whole windows (a
+    patch GEMM over the PAD's output) rather than taking the padding as its own."""
+    kernels = run(*conv_model((1, 7, 7, 8), 8, (2, 2), (2, 2), pad_hw=(1, 1)), precision)
+    assert len(kernels) == 2 and is_patch_gemm(kernels[1]), kernels
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_overlapping_windows_stay_direct(opencl_device, precision):
+    """A 3x3 stride-2 layer's windows overlap: the direct convolution, as before."""
+    kernels = run(*conv_model((1, 9, 9, 4), 8, (3, 3), (2, 2)), precision)
+    assert [k.startswith("conv2d_direct") for k in kernels] == [True], kernels
