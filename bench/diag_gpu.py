@@ -3,7 +3,7 @@ device clock, input upload paths, each invoke's device time split into copies an
 and sweeps of GEMM tiles and depthwise variants over MobileNet's shapes.
 
 python bench/diag_gpu.py --model MODEL [--device SPEC]
-    [--only contexts,launches,timeline,upload,copies,sweep,depthwise,fusion,split]
+    [--only contexts,launches,timeline,upload,copies,sweep,patch,depthwise,fusion,split]
 """
 
 from __future__ import annotations
@@ -341,6 +341,76 @@ def gemm_sweep(device: str | None, precision: str, runs: int = 30) -> None:
             print("   WRONG:", bad[:3])
 
 
+#: The zoo's convolutions whose windows tile the input (records/conv.py: patch_geometry):
+#: (H, W, C, window, stride, output channels), from iris_landmark, hand_recrop and the
+#: landmark heads.
+PATCH_CONVS = [
+    (32, 32, 64, 2, 2, 64),
+    (16, 16, 128, 2, 2, 64),
+    (8, 8, 128, 2, 2, 64),
+    (4, 4, 128, 2, 2, 64),
+    (2, 2, 128, 2, 1, 213),
+    (128, 128, 8, 2, 2, 8),
+    (64, 64, 16, 2, 2, 16),
+    (32, 32, 32, 2, 2, 32),
+    (16, 16, 64, 2, 2, 32),
+    (8, 8, 64, 2, 2, 16),
+    (4, 4, 32, 2, 2, 8),
+    (3, 3, 32, 3, 3, 1404),
+    (2, 2, 288, 2, 1, 195),
+]
+
+
+def patch_sweep(device: str | None, precision: str, runs: int = 30) -> None:
+    """Each PATCH_CONVS layer's device time as a patch GEMM and as the direct convolution
+    (patch_geometry turned off), with the direct kernel's serial length K."""
+    from unittest import mock
+
+    from delegate_runtime import read_model
+    from delegate_runtime.builder import ModelBuilder
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.records import conv
+
+    rng = np.random.default_rng(0)
+    print(f"\npatch convolutions, {precision}: median device us over {runs} invokes")
+    for h, w, c, k, stride, n in PATCH_CONVS:
+        b = ModelBuilder()
+        g = b.main
+        x = g.input("x", (1, h, w, c), np.float32)
+        weights = g.const("w", rng.uniform(-0.1, 0.1, (n, k, k, c)).astype(np.float32))
+        bias = g.const("b", rng.uniform(-1, 1, n).astype(np.float32))
+        oh, ow = (h - k) // stride + 1, (w - k) // stride + 1
+        y = g.tensor("y", (1, oh, ow, n), np.float32)
+        g.op("CONV_2D", [x, weights, bias], [y], padding="VALID", stride_h=stride, stride_w=stride)
+        g.output(y)
+        model = read_model(b.build())
+        xs = [rng.uniform(-1, 1, (1, h, w, c)).astype(np.float32)]
+        times, outs = {}, {}
+        for mode in ("patch GEMM", "direct"):
+            off = mode == "direct"
+            with mock.patch.object(conv, "patch_geometry", lambda *a: None) if off else _nothing():
+                s = GpuSession(
+                    model, precision=precision, device=device, log=io.StringIO(), profiling=True
+                )
+            samples = []
+            for _ in range(runs):
+                outs[mode] = s.invoke(xs)[0]
+                samples.append(s.op_profile_ns()[0] / 1e3)
+            times[mode] = statistics.median(samples[runs // 6 :])
+        d = float(np.abs(outs["patch GEMM"] - outs["direct"]).max())
+        print(
+            f"  {h}x{w}x{c} window {k} stride {stride} -> {oh}x{ow}x{n} (K {k * k * c}): "
+            f"patch GEMM {times['patch GEMM']:.1f} us, direct {times['direct']:.1f} us, "
+            f"max |d| {d:.2g}"
+        )
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
 #: MobileNet v1's depthwise layers: (input size, channels, stride).
 MOBILENET_DEPTHWISE = [
     (112, 32, 1),
@@ -609,7 +679,8 @@ def main() -> int:
     ap.add_argument(
         "--only",
         default="",
-        help="comma list: contexts,launches,timeline,upload,copies,sweep,depthwise,fusion,split",
+        help="comma list: contexts,launches,timeline,upload,copies,sweep,patch,depthwise,fusion,"
+        "split",
     )
     a = ap.parse_args()
     what = a.only.split(",") if a.only else ["launches", "timeline", "upload", "sweep"]
@@ -631,6 +702,8 @@ def main() -> int:
         fusion(a.model, a.device)
     if "split" in what:
         gemm_split(a.model, a.device)
+    if "patch" in what:
+        patch_sweep(a.device, "fp32", a.runs)
     if "depthwise" in what:
         depthwise_sweep(a.device, "fp32", a.runs)
         depthwise_sweep(a.device, "fp16", a.runs)
