@@ -9,6 +9,7 @@ python bench/diag_gpu.py --model MODEL [--device SPEC]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import statistics
 import sys
@@ -388,7 +389,8 @@ def patch_sweep(device: str | None, precision: str, runs: int = 30) -> None:
         times, outs = {}, {}
         for mode in ("patch GEMM", "direct"):
             off = mode == "direct"
-            with mock.patch.object(conv, "patch_geometry", lambda *a: None) if off else _nothing():
+            direct_only = mock.patch.object(conv, "patch_geometry", lambda *a: None)
+            with direct_only if off else contextlib.nullcontext():
                 s = GpuSession(
                     model, precision=precision, device=device, log=io.StringIO(), profiling=True
                 )
@@ -403,12 +405,6 @@ def patch_sweep(device: str | None, precision: str, runs: int = 30) -> None:
             f"patch GEMM {times['patch GEMM']:.1f} us, direct {times['direct']:.1f} us, "
             f"max |d| {d:.2g}"
         )
-
-
-def _nothing():
-    import contextlib
-
-    return contextlib.nullcontext()
 
 
 #: MobileNet v1's depthwise layers: (input size, channels, stride).
