@@ -392,6 +392,43 @@ def quantized_se_gate_into_projection() -> Built:
     return Built(b.build(), ins, (6, 5, 7), tol_abs=3 * 0.05)
 
 
+def mean_into_conv(shape: tuple[int, int, int, int], r: int, second: int = 0):
+    """MEAN over the pixels (keep_dims) -> 1x1 conv to r channels + RELU [-> 1x1 conv to
+    `second` channels]: the first conv's GEMM computes the mean as it loads its input (the
+    squeeze-excite kernel takes neither: one conv, or weights past its limit)."""
+
+    def make() -> Built:
+        b, g, (x,), ins = _graph(shape)
+        n, c = shape[0], shape[-1]
+        m = g.tensor("m", (n, 1, 1, c), F)
+        g.op("MEAN", [x, g.const("axes", np.array([1, 2], np.int32))], [m], keep_dims=True)
+        y = g.tensor("y", (n, 1, 1, r), F)
+        w = g.const("mw", randn(f"mw{shape}", r, 1, 1, c, scale=1 / np.sqrt(c)))
+        _same_conv(g, [m, w, g.const("mb", randn(f"mb{r}", r))], y, "RELU")
+        if second:
+            z = g.tensor("z", (n, 1, 1, second), F)
+            w2 = g.const("mw2", randn(f"mw2{r}", second, 1, 1, r, scale=1 / np.sqrt(r)))
+            _same_conv(g, [y, w2, g.const("mb2", randn(f"mb2{second}", second))], z)
+            y = z
+        g.output(y)
+        return Built(b.build(), ins, (1, 0))
+
+    return make
+
+
+def mean_into_fully_connected() -> Built:
+    """MEAN over the pixels (no keep_dims) -> FULLY_CONNECTED: Keras's global average
+    pooling and classifier (MobileNetV2, EfficientNet), one GEMM."""
+    b, g, (x,), ins = _graph((1, 7, 7, 32))
+    m = g.tensor("m", (1, 32), F)
+    g.op("MEAN", [x, g.const("axes", np.array([1, 2], np.int32))], [m], keep_dims=False)
+    y = g.tensor("y", (1, 10), F)
+    w = g.const("fw", randn("mfw", 10, 32, scale=0.2))
+    g.op("FULLY_CONNECTED", [m, w, g.const("fb", randn("mfb", 10))], [y])
+    g.output(y)
+    return Built(b.build(), ins, (1, 0))
+
+
 CASES: dict[str, Callable[[], Built]] = {
     "conv-relu": conv_then_unary("RELU"),
     "conv-relu6": conv_then_unary("RELU6"),
@@ -417,6 +454,11 @@ CASES: dict[str, Callable[[], Built]] = {
     "quantize-conv-dequantize": quantized_conv,
     "quantized-conv-swish": quantized_conv_swish,
     "quantized-se-gate-into-projection": quantized_se_gate_into_projection,
+    # MobileNetV3's head and its squeeze-excite blocks past MAX_WEIGHTS
+    "mean-into-1x1": mean_into_conv((1, 6, 7, 8), 6),
+    "mean-into-1x1-batch2-odd-channels": mean_into_conv((2, 5, 3, 7), 5),
+    "mean-into-1x1-large-squeeze-excite": mean_into_conv((1, 7, 7, 256), 128, 256),
+    "mean-into-fully-connected": mean_into_fully_connected,
     "pad-into-conv": pad_into("CONV_2D", 1),
     "pad-into-depthwise-stride2": pad_into("DEPTHWISE_CONV_2D", 2),
 }

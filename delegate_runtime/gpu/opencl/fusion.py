@@ -58,6 +58,7 @@ class Chain:
     #: (input it reads, top, left zero rows); with `input_depthwise`, the depthwise's PAD
     input_pad: tuple[int, int, int] | None = None
     input_depthwise: int | None = None  #: the depthwise node it computes its input from
+    input_mean: int | None = None  #: the MEAN node it computes its input from
     #: chains its kernel runs after its own result (a squeeze-excite's two convolutions)
     then: list[Chain] = field(default_factory=list)
 
@@ -118,6 +119,7 @@ def plan_fusion(sg: Subgraph, nodes: list[int], leaving: set[int]) -> dict[int, 
         taken.update(chain.absorbed)
         chains[n] = chain
     _squeeze_excite(sg, chains, readers, produced_by, leaving, units)
+    _means_into_readers(sg, chains, readers, leaving, units)
     return chains
 
 
@@ -167,6 +169,37 @@ def _squeeze_excite(
             units.merge(m, c.producer)  # with what its chain absorbed
             del chains[c.producer]
         chains[m].then = pair
+
+
+def _means_into_readers(
+    sg: Subgraph,
+    chains: dict[int, Chain],
+    readers: dict[int, list[int]],
+    leaving: set[int],
+    units: Units,
+) -> None:
+    """A MEAN over the pixels of a map that a squeeze-excite kernel did not take, read only
+    by a kernel that can compute its input as a mean (a 1x1 convolution's GEMM): that
+    kernel runs it, each mean computed as A is loaded, and the MEAN's launch goes."""
+    for m in list(chains):
+        op, chain = sg.operators[m], chains[m]
+        if op.op != "MEAN" or chain.then or chain.absorbed or chain.steps or chain.before:
+            continue
+        x = sg.tensors[op.inputs[0]].shape
+        if len(x) != 4 or sg.tensors[chain.output].size != x[0] * x[3]:
+            continue  # not a mean over every pixel of each image
+        users = readers.get(chain.output, [])
+        if len(users) != 1 or chain.output in leaving or chain.output in sg.outputs:
+            continue
+        n = users[0]
+        reader = chains.get(n)
+        if reader is None or reader.before or sg.operators[n].inputs[0] != chain.output:
+            continue
+        if not _kernel_can(sg, n, "input_mean"):
+            continue
+        reader.before, reader.input_mean = [m], m
+        units.merge(n, m)
+        del chains[m]
 
 
 def _only_reader_on_one_pixel(
@@ -254,7 +287,7 @@ def _depthwise_inputs(
 
 def _kernel_can(sg: Subgraph, n: int, what: str) -> bool:
     """Whether node n's record says yes to `what` (input_scale, input_pad,
-    input_depthwise) for this node."""
+    input_depthwise, input_mean) for this node."""
     op = sg.operators[n]
     record = record_for(op.op)
     ask = getattr(record, what, None) if record is not None else None

@@ -83,6 +83,8 @@ class Lowerer:
         self.input_pad: tuple[int, int, int] | None = None
         #: the depthwise node whose output the node being lowered computes as it loads it
         self.input_depthwise: int | None = None
+        #: the MEAN node whose output the node being lowered computes as it loads it
+        self.input_mean: int | None = None
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -175,6 +177,7 @@ class Lowerer:
             first = len(self.out.launches)
             self.steps, self.input_scale = chain.steps, chain.input_scale
             self.input_pad, self.input_depthwise = chain.input_pad, chain.input_depthwise
+            self.input_mean = chain.input_mean
             try:
                 if chain.then:
                     squeeze_excite.lower(self, op, chain)
@@ -182,7 +185,7 @@ class Lowerer:
                     self._record(op).lower(self, op)
             finally:
                 self.steps, self.input_scale = [], None
-                self.input_pad, self.input_depthwise = None, None
+                self.input_pad, self.input_depthwise, self.input_mean = None, None, None
             for launch in self.out.launches[first:]:
                 launch.covers = (n, *chain.nodes)
 
@@ -273,6 +276,7 @@ class Lowerer:
         a_snap: tuple[float, float, float, float] | None = None,
         a_depthwise: list[Any] | None = None,
         a_patch: np.ndarray | None = None,
+        a_mean: np.ndarray | None = None,
     ) -> None:
         """Tiled GEMM; small outputs split K across work groups to fill the device.
         `a_scale`: a K-vector multiplying A's columns as they are loaded; `a_snap`: the QDQ
@@ -280,7 +284,8 @@ class Lowerer:
         `a_depthwise`: A is the output of a depthwise convolution whose input is `a`,
         computed as it is loaded (records/depthwise.py's `prologue_args` after the input);
         `a_patch`: A's rows are a convolution's patches of `a`, at this int8 geometry
-        (gemm.cl.in's pgeo)."""
+        (gemm.cl.in's pgeo); `a_mean`: A is the mean of `a` over its (pixels, channels)
+        = a_mean (gemm.cl.in's mgeo)."""
         name, splits, kps = gemm_plan(m, n, k, self.compute_units)
         ts, wpt, _ = program.GEMM_VARIANTS[name]
         rts = ts // wpt
@@ -301,11 +306,14 @@ class Lowerer:
             args = [a, b, bias, out, scratch, counters, *a_depthwise]
         else:
             args = [a, b, bias, out, scratch, counters, scale, np.int32(scaled), snap]
+            if a_scale is not None and (a_patch is not None or a_mean is not None):
+                raise ValueError("a GEMM scales its input or reads it another way, not both")
             if a_patch is not None:
-                if a_scale is not None:
-                    raise ValueError("a GEMM reads patches or scales its input, not both")
                 name += program.PATCH_SUFFIX
                 args.append(a_patch)
+            elif a_mean is not None:
+                name += program.MEAN_SUFFIX
+                args.append(a_mean)
         args += list(map(np.int32, (m, n, k, kps)))
         args += self.epilogue(act)
         # four at a time where no load crosses a row of A (for patches: a window's run)

@@ -23,6 +23,8 @@ VECTOR_SUFFIX = "v"
 DEPTHWISE_SUFFIX = "dw"
 #: Suffix of the variants reading A as a convolution's patches in place (before "v").
 PATCH_SUFFIX = "p"
+#: Suffix of the variants computing A as the mean over the pixels of its input (before "v").
+MEAN_SUFFIX = "m"
 BUILD_OPTIONS = "-cl-mad-enable -cl-no-signed-zeros"
 #: NVIDIA's compiler logs this for every kernel of every program: harmless.
 NVIDIA_NOINLINE_NOTE = re.compile(
@@ -78,17 +80,18 @@ def gemm_instances(
     variants: dict[str, tuple[int, int, int]] | None = None,
 ) -> dict[str, dict[str, str]]:
     """gemm.cl.in's substitutions for each variant (default GEMM_VARIANTS): scalar and
-    vector loads, each reading A from memory, computing it from a depthwise input or
-    reading it as a convolution's patches."""
+    vector loads, each reading A from memory, computing it from a depthwise input or as a
+    mean over pixels, or reading it as a convolution's patches."""
     out = {}
     for name, (ts, wpt, tk) in (variants or GEMM_VARIANTS).items():
         base = {"@TS@": str(ts), "@WPT@": str(wpt), "@TK@": str(tk)}
-        for dw, patch, prefix in (
-            ("0", "0", name),
-            ("1", "0", name + DEPTHWISE_SUFFIX),
-            ("0", "1", name + PATCH_SUFFIX),
+        for dw, patch, mean, prefix in (
+            ("0", "0", "0", name),
+            ("1", "0", "0", name + DEPTHWISE_SUFFIX),
+            ("0", "1", "0", name + PATCH_SUFFIX),
+            ("0", "0", "1", name + MEAN_SUFFIX),
         ):
-            kind = {"@DW@": dw, "@PATCH@": patch}
+            kind = {"@DW@": dw, "@PATCH@": patch, "@MEAN@": mean}
             out[prefix] = {**base, **kind, "@VEC@": "0"}
             out[prefix + VECTOR_SUFFIX] = {**base, **kind, "@VEC@": "1"}
     return out

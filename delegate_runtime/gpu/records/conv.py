@@ -89,7 +89,12 @@ def lower(lo, op: Operator) -> None:
             a, scale = Buf(source), lo.operand(gate)
         if lo.input_depthwise is not None:  # the depthwise convolution before it, absorbed
             a, *depthwise = prologue_args(lo, lo.sg.operators[lo.input_depthwise])
-        lo.gemm(op, a, weights, bias, Buf(out), m, oc, ic, act, scale, snap, depthwise)
+        mean = None
+        if lo.input_mean is not None:  # the MEAN over the pixels before it, absorbed
+            source = lo.sg.operators[lo.input_mean].inputs[0]
+            _, h, w, _ = shape4(lo.t(source).shape)
+            a, mean = Buf(source), np.array([h * w, ic], np.int32)
+        lo.gemm(op, a, weights, bias, Buf(out), m, oc, ic, act, scale, snap, depthwise, a_mean=mean)
         return
     patch = patch_geometry(op, lo.sg) if lo.input_pad is None else None
     if patch is not None:
@@ -133,5 +138,6 @@ register(
         input_scale=is_gemm,
         input_pad=lambda op, sg: not is_gemm(op, sg) and patch_geometry(op, sg) is None,
         input_depthwise=is_gemm,
+        input_mean=is_gemm,
     )
 )

@@ -6,7 +6,7 @@ import numpy as np
 
 from ...errors import ModelError
 from ...graph import Operator, Subgraph
-from ..opencl.launch import Buf
+from ..opencl.launch import Buf, shape4
 from .geometry import Shape, shape_of
 from .record import GpuOp, OpRule, register, versions
 
@@ -41,7 +41,18 @@ def lower(lo, op: Operator) -> None:
     m = lo.t(x).size // k
     weights = lo.add_const(f"t{w_i}:kn", w.T)
     act = op.options.get("fused_activation_function", 0)
-    lo.gemm(op, Buf(x), weights, lo.bias(op, 2, n), Buf(out), m, n, k, act)
+    a, mean = Buf(x), None
+    if lo.input_mean is not None:  # the MEAN over the pixels before it, absorbed
+        source = lo.sg.operators[lo.input_mean].inputs[0]
+        _, h, w_, _ = shape4(lo.t(source).shape)
+        a, mean = Buf(source), np.array([h * w_, k], np.int32)
+    lo.gemm(op, a, weights, lo.bias(op, 2, n), Buf(out), m, n, k, act, a_mean=mean)
+
+
+def reads_channels(op: Operator, sg: Subgraph) -> bool:
+    """Whether each input row is one image's channels (K is the input's last axis), so the
+    GEMM can compute its input as a MEAN over pixels."""
+    return shape_of(sg, op.inputs[1])[1] == shape_of(sg, op.inputs[0])[-1]
 
 
 register(
@@ -53,5 +64,6 @@ register(
         check,
         shapes,
         epilogue=True,
+        input_mean=reads_channels,
     )
 )

@@ -80,6 +80,9 @@ class GpuOp:
     #: whether its kernel can compute its input as it loads it from the input of the
     #: depthwise convolution producing it (that node absorbed, its output never stored)
     input_depthwise: Callable[[Operator, Subgraph], bool] | None = None
+    #: whether its kernel can compute its input as it loads it from the input of the MEAN
+    #: over the pixels producing it (that node absorbed, its output never stored)
+    input_mean: Callable[[Operator, Subgraph], bool] | None = None
 
 
 #: op name -> its record, in registration order.
