@@ -9,8 +9,9 @@ from ...errors import ModelError
 from ...graph import Operator, Subgraph
 from ...ops.common import padding_amounts
 from ..opencl.launch import Buf, Const, grid3, i4, shape4
-from .depthwise import prologue_args
+from .depthwise import prologue_args as depthwise_prologue
 from .geometry import Shape, rank4, window_hw
+from .mean import prologue_args as mean_prologue
 from .record import GpuOp, OpRule, register, versions
 
 
@@ -88,12 +89,10 @@ def lower(lo, op: Operator) -> None:
             source, gate, snap = lo.input_scale
             a, scale = Buf(source), lo.operand(gate)
         if lo.input_depthwise is not None:  # the depthwise convolution before it, absorbed
-            a, *depthwise = prologue_args(lo, lo.sg.operators[lo.input_depthwise])
+            a, *depthwise = depthwise_prologue(lo, lo.sg.operators[lo.input_depthwise])
         mean = None
         if lo.input_mean is not None:  # the MEAN over the pixels before it, absorbed
-            source = lo.sg.operators[lo.input_mean].inputs[0]
-            _, h, w, _ = shape4(lo.t(source).shape)
-            a, mean = Buf(source), np.array([h * w, ic], np.int32)
+            a, mean = mean_prologue(lo, lo.sg.operators[lo.input_mean], ic)
         lo.gemm(op, a, weights, bias, Buf(out), m, oc, ic, act, scale, snap, depthwise, a_mean=mean)
         return
     patch = patch_geometry(op, lo.sg) if lo.input_pad is None else None

@@ -6,8 +6,9 @@ import numpy as np
 
 from ...errors import ModelError
 from ...graph import Operator, Subgraph
-from ..opencl.launch import Buf, shape4
+from ..opencl.launch import Buf
 from .geometry import Shape, shape_of
+from .mean import prologue_args as mean_prologue
 from .record import GpuOp, OpRule, register, versions
 
 
@@ -43,9 +44,7 @@ def lower(lo, op: Operator) -> None:
     act = op.options.get("fused_activation_function", 0)
     a, mean = Buf(x), None
     if lo.input_mean is not None:  # the MEAN over the pixels before it, absorbed
-        source = lo.sg.operators[lo.input_mean].inputs[0]
-        _, h, w_, _ = shape4(lo.t(source).shape)
-        a, mean = Buf(source), np.array([h * w_, k], np.int32)
+        a, mean = mean_prologue(lo, lo.sg.operators[lo.input_mean], k)
     lo.gemm(op, a, weights, lo.bias(op, 2, n), Buf(out), m, n, k, act, a_mean=mean)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...errors import ModelError
 from ...graph import Operator, Subgraph
-from ..opencl.launch import Buf, Counters, Scratch, grid3
+from ..opencl.launch import Buf, Counters, Scratch, grid3, shape4
 from .geometry import Shape, const_ints, shape_of
 from .record import GpuOp, OpRule, register, versions
 from .shape_inputs import constant_shape_inputs
@@ -56,6 +56,14 @@ def lower(lo, op: Operator) -> None:
     inner = int(np.prod([shape[a] for a in axes], dtype=np.int64))
     rest = int(np.prod(shape[axes[-1] + 1 :], dtype=np.int64))
     reduce_mean(lo, op, (outer, inner, rest), lo.epilogue(0))
+
+
+def prologue_args(lo, op: Operator, channels: int) -> tuple[Buf, np.ndarray]:
+    """What a GEMM reading this MEAN's output needs to compute it as it loads it instead:
+    the MEAN's input and gemm.cl.in's mgeo (pixels per image, channels)."""
+    source = op.inputs[0]
+    _, h, w, _ = shape4(lo.t(source).shape)
+    return Buf(source), np.array([h * w, channels], np.int32)
 
 
 def slicing(inner: int) -> tuple[int, int]:
