@@ -476,21 +476,30 @@ def check_fused(built: Built, precision: str, runs: int = 1) -> list[str]:
     """Run `built` on the delegate: every node delegated, the nodes `built.fused` in one
     kernel, and its outputs against LiteRT's reference kernels in each of `runs` invokes
     (kernels with counters reset them for the next). Returns the partition's kernel names."""
+    session = check_against_litert(built.model, built.inputs, precision, runs, built.tol_abs)
+    fused = session.fused_kernels()
+    assert fused.get(built.fused[0]) == built.fused, fused
+    return [k.function_name for k, _, _ in session.executors[0].kernels]
+
+
+def check_against_litert(
+    model: bytes, inputs: list[np.ndarray], precision: str, runs: int = 1, tol_abs: float = 0.0
+):
+    """A delegate session of `model`: every node delegated, its outputs against LiteRT's
+    reference kernels in each of `runs` invokes (`tol_abs`: extra absolute tolerance)."""
     from delegate_runtime.gpu.delegate import GpuSession
 
     require(litert.available(), "ai-edge-litert (the LiteRT oracle)")
-    want = litert.run(built.model, built.inputs, reference=True)
-    session = GpuSession(read_model(built.model), precision=precision, log=io.StringIO())
+    want = litert.run(model, inputs, reference=True)
+    session = GpuSession(read_model(model), precision=precision, log=io.StringIO())
     d = session.delegation
     assert d.delegated_nodes == d.total_nodes, d.to_dict()
-    fused = session.fused_kernels()
-    assert fused.get(built.fused[0]) == built.fused, fused
     for _ in range(runs):
-        for g_, w in zip(session.invoke(built.inputs), want, strict=True):
+        for g_, w in zip(session.invoke(inputs), want, strict=True):
             scale = max(float(np.abs(w).max()), 1.0)
-            tol = TOL[precision] * scale + built.tol_abs
+            tol = TOL[precision] * scale + tol_abs
             np.testing.assert_allclose(g_, w, rtol=TOL[precision], atol=tol)
-    return [k.function_name for k, _, _ in session.executors[0].kernels]
+    return session
 
 
 def test_squeeze_excite_runs_in_two_kernels(opencl_device):

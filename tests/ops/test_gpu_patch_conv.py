@@ -9,15 +9,13 @@ reference kernels and that the layer ran as a patch GEMM, not as the direct conv
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pytest
 
-from delegate_runtime import litert, read_model
 from delegate_runtime.builder import ModelBuilder
-from tests.conftest import require, require_module
-from tests.ops.test_gpu_ops import PRECISIONS, TOL, opencl_device, randn
+from tests.conftest import require_module
+from tests.ops.test_gpu_fusion import check_against_litert
+from tests.ops.test_gpu_ops import PRECISIONS, opencl_device, randn
 
 require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
 
@@ -87,15 +85,7 @@ CASES = {
 
 def run(model: bytes, inputs: list[np.ndarray], precision: str) -> list[str]:
     """The delegate's output against LiteRT's reference kernels; the kernels it ran."""
-    from delegate_runtime.gpu.delegate import GpuSession
-
-    require(litert.available(), "ai-edge-litert (the LiteRT oracle)")
-    want = litert.run(model, inputs, reference=True)
-    session = GpuSession(read_model(model), precision=precision, log=io.StringIO())
-    assert session.delegation.delegated_nodes == session.delegation.total_nodes
-    for got, w in zip(session.invoke(inputs), want, strict=True):
-        scale = max(float(np.abs(w).max()), 1.0)
-        np.testing.assert_allclose(got, w, rtol=TOL[precision], atol=TOL[precision] * scale)
+    session = check_against_litert(model, inputs, precision)
     names = [k.function_name for k, _, _ in session.executors[0].kernels]
     return [k for k in names if k not in BOUNDARY_CONVERSIONS]
 
