@@ -215,10 +215,6 @@ __kernel void anchor_copy(__global const store_t* a, __global store_t* c, int na
 """
 
 
-def round_up(x: int, step: int) -> int:
-    return -(-x // step) * step
-
-
 def device_us(q: Any, kernel: Any, gsize: tuple, lsize: tuple, runs: int) -> float:
     """Median device-clock run time of `kernel` over `runs` launches queued back to back
     (the first sixth is warm-up)."""
@@ -256,6 +252,7 @@ def gemm_sweep(device: str | None, precision: str, runs: int = 30) -> None:
     import pyopencl as cl
 
     from delegate_runtime.gpu.opencl import lowering, program
+    from delegate_runtime.gpu.opencl.launch import round_up
     from delegate_runtime.gpu.opencl.runtime import describe, select_device
 
     d = select_device(device)
@@ -296,16 +293,18 @@ def gemm_sweep(device: str | None, precision: str, runs: int = 30) -> None:
         no_epilogue = [np.int32(0), *step_none * 3]
         suffix = "v" if k % 4 == 0 and n % 4 == 0 else ""
         timed: dict[tuple[str, int], tuple[float, float]] = {}
+        launches: dict[tuple[str, int], tuple[Any, tuple, tuple]] = {}
         for base, (ts, wpt, tk) in variants.items():
-            kern = cl.Kernel(prg, base + suffix)
             lsz = (ts // wpt, ts // wpt, 1)
             for splits in (1, 2, 4, 8, 16, 32):
                 kps = round_up(-(-k // splits), tk)
                 if -(-k // kps) != splits:
                     continue
+                kern = cl.Kernel(prg, base + suffix)
                 g = (-(-n // ts) * lsz[0], -(-m // ts) * lsz[1], splits)
                 args = [*bufs, c_buf, p_buf, cnt, *unscaled, *map(np.int32, (m, n, k, kps))]
                 kern.set_args(*args, *no_epilogue)
+                launches[base, splits] = (kern, g, lsz)
                 t = device_us(q, kern, g, lsz, runs)
                 got = np.empty((m, n), storage)
                 cl.enqueue_copy(q, got, c_buf)
@@ -315,18 +314,10 @@ def gemm_sweep(device: str | None, precision: str, runs: int = 30) -> None:
         pick_name, pick_splits, _ = lowering.gemm_plan(m, n, k, info.compute_units)
         pick = (picks[pick_name][0], pick_splits)
         t_pick = timed[pick][0]
-        pick_kern = cl.Kernel(prg, pick[0] + suffix)
-        ts, wpt, tk = variants[pick[0]]
-        lsz = (ts // wpt, ts // wpt, 1)
-        kps = round_up(-(-k // pick_splits), tk)
-        pick_kern.set_args(
-            *bufs, c_buf, p_buf, cnt, *unscaled, *map(np.int32, (m, n, k, kps)), *no_epilogue
-        )
-        g = (-(-n // ts) * lsz[0], -(-m // ts) * lsz[1], pick_splits)
         walls = (
             wall_us(plain_q, empty, (64,), (64,)),
             wall_us(plain_q, copy, (span,), (256,)),
-            wall_us(plain_q, pick_kern, g, lsz),
+            wall_us(plain_q, *launches[pick]),
         )
         print(
             f"GEMM {m}x{k}x{n}: empty {t_empty:.1f} us, copy {t_copy:.1f} us; picked {pick[0]} "
@@ -388,9 +379,8 @@ def patch_sweep(device: str | None, precision: str, runs: int = 30) -> None:
         xs = [rng.uniform(-1, 1, (1, h, w, c)).astype(np.float32)]
         times, outs = {}, {}
         for mode in ("patch GEMM", "direct"):
-            off = mode == "direct"
             direct_only = mock.patch.object(conv, "patch_geometry", lambda *a: None)
-            with direct_only if off else contextlib.nullcontext():
+            with direct_only if mode == "direct" else contextlib.nullcontext():
                 s = GpuSession(
                     model, precision=precision, device=device, log=io.StringIO(), profiling=True
                 )
