@@ -640,10 +640,17 @@ def gemm_split(model: str, device: str | None, runs: int = 300) -> None:
     x = np.random.default_rng(0).uniform(-1, 1, t.shape).astype(np.float32)
     steps, outs = {}, {}
     for per_cu in (0, 1, 2, 4, 8):
-        split_from = 1 << 30 if per_cu == 0 else lowering.MIN_SPLIT_K
+        never = per_cu == 0
         with (
             mock.patch.object(lowering, "GEMM_GROUPS_PER_CU", max(per_cu, 1)),
-            mock.patch.object(lowering, "MIN_SPLIT_K", split_from),
+            mock.patch.object(
+                lowering, "MIN_SPLIT_STEPS", 1 << 30 if never else lowering.MIN_SPLIT_STEPS
+            ),
+            mock.patch.object(
+                lowering,
+                "MIN_COMPUTED_SPLIT_K",
+                1 << 30 if never else lowering.MIN_COMPUTED_SPLIT_K,
+            ),
         ):
             s = GpuSession(m, device=device, log=io.StringIO())
         steps[f"groups/CU {per_cu}"] = lambda s=s: s.invoke([x])

@@ -458,6 +458,8 @@ CASES: dict[str, Callable[[], Built]] = {
     "mean-into-1x1": mean_into_conv((1, 6, 7, 8), 6),
     "mean-into-1x1-batch2-odd-channels": mean_into_conv((2, 5, 3, 7), 5),
     "mean-into-1x1-large-squeeze-excite": mean_into_conv((1, 7, 7, 256), 128, 256),
+    "mean-into-1x1-batch2-143-pixels": mean_into_conv((2, 13, 11, 96), 24),
+    "mean-into-1x1-14x14-squeeze-excite": mean_into_conv((1, 14, 14, 672), 168, 672),
     "mean-into-fully-connected": mean_into_fully_connected,
     "pad-into-conv": pad_into("CONV_2D", 1),
     "pad-into-depthwise-stride2": pad_into("DEPTHWISE_CONV_2D", 2),

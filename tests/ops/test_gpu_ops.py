@@ -669,7 +669,7 @@ def test_resize(opencl_device, make, precision):
 
 SPLITK_CASES = {
     "conv1x1": lambda: conv(hw=(3, 2), k=(1, 1), cin=300, cout=5, act="RELU"),
-    "conv1x1-ragged-k": lambda: conv(hw=(2, 2), k=(1, 1), cin=171, cout=3),
+    "conv1x1-ragged-k": lambda: conv(hw=(2, 2), k=(1, 1), cin=427, cout=3),
     "fc": lambda: fully_connected((2, 640), 9, act="RELU6"),
     "fc-no-bias": lambda: fully_connected((1, 333), 4, bias=False),
 }

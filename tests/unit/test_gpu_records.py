@@ -47,8 +47,8 @@ def test_each_records_kernel_files_exist(name):
     [
         ("unary", "UNARY"),
         ("binary4d", "BINARY"),
-        ("act", "ACT"),
-        ("step", "STEP"),
+        ("act_n", "ACT"),
+        ("step_n", "STEP"),
         ("step_operand", "FROM"),
     ],
 )

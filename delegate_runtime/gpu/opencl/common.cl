@@ -47,17 +47,27 @@ inline float as_stored(float x) {
   #define ST4(p, i, v) vstore4((v), (i), (p))
 #endif
 
+// Each value of v[0..n) through `expr` (of v[i]); for the switches below, which take their
+// uniform case once for all of a work item's values rather than once per value.
+#define EACH(expr)                                                                       \
+  for (int i = 0; i < n; ++i) v[i] = (expr);                                              \
+  return
+
 // Fused activations (TFLite's codes, ACT_* from codes.py).
-inline float act(float x, int a) {
+inline void act_n(float* v, int n, int a) {
   switch (a) {
-    case ACT_NONE: return x;
-    case ACT_RELU: return fmax(x, 0.0f);
-    case ACT_RELU_N1_TO_1: return clamp(x, -1.0f, 1.0f);
-    case ACT_RELU6: return clamp(x, 0.0f, 6.0f);
-    case ACT_TANH: return tanh(x);
-    case ACT_SIGMOID: return 1.0f / (1.0f + exp(-x));
-    default: return NAN;  // an unknown code poisons the result
+    case ACT_NONE: return;
+    case ACT_RELU: EACH(fmax(v[i], 0.0f));
+    case ACT_RELU_N1_TO_1: EACH(clamp(v[i], -1.0f, 1.0f));
+    case ACT_RELU6: EACH(clamp(v[i], 0.0f, 6.0f));
+    case ACT_TANH: EACH(tanh(v[i]));
+    case ACT_SIGMOID: EACH(1.0f / (1.0f + exp(-v[i])));
+    default: EACH(NAN);  // an unknown code poisons the result
   }
+}
+inline float act(float x, int a) {
+  act_n(&x, 1, a);
+  return x;
 }
 
 // ---- epilogue -----------------------------------------------------------------------------
@@ -74,29 +84,36 @@ inline float step_operand(int from, __global const store_t* p, float4 s, int o, 
     default: return NAN;
   }
 }
-
-inline float step(float v, int2 k, __global const store_t* p, float4 s, int o, int c) {
+#define OPERAND step_operand(k.y, p, s, o[i], c[i])
+#define SNAP(w) (round((clamp((w), s.x, s.y) - s.x) / s.z) * s.z + s.x)
+// One step for n values at once, o[i] and c[i] the element and channel of v[i].
+inline void step_n(float* v, int n, int2 k, __global const store_t* p, float4 s,
+                   const int* o, const int* c) {
   switch (k.x) {
-    case STEP_NONE: return v;
-    case STEP_RELU: return fmax(v, 0.0f);
-    case STEP_RELU6: return clamp(v, 0.0f, 6.0f);
-    case STEP_RELU_N1_TO_1: return clamp(v, -1.0f, 1.0f);
-    case STEP_LOGISTIC: return 1.0f / (1.0f + exp(-v));
-    case STEP_TANH: return tanh(v);
-    case STEP_HARD_SWISH: return v * clamp(v + 3.0f, 0.0f, 6.0f) / 6.0f;
-    case STEP_SWISH: return v / (1.0f + exp(-v));
-    case STEP_ADD: return v + step_operand(k.y, p, s, o, c);
-    case STEP_SUB: return v - step_operand(k.y, p, s, o, c);
-    case STEP_RSUB: return step_operand(k.y, p, s, o, c) - v;
-    case STEP_MUL: return v * step_operand(k.y, p, s, o, c);
-    case STEP_PRELU: return v >= 0.0f ? v : v * step_operand(k.y, p, s, o, c);
-    case STEP_QDQ: return round((clamp(v, s.x, s.y) - s.x) / s.z) * s.z + s.x;
-    case STEP_SWISH_QDQ: {  // x * sigmoid(x), the sigmoid snapped to its own grid first
-      float g = 1.0f / (1.0f + exp(-v));
-      return v * (round((clamp(g, s.x, s.y) - s.x) / s.z) * s.z + s.x);
-    }
-    default: return NAN;  // an unknown code poisons the result
+    case STEP_NONE: return;
+    case STEP_RELU: EACH(fmax(v[i], 0.0f));
+    case STEP_RELU6: EACH(clamp(v[i], 0.0f, 6.0f));
+    case STEP_RELU_N1_TO_1: EACH(clamp(v[i], -1.0f, 1.0f));
+    case STEP_LOGISTIC: EACH(1.0f / (1.0f + exp(-v[i])));
+    case STEP_TANH: EACH(tanh(v[i]));
+    case STEP_HARD_SWISH: EACH(v[i] * clamp(v[i] + 3.0f, 0.0f, 6.0f) / 6.0f);
+    case STEP_SWISH: EACH(v[i] / (1.0f + exp(-v[i])));
+    case STEP_ADD: EACH(v[i] + OPERAND);
+    case STEP_SUB: EACH(v[i] - OPERAND);
+    case STEP_RSUB: EACH(OPERAND - v[i]);
+    case STEP_MUL: EACH(v[i] * OPERAND);
+    case STEP_PRELU: EACH(v[i] >= 0.0f ? v[i] : v[i] * OPERAND);
+    case STEP_QDQ: EACH(SNAP(v[i]));
+    // x * sigmoid(x), the sigmoid snapped to its own grid first
+    case STEP_SWISH_QDQ: EACH(v[i] * SNAP(1.0f / (1.0f + exp(-v[i]))));
+    default: EACH(NAN);  // an unknown code poisons the result
   }
+}
+#undef OPERAND
+#undef SNAP
+inline float step(float v, int2 k, __global const store_t* p, float4 s, int o, int c) {
+  step_n(&v, 1, k, p, s, &o, &c);
+  return v;
 }
 
 // The parameters ending a producing kernel's signature, and its result through them.
@@ -106,6 +123,12 @@ inline float step(float v, int2 k, __global const store_t* p, float4 s, int o, i
 #define EPILOGUE(v, o, c)                                                                \
   step(step(step(act((v), a), k0, p0, s0, (o), (c)), k1, p1, s1, (o), (c)), k2, p2, s2, \
        (o), (c))
+// The epilogue of n values v[i] of elements o[i], channels c[i], each switch taken once.
+#define EPILOGUE_N(v, n, o, c)                                                           \
+  act_n((v), (n), a);                                                                    \
+  step_n((v), (n), k0, p0, s0, (o), (c));                                                \
+  step_n((v), (n), k1, p1, s1, (o), (c));                                                \
+  step_n((v), (n), k2, p2, s2, (o), (c))
 
 // Boundary conversions between float32 host data and the storage type.
 __kernel void to_storage(__global const float* in, __global store_t* out, int n) {

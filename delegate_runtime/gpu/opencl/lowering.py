@@ -44,24 +44,36 @@ ACT_TO_UNARY = {
     Act.SIGMOID: Unary.LOGISTIC,
     Act.TANH: Unary.TANH,
 }
-#: Smallest slice of K worth a work group of its own in split-K GEMM.
-MIN_SPLIT_K = 32
+#: Fewest k steps (of the tile's k step) a GEMM must have before it splits K, and fewest
+#: each slice then keeps. A split costs its own tail (partial sums written, a counter, the
+#: last slice rereading them: 4-5 us on an H200, diag_gpu's sweep) and saves about 1.6 us
+#: per k step a work group no longer walks, so short Ks stay whole.
+MIN_SPLIT_STEPS = 5
+MIN_STEPS_PER_SPLIT = 2
+#: Where A is computed as it is loaded (a depthwise convolution's or a mean's output), a k
+#: step costs far more than a split's tail: K splits down to slices of this many.
+MIN_COMPUTED_SPLIT_K = 32
 #: Work groups per compute unit a GEMM aims for before it splits K.
 GEMM_GROUPS_PER_CU = 4
 
 
-def gemm_plan(m: int, n: int, k: int, compute_units: int) -> tuple[str, int, int]:
+def gemm_plan(
+    m: int, n: int, k: int, compute_units: int, computed_a: bool = False
+) -> tuple[str, int, int]:
     """The GEMM variant (a GEMM_VARIANTS key), the number of K slices and K per slice for
     an [m, k] x [k, n] product: the larger tile where it fills the device, else the
-    smaller, and K split where even that leaves compute units idle."""
+    smaller, and K split where even that leaves compute units idle and K is long (or A
+    is `computed_a`, dearer to load)."""
     target = GEMM_GROUPS_PER_CU * compute_units  # work groups wanted in flight
     tiles64 = -(-m // 64) * -(-n // 64)
     name = "gemm64" if tiles64 >= target else "gemm32"
     ts, _, tk = program.GEMM_VARIANTS[name]
     tiles = -(-m // ts) * -(-n // ts)
-    splits = 1
-    if tiles < target and k >= 2 * MIN_SPLIT_K:
-        splits = min(-(-target // tiles), k // MIN_SPLIT_K)
+    splits, steps = 1, -(-k // tk)
+    if tiles < target and computed_a and k >= 2 * MIN_COMPUTED_SPLIT_K:
+        splits = min(-(-target // tiles), k // MIN_COMPUTED_SPLIT_K)
+    elif tiles < target and not computed_a and steps >= MIN_SPLIT_STEPS:
+        splits = min(-(-target // tiles), steps // MIN_STEPS_PER_SPLIT)
     kps = -(-k // splits)
     kps = -(-kps // tk) * tk  # K per split, a multiple of the k step
     return name, -(-k // kps), kps
@@ -286,7 +298,8 @@ class Lowerer:
         `a_patch`: A's rows are a convolution's patches of `a`, at this int8 geometry
         (gemm.cl.in's pgeo); `a_mean`: A is the mean of `a` over its (pixels, channels)
         = a_mean (gemm.cl.in's mgeo)."""
-        name, splits, kps = gemm_plan(m, n, k, self.compute_units)
+        computed_a = a_depthwise is not None or a_mean is not None
+        name, splits, kps = gemm_plan(m, n, k, self.compute_units, computed_a)
         ts, wpt, _ = program.GEMM_VARIANTS[name]
         rts = ts // wpt
         gsize = (-(-n // ts) * rts, -(-m // ts) * rts, splits)

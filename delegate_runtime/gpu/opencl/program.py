@@ -84,6 +84,8 @@ def gemm_instances(
     mean over pixels, or reading it as a convolution's patches."""
     out = {}
     for name, (ts, wpt, tk) in (variants or GEMM_VARIANTS).items():
+        if (ts // wpt) ** 2 < tk:
+            raise ValueError(f"GEMM variant {name}: fewer items than its k step's channels")
         base = {"@TS@": str(ts), "@WPT@": str(wpt), "@TK@": str(tk)}
         for dw, patch, mean, prefix in (
             ("0", "0", "0", name),
