@@ -333,29 +333,30 @@ def gemm_sweep(device: str | None, precision: str, runs: int = 30) -> None:
             print("   WRONG:", bad[:3])
 
 
-#: The zoo's convolutions whose windows tile the input (records/conv.py: patch_geometry):
-#: (H, W, C, window, stride, output channels), from iris_landmark, hand_recrop and the
-#: landmark heads.
-PATCH_CONVS = [
-    (32, 32, 64, 2, 2, 64),
-    (16, 16, 128, 2, 2, 64),
-    (8, 8, 128, 2, 2, 64),
-    (4, 4, 128, 2, 2, 64),
-    (2, 2, 128, 2, 1, 213),
-    (128, 128, 8, 2, 2, 8),
-    (64, 64, 16, 2, 2, 16),
-    (32, 32, 32, 2, 2, 32),
-    (16, 16, 64, 2, 2, 32),
-    (8, 8, 64, 2, 2, 16),
-    (4, 4, 32, 2, 2, 8),
-    (3, 3, 32, 3, 3, 1404),
-    (2, 2, 288, 2, 1, 195),
-]
+def model_convolutions(model: str) -> list[tuple[tuple[int, ...], ...]]:
+    """The CONV_2D layers of `model` other than 1x1 GEMMs, each once: (input shape,
+    filter shape OHWI, output shape, options as (key, value) pairs)."""
+    from delegate_runtime import load_model
+    from delegate_runtime.gpu.records import conv
+
+    sg = load_model(model).main
+    layers = []
+    for op in sg.operators:
+        if op.op != "CONV_2D" or conv.is_gemm(op, sg):
+            continue
+        keys = ("padding", "stride_h", "stride_w", "dilation_h_factor", "dilation_w_factor")
+        options = tuple((k, op.options[k]) for k in keys if k in op.options)
+        shapes = [sg.tensors[t].shape for t in (op.inputs[0], op.inputs[1], op.outputs[0])]
+        layer = (*shapes, options)
+        if layer not in layers:
+            layers.append(layer)
+    return layers
 
 
-def patch_sweep(device: str | None, precision: str, runs: int = 30) -> None:
-    """Each PATCH_CONVS layer's device time as a patch GEMM and as the direct convolution
-    (patch_geometry turned off), with the direct kernel's serial length K."""
+def patch_sweep(model: str, device: str | None, precision: str, runs: int = 30) -> None:
+    """Each convolution of `model` other than a 1x1 (float32, random weights, alone in a
+    model of its own) as the patch GEMM and as the direct convolution (as_patch_gemm
+    turned off): median device time and the outputs' largest difference."""
     from unittest import mock
 
     from delegate_runtime import read_model
@@ -364,25 +365,31 @@ def patch_sweep(device: str | None, precision: str, runs: int = 30) -> None:
     from delegate_runtime.gpu.records import conv
 
     rng = np.random.default_rng(0)
-    print(f"\npatch convolutions, {precision}: median device us over {runs} invokes")
-    for h, w, c, k, stride, n in PATCH_CONVS:
+    print(f"\n{Path(model).name} convolutions, {precision}: median device us over {runs} invokes")
+    for x_shape, w_shape, y_shape, pairs in model_convolutions(model):
+        options = dict(pairs)
+        _, h, w, c = x_shape
+        _, oh, ow, _ = y_shape
+        oc, kh, kw, _ = w_shape
         b = ModelBuilder()
         g = b.main
-        x = g.input("x", (1, h, w, c), np.float32)
-        weights = g.const("w", rng.uniform(-0.1, 0.1, (n, k, k, c)).astype(np.float32))
-        bias = g.const("b", rng.uniform(-1, 1, n).astype(np.float32))
-        oh, ow = (h - k) // stride + 1, (w - k) // stride + 1
-        y = g.tensor("y", (1, oh, ow, n), np.float32)
-        g.op("CONV_2D", [x, weights, bias], [y], padding="VALID", stride_h=stride, stride_w=stride)
+        x = g.input("x", x_shape, np.float32)
+        scale = 1 / np.sqrt(kh * kw * c)
+        weights = g.const("w", rng.uniform(-scale, scale, w_shape).astype(np.float32))
+        bias = g.const("b", rng.uniform(-1, 1, oc).astype(np.float32))
+        sh, sw = options.get("stride_h", 1), options.get("stride_w", 1)
+        dh, dw = options.get("dilation_h_factor", 1), options.get("dilation_w_factor", 1)
+        y = g.tensor("y", y_shape, np.float32)
+        g.op("CONV_2D", [x, weights, bias], [y], **options)
         g.output(y)
-        model = read_model(b.build())
-        xs = [rng.uniform(-1, 1, (1, h, w, c)).astype(np.float32)]
+        one = read_model(b.build())
+        xs = [rng.uniform(-1, 1, x_shape).astype(np.float32)]
         times, outs = {}, {}
         for mode in ("patch GEMM", "direct"):
-            direct_only = mock.patch.object(conv, "patch_geometry", lambda *a: None)
+            direct_only = mock.patch.object(conv, "as_patch_gemm", lambda *a: False)
             with direct_only if mode == "direct" else contextlib.nullcontext():
                 s = GpuSession(
-                    model, precision=precision, device=device, log=io.StringIO(), profiling=True
+                    one, precision=precision, device=device, log=io.StringIO(), profiling=True
                 )
             samples = []
             for _ in range(runs):
@@ -390,10 +397,11 @@ def patch_sweep(device: str | None, precision: str, runs: int = 30) -> None:
                 samples.append(s.op_profile_ns()[0] / 1e3)
             times[mode] = statistics.median(samples[runs // 6 :])
         d = float(np.abs(outs["patch GEMM"] - outs["direct"]).max())
+        window = f"{kh}x{kw}" + (f" dilation {dh}x{dw}" if (dh, dw) != (1, 1) else "")
         print(
-            f"  {h}x{w}x{c} window {k} stride {stride} -> {oh}x{ow}x{n} (K {k * k * c}): "
-            f"patch GEMM {times['patch GEMM']:.1f} us, direct {times['direct']:.1f} us, "
-            f"max |d| {d:.2g}"
+            f"  {h}x{w}x{c} window {window} stride {sh}x{sw} -> {oh}x{ow}x{oc} "
+            f"(K {kh * kw * c}): patch GEMM {times['patch GEMM']:.1f} us, "
+            f"direct {times['direct']:.1f} us, max |d| {d:.2g}"
         )
 
 
@@ -696,7 +704,7 @@ def main() -> int:
     if "split" in what:
         gemm_split(a.model, a.device)
     if "patch" in what:
-        patch_sweep(a.device, "fp32", a.runs)
+        patch_sweep(a.model, a.device, "fp32", a.runs)
     if "depthwise" in what:
         depthwise_sweep(a.device, "fp32", a.runs)
         depthwise_sweep(a.device, "fp16", a.runs)

@@ -1,10 +1,11 @@
-"""Convolutions whose windows tile the input run as a GEMM reading the windows in place.
+"""Convolutions other than 1x1 run as a GEMM reading each output pixel's window in place.
 
-A window as large as the input (MediaPipe's landmark heads: 2x2 or 3x3 input, 1x1
-output) and a window equal to its stride without padding (iris_landmark's and
-hand_recrop's 2x2 stride-2 VALID layers) are a GEMM whose rows are the output pixels'
-windows (records/conv.py: patch_geometry). Each case checks the output against LiteRT's
-reference kernels and that the layer ran as a patch GEMM, not as the direct convolution.
+Each output pixel's window is a row of A (records/conv.py: patch_geometry), zeros where it
+reaches into the padding: windows that tile the input (MediaPipe's landmark heads, whose
+window is as large as the input; iris_landmark's and hand_recrop's 2x2 stride-2 VALID
+layers) and overlapping ones (3x3 stems and EfficientNetV2's fused blocks, SAME padding,
+strides, dilation). Each case checks the output against LiteRT's reference kernels and
+that the layer ran as a patch GEMM, not as the direct convolution.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def conv_model(
     padding: str = "VALID",
     act: int = 0,
     pad_hw: tuple[int, int] | None = None,
+    dilation: int = 1,
 ) -> tuple[bytes, list[np.ndarray]]:
     """x -> [PAD of H and W by pad_hw after] -> CONV_2D; the model and one input."""
     b = ModelBuilder()
@@ -50,7 +52,8 @@ def conv_model(
     weights = g.const("w", randn(key + "w", cout, *k, cin, scale=1 / np.sqrt(cin * k[0] * k[1])))
     bias = g.const("b", randn(key + "b", cout))
     if padding == "VALID":
-        oh, ow = (h - k[0]) // stride[0] + 1, (w - k[1]) // stride[1] + 1
+        eh, ew = (k[0] - 1) * dilation + 1, (k[1] - 1) * dilation + 1  # dilated window
+        oh, ow = (h - eh) // stride[0] + 1, (w - ew) // stride[1] + 1
     else:
         oh, ow = -(-h // stride[0]), -(-w // stride[1])
     y = g.tensor("y", (n, oh, ow, cout), F)
@@ -62,6 +65,8 @@ def conv_model(
         stride_h=stride[0],
         stride_w=stride[1],
         fused_activation_function=act,
+        dilation_h_factor=dilation,
+        dilation_w_factor=dilation,
     )
     g.output(y)
     rng = np.random.default_rng(sum(x_shape) + cout)
@@ -80,6 +85,19 @@ CASES = {
     "whole-input-2x2": lambda: conv_model((1, 2, 2, 128), 15, (2, 2), (1, 1)),
     # a long K split across work groups (K = 3 * 3 * 64 = 576), N a multiple of 4
     "whole-input-3x3-split-k": lambda: conv_model((1, 3, 3, 64), 40, (3, 3), (1, 1), act=1),
+    # overlapping windows (with 24 outputs or K >= 128: conv.PATCH_GEMM_MIN_N, _MIN_K). A
+    # stem: 3 channels, 3x3 stride 2 SAME (padding below and right only), one element per
+    # load
+    "stem-3x3-stride2-same": lambda: conv_model((1, 15, 16, 3), 24, (3, 3), (2, 2), "SAME"),
+    # EfficientNetV2's fused blocks: 3x3 stride 1 SAME, padding on every side, four-wide
+    # loads (C a multiple of 4), batch 2
+    "3x3-stride1-same-batch2": lambda: conv_model((2, 9, 10, 16), 12, (3, 3), (1, 1), "SAME", 3),
+    # a long K split across work groups (K = 3 * 3 * 96 = 864) over a few output pixels
+    "3x3-stride2-same-split-k": lambda: conv_model((1, 7, 7, 96), 24, (3, 3), (2, 2), "SAME"),
+    # a 5x3 window, strides 2 and 1, N not a multiple of 4
+    "5x3-strides-2x1-valid": lambda: conv_model((1, 11, 9, 12), 7, (5, 3), (2, 1)),
+    # dilation 2, VALID
+    "3x3-dilation2": lambda: conv_model((1, 10, 11, 16), 8, (3, 3), (1, 1), dilation=2),
 }
 
 
@@ -105,15 +123,25 @@ def test_patch_convolution_matches_litert(opencl_device, make, precision):
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_pad_before_a_patch_convolution_stays_a_launch(opencl_device, precision):
-    """A PAD before a 2x2 stride-2 VALID layer: the layer still reads whole windows (a
-    patch GEMM over the PAD's output) rather than taking the padding as its own."""
+def test_pad_before_a_patch_convolution_is_absorbed(opencl_device, precision):
+    """A PAD before a 2x2 stride-2 VALID layer: one launch, the patch GEMM reading the
+    PAD's input with the padding as zeros."""
     kernels = run(*conv_model((1, 7, 7, 8), 8, (2, 2), (2, 2), pad_hw=(1, 1)), precision)
-    assert len(kernels) == 2 and is_patch_gemm(kernels[1]), kernels
+    assert len(kernels) == 1 and is_patch_gemm(kernels[0]), kernels
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_overlapping_windows_stay_direct(opencl_device, precision):
-    """A 3x3 stride-2 layer's windows overlap: the direct convolution, as before."""
-    kernels = run(*conv_model((1, 9, 9, 4), 8, (3, 3), (2, 2)), precision)
+def test_pad_before_an_overlapping_convolution_is_absorbed(opencl_device, precision):
+    """A PAD before a 3x3 stride-2 layer (as Keras writes a stem's asymmetric padding):
+    one launch, the padding added to the layer's own."""
+    model = conv_model((1, 9, 9, 16), 8, (3, 3), (2, 2), "SAME", pad_hw=(1, 2))
+    kernels = run(*model, precision)
+    assert len(kernels) == 1 and is_patch_gemm(kernels[0]), kernels
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_overlapping_windows_of_few_outputs_and_a_short_k_stay_direct(opencl_device, precision):
+    """A 3x3 stride-1 layer of one output channel and K = 72 (pose_landmark_full's
+    segmentation head): the direct convolution, faster there (conv.PATCH_GEMM_MIN_N)."""
+    kernels = run(*conv_model((1, 12, 12, 8), 1, (3, 3), (1, 1), "SAME"), precision)
     assert [k.startswith("conv2d_direct") for k in kernels] == [True], kernels

@@ -1,5 +1,6 @@
-"""CONV_2D: 1x1 stride-1 convolutions and those whose windows tile the input without
-overlap or padding as a tiled GEMM, the rest as a direct convolution."""
+"""CONV_2D as a tiled GEMM: over the pixels for a 1x1 stride-1 convolution, over the output
+pixels' windows read in place (the patch GEMM) for the others, where as_patch_gemm says so;
+else a direct convolution."""
 
 from __future__ import annotations
 
@@ -42,27 +43,59 @@ def is_gemm(op: Operator, sg: Subgraph) -> bool:
     return w[1:3] == (1, 1) and strides == (1, 1) and in_s[1:3] == out_s[1:3]
 
 
-def patch_geometry(op: Operator, sg: Subgraph) -> np.ndarray | None:
-    """For a convolution whose windows tile its input without overlap, padding or
-    dilation (stride = window, as in a 2x2 stride-2 VALID layer or a window as large as
-    the input), the GEMM's patch geometry (gemm.cl.in's pgeo); else None. Each output
-    pixel's window is then a row of A: kh runs of kw * C values."""
+def windows_tile(op: Operator, sg: Subgraph) -> bool:
+    """Whether the windows tile the input without overlap, padding or dilation (stride =
+    window, as in a 2x2 stride-2 VALID layer, or a window as large as the input): a
+    window's rows are then runs of kw * C values next to each other in the input."""
     o = op.options
-    _, kh, kw, ic = sg.tensors[op.inputs[1]].shape
-    n, h, w, _ = shape4(sg.tensors[op.inputs[0]].shape)
+    _, kh, kw, _ = sg.tensors[op.inputs[1]].shape
+    _, h, w, _ = shape4(sg.tensors[op.inputs[0]].shape)
     _, oh, ow, _ = shape4(sg.tensors[op.outputs[0]].shape)
     if (o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)) != (1, 1):
-        return None
+        return False
     whole = (kh, kw) == (h, w) and (oh, ow) == (1, 1)
-    strided = (o.get("stride_h", 1), o.get("stride_w", 1)) == (kh, kw)
-    if not (whole or strided) or is_gemm(op, sg):
-        return None
     sh, sw, padding = o.get("stride_h", 1), o.get("stride_w", 1), o.get("padding", 0)
+    if not (whole or (sh, sw) == (kh, kw)):
+        return False
     if padding_amounts(h, kh, sh, 1, padding)[0] or padding_amounts(w, kw, sw, 1, padding)[0]:
-        return None
-    if oh * kh > h or ow * kw > w:
-        return None
-    return np.array([ow, oh, kh, h, kw * ic, w * ic, 0, 0], np.int32)
+        return False
+    return oh * kh <= h and ow * kw <= w
+
+
+#: Overlapping windows go to the patch GEMM with at least this many output channels or
+#: this long a K; else the direct convolution (one item per output, a serial loop over
+#: K) is faster. On an H200 (`bench/diag_gpu.py --only patch`, fp32, device us, GEMM /
+#: direct): 3x3 stems of 24-32 outputs 14.5-17.4 / 19.5-22.0, of 16 outputs (K 27)
+#: 14.9-17.8 / 12.4-15.7; a 3x3 layer of 1 output (K 72) 75.6 / 12.6; EfficientNetV2B0's
+#: 3x3 layers (K 144-432) 15.5-30.1 / 24.9-64.4, 16 outputs at K 288 28.3 / 37.7. Windows
+#: that tile the input win at every size measured (1 output: 14.4 / 46.2).
+PATCH_GEMM_MIN_N = 24
+PATCH_GEMM_MIN_K = 128
+
+
+def as_patch_gemm(op: Operator, sg: Subgraph) -> bool:
+    """Whether a convolution other than a 1x1 GEMM runs as the patch GEMM (each output
+    pixel's window read in place as a row of A) rather than the direct convolution."""
+    if is_gemm(op, sg):
+        return False
+    n, kh, kw, c = sg.tensors[op.inputs[1]].shape
+    return windows_tile(op, sg) or n >= PATCH_GEMM_MIN_N or kh * kw * c >= PATCH_GEMM_MIN_K
+
+
+def patch_geometry(
+    in_shape: Shape, out_shape: Shape, window: tuple[int, int], strides: tuple[int, int],
+    dilations: tuple[int, int], top_left: tuple[int, int], run: int,
+) -> np.ndarray:  # fmt: skip
+    """gemm.cl.in's pgeo for an NHWC input and output, the window (kh, kw), strides and
+    dilations (h, w) and the padding before the input (top, left); `run`, stored after
+    them, is how many of a row's k values lie next to each other in the input (C, or
+    kw * C where the windows tile it), for the choice of four-wide loads."""
+    _, h, w, c = in_shape
+    _, oh, ow, _ = out_shape
+    kh, kw = window
+    geometry = [ow, oh, w, h, c, kw, strides[1], strides[0], dilations[1], dilations[0]]
+    geometry += [top_left[1], top_left[0], run, 0, 0, 0]
+    return np.array(geometry, np.int32)
 
 
 def gemm_weights(lo, op: Operator) -> tuple[Const, Const, int]:
@@ -95,17 +128,18 @@ def lower(lo, op: Operator) -> None:
             a, mean = mean_prologue(lo, lo.sg.operators[lo.input_mean], ic)
         lo.gemm(op, a, weights, bias, Buf(out), m, oc, ic, act, scale, snap, depthwise, a_mean=mean)
         return
-    patch = patch_geometry(op, lo.sg) if lo.input_pad is None else None
-    if patch is not None:
+    pt, _ = padding_amounts(in_s[1], kh, sh, dh, o.get("padding", 0))
+    pl, _ = padding_amounts(in_s[2], kw, sw, dw, o.get("padding", 0))
+    run = kw * ic if lo.input_pad is None and windows_tile(op, lo.sg) else ic
+    x, pt, pl = lo.padded_input(x, pt, pl)
+    in_s = shape4(lo.t(x).shape)
+    if as_patch_gemm(op, lo.sg):
         weights, bias, _ = gemm_weights(lo, op)
+        patch = patch_geometry(in_s, out_s, (kh, kw), (sh, sw), (dh, dw), (pt, pl), run)
         m = out_s[0] * out_s[1] * out_s[2]
         lo.gemm(op, Buf(x), weights, bias, Buf(out), m, oc, kh * kw * ic, act, a_patch=patch)
         return
     w, bias = lo.const_float(w_i), lo.bias(op, 2, oc)
-    pt, _ = padding_amounts(in_s[1], kh, sh, dh, o.get("padding", 0))
-    pl, _ = padding_amounts(in_s[2], kw, sw, dw, o.get("padding", 0))
-    x, pt, pl = lo.padded_input(x, pt, pl)
-    in_s = shape4(lo.t(x).shape)
     g, lsz = grid3(oc, out_s[2], out_s[0] * out_s[1])
     lo.emit(
         op,
@@ -135,7 +169,7 @@ register(
         shapes,
         epilogue=True,
         input_scale=is_gemm,
-        input_pad=lambda op, sg: not is_gemm(op, sg) and patch_geometry(op, sg) is None,
+        input_pad=lambda op, sg: not is_gemm(op, sg),
         input_depthwise=is_gemm,
         input_mean=is_gemm,
     )
