@@ -296,8 +296,8 @@ class Lowerer:
         `a_depthwise`: A is the output of a depthwise convolution whose input is `a`,
         computed as it is loaded (records/depthwise.py's `prologue_args` after the input);
         `a_patch`: A's rows are a convolution's patches of `a`, at this int16 geometry
-        (records/conv.py: patch_geometry); `a_mean`: A is the mean of `a` over its (pixels, channels)
-        = a_mean (gemm.cl.in's mgeo)."""
+        (records/conv.py: patch_geometry); `a_mean`: A is the mean of `a` over its
+        (pixels, channels) = a_mean (gemm.cl.in's mgeo)."""
         computed_a = a_depthwise is not None or a_mean is not None
         name, splits, kps = gemm_plan(m, n, k, self.compute_units, computed_a)
         ts, wpt, _ = program.GEMM_VARIANTS[name]
@@ -329,7 +329,8 @@ class Lowerer:
                 args.append(a_mean)
         args += list(map(np.int32, (m, n, k, kps)))
         args += self.epilogue(act)
-        # four at a time where no load crosses a row of A (for patches: a window's run)
+        # four at a time where no load crosses a row of A; for patches, a contiguous run of
+        # the input (pgeo's 13th value) or one of its rows (W * C, the 3rd and 5th)
         runs = (k,) if a_patch is None else (k, int(a_patch[12]), int(a_patch[2] * a_patch[4]))
         if n % 4 == 0 and all(r % 4 == 0 for r in runs):
             name += program.VECTOR_SUFFIX
