@@ -111,6 +111,7 @@ inline void step_n(float* v, int n, int2 k, __global const store_t* p, float4 s,
 }
 #undef OPERAND
 #undef SNAP
+#undef EACH
 inline float step(float v, int2 k, __global const store_t* p, float4 s, int o, int c) {
   step_n(&v, 1, k, p, s, &o, &c);
   return v;

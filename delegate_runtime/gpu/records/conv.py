@@ -130,11 +130,12 @@ def lower(lo, op: Operator) -> None:
         return
     pt, _ = padding_amounts(in_s[1], kh, sh, dh, o.get("padding", 0))
     pl, _ = padding_amounts(in_s[2], kw, sw, dw, o.get("padding", 0))
-    run = kw * ic if lo.input_pad is None and windows_tile(op, lo.sg) else ic
     x, pt, pl = lo.padded_input(x, pt, pl)
     in_s = shape4(lo.t(x).shape)
     if as_patch_gemm(op, lo.sg):
         weights, bias, _ = gemm_weights(lo, op)
+        # a window's rows lie whole in the input where it tiles it and no PAD was absorbed
+        run = kw * ic if lo.input_pad is None and windows_tile(op, lo.sg) else ic
         patch = patch_geometry(in_s, out_s, (kh, kw), (sh, sw), (dh, dw), (pt, pl), run)
         m = out_s[0] * out_s[1] * out_s[2]
         lo.gemm(op, Buf(x), weights, bias, Buf(out), m, oc, kh * kw * ic, act, a_patch=patch)
