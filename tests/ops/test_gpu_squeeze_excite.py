@@ -125,6 +125,104 @@ def quantized_block() -> Built:
     return Built(b.build(), ins, (1, 2, 3, 4), tol_abs=1.5 * 0.02)  # one output step
 
 
+def depthwise_block(
+    hw: tuple[int, int],
+    c: int,
+    r: int,
+    k: int = 3,
+    stride: int = 1,
+    pad: tuple[int, int] | None = None,
+    mobilenet_v3: bool = False,
+) -> Callable[[], Built]:
+    """[PAD ->] DEPTHWISE_CONV_2D (k x k, SAME, or VALID after the PAD of (before, after)
+    rows and columns) -> swish -> x, then x's squeeze-excite and MUL(x, gate) -> 1x1
+    projection: EfficientNet's block from the depthwise on. With `mobilenet_v3`, the
+    depthwise has a fused RELU and no swish, and the excite is RELU + hard sigmoid."""
+
+    def make() -> Built:
+        b, g, (x0,), ins = _graph((1, *hw, c))
+        n = 0  # node index of the depthwise
+        src, size, padding = x0, hw, "SAME"
+        if pad is not None:
+            size = (hw[0] + sum(pad), hw[1] + sum(pad))
+            src = g.tensor("padded", (1, *size, c), F)
+            amounts = np.array([[0, 0], list(pad), list(pad), [0, 0]], np.int32)
+            g.op("PAD", [x0, g.const("pads", amounts)], [src])
+            n, padding = 1, "VALID"
+        if padding == "SAME":
+            out = tuple(-(-d // stride) for d in size)
+        else:
+            out = tuple((d - k) // stride + 1 for d in size)
+        shape = (1, *out, c)
+        t = g.tensor("t", shape, F)
+        g.op(
+            "DEPTHWISE_CONV_2D",
+            [
+                src,
+                g.const("dw", randn(f"dw{c}", 1, k, k, c, scale=0.4)),
+                g.const("db", randn("db", c)),
+            ],
+            [t],
+            padding=padding,
+            stride_h=stride,
+            stride_w=stride,
+            depth_multiplier=1,
+            fused_activation_function="RELU" if mobilenet_v3 else "NONE",
+        )
+        x, first = t, (n, *([0] if pad is not None else []))
+        if not mobilenet_v3:
+            x = _binary(g, "MUL", t, _unary(g, "LOGISTIC", t, shape, "ts"), shape, "x")
+            first += (n + 1, n + 2)
+        mean = len(first)
+        m = g.tensor("m", (1, 1, 1, c), F)
+        g.op("MEAN", [x, g.const("axes", np.array([1, 2], np.int32))], [m], keep_dims=True)
+        if mobilenet_v3:
+            s = _one_pixel_conv(g, m, c, r, "s", act="RELU")
+            e = _one_pixel_conv(g, s, r, c, "e")
+            three = g.const("three", np.array([3.0], F))
+            a = _binary(g, "ADD", e, three, (1, 1, 1, c), "a", "RELU6")
+            gate = _binary(g, "MUL", a, g.const("sixth", np.array([1 / 6], F)), (1, 1, 1, c), "g")
+            excite = (mean + 1, mean + 2, mean + 3, mean + 4)
+        else:
+            s = _one_pixel_conv(g, m, c, r, "s")
+            sw = _binary(
+                g, "MUL", s, _unary(g, "LOGISTIC", s, (1, 1, 1, r), "sg"), (1, 1, 1, r), "sw"
+            )
+            e = _one_pixel_conv(g, sw, r, c, "e")
+            gate = _unary(g, "LOGISTIC", e, (1, 1, 1, c), "gate")
+            excite = (mean + 1, mean + 2, mean + 3, mean + 4, mean + 5)
+        gated = _binary(g, "MUL", x, gate, shape, "gated")
+        p = g.tensor("p", (1, *out, 8), F)
+        w = g.const("pw", randn(f"pw{c}", 8, 1, 1, c, scale=1 / np.sqrt(c)))
+        _same_conv(g, [gated, w, g.const("pb", randn("pb", 8))], p, "NONE")
+        g.output(p)
+        return Built(b.build(), ins, (mean, *excite, *first))
+
+    return make
+
+
+#: Blocks whose squeeze-excite kernel computes the depthwise output it reads, and that
+#: kernel: four channels per item where the channels allow.
+DEPTHWISE_CASES: dict[str, tuple[Callable[[], Built], str]] = {
+    "3x3-swish": (depthwise_block((10, 12), 32, 8), "squeeze_excite_dw4"),
+    "pad-5x5-stride2": (
+        depthwise_block((21, 21), 48, 12, k=5, stride=2, pad=(1, 2)),
+        "squeeze_excite_dw4",
+    ),
+    "3x3-stride2-same-odd-channels": (
+        depthwise_block((9, 9), 30, 6, stride=2),
+        "squeeze_excite_dw",
+    ),
+    "mobilenet-v3": (depthwise_block((7, 7), 72, 24, mobilenet_v3=True), "squeeze_excite_dw4"),
+}
+
+CASES: dict[str, Callable[[], Built]] = {
+    "3x3-swish": depthwise_block((10, 12), 32, 8),
+    "pad-5x5-stride2": depthwise_block((21, 21), 48, 12, k=5, stride=2, pad=(1, 2)),
+    "3x3-stride2-same-odd-channels": depthwise_block((9, 9), 30, 6, stride=2),
+    "mobilenet-v3": depthwise_block((7, 7), 72, 24, mobilenet_v3=True),
+}
+
 CASES: dict[str, Callable[[], Built]] = {
     "one-slice": float_block((6, 7), 16, 4),
     "sliced-40x40": float_block((40, 40), 40, 10),
@@ -174,3 +272,61 @@ def test_large_convolutions_keep_their_gemms(opencl_device):
     names = [k.function_name for k, _, _ in session.executors[0].kernels]
     assert "squeeze_excite" not in names, names
     assert sum(n.startswith("gemm") for n in names) == 3, names  # both, and the projection
+
+
+def _work(names: list[str]) -> list[str]:
+    """The kernels but the fp16 boundary conversions."""
+    return [n for n in names if n not in ("to_storage", "from_storage")]
+
+
+@pytest.mark.parametrize(
+    "make,kernel,precision",
+    [
+        pytest.param(m, k, p, id=f"{n}-{p}")
+        for n, (m, k) in DEPTHWISE_CASES.items()
+        for p in PRECISIONS
+    ],
+)
+def test_squeeze_excite_computes_its_depthwise_input(opencl_device, make, kernel, precision):
+    """The depthwise convolution (its PAD and swish too) runs inside the squeeze-excite
+    kernel, which stores its output for the gate's MUL: the block in two launches, its
+    outputs against LiteRT's reference kernels."""
+    names = _work(check_fused(make(), precision, runs=2))
+    assert names[0] == kernel and len(names) == 2, names  # and the projection
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_depthwise_squeeze_excite_over_many_slices(opencl_device, precision, monkeypatch):
+    """As many slices as a GPU of many compute units gets, forced on this device (one pixel
+    per row of items); 56x56x96 as EfficientNet-B0's second block."""
+    from delegate_runtime.gpu.opencl import squeeze_excite as se
+
+    monkeypatch.setattr(se, "DW_GROUPS_PER_CU", 10_000)
+    assert se.depthwise_slicing(56 * 56, 96, 2) == (98, 32)
+    names = _work(check_fused(depthwise_block((56, 56), 96, 4)(), precision, runs=2))
+    assert names[0] == "squeeze_excite_dw4" and len(names) == 2, names
+
+
+def test_a_wide_depthwise_keeps_its_own_kernel(opencl_device):
+    """Past DW_MAX_CHANNELS the depthwise keeps its launch and the squeeze-excite reads
+    its stored output."""
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    built = depthwise_block((6, 6), 520, 8)()
+    session = GpuSession(read_model(built.model), log=io.StringIO())
+    names = [k.function_name for k, _, _ in session.executors[0].kernels]
+    assert names[:2] == ["depthwise3x3_c4", "squeeze_excite"], names
+
+
+def test_depthwise_slicing_spreads_the_work():
+    """The slices fill the device (DW_GROUPS_PER_CU groups per compute unit), within the
+    last group's reading budget and a pixel per row of items; every pixel in one slice."""
+    from delegate_runtime.gpu.opencl.squeeze_excite import depthwise_slicing
+
+    assert depthwise_slicing(112 * 112, 32, 132) == (392, 32)  # a pixel per row of 32
+    assert depthwise_slicing(14 * 14, 480, 132) == (7, 28)  # a pixel per row of 32
+    assert depthwise_slicing(28 * 28, 240, 132) == (25, 32)
+    assert depthwise_slicing(56 * 56, 144, 132) == (98, 32)  # 4 groups per unit: 106
+    assert depthwise_slicing(112 * 112, 96, 132) == (170, 74)  # the reading budget
+    assert depthwise_slicing(7 * 7, 30, 132) == (7, 7)  # a pixel per row of 8 (1 channel)
+    assert depthwise_slicing(56 * 56, 96, 2) == (3, 1046)  # two compute units, three blocks

@@ -6,9 +6,11 @@
 // result passes the depthwise node's fused activation `act`, then one operand-free step
 // (`k`, `s`: its quantize-and-dequantize in a quantized model), rounded as storing it would.
 
-inline float depthwise_at(__global const store_t* in, __global const store_t* w,
-                          __global const store_t* bias, int4 din, int4 dout, int8 geo,
-                          int pixel, int c, int act_code, int2 k, float4 s) {
+// The sum alone, bias included, before any activation (squeeze_excite_dw applies the
+// node's whole epilogue to it).
+inline float depthwise_sum(__global const store_t* in, __global const store_t* w,
+                           __global const store_t* bias, int4 din, int4 dout, int8 geo,
+                           int pixel, int c) {
   int plane = dout.y * dout.z, r = pixel % plane, n = pixel / plane;
   int y = r / dout.z, x = r % dout.z, C = din.w;
   float acc = LDF(bias, c);
@@ -21,13 +23,20 @@ inline float depthwise_at(__global const store_t* in, __global const store_t* w,
       acc += LDF(in, ((n * din.y + iy) * din.z + ix) * C + c) * LDF(w, (ky * geo.s1 + kx) * C + c);
     }
   }
+  return acc;
+}
+
+inline float depthwise_at(__global const store_t* in, __global const store_t* w,
+                          __global const store_t* bias, int4 din, int4 dout, int8 geo,
+                          int pixel, int c, int act_code, int2 k, float4 s) {
+  float acc = depthwise_sum(in, w, bias, din, dout, geo, pixel, c);
   return as_stored(step(act(acc, act_code), k, w, s, 0, c));
 }
 
-// Four channels 4 * c4 .. 4 * c4 + 3 (C % 4 == 0).
-inline float4 depthwise_at4(__global const store_t* in, __global const store_t* w,
-                            __global const store_t* bias, int4 din, int4 dout, int8 geo,
-                            int pixel, int c4, int act_code, int2 k, float4 s) {
+// Four channels 4 * c4 .. 4 * c4 + 3 (C % 4 == 0): the sums, then through the epilogue.
+inline float4 depthwise_sum4(__global const store_t* in, __global const store_t* w,
+                             __global const store_t* bias, int4 din, int4 dout, int8 geo,
+                             int pixel, int c4) {
   int plane = dout.y * dout.z, r = pixel % plane, n = pixel / plane;
   int y = r / dout.z, x = r % dout.z, C4 = din.w / 4;
   float4 acc = LD4(bias, c4);
@@ -41,6 +50,13 @@ inline float4 depthwise_at4(__global const store_t* in, __global const store_t* 
                 LD4(w, (ky * geo.s1 + kx) * C4 + c4), acc);
     }
   }
+  return acc;
+}
+
+inline float4 depthwise_at4(__global const store_t* in, __global const store_t* w,
+                            __global const store_t* bias, int4 din, int4 dout, int8 geo,
+                            int pixel, int c4, int act_code, int2 k, float4 s) {
+  float4 acc = depthwise_sum4(in, w, bias, din, dout, geo, pixel, c4);
   int c = 4 * c4;
   return (float4)(as_stored(step(act(acc.x, act_code), k, w, s, 0, c)),
                   as_stored(step(act(acc.y, act_code), k, w, s, 0, c + 1)),

@@ -31,7 +31,7 @@ from ..records.record import StepSpec
 from ..records.steps import qdq_step
 from .codes import Step
 from .schedule import Units, tensor_maps
-from .squeeze_excite import MAX_CHANNELS, MAX_WEIGHTS
+from .squeeze_excite import DW_MAX_CHANNELS, MAX_CHANNELS, MAX_WEIGHTS
 
 #: Steps one kernel's epilogue applies (the EPILOGUE_PARAMS of common.cl).
 MAX_STEPS = 3
@@ -67,11 +67,15 @@ class Chain:
     input_mean: int | None = None  #: the MEAN node it computes its input from
     #: chains its kernel runs after its own result (a squeeze-excite's two convolutions)
     then: list[Chain] = field(default_factory=list)
+    #: a depthwise convolution's chain its kernel runs first, storing that chain's output
+    #: too (a squeeze-excite computing its input)
+    first: Chain | None = None
 
     @property
     def nodes(self) -> list[int]:
         """Every node its kernel runs but the producer."""
-        more = [n for c in self.then for n in (c.producer, *c.before, *c.absorbed)]
+        runs = [*self.then, *([self.first] if self.first else [])]
+        more = [n for c in runs for n in (c.producer, *c.before, *c.absorbed)]
         return [*self.before, *self.absorbed, *more]
 
 
@@ -175,6 +179,34 @@ def _squeeze_excite(
             units.merge(m, c.producer)  # with what its chain absorbed
             del chains[c.producer]
         chains[m].then = pair
+        _depthwise_first(sg, chains, m, units)
+
+
+def _depthwise_first(sg: Subgraph, chains: dict[int, Chain], m: int, units: Units) -> None:
+    """The squeeze-excite kernel of MEAN `m` computes its input as well, where a depthwise
+    convolution's chain (multiplier 1, a window wider than a pixel, at most
+    DW_MAX_CHANNELS channels, nothing absorbed before it but a PAD) makes it: one launch
+    instead of two. Its output is still stored
+    for its other reader (the gate's MUL), which must not be one the MEAN waits on."""
+    x = sg.operators[m].inputs[0]
+    d = next((h for h, c in chains.items() if c.output == x and h != m), None)
+    if d is None:
+        return
+    dw, chain = sg.operators[d], chains[d]
+    if dw.op != "DEPTHWISE_CONV_2D" or not fuses_into_reader(dw, sg):
+        return
+    if sg.tensors[x].shape[-1] > DW_MAX_CHANNELS:
+        return
+    if chain.then or chain.first or chain.input_scale or chain.input_depthwise is not None:
+        return
+    if chain.input_mean is not None:
+        return
+    head = units.unit[m]
+    for u in units.successors(units.unit[d]):
+        if u != head and units.reaches(u, head):
+            return
+    units.merge(m, d)  # with its PAD and what its chain absorbed
+    chains[m].first = chains.pop(d)
 
 
 def _means_into_readers(

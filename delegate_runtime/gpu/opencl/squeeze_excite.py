@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...graph import Operator
+from ..records import depthwise
 from ..records.conv import gemm_weights
 from ..records.mean import WIDE_GROUP, slicing
 from .launch import Buf, Counters, Scratch, shape4
@@ -33,14 +34,48 @@ MAX_CHANNELS = 2048
 MAX_WEIGHTS = 50_000
 
 
+#: Where the kernel computes its depthwise input, that work is spread over the device: work
+#: groups per compute unit it aims for, while the last group's reading of the partial sums
+#: (slices x channels, over its items) stays within DW_TAIL_LOADS loads per item. On an
+#: H200 (EfficientNetB0's blocks, profiled) 4 and 64 ran its first six blocks in 136 us
+#: against 141 for the two launches each replaces; 2 and 16 left the depthwise work too few
+#: groups (its 112x112x32 block 28 us against 20).
+DW_GROUPS_PER_CU = 4
+DW_TAIL_LOADS = 64
+#: The most channels of a depthwise convolution the kernel computes. Past them the slices
+#: its depthwise work needs make the last group's reading dear: on the H200 EfficientNetB0's
+#: 14x14x672 blocks took 39 us against 31-35 for the two launches, its 480-channel ones
+#: 28-31 against 30-32.
+DW_MAX_CHANNELS = 512
+
+
+def depthwise_slicing(inner: int, c: int, compute_units: int) -> tuple[int, int]:
+    """(slices, pixels per slice) for squeeze_excite_dw: at least a pixel per row of a
+    group's items (squeeze_excite_dw4's 32 rows where C % 4 == 0, else 8)."""
+    items = WIDE_GROUP[0] * WIDE_GROUP[1]
+    rows = items // 8 if c % 4 == 0 else WIDE_GROUP[1]
+    blocks = -(-c // WIDE_GROUP[0])
+    slices = min(
+        -(-DW_GROUPS_PER_CU * compute_units // blocks),
+        DW_TAIL_LOADS * items // c,
+        -(-inner // rows),
+    )
+    per_slice = -(-inner // max(slices, 1))
+    return -(-inner // per_slice), per_slice
+
+
 def lower(lo: Lowerer, mean: Operator, chain: Chain) -> None:
-    """The launch of a MEAN chain with `then` = (first, second convolution's chains)."""
+    """The launch of a MEAN chain with `then` = (first, second convolution's chains), and
+    with `first` the depthwise chain making its input."""
     first, second = chain.then
     conv1, conv2 = lo.sg.operators[first.producer], lo.sg.operators[second.producer]
     x = mean.inputs[0]
     _, h, w, c = shape4(lo.t(x).shape)
     inner = h * w
-    slices, per_slice = slicing(inner)
+    if chain.first is None:
+        slices, per_slice = slicing(inner)
+    else:
+        slices, per_slice = depthwise_slicing(inner, c, lo.compute_units)
     w1, b1, r = gemm_weights(lo, conv1)
     w2, b2, n = gemm_weights(lo, conv2)
     epilogues: list[Any] = []
@@ -48,8 +83,23 @@ def lower(lo: Lowerer, mean: Operator, chain: Chain) -> None:
         lo.steps = steps
         epilogues += lo.epilogue(op.options.get("fused_activation_function", 0))
     lo.steps = chain.steps
-    args = [Buf(x), Buf(second.output), *map(np.int32, (inner, c, per_slice))]
+    args = [Buf(second.output), *map(np.int32, (inner, c, per_slice))]
     args += [Scratch(4 * slices * c), Counters(1), w1, b1, np.int32(r), w2, b2, np.int32(n)]
     blocks = -(-c // WIDE_GROUP[0])
     gsize = (blocks * WIDE_GROUP[0], slices * WIDE_GROUP[1])
-    lo.emit(mean, "squeeze_excite", args + epilogues, gsize, WIDE_GROUP[:2])
+    if chain.first is None:
+        lo.emit(mean, "squeeze_excite", [Buf(x), *args, *epilogues], gsize, WIDE_GROUP[:2])
+        return
+    dw = lo.sg.operators[chain.first.producer]
+    if chain.first.output != dw.outputs[0]:
+        lo.out.alias[dw.outputs[0]] = chain.first.output  # the kernel stores the chain's end
+    outer_pad, lo.input_pad = lo.input_pad, chain.first.input_pad
+    try:
+        window = depthwise.window_args(lo, dw)
+        lo.steps = chain.first.steps
+        dw_epilogue = lo.epilogue(dw.options.get("fused_activation_function", 0))
+    finally:
+        lo.input_pad, lo.steps = outer_pad, chain.steps
+    args = [*window, Buf(x), *dw_epilogue, *args, *epilogues]
+    name = "squeeze_excite_dw4" if c % 4 == 0 else "squeeze_excite_dw"
+    lo.emit(mean, name, args, gsize, WIDE_GROUP[:2])

@@ -90,14 +90,11 @@ def _window(lo, op: Operator) -> _Window:
     )
 
 
-def prologue_args(lo, op: Operator) -> list:
-    """The arguments with which a GEMM computes this node's output as it loads it
-    (depthwise_at.cl): its input, then weights, bias, input and output shapes, geometry,
-    fused activation and the quantize-and-dequantize step of its output (or none)."""
+def window_args(lo, op: Operator) -> list:
+    """What a kernel computing this node's sums itself needs (depthwise_at.cl's
+    depthwise_sum): its input, weights, bias, input and output shapes and geometry."""
     win = _window(lo, op)
     _, kh, kw, oc = win.w.shape
-    snap = qdq_step(lo.sg, op.outputs[0])
-    step = snap[0] if snap else StepSpec(Step.NONE)
     return [
         Buf(win.x),
         lo.add_const(f"t{op.inputs[1]}", win.w),
@@ -105,6 +102,17 @@ def prologue_args(lo, op: Operator) -> list:
         i4(win.in_s),
         i4(win.out_s),
         np.array((kh, kw, *win.stride, *win.dilation, *win.pad), np.int32),
+    ]
+
+
+def prologue_args(lo, op: Operator) -> list:
+    """The arguments with which a GEMM computes this node's output as it loads it
+    (depthwise_at.cl): window_args, then the fused activation and the
+    quantize-and-dequantize step of its output (or none)."""
+    snap = qdq_step(lo.sg, op.outputs[0])
+    step = snap[0] if snap else StepSpec(Step.NONE)
+    return [
+        *window_args(lo, op),
         np.int32(Act(op.options.get("fused_activation_function", 0))),
         np.array((Step(step.code), step.source), np.int32),
         np.array(step.params, np.float32),

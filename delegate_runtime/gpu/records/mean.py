@@ -99,7 +99,7 @@ register(
         "MEAN",
         OpRule(versions(1), versions(2)),
         lower,
-        ("mean.cl", "squeeze_excite.cl"),
+        ("mean.cl", "depthwise_at.cl", "squeeze_excite.cl"),
         check,
         shapes,
         epilogue=True,
