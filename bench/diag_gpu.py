@@ -3,7 +3,7 @@ device clock, input upload paths, each invoke's device time split into copies an
 and sweeps of GEMM tiles and depthwise variants over MobileNet's shapes.
 
 python bench/diag_gpu.py --model MODEL [--device SPEC]
-    [--only contexts,launches,timeline,upload,copies,sweep,patch,depthwise,fusion,split]
+    [--only contexts,launches,enqueue,timeline,upload,copies,sweep,patch,depthwise,fusion,split]
 """
 
 from __future__ import annotations
@@ -134,6 +134,52 @@ def timeline(model: str, device: str | None, precision: str = "fp32") -> None:
             f"{(p.end - p.start) / 1e3:6.1f} {gap:6.1f}"
         )
         prev_end = p.end
+
+
+def enqueue_costs(model: str, device: str | None, runs: int = 100) -> None:
+    """What the host spends enqueueing each of a model's launches (the driver's call with
+    ctypes around it, no events): median over `runs` launches of that kernel back to
+    back, beside its argument counts; then the whole list, alone and with the finish."""
+    from delegate_runtime import load_model
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl.launch import Buf, Const, Counters, Scratch
+
+    s = GpuSession(load_model(model), device=device, log=io.StringIO())
+    ex = s.executors[0]
+    hot = ex.hot
+    if hot is None:
+        print("enqueue: no OpenCL C library; the delegate enqueues through pyopencl")
+        return
+    print(f"\nenqueue {s.device_info.name}: host us per launch, median of {runs} back to back")
+    for i, launch in enumerate(ex.launches):
+        buffers = sum(isinstance(a, (Buf, Const, Scratch, Counters)) for a in launch.args)
+        times = []
+        for _ in range(runs):
+            t = time.perf_counter_ns()
+            hot.launch(i)
+            times.append(time.perf_counter_ns() - t)
+        hot.finish()
+        print(
+            f"  {launch.kernel:22s} {len(launch.args):3d} args {buffers:3d} buffers "
+            f"{statistics.median(times) / 1e3:6.1f} us"
+        )
+
+    def whole() -> tuple[float, float]:
+        t = time.perf_counter_ns()
+        hot.enqueue(6)
+        queued = time.perf_counter_ns() - t
+        hot.finish()
+        return queued / 1e3, (time.perf_counter_ns() - t) / 1e3
+
+    for _ in range(30):
+        whole()
+    rows = [whole() for _ in range(300)]
+    queued, done = (statistics.median(r[i] for r in rows) for i in (0, 1))
+    n = len(hot.launches)
+    print(
+        f"  all {n} launches: enqueued in {queued:.1f} us ({queued / n:.2f} a launch), "
+        f"finished {done:.1f} us after the first"
+    )
 
 
 def upload_paths(device: str | None) -> None:
@@ -680,8 +726,8 @@ def main() -> int:
     ap.add_argument(
         "--only",
         default="",
-        help="comma list: contexts,launches,timeline,upload,copies,sweep,patch,depthwise,fusion,"
-        "split",
+        help="comma list: contexts,launches,enqueue,timeline,upload,copies,sweep,patch,depthwise,"
+        "fusion,split",
     )
     a = ap.parse_args()
     what = a.only.split(",") if a.only else ["launches", "timeline", "upload", "sweep"]
@@ -691,6 +737,8 @@ def main() -> int:
         copies(a.model, a.device, a.invokes)
     if "launches" in what:
         launch_costs(a.device)
+    if "enqueue" in what:
+        enqueue_costs(a.model, a.device)
     if "timeline" in what:
         timeline(a.model, a.device, "fp32")
         timeline(a.model, a.device, "fp16")

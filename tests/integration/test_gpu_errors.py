@@ -139,9 +139,22 @@ def test_hot_path_copies_round_trip(context):
     out = np.empty_like(x)
     hot.write(buf, x)
     hot.enqueue(flush_every=1)
+    hot.launch(1)  # one launch alone (bench/diag_gpu.py --only enqueue times it)
     hot.read(buf, out)
     hot.finish()
-    np.testing.assert_array_equal(out, 4 * x)
+    np.testing.assert_array_equal(out, 8 * x)
+
+
+def test_bad_work_group_size_of_one_launch_is_named(context):
+    from delegate_runtime.gpu.opencl.capi import CLCallError, HotPath, opencl_library
+
+    lib = opencl_library()
+    require(lib is not None, "the OpenCL ICD loader for direct calls")
+    q, _, kernel = one_kernel(context, SET_ONES, "k", 4 * 10)
+    hot = HotPath(lib, q, [(kernel, (10,), (3,))])
+    with pytest.raises(CLCallError, match="clEnqueueNDRangeKernel"):
+        hot.launch(0)
+    hot.finish()
 
 
 @pytest.mark.parametrize(

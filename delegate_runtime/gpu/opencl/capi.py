@@ -112,6 +112,13 @@ class HotPath:
         if err:
             raise CLCallError(err, "clEnqueueReadBuffer")
 
+    def launch(self, i: int) -> None:
+        """Launch i alone, unflushed (diagnostics time the driver's call with it)."""
+        kernel, dim, gws, lws = self.launches[i]
+        err = self._enqueue(self.queue, kernel, dim, None, gws, lws, _NO_EVENTS, None, None)
+        if err:
+            raise CLCallError(err, "clEnqueueNDRangeKernel")
+
     def enqueue(self, flush_every: int) -> None:
         """Every launch, in order, flushing the queue every `flush_every` launches."""
         enqueue, flush, q, none = self._enqueue, self._flush, self.queue, _NO_EVENTS

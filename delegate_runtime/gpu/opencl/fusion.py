@@ -13,7 +13,9 @@ per-channel vector) is absorbed by the 1x1 convolution reading its result, which
 its input's channels as it loads them (and, in an int8 model, snaps the product to the
 MUL output's grid). A depthwise convolution read only by a 1x1 convolution is absorbed
 by it too: the GEMM computes each depthwise output as it loads it, so the depthwise
-output is never stored (its activation and quantize-and-dequantize step included).
+output is never stored (its activation and quantize-and-dequantize step included). A
+squeeze-excite's kernel computes the depthwise convolution making its input, storing it for
+the gate's MUL (`_depthwise_first`).
 """
 
 from __future__ import annotations

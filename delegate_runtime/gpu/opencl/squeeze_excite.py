@@ -3,8 +3,9 @@ map, with its activation), then the two 1x1 convolutions on that one pixel, each
 elementwise nodes fused into it (squeeze_excite.cl).
 
 opencl/fusion.py finds the pattern (a MEAN chain whose `then` holds the two convolutions'
-chains); here it is lowered. The mean and the hidden vector stay in the kernel's local
-memory; only the second convolution's result (the gate) is written.
+chains, and whose `first` may hold the depthwise convolution making its input); here it is
+lowered. The mean and the hidden vector stay in the kernel's local memory; only the second
+convolution's result (the gate) is written, and the depthwise output where there is one.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ DW_TAIL_LOADS = 64
 #: The most channels of a depthwise convolution the kernel computes. Past them the slices
 #: its depthwise work needs make the last group's reading dear: on the H200 EfficientNetB0's
 #: 14x14x672 blocks took 39 us against 31-35 for the two launches, its 480-channel ones
-#: 28-31 against 30-32.
+#: 28-31 against 28-32.
 DW_MAX_CHANNELS = 512
 
 
