@@ -156,18 +156,22 @@ void squeeze_excite(__global const store_t* in, __global store_t* out, int inner
   SE_FINISH;
 }
 
+// Both depthwise kernels' parameters: the depthwise input dx, weights dw, bias db, shapes
+// din and dout, geometry dgeo (as depthwise_at's) and epilogue d, then x, then
+// squeeze_excite's own after its input.
+#define SE_DW_PARAMS                                                                        \
+  __global const store_t *dx, __global const store_t *dw, __global const store_t *db,       \
+      int4 din, int4 dout, int8 dgeo, __global store_t *x, EPILOGUE_PARAMS_AS(d),            \
+      __global store_t *out, int inner, int C, int per_slice, __global float *P,             \
+      __global int *counters, __global const store_t *w1, __global const store_t *b1, int R, \
+      __global const store_t *w2, __global const store_t *b2, int N, EPILOGUE_PARAMS_AS(m),  \
+      EPILOGUE_PARAMS_AS(f), EPILOGUE_PARAMS_AS(g)
+
 // x computed here: pixel i, channel r of a depthwise convolution of `dx` (weights dw, bias
 // db, shapes din and dout, geometry dgeo as depthwise_at's) through its epilogue, stored
 // in x and summed as stored.
 __kernel __attribute__((reqd_work_group_size(32, SE_ROWS, 1)))
-void squeeze_excite_dw(__global const store_t* dx, __global const store_t* dw,
-                       __global const store_t* db, int4 din, int4 dout, int8 dgeo,
-                       __global store_t* x, EPILOGUE_PARAMS_AS(d), __global store_t* out,
-                       int inner, int C, int per_slice, __global float* P,
-                       __global int* counters, __global const store_t* w1,
-                       __global const store_t* b1, int R, __global const store_t* w2,
-                       __global const store_t* b2, int N, EPILOGUE_PARAMS_AS(m),
-                       EPILOGUE_PARAMS_AS(f), EPILOGUE_PARAMS_AS(g)) {
+void squeeze_excite_dw(SE_DW_PARAMS) {
   SE_LOCALS;
   if (r < C)
     for (int i = s * per_slice + ly; i < end; i += SE_ROWS) {
@@ -183,14 +187,7 @@ void squeeze_excite_dw(__global const store_t* dx, __global const store_t* dw,
 // x 32 rows of pixels; the rows' sums meet in local memory, and the first row of items
 // goes on as squeeze_excite_dw's does with each channel's sum.
 __kernel __attribute__((reqd_work_group_size(32, SE_ROWS, 1)))
-void squeeze_excite_dw4(__global const store_t* dx, __global const store_t* dw,
-                        __global const store_t* db, int4 din, int4 dout, int8 dgeo,
-                        __global store_t* x, EPILOGUE_PARAMS_AS(d), __global store_t* out,
-                        int inner, int C, int per_slice, __global float* P,
-                        __global int* counters, __global const store_t* w1,
-                        __global const store_t* b1, int R, __global const store_t* w2,
-                        __global const store_t* b2, int N, EPILOGUE_PARAMS_AS(m),
-                        EPILOGUE_PARAMS_AS(f), EPILOGUE_PARAMS_AS(g)) {
+void squeeze_excite_dw4(SE_DW_PARAMS) {
   SE_LOCALS;
   __local float4 quads[SE_THREADS];
   int t = ly * 32 + lx, q = t % 8, row = t / 8, c4 = get_group_id(0) * 8 + q, c = 4 * c4;
@@ -214,3 +211,4 @@ void squeeze_excite_dw4(__global const store_t* dx, __global const store_t* dw,
 }
 #undef SE_LOCALS
 #undef SE_FINISH
+#undef SE_DW_PARAMS
