@@ -145,3 +145,20 @@ def test_overlapping_windows_of_few_outputs_and_a_short_k_stay_direct(opencl_dev
     segmentation head): the direct convolution, faster there (conv.PATCH_GEMM_MIN_N)."""
     kernels = run(*conv_model((1, 12, 12, 8), 1, (3, 3), (1, 1), "SAME"), precision)
     assert [k.startswith("conv2d_direct") for k in kernels] == [True], kernels
+
+
+@pytest.mark.parametrize(
+    "name,four_wide",
+    [
+        ("2x2-stride2", True),  # windows tile: runs of kw * C = 32
+        ("3x3-stride1-same-batch2", True),  # runs of C = 16
+        ("2x2-stride2-ragged-batch2", False),  # three channels
+        ("stem-3x3-stride2-same", False),
+        ("whole-input-2x2", False),  # N = 15
+    ],
+)
+def test_four_wide_loads_where_the_input_runs_allow(opencl_device, name, four_wide):
+    """The vector variant (four k per load) where every aligned four lie in one contiguous
+    run of the input (records/conv.py: patch_runs) and N is a multiple of 4."""
+    kernels = [k for k in run(*CASES[name](), "fp32") if is_patch_gemm(k)]
+    assert kernels and all(k.endswith("v") == four_wide for k in kernels), kernels

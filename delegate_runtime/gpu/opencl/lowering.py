@@ -17,6 +17,7 @@ from ...errors import ModelError
 from ...graph import Operator, Subgraph, Tensor
 from ...ops.common import dequantize
 from ..records import record_for
+from ..records.conv import patch_runs
 from ..records.record import StepSpec
 from . import program, squeeze_excite
 from .codes import Act, Binary, Step, Unary
@@ -329,9 +330,8 @@ class Lowerer:
                 args.append(a_mean)
         args += list(map(np.int32, (m, n, k, kps)))
         args += self.epilogue(act)
-        # four at a time where no load crosses a row of A; for patches, a contiguous run of
-        # the input (pgeo's 13th value) or one of its rows (W * C, the 3rd and 5th)
-        runs = (k,) if a_patch is None else (k, int(a_patch[12]), int(a_patch[2] * a_patch[4]))
+        # four at a time where no load crosses a row of A, nor for patches a contiguous run
+        runs = (k,) if a_patch is None else (k, *patch_runs(a_patch))
         if n % 4 == 0 and all(r % 4 == 0 for r in runs):
             name += program.VECTOR_SUFFIX
         self.emit(op, name, args, gsize, (rts, rts, 1))

@@ -98,6 +98,12 @@ def patch_geometry(
     return np.array(geometry, np.int32)
 
 
+def patch_runs(patch: np.ndarray) -> tuple[int, int]:
+    """What of a patch row lies contiguous in the input, from patch_geometry's values: the
+    `run` stored with them, and one input row (W * C). A four-wide load stays in both."""
+    return int(patch[12]), int(patch[2] * patch[4])
+
+
 def gemm_weights(lo, op: Operator) -> tuple[Const, Const, int]:
     """A GEMM convolution's weights as its [K, N] constant (K ordered as a window's rows,
     columns and channels; one per tensor, however many kernels read it), bias and N."""
