@@ -75,7 +75,7 @@ def _declare(lib: ctypes.CDLL) -> None:
 def _unchecked(lib: ctypes.CDLL, name: str) -> Any:
     """A second handle on `name` with no argtypes, called with ready ctypes objects only:
     the call skips ctypes' conversion of each argument. On the H200's host that is 1.5 us
-    of the 13 a launch costs (`bench/diag_gpu.py --only launches`)."""
+    of the 13 a launch costs (docs/benchmarks.md; `bench/diag_gpu.py --only enqueue`)."""
     fn = lib[name]  # indexing makes a new function object; lib.name's keeps its argtypes
     fn.restype = _i32
     return fn

@@ -181,20 +181,23 @@ def _squeeze_excite(
             units.merge(m, c.producer)  # with what its chain absorbed
             del chains[c.producer]
         chains[m].then = pair
-        _depthwise_first(sg, chains, m, units)
+        _depthwise_first(sg, chains, m, units, produced_by)
 
 
-def _depthwise_first(sg: Subgraph, chains: dict[int, Chain], m: int, units: Units) -> None:
+def _depthwise_first(
+    sg: Subgraph, chains: dict[int, Chain], m: int, units: Units, produced_by: dict[int, int]
+) -> None:
     """The squeeze-excite kernel of MEAN `m` computes its input as well, where a depthwise
     convolution's chain (multiplier 1, a window wider than a pixel, at most
     DW_MAX_CHANNELS channels, nothing absorbed before it but a PAD) makes it: one launch
-    instead of two. Its output is still stored
-    for its other reader (the gate's MUL), which must not be one the MEAN waits on."""
+    instead of two. Its output is still stored for its other reader (the gate's MUL),
+    which must not be one the MEAN waits on."""
     x = sg.operators[m].inputs[0]
-    d = next((h for h, c in chains.items() if c.output == x and h != m), None)
-    if d is None:
+    d = units.unit.get(produced_by.get(x, -1))  # the head of the kernel writing x
+    chain = chains.get(d) if d is not None and d != units.unit[m] else None
+    if chain is None or chain.output != x:
         return
-    dw, chain = sg.operators[d], chains[d]
+    dw = sg.operators[d]
     if dw.op != "DEPTHWISE_CONV_2D" or not fuses_into_reader(dw, sg):
         return
     if sg.tensors[x].shape[-1] > DW_MAX_CHANNELS:

@@ -50,11 +50,20 @@ DW_TAIL_LOADS = 64
 DW_MAX_CHANNELS = 512
 
 
+def depthwise_kernel(c: int) -> tuple[str, int]:
+    """The kernel computing a depthwise input of `c` channels, and the rows of pixels its
+    work group's items form: four channels per item where C % 4 == 0 (8 quads of 32
+    channels, 32 rows), else one (32 channels, 8 rows)."""
+    if c % 4 == 0:
+        return "squeeze_excite_dw4", WIDE_GROUP[0] * WIDE_GROUP[1] // 8
+    return "squeeze_excite_dw", WIDE_GROUP[1]
+
+
 def depthwise_slicing(inner: int, c: int, compute_units: int) -> tuple[int, int]:
-    """(slices, pixels per slice) for squeeze_excite_dw: at least a pixel per row of a
-    group's items (squeeze_excite_dw4's 32 rows where C % 4 == 0, else 8)."""
+    """(slices, pixels per slice) for depthwise_kernel(c): at least a pixel per row of a
+    group's items."""
     items = WIDE_GROUP[0] * WIDE_GROUP[1]
-    rows = items // 8 if c % 4 == 0 else WIDE_GROUP[1]
+    _, rows = depthwise_kernel(c)
     blocks = -(-c // WIDE_GROUP[0])
     slices = min(
         -(-DW_GROUPS_PER_CU * compute_units // blocks),
@@ -102,5 +111,4 @@ def lower(lo: Lowerer, mean: Operator, chain: Chain) -> None:
     finally:
         lo.input_pad, lo.steps = outer_pad, chain.steps
     args = [*window, Buf(x), *dw_epilogue, *args, *epilogues]
-    name = "squeeze_excite_dw4" if c % 4 == 0 else "squeeze_excite_dw"
-    lo.emit(mean, name, args, gsize, WIDE_GROUP[:2])
+    lo.emit(mean, depthwise_kernel(c)[0], args, gsize, WIDE_GROUP[:2])
