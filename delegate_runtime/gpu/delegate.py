@@ -73,6 +73,10 @@ class GpuSession:
         self._whole_graph = False
         self.device_info = None
         self.program_from_cache = False
+        #: how launches are enqueued: "c" (launch_loop.c), "python" (ctypes), "pyopencl"
+        #: (an event per launch: profiling); "" with no GPU partition
+        self.launch_loop = ""
+        self.launch_loop_why = ""  #: why "python" rather than "c", where it is
         self._phase("fold_and_partition", start)
         if self.delegation.delegated_nodes:
             self._prepare_gpu(model.sha256)
@@ -92,6 +96,7 @@ class GpuSession:
         from .opencl.cache import KernelCache, default_cache_dir, point_driver_cache
         from .opencl.executor import PartitionExecutor
         from .opencl.lowering import Lowerer
+        from .opencl.native_loop import native_loop, unavailable
         from .opencl.program import build_program
         from .opencl.runtime import describe, guarded, select_device, shared_context
 
@@ -114,6 +119,8 @@ class GpuSession:
         )
         self.program_from_cache = built.from_cache
         t = self._phase("program", t)
+        native = None if opts.profiling else native_loop(cache_dir)
+        t = self._phase("launch_loop", t)
         sg = self.model.main
         storage = np.float16 if opts.precision == "fp16" else np.float32
         for nodes in self.delegation.partitions:
@@ -132,9 +139,13 @@ class GpuSession:
                     storage,
                     opts.profiling,
                     pinned_host=self.device_info.is_gpu,
+                    native=native,
                 )
             )
         self._phase("lower_and_upload", t)
+        loops = {ex.hot.loop if ex.hot is not None else "pyopencl" for ex in self.executors}
+        self.launch_loop = "+".join(sorted(loops))
+        self.launch_loop_why = unavailable() if "python" in loops else ""
         self._whole_graph = self._covers_whole_graph()
 
     def _covers_whole_graph(self) -> bool:
@@ -209,6 +220,7 @@ class GpuSession:
             "folded_ops": self.folded_ops,
             "device": self.device_facts,
             "program_from_cache": self.program_from_cache,
+            "launch_loop": self.launch_loop,
             "init_seconds": self.init_seconds,
         }
 

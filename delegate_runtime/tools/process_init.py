@@ -17,6 +17,7 @@ GPU_PHASES = {
     "fold_and_partition": "fold and partition",
     "context": "device and queue",
     "program": "program",
+    "launch_loop": "launch loop",
     "lower_and_upload": "lower and upload",
 }
 
@@ -41,6 +42,9 @@ def prepare_process(delegate: str, device: str | None = None) -> int:
             pass
         else:
             shared_context(select_device(device))
+            from ..gpu.opencl.native_loop import native_loop
+
+            native_loop()  # compiles the C launch loop the first time on this machine
     return (time.perf_counter_ns() - start) // 1000
 
 
@@ -51,8 +55,12 @@ def init_split_line(process_us: int, read_us: int, session_us: int, session: Any
     steps = []
     for key, name in GPU_PHASES.items():
         if key in phases:
-            cached = " from cache" if key == "program" and session.program_from_cache else ""
-            steps.append(f"{name} {phases[key]:.1f}{cached}")
+            note = ""
+            if key == "program" and session.program_from_cache:
+                note = " from cache"
+            elif key == "launch_loop" and getattr(session, "launch_loop", ""):
+                note = f" ({session.launch_loop})"
+            steps.append(f"{name} {phases[key]:.1f}{note}")
     detail = f": {', '.join(steps)}" if steps else ""
     parts = [f"read {read_us / 1e3:.1f}", f"session {session_us / 1e3:.1f}{detail}"]
     return (

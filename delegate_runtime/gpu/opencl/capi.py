@@ -82,9 +82,19 @@ def _unchecked(lib: ctypes.CDLL, name: str) -> Any:
 
 
 class HotPath:
-    """One queue's fixed launch list, plus the copies in and out around it."""
+    """One queue's fixed launch list, plus the copies in and out around it.
 
-    def __init__(self, lib: ctypes.CDLL, queue: Any, launches: list[tuple[Any, tuple, Any]]):
+    `loop` is "c" when given the C loop (`native_loop.native_loop()`), else "python": the
+    same calls in the same order either way, and the same errors (the call and the launch).
+    The C loop saves the host 1.5-2 us a launch on the H200's hosts (docs/benchmarks.md)."""
+
+    def __init__(
+        self,
+        lib: ctypes.CDLL,
+        queue: Any,
+        launches: list[tuple[Any, tuple, Any]],
+        native: ctypes.CDLL | None = None,
+    ):
         self.lib = lib
         self.queue = _vp(queue.int_ptr)
         self._enqueue = _unchecked(lib, "clEnqueueNDRangeKernel")
@@ -95,6 +105,34 @@ class HotPath:
             gws = (_size * len(gsize))(*gsize)
             lws = (_size * len(lsize))(*lsize) if lsize else None
             self.launches.append((_vp(kernel.int_ptr), ctypes.c_uint32(len(gsize)), gws, lws))
+        self._native = self._native_args(native) if native is not None else None
+        self.loop = "c" if self._native is not None else "python"
+
+    def _native_args(self, native: ctypes.CDLL) -> tuple[Any, list[Any]]:
+        """launch_loop.c's function and its arguments, each a ready ctypes object."""
+        n = len(self.launches)
+        glob, loc = (_size * (3 * n))(), (_size * (3 * n))()
+        for i, (_, dim, gws, lws) in enumerate(self.launches):
+            glob[3 * i : 3 * i + dim.value] = list(gws)
+            if lws is not None:
+                loc[3 * i : 3 * i + dim.value] = list(lws)
+        self._flush_every = ctypes.c_int32(1)
+        self._failed_at, self._in_flush = ctypes.c_int32(-1), ctypes.c_int32(0)
+        args = [
+            _vp(ctypes.cast(self._enqueue, _vp).value),
+            _vp(ctypes.cast(self._flush, _vp).value),
+            self.queue,
+            ctypes.c_int32(n),
+            (_vp * n)(*[k.value for k, _, _, _ in self.launches]),
+            (ctypes.c_uint32 * n)(*[d.value for _, d, _, _ in self.launches]),
+            glob,
+            loc,
+            (ctypes.c_uint8 * n)(*[lws is not None for _, _, _, lws in self.launches]),
+            self._flush_every,
+            ctypes.byref(self._failed_at),
+            ctypes.byref(self._in_flush),
+        ]
+        return native.enqueue_launches, args
 
     def write(self, buffer: Any, host: np.ndarray) -> None:
         """Non-blocking copy of `host` (kept alive by the caller until `finish`)."""
@@ -121,13 +159,21 @@ class HotPath:
 
     def enqueue(self, flush_every: int) -> None:
         """Every launch, in order, flushing the queue every `flush_every` launches."""
+        if self._native is not None:
+            fn, args = self._native
+            self._flush_every.value = flush_every
+            err = fn(*args)
+            if err:
+                call = "clFlush" if self._in_flush.value else "clEnqueueNDRangeKernel"
+                raise CLCallError(err, f"{call} (launch {self._failed_at.value})")
+            return
         enqueue, flush, q, none = self._enqueue, self._flush, self.queue, _NO_EVENTS
         for i, (kernel, dim, gws, lws) in enumerate(self.launches):
             err = enqueue(q, kernel, dim, None, gws, lws, none, None, None)
             if err:
-                raise CLCallError(err, "clEnqueueNDRangeKernel")
-            if i % flush_every == 0:
-                flush(q)
+                raise CLCallError(err, f"clEnqueueNDRangeKernel (launch {i})")
+            if i % flush_every == 0 and (err := flush(q)):
+                raise CLCallError(err, f"clFlush (launch {i})")
 
     def finish(self) -> None:
         err = self.lib.clFinish(self.queue)

@@ -95,6 +95,7 @@ class PartitionExecutor:
         storage: np.dtype,
         profiling: bool,
         pinned_host: bool = False,
+        native: Any = None,
     ):
         import pyopencl as cl
 
@@ -149,7 +150,7 @@ class PartitionExecutor:
         self.sources = [self._edge_buffer(t) for t in self.outputs]
         self.destinations = [self._edge_buffer(t) for t in inputs]
         lib = None if profiling else opencl_library()
-        self.hot = HotPath(lib, queue, self.kernels) if lib is not None else None
+        self.hot = HotPath(lib, queue, self.kernels, native) if lib is not None else None
         pin = pinned_host and self.hot is not None
         self.pinned = self._pin(ctx, self.input_tensors) if pin else {}
         self.pinned_out = self._pin(ctx, self.outputs) if pin else {}

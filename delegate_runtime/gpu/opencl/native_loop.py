@@ -1,0 +1,100 @@
+"""The launch loop compiled to C, where a C compiler is at hand.
+
+NVIDIA's driver takes about 10 us a launch on the H200's hosts and Python's loop around it
+(ctypes) another 1.5-2 (docs/benchmarks.md). `launch_loop.c` runs the loop in C, calling the
+entry points of the OpenCL library capi.py loaded, so it builds without OpenCL's headers.
+It is compiled once per source, machine and compiler into the kernel cache's folder (private,
+written through a rename, a broken file rebuilt). Without a compiler, or with
+DEVICEFARM_NATIVE_LOOP=0, `native_loop()` is None and the Python loop runs; `unavailable()`
+says why.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+from .cache import default_cache_dir, ensure_private_dir
+
+SOURCE = Path(__file__).with_name("launch_loop.c")
+COMPILE_TIMEOUT_S = 60
+_lock = threading.Lock()
+_state: dict[str, object] = {}  #: "lib" (CDLL or None) and "why" once decided
+
+
+def compiler() -> str | None:
+    """$CC when set, else the first of cc, gcc, clang on PATH."""
+    if os.environ.get("CC"):
+        return shutil.which(os.environ["CC"].split()[0]) and os.environ["CC"]
+    return next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+
+
+def library_path(cache_dir: Path, cc: str) -> Path:
+    """Where the build for this source, machine and compiler lives."""
+    key = hashlib.sha256(SOURCE.read_bytes() + f"|{cc}|{platform.machine()}".encode())
+    return cache_dir / "native" / f"launch_loop-{key.hexdigest()[:16]}.so"
+
+
+def build(cache_dir: Path, cc: str) -> Path:
+    """Compile launch_loop.c unless its build is cached; raises on a failed build."""
+    target = library_path(cache_dir, cc)
+    if target.exists():
+        return target
+    ensure_private_dir(target.parent)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(fd)
+    try:
+        cmd = [*cc.split(), "-O2", "-shared", "-fPIC", "-o", tmp, str(SOURCE)]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=COMPILE_TIMEOUT_S)
+        os.replace(tmp, target)  # concurrent builders each rename a whole file
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def _load(cache_dir: Path) -> tuple[ctypes.CDLL | None, str]:
+    if os.environ.get("DEVICEFARM_NATIVE_LOOP", "1") == "0":
+        return None, "DEVICEFARM_NATIVE_LOOP=0"
+    cc = compiler()
+    if cc is None:
+        return None, "no C compiler (cc, gcc, clang or $CC) on PATH"
+    try:
+        path = build(cache_dir, cc)
+        try:
+            lib = ctypes.CDLL(str(path))
+        except OSError:  # a truncated or foreign file under our name: build it again
+            path.unlink(missing_ok=True)
+            lib = ctypes.CDLL(str(build(cache_dir, cc)))
+    except (OSError, subprocess.SubprocessError) as exc:
+        detail = getattr(exc, "stderr", b"") or b""
+        return None, f"building {SOURCE.name} failed: {exc} {detail.decode(errors='replace')}"
+    fn = lib.enqueue_launches  # no argtypes: called with ready ctypes objects only
+    fn.restype = ctypes.c_int32
+    return lib, ""
+
+
+def native_loop(cache_dir: Path | None = None) -> ctypes.CDLL | None:
+    """The built library (decided once per process), or None."""
+    with _lock:
+        if "lib" not in _state:
+            _state["lib"], _state["why"] = _load(cache_dir or default_cache_dir())
+        return _state["lib"]  # type: ignore[return-value]
+
+
+def unavailable() -> str:
+    """Why the Python loop runs ("" when the C loop does, or before it was decided)."""
+    return str(_state.get("why", ""))
+
+
+def forget() -> None:
+    """Decide again on the next call (tests)."""
+    with _lock:
+        _state.clear()
