@@ -3,7 +3,8 @@ device clock, input upload paths, each invoke's device time split into copies an
 and sweeps of GEMM tiles and depthwise variants over MobileNet's shapes.
 
 python bench/diag_gpu.py --model MODEL [--device SPEC]
-    [--only contexts,launches,enqueue,timeline,upload,copies,sweep,patch,depthwise,fusion,split]
+    [--only contexts,launches,enqueue,waits,timeline,upload,copies,sweep,patch,depthwise,fusion,
+     split]
 """
 
 from __future__ import annotations
@@ -180,6 +181,45 @@ def enqueue_costs(model: str, device: str | None, runs: int = 100) -> None:
         f"  all {n} launches: enqueued in {queued:.1f} us ({queued / n:.2f} a launch), "
         f"finished {done:.1f} us after the first"
     )
+
+
+def waits(model: str, device: str | None, runs: int = 400) -> None:
+    """The launch loop (Python or C) crossed with the way the host waits for the end
+    (clFinish or polling a marker), one session, interleaved in rounds: whole-invoke
+    medians. A host that enqueues faster waits longer at the end; how it waits then
+    decides when it notices the work is done."""
+    from bench_gpu import interleaved_ms
+
+    from delegate_runtime import load_model
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    m = load_model(model)
+    s = GpuSession(m, device=device, log=io.StringIO())
+    hots = [ex.hot for ex in s.executors if ex.hot is not None]
+    if not hots:
+        print("waits: no OpenCL C library; the delegate enqueues through pyopencl")
+        return
+    natives = [h._native for h in hots]
+    t = m.main.tensors[m.main.inputs[0]]
+    x = np.random.default_rng(0).uniform(-1, 1, t.shape).astype(np.float32)
+
+    def variant(loop: str, wait: str):
+        def step():
+            for h, native in zip(hots, natives, strict=True):
+                h._native = native if loop == "c" else None
+                h.wait = wait
+            s.invoke([x])
+
+        return step
+
+    names = [(loop, wait) for wait in ("finish", "poll") for loop in ("python", "c")]
+    if natives[0] is None:
+        names = [n for n in names if n[0] == "python"]
+    stats = interleaved_ms({f"{lo} + {w}": variant(lo, w) for lo, w in names}, runs)
+    base = stats["python + finish"][0]
+    print(f"\nwaits on {Path(model).name} ({sum(len(h.launches) for h in hots)} launches):")
+    for name, (median, lo, hi) in stats.items():
+        print(f"  {name:16s} {median:7.3f} ms (p10-p90 {lo:.3f}-{hi:.3f})  {base / median:.3f}x")
 
 
 def upload_paths(device: str | None) -> None:
@@ -726,8 +766,8 @@ def main() -> int:
     ap.add_argument(
         "--only",
         default="",
-        help="comma list: contexts,launches,enqueue,timeline,upload,copies,sweep,patch,depthwise,"
-        "fusion,split",
+        help="comma list: contexts,launches,enqueue,waits,timeline,upload,copies,sweep,patch,"
+        "depthwise,fusion,split",
     )
     a = ap.parse_args()
     what = a.only.split(",") if a.only else ["launches", "timeline", "upload", "sweep"]
@@ -739,6 +779,8 @@ def main() -> int:
         launch_costs(a.device)
     if "enqueue" in what:
         enqueue_costs(a.model, a.device)
+    if "waits" in what:
+        waits(a.model, a.device)
     if "timeline" in what:
         timeline(a.model, a.device, "fp32")
         timeline(a.model, a.device, "fp16")
