@@ -3,7 +3,7 @@ device clock, input upload paths, each invoke's device time split into copies an
 and sweeps of GEMM tiles and depthwise variants over MobileNet's shapes.
 
 python bench/diag_gpu.py --model MODEL [--device SPEC]
-    [--only contexts,launches,enqueue,waits,timeline,upload,copies,sweep,patch,depthwise,fusion,
+    [--only contexts,launches,enqueue,loops,timeline,upload,copies,sweep,patch,depthwise,fusion,
      split]
 """
 
@@ -183,11 +183,9 @@ def enqueue_costs(model: str, device: str | None, runs: int = 100) -> None:
     )
 
 
-def waits(model: str, device: str | None, runs: int = 400) -> None:
-    """The launch loop (Python or C) crossed with the way the host waits for the end
-    (clFinish or polling a marker), one session, interleaved in rounds: whole-invoke
-    medians. A host that enqueues faster waits longer at the end; how it waits then
-    decides when it notices the work is done."""
+def loops(model: str, device: str | None, runs: int = 400) -> None:
+    """The same session's launches enqueued by the Python loop and by the C loop
+    (launch_loop.c), interleaved in rounds: whole-invoke medians."""
     from bench_gpu import interleaved_ms
 
     from delegate_runtime import load_model
@@ -196,30 +194,26 @@ def waits(model: str, device: str | None, runs: int = 400) -> None:
     m = load_model(model)
     s = GpuSession(m, device=device, log=io.StringIO())
     hots = [ex.hot for ex in s.executors if ex.hot is not None]
-    if not hots:
-        print("waits: no OpenCL C library; the delegate enqueues through pyopencl")
-        return
     natives = [h._native for h in hots]
+    if not hots or natives[0] is None:
+        print(f"loops: one loop only here ({s.launch_loop}: {s.launch_loop_why})")
+        return
     t = m.main.tensors[m.main.inputs[0]]
     x = np.random.default_rng(0).uniform(-1, 1, t.shape).astype(np.float32)
 
-    def variant(loop: str, wait: str):
+    def variant(in_c: bool):
         def step():
             for h, native in zip(hots, natives, strict=True):
-                h._native = native if loop == "c" else None
-                h.wait = wait
+                h._native = native if in_c else None
             s.invoke([x])
 
         return step
 
-    names = [(loop, wait) for wait in ("finish", "poll") for loop in ("python", "c")]
-    if natives[0] is None:
-        names = [n for n in names if n[0] == "python"]
-    stats = interleaved_ms({f"{lo} + {w}": variant(lo, w) for lo, w in names}, runs)
-    base = stats["python + finish"][0]
-    print(f"\nwaits on {Path(model).name} ({sum(len(h.launches) for h in hots)} launches):")
+    stats = interleaved_ms({"python": variant(False), "c": variant(True)}, runs)
+    base = stats["python"][0]
+    print(f"\nloops on {Path(model).name} ({sum(len(h.launches) for h in hots)} launches):")
     for name, (median, lo, hi) in stats.items():
-        print(f"  {name:16s} {median:7.3f} ms (p10-p90 {lo:.3f}-{hi:.3f})  {base / median:.3f}x")
+        print(f"  {name:8s} {median:7.3f} ms (p10-p90 {lo:.3f}-{hi:.3f})  {base / median:.3f}x")
 
 
 def upload_paths(device: str | None) -> None:
@@ -766,7 +760,7 @@ def main() -> int:
     ap.add_argument(
         "--only",
         default="",
-        help="comma list: contexts,launches,enqueue,waits,timeline,upload,copies,sweep,patch,"
+        help="comma list: contexts,launches,enqueue,loops,timeline,upload,copies,sweep,patch,"
         "depthwise,fusion,split",
     )
     a = ap.parse_args()
@@ -779,8 +773,8 @@ def main() -> int:
         launch_costs(a.device)
     if "enqueue" in what:
         enqueue_costs(a.model, a.device)
-    if "waits" in what:
-        waits(a.model, a.device)
+    if "loops" in what:
+        loops(a.model, a.device)
     if "timeline" in what:
         timeline(a.model, a.device, "fp32")
         timeline(a.model, a.device, "fp16")

@@ -14,7 +14,6 @@ import ctypes.util
 import glob
 import os
 import threading
-import time
 from typing import Any
 
 import numpy as np
@@ -26,10 +25,6 @@ _vp = ctypes.c_void_p
 _size = ctypes.c_size_t
 _size_p = ctypes.POINTER(ctypes.c_size_t)
 _NO_EVENTS = ctypes.c_uint32(0)  #: an empty wait list's length
-_CL_EVENT_COMMAND_EXECUTION_STATUS = ctypes.c_uint32(0x11D3)
-#: How long `finish` polls before it blocks in clFinish (seconds): an invoke of these
-#: models takes well under this, a long one stops spinning a host core.
-POLL_LIMIT_S = 0.05
 
 
 class CLCallError(RuntimeError):
@@ -71,11 +66,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.clEnqueueReadBuffer.argtypes = copy
     lib.clFlush.argtypes = [_vp]
     lib.clFinish.argtypes = [_vp]
-    lib.clEnqueueMarkerWithWaitList.argtypes = [_vp, ctypes.c_uint32, _vp, ctypes.POINTER(_vp)]
-    lib.clGetEventInfo.argtypes = [_vp, ctypes.c_uint32, _size, _vp, _vp]
-    lib.clReleaseEvent.argtypes = [_vp]
-    calls = ("clEnqueueNDRangeKernel", "clEnqueueWriteBuffer", "clEnqueueReadBuffer")
-    for fn in (*calls, "clEnqueueMarkerWithWaitList", "clGetEventInfo", "clReleaseEvent"):
+    for fn in ("clEnqueueNDRangeKernel", "clEnqueueWriteBuffer", "clEnqueueReadBuffer"):
         getattr(lib, fn).restype = _i32
     lib.clFlush.restype = _i32
     lib.clFinish.restype = _i32
@@ -116,10 +107,6 @@ class HotPath:
             self.launches.append((_vp(kernel.int_ptr), ctypes.c_uint32(len(gsize)), gws, lws))
         self._native = self._native_args(native) if native is not None else None
         self.loop = "c" if self._native is not None else "python"
-        #: "finish" blocks in clFinish; "poll" asks a marker's status until the work is done
-        self.wait = "finish"
-        self._event = _vp()
-        self._status = ctypes.c_int32(1)
 
     def _native_args(self, native: ctypes.CDLL) -> tuple[Any, list[Any]]:
         """launch_loop.c's function and its arguments, each a ready ctypes object."""
@@ -189,28 +176,6 @@ class HotPath:
                 raise CLCallError(err, f"clFlush (launch {i})")
 
     def finish(self) -> None:
-        """Wait for everything enqueued (`wait` says how)."""
-        if self.wait == "poll":
-            self._poll()
         err = self.lib.clFinish(self.queue)
         if err:
             raise CLCallError(err, "clFinish")
-
-    def _poll(self) -> None:
-        """Ask a marker's status until the queue's work is done, for at most POLL_LIMIT_S;
-        errors are left to the clFinish that follows."""
-        lib, event, status = self.lib, self._event, self._status
-        if lib.clEnqueueMarkerWithWaitList(self.queue, 0, None, ctypes.byref(event)):
-            return
-        try:
-            self._flush(self.queue)
-            info = lib.clGetEventInfo
-            deadline = time.perf_counter() + POLL_LIMIT_S
-            size = ctypes.sizeof(status)
-            while not info(
-                event, _CL_EVENT_COMMAND_EXECUTION_STATUS, size, ctypes.byref(status), None
-            ):
-                if status.value <= 0 or time.perf_counter() > deadline:
-                    break  # CL_COMPLETE, a failed command, or long enough
-        finally:
-            lib.clReleaseEvent(event)
