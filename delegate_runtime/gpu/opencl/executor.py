@@ -108,15 +108,14 @@ class PartitionExecutor:
         self.inputs = [self.root(t) for t in inputs]
         self.input_tensors = inputs
         self.outputs = outputs
-        sizes = {}
-        for launch in lowered.launches:
-            for arg in launch.args:
-                if isinstance(arg, Buf):
-                    sizes[self.root(arg.tensor)] = (
-                        self.sg.tensors[arg.tensor].size * self.storage.itemsize
-                    )
-        for t in (*inputs, *outputs):
-            sizes.setdefault(self.root(t), self.sg.tensors[t].size * self.storage.itemsize)
+        sizes: dict[int, int] = {}
+        edges = [Buf(t) for t in (*inputs, *outputs)]
+        for arg in [a for launch in lowered.launches for a in launch.args] + edges:
+            if isinstance(arg, Buf):  # a root holds its views: the largest size
+                root, n = self.root(arg.tensor), self.sg.tensors[arg.tensor].size
+                sizes[root] = max(sizes.get(root, 0), n * self.storage.itemsize)
+        for root in sizes:  # a concatenation's whole output, where no launch names it
+            sizes[root] = max(sizes[root], self.sg.tensors[root].size * self.storage.itemsize)
         rooted = Lowered(
             [_rooted(launch, self.root) for launch in lowered.launches], lowered.consts, {}
         )

@@ -21,6 +21,7 @@ from ..records.conv import patch_runs
 from ..records.record import StepSpec
 from . import program, squeeze_excite
 from .codes import Act, Binary, Step, Unary
+from .concat_views import ConcatPlan, View, plan_concat_views
 from .fusion import MAX_STEPS, plan_fusion
 from .launch import (
     LOCAL_1D,
@@ -98,6 +99,10 @@ class Lowerer:
         self.input_depthwise: int | None = None
         #: the MEAN node whose output the node being lowered computes as it loads it
         self.input_mean: int | None = None
+        #: tensors living inside a concatenation's output (opencl/concat_views.py)
+        self.views = ConcatPlan({}, {}, set())
+        #: slots a GEMM wrote in place (their concatenation copies the others)
+        self.in_place: set[int] = set()
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -179,6 +184,10 @@ class Lowerer:
         after the partition."""
         chains = plan_fusion(self.sg, nodes, leaving)
         fused = {n: chain.nodes for n, chain in chains.items()}
+        absorbed = {m for members in fused.values() for m in members}
+        self.views = plan_concat_views(self.sg, nodes, leaving, absorbed)
+        for t, view in self.views.prefix.items():
+            self.out.alias[t] = view.root
         for n in launch_order(self.sg, nodes, fused):
             op = self.sg.operators[n]
             chain = chains.get(n)
@@ -201,6 +210,27 @@ class Lowerer:
                 self.input_pad, self.input_depthwise, self.input_mean = None, None, None
             for launch in self.out.launches[first:]:
                 launch.covers = (n, *chain.nodes)
+
+    def view(self, t: int) -> View | None:
+        """Where tensor t lives inside a concatenation's output, if it does."""
+        if t in self.views.prefix:
+            return self.views.prefix[t]
+        return self.views.slots[t] if t in self.in_place else None
+
+    def _store_view(self, out: Any) -> tuple[int, int] | None:
+        """(row stride, first column) for a GEMM writing `out` into its concatenation's
+        slot, which it then does (recorded), or None."""
+        if not isinstance(out, Buf):
+            return None
+        t = out.tensor
+        while t in self.out.alias:  # a fused chain's kernel writes the chain's end
+            t = self.out.alias[t]
+        slot = self.views.slots.get(t)
+        if slot is None:
+            return None
+        self.in_place.add(t)
+        self.out.alias[t] = slot.root
+        return slot.stride, slot.offset
 
     def _record(self, op: Operator):
         record = record_for(op.op)
@@ -245,6 +275,9 @@ class Lowerer:
 
         def strides(i: int) -> np.ndarray:
             s = shape4(self.t(i).shape)
+            view = self.view(i)
+            if view is not None:  # a prefix of a concatenation's pixels (offset 0)
+                return i4(view.strides4(s))
             raw = self.t(i).shape
             if (
                 len(raw) == 2
@@ -328,7 +361,8 @@ class Lowerer:
             elif a_mean is not None:
                 name += program.MEAN_SUFFIX
                 args.append(a_mean)
-        args += list(map(np.int32, (m, n, k, kps)))
+        ldc, coff = self._store_view(out) or (n, 0)
+        args += list(map(np.int32, (m, n, k, kps, ldc, coff)))
         args += self.epilogue(act)
         # four at a time where no load crosses a row of A, nor for patches a contiguous run
         runs = (k,) if a_patch is None else (k, *patch_runs(a_patch))

@@ -64,14 +64,24 @@ def lower_reshape(lo, op: Operator) -> None:
 
 
 def lower_concatenation(lo, op: Operator) -> None:
+    """A strided copy per input, except for the inputs already in place: written into
+    their slot by the GEMM making them, or concatenations living in this output's buffer
+    (opencl/concat_views.py)."""
     out = op.outputs[0]
     out_shape = lo.t(out).shape
     axis = op.options.get("axis", 0) % len(out_shape) + (4 - len(out_shape))
     out4 = shape4(out_shape)
     ostr = contiguous_strides(out4)
+    view = lo.view(out) if op.index in lo.views.concats else None
+    base = 0
+    if view is not None:  # strides and offsets in the root's pixels
+        ostr, base = list(view.strides4(out4)), view.offset
     offset = 0
     for i in op.inputs:
         s4 = shape4(lo.t(i).shape)
+        if op.index in lo.views.concats and lo.view(i) is not None:
+            offset += s4[axis]
+            continue  # already where it belongs
         lo.emit_1d(
             op,
             "copy4d",
@@ -82,7 +92,7 @@ def lower_concatenation(lo, op: Operator) -> None:
                 i4(contiguous_strides(s4)),
                 np.int32(0),
                 i4(ostr),
-                np.int32(offset * ostr[axis]),
+                np.int32(base + offset * ostr[axis]),
             ],
             int(np.prod(s4)),
         )

@@ -1,0 +1,137 @@
+"""Channel concatenations without copies: tensors that live inside a concatenation's output.
+
+A CONCATENATION along channels copies each input into its slot of the output, one launch
+per input. DenseNet's blocks concatenate the block so far with each new layer's features
+(`x = concat(x, f)`), NASNet's cells five or six branches: hundreds of copies per model.
+Instead, planned here once per partition:
+
+- an input that a GEMM makes and nothing else reads is written by that GEMM straight into
+  its slot of the output (a *slot*: gemm.cl.in's `ldc`, `coff`); where its producer turns
+  out not to be a GEMM, the concatenation copies it as before;
+- a concatenation's output that is the first input of a later one, and is otherwise read
+  only by binary elementwise kernels (the strided reads of `binary4d`), lives at the start
+  of each pixel of the later output (a *prefix*): DenseNet's `x` grows in place.
+
+A view is the channels [offset, offset + C) of every pixel of its root's buffer, whose
+pixels are `stride` channels apart. Only float tensors of the partition qualify: nothing
+read outside it, no quantization step (it would run over the whole buffer), no fused
+activation on the concatenation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...graph import Operator, Subgraph
+
+#: Ops whose kernel (`binary4d`) reads each input through its own 4-D strides.
+STRIDED_READERS = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE"}
+
+
+@dataclass(frozen=True)
+class View:
+    """Channels [offset, offset + channels) of each pixel of `root`'s buffer."""
+
+    root: int
+    offset: int
+    stride: int  #: channels per pixel of the root
+
+    def strides4(self, shape4: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        """Element strides of a tensor of `shape4` (NHWC) seen through this view."""
+        _, h, w, _ = shape4
+        return (h * w * self.stride, w * self.stride, self.stride, 1)
+
+
+@dataclass
+class ConcatPlan:
+    prefix: dict[int, View]  #: concatenation outputs living in a later one's output
+    slots: dict[int, View]  #: inputs a GEMM may write in place (else they are copied)
+    concats: set[int]  #: the concatenation nodes the views belong to
+
+
+def _channel_concat(op: Operator, sg: Subgraph) -> bool:
+    out = sg.tensors[op.outputs[0]]
+    rank = len(out.shape)
+    return (
+        op.op == "CONCATENATION"
+        and 1 <= rank <= 4
+        and op.options.get("axis", 0) % rank == rank - 1
+        and not op.options.get("fused_activation_function", 0)
+        and all(_plain_float(sg, t) for t in (*op.inputs, *op.outputs))
+    )
+
+
+def _plain_float(sg: Subgraph, t: int) -> bool:
+    tensor = sg.tensors[t]
+    return t >= 0 and tensor.dtype.kind == "f" and tensor.quantization is None
+
+
+def plan_concat_views(
+    sg: Subgraph,
+    nodes: list[int],
+    leaving: set[int],
+    absorbed: set[int],
+) -> ConcatPlan:
+    """The views of one partition's channel concatenations. `leaving`: tensors read after
+    the partition; `absorbed`: nodes fused into another node's kernel (they read their
+    inputs as epilogue operands, never through strides)."""
+    inside = set(nodes)
+    producer = {t: n for n in nodes for t in sg.operators[n].outputs}
+    readers: dict[int, list[int]] = {}
+    for op in sg.operators:
+        for t in op.inputs:
+            if t >= 0:
+                readers.setdefault(t, []).append(op.index)
+    outside = leaving | set(sg.outputs)
+    concats = [n for n in nodes if _channel_concat(sg.operators[n], sg) and n not in absorbed]
+    concat_set = set(concats)
+
+    def only_reader(t: int, n: int) -> bool:
+        return readers.get(t, []) == [n] and sg.operators[n].inputs.count(t) == 1
+
+    # the later concatenation each output lives in, where it may
+    parent: dict[int, int] = {}
+    for n in concats:
+        first = sg.operators[n].inputs[0]
+        source = producer.get(first)
+        if source not in concat_set or first in outside:
+            continue
+        others = [r for r in readers.get(first, []) if r != n]
+        strided = all(
+            r in inside and r not in absorbed and sg.operators[r].op in STRIDED_READERS
+            for r in others
+        )
+        if strided and sg.operators[n].inputs.count(first) == 1:
+            parent[source] = n
+
+    views: dict[int, View] = {}
+
+    def view_of(n: int) -> View:
+        """Where concatenation n's output lives (its own buffer unless it has a parent)."""
+        out = sg.operators[n].outputs[0]
+        if out not in views:
+            if n in parent:
+                views[out] = view_of(parent[n])  # the first input: offset 0 in the parent
+            else:
+                views[out] = View(out, 0, sg.tensors[out].shape[-1])
+        return views[out]
+
+    prefix = {}
+    slots = {}
+    for n in concats:
+        op = sg.operators[n]
+        own = view_of(n)
+        if n in parent:
+            prefix[op.outputs[0]] = own
+        offset = own.offset
+        for t in op.inputs:
+            made_by = producer.get(t)
+            if (
+                made_by is not None
+                and made_by not in concat_set
+                and t not in outside
+                and only_reader(t, n)
+            ):
+                slots[t] = View(own.root, offset, own.stride)
+            offset += sg.tensors[t].shape[-1]
+    return ConcatPlan(prefix, slots, concat_set)
