@@ -69,7 +69,9 @@ class Net:
         writes Keras' BatchNormalization + ReLU before a convolution."""
         name = self._name("bn")
         scaled = self.tensor(c, name + "m")
-        self.g.op("MUL", [x, self.g.const(name + "s", 1 + randn(name + "s", c, scale=0.2))], [scaled])
+        self.g.op(
+            "MUL", [x, self.g.const(name + "s", 1 + randn(name + "s", c, scale=0.2))], [scaled]
+        )
         y = self.tensor(c, name + "a")
         shift = self.g.const(name + "t", randn(name + "t", c, scale=0.2))
         self.g.op("ADD", [scaled, shift], [y], fused_activation_function="RELU")
