@@ -382,7 +382,14 @@ def gemm_sweep(device: str | None, precision: str, runs: int = 30) -> None:
                     continue
                 kern = cl.Kernel(prg, base + suffix)
                 g = (-(-n // ts) * lsz[0], -(-m // ts) * lsz[1], splits)
-                args = [*bufs, c_buf, p_buf, cnt, *unscaled, *map(np.int32, (m, n, k, kps, n, 0))]
+                args = [
+                    *bufs,
+                    c_buf,
+                    p_buf,
+                    cnt,
+                    *unscaled,
+                    *map(np.int32, (m, n, k, kps, k, n, 0)),
+                ]
                 kern.set_args(*args, *no_epilogue)
                 launches[base, splits] = (kern, g, lsz)
                 t = device_us(q, kern, g, lsz, runs)

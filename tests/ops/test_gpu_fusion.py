@@ -416,6 +416,31 @@ def mean_into_conv(shape: tuple[int, int, int, int], r: int, second: int = 0):
     return make
 
 
+def affine_into_conv(
+    shape: tuple[int, int, int, int], cout: int, act: str, affine_is_output: bool = False
+):
+    """MUL by a per-channel constant, ADD a per-channel constant with `act` -> 1x1 conv:
+    a BatchNormalization and its activation before a convolution (DenseNet, ResNetV2),
+    read by the GEMM as it loads its input."""
+
+    def make() -> Built:
+        b, g, (x,), ins = _graph(shape)
+        c = shape[-1]
+        scale = g.const("s", 1 + randn(f"s{shape}", c, scale=0.3))
+        shift = g.const("t", randn(f"t{shape}", c, scale=0.5))
+        m = _binary(g, "MUL", scale, x, shape, "m")  # the constant first: either order
+        a = _binary(g, "ADD", m, shift, shape, "a", act)
+        w = g.const("w", randn(f"w{shape}", cout, 1, 1, c, scale=1 / np.sqrt(c)))
+        y = g.tensor("y", (*shape[:3], cout), F)
+        _same_conv(g, [a, w, g.const("b", randn(f"b{cout}", cout))], y, "RELU6")
+        g.output(y)
+        if affine_is_output:
+            g.output(a)
+        return Built(b.build(), ins, (2, 0, 1))
+
+    return make
+
+
 def mean_into_fully_connected() -> Built:
     """MEAN over the pixels (no keep_dims) -> FULLY_CONNECTED: Keras's global average
     pooling and classifier (MobileNetV2, EfficientNet), one GEMM."""
@@ -461,6 +486,10 @@ CASES: dict[str, Callable[[], Built]] = {
     "mean-into-1x1-batch2-143-pixels": mean_into_conv((2, 13, 11, 96), 24),
     "mean-into-1x1-14x14-squeeze-excite": mean_into_conv((1, 14, 14, 672), 168, 672),
     "mean-into-fully-connected": mean_into_fully_connected,
+    "batchnorm-relu-into-1x1": affine_into_conv((1, 6, 7, 8), 12, "RELU"),
+    "batchnorm-relu6-into-1x1-batch2": affine_into_conv((2, 5, 3, 16), 8, "RELU6"),
+    "batchnorm-into-1x1-odd-channels": affine_into_conv((1, 4, 5, 7), 5, "NONE"),
+    "batchnorm-relu-into-1x1-split-k": affine_into_conv((1, 3, 3, 512), 8, "RELU"),
     "pad-into-conv": pad_into("CONV_2D", 1),
     "pad-into-depthwise-stride2": pad_into("DEPTHWISE_CONV_2D", 2),
 }
@@ -528,6 +557,17 @@ def test_a_tensor_read_twice_is_not_absorbed(opencl_device):
     want = litert.run(b.build(), ins, reference=True)
     for g_, w in zip(session.invoke(ins), want, strict=True):
         np.testing.assert_allclose(g_, w, rtol=1e-4, atol=1e-4)
+
+
+def test_a_batchnorm_read_twice_stays_its_own_kernel(opencl_device):
+    """The ADD's output read by the conv and also a model output: nothing absorbed before
+    the conv (the MUL and ADD still run as one kernel of their own)."""
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    built = affine_into_conv((1, 6, 7, 8), 12, "RELU", affine_is_output=True)()
+    session = GpuSession(read_model(built.model), log=io.StringIO())
+    assert session.fused_kernels() == {0: (0, 1)}
+    assert len(session.executors[0].kernels) == 2
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)

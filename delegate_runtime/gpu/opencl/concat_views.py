@@ -9,8 +9,9 @@ Instead, planned here once per partition:
   its slot of the output (a *slot*: gemm.cl.in's `ldc`, `coff`); where its producer turns
   out not to be a GEMM, the concatenation copies it as before;
 - a concatenation's output that is the first input of a later one, and is otherwise read
-  only by binary elementwise kernels (the strided reads of `binary4d`), lives at the start
-  of each pixel of the later output (a *prefix*): DenseNet's `x` grows in place.
+  only by binary elementwise kernels (the strided reads of `binary4d`) or by a GEMM that
+  reads it through a BatchNormalization's MUL and ADD (gemm.cl.in's `lda`), lives at the
+  start of each pixel of the later output (a *prefix*): DenseNet's `x` grows in place.
 
 A view is the channels [offset, offset + C) of every pixel of its root's buffer, whose
 pixels are `stride` channels apart. Only float tensors of the partition qualify: nothing
@@ -71,10 +72,12 @@ def plan_concat_views(
     nodes: list[int],
     leaving: set[int],
     absorbed: set[int],
+    affine_muls: set[int] = frozenset(),
 ) -> ConcatPlan:
     """The views of one partition's channel concatenations. `leaving`: tensors read after
     the partition; `absorbed`: nodes fused into another node's kernel (they read their
-    inputs as epilogue operands, never through strides)."""
+    inputs as epilogue operands, never through strides), but for `affine_muls`: MULs
+    whose GEMM reads their input itself, through a row stride (gemm.cl.in's `lda`)."""
     inside = set(nodes)
     producer = {t: n for n in nodes for t in sg.operators[n].outputs}
     readers: dict[int, list[int]] = {}
@@ -98,7 +101,8 @@ def plan_concat_views(
             continue
         others = [r for r in readers.get(first, []) if r != n]
         strided = all(
-            r in inside and r not in absorbed and sg.operators[r].op in STRIDED_READERS
+            r in affine_muls
+            or (r in inside and r not in absorbed and sg.operators[r].op in STRIDED_READERS)
             for r in others
         )
         if strided and sg.operators[n].inputs.count(first) == 1:

@@ -11,7 +11,10 @@ computed from this kernel's own output (an operand made later in the model's ord
 computed first: opencl/schedule.py). A squeeze-excite gate (MUL of a feature map by a
 per-channel vector) is absorbed by the 1x1 convolution reading its result, which scales
 its input's channels as it loads them (and, in an int8 model, snaps the product to the
-MUL output's grid). A depthwise convolution read only by a 1x1 convolution is absorbed
+MUL output's grid). A MUL and an ADD of per-channel constants with a clamping activation
+(a BatchNormalization and its ReLU before a convolution: DenseNet, ResNetV2) are absorbed
+by the 1x1 convolution reading their result, which computes them on each value it loads.
+A depthwise convolution read only by a 1x1 convolution is absorbed
 by it too: the GEMM computes each depthwise output as it loads it, so the depthwise
 output is never stored (its activation and quantize-and-dequantize step included). A
 squeeze-excite's kernel computes the depthwise convolution making its input, storing it for
@@ -67,6 +70,9 @@ class Chain:
     input_pad: tuple[int, int, int] | None = None
     input_depthwise: int | None = None  #: the depthwise node it computes its input from
     input_mean: int | None = None  #: the MEAN node it computes its input from
+    #: (input it reads, per-channel scale, per-channel shift, clamp low, clamp high): a
+    #: MUL and an ADD of constants before it (a BatchNormalization and its activation)
+    input_affine: tuple[int, int, int, float, float] | None = None
     #: chains its kernel runs after its own result (a squeeze-excite's two convolutions)
     then: list[Chain] = field(default_factory=list)
     #: a depthwise convolution's chain its kernel runs first, storing that chain's output
@@ -88,9 +94,11 @@ def plan_fusion(sg: Subgraph, nodes: list[int], leaving: set[int]) -> dict[int, 
     units = Units(sg, nodes, readers)
     inside = set(nodes)
     gates = _gates(sg, nodes, readers, produced_by, leaving)
+    affines = _affines(sg, nodes, readers, produced_by, leaving, set(gates))
     pads = _pads(sg, nodes, readers, produced_by, leaving)
     depthwise = _depthwise_inputs(sg, nodes, readers, produced_by, leaving, set(gates))
     taken: set[int] = {mul for mul, _ in gates.values()} | {pad for pad, _ in pads.values()}
+    taken |= {n for mul, add, _ in affines.values() for n in (mul, add)}
     taken |= set(depthwise.values())
     chains: dict[int, Chain] = {}
     for n in nodes:
@@ -103,6 +111,9 @@ def plan_fusion(sg: Subgraph, nodes: list[int], leaving: set[int]) -> dict[int, 
         if n in gates:
             mul, scale = gates[n]
             chain.before, chain.input_scale = [mul], scale
+        elif n in affines:
+            mul, add, chain.input_affine = affines[n]
+            chain.before = [mul, add]
         elif n in pads:
             pad, padded = pads[n]
             chain.before, chain.input_pad = [pad], padded
@@ -202,7 +213,9 @@ def _depthwise_first(
         return
     if sg.tensors[x].shape[-1] > DW_MAX_CHANNELS:
         return
-    if chain.then or chain.first or chain.input_scale or chain.input_depthwise is not None:
+    if chain.then or chain.first or chain.input_scale or chain.input_affine:
+        return
+    if chain.input_depthwise is not None:
         return
     if chain.input_mean is not None:
         return
@@ -305,6 +318,75 @@ def _gates(
                 found[n] = (mul, (x, gate, snap[0].params if snap else None))
                 break
     return found
+
+
+#: TFLite fused activation -> the clamp an affine input applies (NONE, RELU, RELU_N1_TO_1,
+#: RELU6)
+_AFFINE_CLAMPS = {0: (-np.inf, np.inf), 1: (0.0, np.inf), 2: (-1.0, 1.0), 3: (0.0, 6.0)}
+
+
+def _affines(
+    sg: Subgraph,
+    nodes: list[int],
+    readers: dict[int, list[int]],
+    produced_by: dict[int, int],
+    leaving: set[int],
+    gated: set[int],
+) -> dict[int, tuple[int, int, tuple[int, int, int, float, float]]]:
+    """Node -> (MUL, ADD, (x, scale, shift, low, high)) for nodes whose kernel can scale
+    their input and read it as clamp(x * scale + shift): MUL(x, per-channel constant)
+    read only by ADD(per-channel constant), with a clamping activation or none, read only
+    by the node; float tensors only (a quantized model snaps between them)."""
+    inside = set(nodes)
+    found = {}
+    for n in nodes:
+        if n in gated or not _kernel_can(sg, n, "input_scale"):
+            continue
+        add = _sole_input_producer(sg, n, "ADD", readers, produced_by, inside, leaving)
+        act = add.options.get("fused_activation_function", 0) if add is not None else None
+        if act not in _AFFINE_CLAMPS:
+            continue
+        shift = _channel_constant(sg, add)
+        mul = produced_by.get(_other_input(add, shift)) if shift is not None else None
+        if mul is None or mul not in inside or sg.operators[mul].op != "MUL":
+            continue
+        m = sg.operators[mul]
+        scale = _channel_constant(sg, m)
+        y = m.outputs[0]
+        if scale is None or m.options.get("fused_activation_function", 0):
+            continue
+        if readers.get(y) != [add.index] or y in leaving or y in sg.outputs:
+            continue
+        x = _other_input(m, scale)
+        if len(sg.tensors[x].shape) != 4 or any(
+            sg.tensors[t].quantization is not None or sg.tensors[t].dtype.kind != "f"
+            for t in (x, y, add.outputs[0])
+        ):
+            continue
+        found[n] = (mul, add.index, (x, scale, shift, *_AFFINE_CLAMPS[act]))
+    return found
+
+
+def _channel_constant(sg: Subgraph, op: Operator) -> int | None:
+    """The constant input of a two-input op holding one value per channel of the other,
+    whose shape it keeps; else None."""
+    if len(op.inputs) != 2 or len(set(op.inputs)) != 2:
+        return None
+    for x, c in (op.inputs, op.inputs[::-1]):
+        tx, tc = sg.tensors[x], sg.tensors[c]
+        if (
+            tc.is_constant
+            and not tx.is_constant
+            and tc.size == tx.shape[-1]
+            and tc.shape[-1] == tx.shape[-1]
+            and tuple(sg.tensors[op.outputs[0]].shape) == tuple(tx.shape)
+        ):
+            return c
+    return None
+
+
+def _other_input(op: Operator, t: int) -> int:
+    return op.inputs[1] if op.inputs[0] == t else op.inputs[0]
 
 
 def _depthwise_inputs(

@@ -93,6 +93,9 @@ class Lowerer:
         #: (input, per-channel scale) of the node being lowered, when it absorbed a gate MUL
         #: (input it reads, per-channel gate, QDQ params snapping the product or None)
         self.input_scale: tuple[int, int, tuple[float, float, float, float] | None] | None = None
+        #: (input, scale, shift, low, high) of the node being lowered, when it absorbed a
+        #: constant MUL and ADD before it: it reads clamp(input * scale + shift, low, high)
+        self.input_affine: tuple[int, int, int, float, float] | None = None
         #: (input, top, left) of the node being lowered, when it absorbed a PAD before it
         self.input_pad: tuple[int, int, int] | None = None
         #: the depthwise node whose output the node being lowered computes as it loads it
@@ -185,7 +188,9 @@ class Lowerer:
         chains = plan_fusion(self.sg, nodes, leaving)
         fused = {n: chain.nodes for n, chain in chains.items()}
         absorbed = {m for members in fused.values() for m in members}
-        self.views = plan_concat_views(self.sg, nodes, leaving, absorbed)
+        # a GEMM reading an affine input reads it with a row stride: its MUL may read a view
+        affine_muls = {c.before[0] for c in chains.values() if c.input_affine is not None}
+        self.views = plan_concat_views(self.sg, nodes, leaving, absorbed, affine_muls)
         for t, view in self.views.prefix.items():
             self.out.alias[t] = view.root
         for n in launch_order(self.sg, nodes, fused):
@@ -199,7 +204,7 @@ class Lowerer:
             first = len(self.out.launches)
             self.steps, self.input_scale = chain.steps, chain.input_scale
             self.input_pad, self.input_depthwise = chain.input_pad, chain.input_depthwise
-            self.input_mean = chain.input_mean
+            self.input_mean, self.input_affine = chain.input_mean, chain.input_affine
             try:
                 if chain.then:
                     squeeze_excite.lower(self, op, chain)
@@ -208,6 +213,7 @@ class Lowerer:
             finally:
                 self.steps, self.input_scale = [], None
                 self.input_pad, self.input_depthwise, self.input_mean = None, None, None
+                self.input_affine = None
             for launch in self.out.launches[first:]:
                 launch.covers = (n, *chain.nodes)
 
@@ -323,6 +329,7 @@ class Lowerer:
         a_depthwise: list[Any] | None = None,
         a_patch: np.ndarray | None = None,
         a_mean: np.ndarray | None = None,
+        a_affine: tuple[Any, float, float] | None = None,
     ) -> None:
         """Tiled GEMM; small outputs split K across work groups to fill the device.
         `a_scale`: a K-vector multiplying A's columns as they are loaded; `a_snap`: the QDQ
@@ -331,7 +338,9 @@ class Lowerer:
         computed as it is loaded (records/depthwise.py's `prologue_args` after the input);
         `a_patch`: A's rows are a convolution's patches of `a`, at this int16 geometry
         (records/conv.py: patch_geometry); `a_mean`: A is the mean of `a` over its
-        (pixels, channels) = a_mean (gemm.cl.in's mgeo)."""
+        (pixels, channels) = a_mean (gemm.cl.in's mgeo); `a_affine`: (a 2K-vector of
+        scales then shifts, low, high): A is read as clamp(a * scale + shift, low, high).
+        A plain `a` living in a concatenation's output is read with its row stride."""
         computed_a = a_depthwise is not None or a_mean is not None
         name, splits, kps = gemm_plan(m, n, k, self.compute_units, computed_a)
         ts, wpt, _ = program.GEMM_VARIANTS[name]
@@ -346,6 +355,14 @@ class Lowerer:
         )
         scaled = 0 if a_scale is None else 2 if a_snap is not None else 1
         snap = np.array(a_snap or (0.0, 0.0, 1.0, 0.0), np.float32)
+        if a_affine is not None:
+            if a_scale is not None:
+                raise ValueError("a GEMM scales its input or applies an affine map, not both")
+            scale, (low, high) = a_affine[0], a_affine[1:]
+            scaled, snap = 3, np.array([low, high, 1.0, 0.0], np.float32)
+        plain = a_depthwise is None and a_patch is None and a_mean is None
+        view = self.view(a.tensor) if plain and isinstance(a, Buf) else None
+        lda = view.stride if view is not None else k
         if a_depthwise is not None:
             if a_scale is not None:
                 raise ValueError("a GEMM computes a depthwise input or scales it, not both")
@@ -362,10 +379,10 @@ class Lowerer:
                 name += program.MEAN_SUFFIX
                 args.append(a_mean)
         ldc, coff = self._store_view(out) or (n, 0)
-        args += list(map(np.int32, (m, n, k, kps, ldc, coff)))
+        args += list(map(np.int32, (m, n, k, kps, lda, ldc, coff)))
         args += self.epilogue(act)
         # four at a time where no load crosses a row of A, nor for patches a contiguous run
-        runs = (k,) if a_patch is None else (k, *patch_runs(a_patch))
+        runs = (k, lda) if a_patch is None else (k, *patch_runs(a_patch))
         if n % 4 == 0 and all(r % 4 == 0 for r in runs):
             name += program.VECTOR_SUFFIX
         self.emit(op, name, args, gsize, (rts, rts, 1))

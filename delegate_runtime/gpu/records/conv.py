@@ -129,10 +129,30 @@ def lower(lo, op: Operator) -> None:
             a, scale = Buf(source), lo.operand(gate)
         if lo.input_depthwise is not None:  # the depthwise convolution before it, absorbed
             a, *depthwise = depthwise_prologue(lo, lo.sg.operators[lo.input_depthwise])
-        mean = None
+        mean, affine = None, None
         if lo.input_mean is not None:  # the MEAN over the pixels before it, absorbed
             a, mean = mean_prologue(lo, lo.sg.operators[lo.input_mean], ic)
-        lo.gemm(op, a, weights, bias, Buf(out), m, oc, ic, act, scale, snap, depthwise, a_mean=mean)
+        if lo.input_affine is not None:  # a constant MUL and ADD before it, absorbed
+            source, scale_t, shift_t, low, high = lo.input_affine
+            both = [lo.const_float(t).reshape(-1) for t in (scale_t, shift_t)]
+            a = Buf(source)
+            affine = (lo.add_const(f"t{scale_t}+t{shift_t}", np.concatenate(both)), low, high)
+        lo.gemm(
+            op,
+            a,
+            weights,
+            bias,
+            Buf(out),
+            m,
+            oc,
+            ic,
+            act,
+            scale,
+            snap,
+            depthwise,
+            a_mean=mean,
+            a_affine=affine,
+        )
         return
     pt, _ = padding_amounts(in_s[1], kh, sh, dh, o.get("padding", 0))
     pl, _ = padding_amounts(in_s[2], kw, sw, dw, o.get("padding", 0))
