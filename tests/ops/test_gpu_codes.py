@@ -17,7 +17,8 @@ def _binary4d(x, out, n, op, act=0, step=0):
     for code in (step, 0, 0):
         epilogue += [np.array([code, 0], np.int32), x, np.zeros(4, np.float32)]
     shape, strides = _i4(1, 1, 1, n), _i4(0, 0, 0, 1)
-    return [x, x, out, shape, strides, strides, np.int32(op), *epilogue]
+    oview = np.array([n, 0], np.int32)
+    return [x, x, out, shape, strides, strides, np.int32(op), oview, *epilogue]
 
 
 @pytest.mark.parametrize(

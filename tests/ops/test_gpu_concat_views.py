@@ -157,6 +157,20 @@ def cell_with_branches() -> Built:
     return net.built([net.concat([a, p, b, d], 48)], copies=1)
 
 
+def cell_of_sums() -> Built:
+    """NASNet's cell outputs: sums made by a pooling kernel (ADD in its epilogue), a GEMM
+    (ADD of the other branch in its epilogue) and binary4d, each written in its slot."""
+    net = Net(2, 5, 6, 8, seed=17)
+    pooled = net.tensor(8, "pooled")
+    net.g.op("ADD", [net.pool(net.x, 8), net.x], [pooled])
+    a = net.conv(net.x, 8, 8, 1)
+    summed = net.tensor(8, "summed")
+    net.g.op("ADD", [net.conv(net.x, 8, 8, 1), a], [summed], fused_activation_function="RELU")
+    squared = net.tensor(8, "squared")
+    net.g.op("MUL", [net.x, net.x], [squared])
+    return net.built([net.concat([pooled, summed, squared], 24)], copies=0)
+
+
 def read_by_a_convolution() -> Built:
     """A concatenation's output read by a convolution as well as by the next one: the
     GEMM reads its input whole, so it stays a tensor of its own and is copied."""
@@ -204,6 +218,7 @@ CASES = {
     "block-after-a-pool": block_after_a_pool,
     "split-k-into-a-slot": split_k_into_a_slot,
     "cell-with-branches": cell_with_branches,
+    "cell-of-sums": cell_of_sums,
     "read-by-a-convolution": read_by_a_convolution,
     "slot-read-twice": slot_read_twice,
     "prefix-is-a-model-output": prefix_is_a_model_output,

@@ -5,9 +5,10 @@ per input. DenseNet's blocks concatenate the block so far with each new layer's 
 (`x = concat(x, f)`), NASNet's cells five or six branches: hundreds of copies per model.
 Instead, planned here once per partition:
 
-- an input that a GEMM makes and nothing else reads is written by that GEMM straight into
-  its slot of the output (a *slot*: gemm.cl.in's `ldc`, `coff`); where its producer turns
-  out not to be a GEMM, the concatenation copies it as before;
+- an input that nothing else reads is written by the kernel making it straight into its
+  slot of the output (a *slot*), where that kernel can: a GEMM (gemm.cl.in's `ldc`,
+  `coff`), `binary4d` or `pool2d` (their `oview`), their fused epilogues included; the
+  concatenation copies the others as before;
 - a concatenation's output that is the first input of a later one, and is otherwise read
   only by binary elementwise kernels (the strided reads of `binary4d`) or by a GEMM that
   reads it through a BatchNormalization's MUL and ADD (gemm.cl.in's `lda`), lives at the
@@ -46,7 +47,7 @@ class View:
 @dataclass
 class ConcatPlan:
     prefix: dict[int, View]  #: concatenation outputs living in a later one's output
-    slots: dict[int, View]  #: inputs a GEMM may write in place (else they are copied)
+    slots: dict[int, View]  #: inputs their kernel may write in place (else they are copied)
     concats: set[int]  #: the concatenation nodes the views belong to
 
 

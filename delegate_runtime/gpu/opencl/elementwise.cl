@@ -2,7 +2,7 @@
 // op: a BINARY_* code; an unknown code writes NaN.
 __kernel void binary4d(__global const store_t* x, __global const store_t* y,
                        __global store_t* out, int4 shape, int4 xs, int4 ys, int op,
-                       EPILOGUE_PARAMS) {
+                       int2 oview, EPILOGUE_PARAMS) {
   int i = get_global_id(0);
   int total = shape.x * shape.y * shape.z * shape.w;
   if (i >= total) return;
@@ -24,7 +24,8 @@ __kernel void binary4d(__global const store_t* x, __global const store_t* y,
     case BINARY_LOGICAL_AND: o = (u != 0.0f && v != 0.0f) ? 1.0f : 0.0f; break;
     default: o = NAN; break;
   }
-  ST(out, i, EPILOGUE(o, i, d3));
+  // pixels oview.x values apart from channel oview.y: a concatenation's slot, or (C, 0)
+  ST(out, (i / shape.w) * oview.x + oview.y + d3, EPILOGUE(o, i, d3));
 }
 
 // Unary ops: op is a UNARY_* code; an unknown code writes NaN.

@@ -223,9 +223,10 @@ class Lowerer:
             return self.views.prefix[t]
         return self.views.slots[t] if t in self.in_place else None
 
-    def _store_view(self, out: Any) -> tuple[int, int] | None:
-        """(row stride, first column) for a GEMM writing `out` into its concatenation's
-        slot, which it then does (recorded), or None."""
+    def store_view(self, out: Any) -> tuple[int, int] | None:
+        """(pixel stride, first channel) for a kernel writing `out` into its
+        concatenation's slot, which it then does (recorded), or None. Kernels that can:
+        the GEMMs (ldc, coff), binary4d and pool2d (oview)."""
         if not isinstance(out, Buf):
             return None
         t = out.tensor
@@ -237,6 +238,10 @@ class Lowerer:
         self.in_place.add(t)
         self.out.alias[t] = slot.root
         return slot.stride, slot.offset
+
+    def oview(self, out: Any, channels: int) -> np.ndarray:
+        """The int2 `oview` argument of a kernel writing `out` of `channels` channels."""
+        return np.array(self.store_view(out) or (channels, 0), np.int32)
 
     def _record(self, op: Operator):
         record = record_for(op.op)
@@ -308,6 +313,7 @@ class Lowerer:
                 strides(a),
                 strides(b),
                 np.int32(code),
+                self.oview(Buf(op.outputs[0]), out_shape[3]),
                 *self.epilogue(act),
             ],
             n,
@@ -378,7 +384,7 @@ class Lowerer:
             elif a_mean is not None:
                 name += program.MEAN_SUFFIX
                 args.append(a_mean)
-        ldc, coff = self._store_view(out) or (n, 0)
+        ldc, coff = self.store_view(out) or (n, 0)
         args += list(map(np.int32, (m, n, k, kps, lda, ldc, coff)))
         args += self.epilogue(act)
         # four at a time where no load crosses a row of A, nor for patches a contiguous run

@@ -1,13 +1,15 @@
 // kind POOL_AVERAGE (counting only inside the input) or POOL_MAX; an unknown kind writes NaN.
 __kernel void pool2d(__global const store_t* in, __global store_t* out, int4 in_shape,
                      int4 out_shape, int kh, int kw, int sh, int sw, int pad_t, int pad_l,
-                     int kind, EPILOGUE_PARAMS) {
+                     int kind, int2 oview, EPILOGUE_PARAMS) {
   int c = get_global_id(0), x = get_global_id(1), ny = get_global_id(2);
   int C = out_shape.w, OH = out_shape.y, OW = out_shape.z;
   if (c >= C || x >= OW || ny >= out_shape.x * OH) return;
   int n = ny / OH, y = ny % OH;
+  // pixels oview.x values apart from channel oview.y: a concatenation's slot, or (C, 0)
+  int at = ((n * OH + y) * OW + x) * oview.x + oview.y + c;
   if (kind != POOL_AVERAGE && kind != POOL_MAX) {
-    ST(out, ((n * OH + y) * OW + x) * C + c, NAN);
+    ST(out, at, NAN);
     return;
   }
   bool is_max = kind == POOL_MAX;
@@ -28,5 +30,5 @@ __kernel void pool2d(__global const store_t* in, __global store_t* out, int4 in_
   }
   if (!is_max) acc = count ? acc / count : 0.0f;
   int o = ((n * OH + y) * OW + x) * C + c;
-  ST(out, o, EPILOGUE(acc, o, c));
+  ST(out, at, EPILOGUE(acc, o, c));
 }

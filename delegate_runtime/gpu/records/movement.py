@@ -65,8 +65,8 @@ def lower_reshape(lo, op: Operator) -> None:
 
 def lower_concatenation(lo, op: Operator) -> None:
     """A strided copy per input, except for the inputs already in place: written into
-    their slot by the GEMM making them, or concatenations living in this output's buffer
-    (opencl/concat_views.py)."""
+    their slot by the kernel making them, or concatenations living in this output's
+    buffer (opencl/concat_views.py)."""
     out = op.outputs[0]
     out_shape = lo.t(out).shape
     axis = op.options.get("axis", 0) % len(out_shape) + (4 - len(out_shape))

@@ -70,6 +70,7 @@ def _lower(lo, op: Operator, kind: Pool) -> None:
             i4(in_s),
             i4(out_s),
             *map(np.int32, (kh, kw, sh, sw, pt, pl, kind)),
+            lo.oview(Buf(out), out_s[3]),
             *lo.epilogue(act),
         ],
         g,
