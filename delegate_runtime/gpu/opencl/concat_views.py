@@ -11,13 +11,15 @@ Instead, planned here once per partition:
   concatenation copies the others as before;
 - a concatenation's output that is the first input of a later one, and is otherwise read
   only by binary elementwise kernels (the strided reads of `binary4d`) or by a GEMM that
-  reads it through a BatchNormalization's MUL and ADD (gemm.cl.in's `lda`), lives at the
+  reads it through a MUL it absorbed (a BatchNormalization's or a gate's: gemm.cl.in's
+  `lda`), lives at the
   start of each pixel of the later output (a *prefix*): DenseNet's `x` grows in place.
 
 A view is the channels [offset, offset + C) of every pixel of its root's buffer, whose
-pixels are `stride` channels apart. Only float tensors of the partition qualify: nothing
-read outside it, no quantization step (it would run over the whole buffer), no fused
-activation on the concatenation.
+pixels are `stride` channels apart. Only tensors of the partition qualify (nothing read
+outside it), of concatenations with no fused activation whose inputs and output are float
+or share one int8 grid (then the concatenation's quantize-and-dequantize step is skipped:
+every value is already on that grid).
 """
 
 from __future__ import annotations
@@ -59,13 +61,22 @@ def _channel_concat(op: Operator, sg: Subgraph) -> bool:
         and 1 <= rank <= 4
         and op.options.get("axis", 0) % rank == rank - 1
         and not op.options.get("fused_activation_function", 0)
-        and all(_plain_float(sg, t) for t in (*op.inputs, *op.outputs))
+        and all(t >= 0 for t in op.inputs)
+        and len({_grid(sg, t) for t in (*op.inputs, *op.outputs)}) == 1
     )
 
 
-def _plain_float(sg: Subgraph, t: int) -> bool:
+def _grid(sg: Subgraph, t: int) -> tuple | None:
+    """What a tensor's values lie on: None for float, (scale, zero point) for a tensor
+    quantized per tensor; a concatenation whose inputs and output share one grid copies
+    values already on it (its quantize-and-dequantize step changes nothing)."""
     tensor = sg.tensors[t]
-    return t >= 0 and tensor.dtype.kind == "f" and tensor.quantization is None
+    q = tensor.quantization
+    if tensor.dtype.kind == "f" and q is None:
+        return None
+    if q is None or q.per_channel or tensor.dtype.kind not in "iu":
+        return ("unsupported", t)  # unlike any other tensor's
+    return (tensor.dtype.str, float(q.scale[0]), int(q.zero_point[0]))
 
 
 def plan_concat_views(
@@ -73,11 +84,11 @@ def plan_concat_views(
     nodes: list[int],
     leaving: set[int],
     absorbed: set[int],
-    affine_muls: set[int] = frozenset(),
+    gemm_muls: set[int] = frozenset(),
 ) -> ConcatPlan:
     """The views of one partition's channel concatenations. `leaving`: tensors read after
     the partition; `absorbed`: nodes fused into another node's kernel (they read their
-    inputs as epilogue operands, never through strides), but for `affine_muls`: MULs
+    inputs as epilogue operands, never through strides), but for `gemm_muls`: MULs
     whose GEMM reads their input itself, through a row stride (gemm.cl.in's `lda`)."""
     inside = set(nodes)
     producer = {t: n for n in nodes for t in sg.operators[n].outputs}
@@ -102,7 +113,7 @@ def plan_concat_views(
             continue
         others = [r for r in readers.get(first, []) if r != n]
         strided = all(
-            r in affine_muls
+            r in gemm_muls
             or (r in inside and r not in absorbed and sg.operators[r].op in STRIDED_READERS)
             for r in others
         )

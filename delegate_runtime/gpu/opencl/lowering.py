@@ -178,6 +178,8 @@ class Lowerer:
         """Append the launches of `op` alone (its record's lowering), then snap quantized
         outputs."""
         self._record(op).lower(self, op)
+        if op.index in self.views.concats:
+            return  # its inputs are on its output's grid already (concat_views.py)
         for out in op.outputs:
             self.qdq(op, out)
 
@@ -188,9 +190,10 @@ class Lowerer:
         chains = plan_fusion(self.sg, nodes, leaving)
         fused = {n: chain.nodes for n, chain in chains.items()}
         absorbed = {m for members in fused.values() for m in members}
-        # a GEMM reading an affine input reads it with a row stride: its MUL may read a view
-        affine_muls = {c.before[0] for c in chains.values() if c.input_affine is not None}
-        self.views = plan_concat_views(self.sg, nodes, leaving, absorbed, affine_muls)
+        # a GEMM scaling its input as it loads it (a gate, a BatchNorm) reads it with a row
+        # stride: the MUL it absorbed may read a view
+        gemm_muls = {c.before[0] for c in chains.values() if c.input_affine or c.input_scale}
+        self.views = plan_concat_views(self.sg, nodes, leaving, absorbed, gemm_muls)
         for t, view in self.views.prefix.items():
             self.out.alias[t] = view.root
         for n in launch_order(self.sg, nodes, fused):
