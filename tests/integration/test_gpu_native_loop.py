@@ -47,15 +47,22 @@ def lib():
 
 
 @pytest.fixture()
-def native(tmp_path, monkeypatch):
+def decide_again(monkeypatch):
+    """native_loop with its once-per-process decision undone before and after the test,
+    and no DEVICEFARM_NATIVE_LOOP from the environment."""
     from delegate_runtime.gpu.opencl import native_loop
 
     monkeypatch.delenv("DEVICEFARM_NATIVE_LOOP", raising=False)
     native_loop.forget()
-    built = native_loop.native_loop(tmp_path)
-    require(built is not None, f"the C launch loop ({native_loop.unavailable()})")
-    yield built
+    yield native_loop
     native_loop.forget()
+
+
+@pytest.fixture()
+def native(tmp_path, decide_again):
+    built = decide_again.native_loop(tmp_path)
+    require(built is not None, f"the C launch loop ({decide_again.unavailable()})")
+    return built
 
 
 def launches(context, shapes):
@@ -125,106 +132,67 @@ def test_both_loops_name_the_failing_launch(context, lib, native, loop):
     assert "CL_INVALID_WORK_GROUP_SIZE" in str(named) or "CL_INVALID_WORK_ITEM_SIZE" in str(named)
 
 
-def test_a_session_runs_a_model_through_the_c_loop(tmp_path, monkeypatch):
+def test_a_session_runs_a_model_through_the_c_loop(tmp_path, monkeypatch, decide_again):
     """A whole model through GpuSession: the C loop is the one its executor uses, and the
     outputs match the CPU reference."""
     from delegate_runtime.gpu.delegate import GpuSession
-    from delegate_runtime.gpu.opencl import native_loop
     from delegate_runtime.interpreter import Interpreter
     from tests.integration.test_gpu_errors import mixed_model
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    native_loop.forget()
-    try:
-        model = read_model(mixed_model())
-        session = GpuSession(model, precision="fp32", log=io.StringIO())
-        require(session.launch_loop != "python", f"the C launch loop ({session.launch_loop_why})")
-        assert session.launch_loop == "c"
-        assert session.init_phases_ms["launch_loop"] >= 0
-        x = np.random.default_rng(3).standard_normal((1, 6, 6, 4)).astype(np.float32)
-        want = Interpreter(model).invoke([x])[0]
-        for _ in range(2):  # the second invoke reuses the prepared arguments
-            np.testing.assert_allclose(session.invoke([x])[0], want, rtol=1e-5, atol=1e-5)
-    finally:
-        native_loop.forget()
+    model = read_model(mixed_model())
+    session = GpuSession(model, precision="fp32", log=io.StringIO())
+    require(session.launch_loop != "python", f"the C launch loop ({session.launch_loop_why})")
+    assert session.launch_loop == "c"
+    assert session.init_phases_ms["launch_loop"] >= 0
+    x = np.random.default_rng(3).standard_normal((1, 6, 6, 4)).astype(np.float32)
+    want = Interpreter(model).invoke([x])[0]
+    for _ in range(2):  # the second invoke reuses the prepared arguments
+        np.testing.assert_allclose(session.invoke([x])[0], want, rtol=1e-5, atol=1e-5)
 
 
-def test_switched_off_by_the_environment(tmp_path, monkeypatch):
-    from delegate_runtime.gpu.opencl import native_loop
-
+def test_switched_off_by_the_environment(tmp_path, monkeypatch, decide_again):
     monkeypatch.setenv("DEVICEFARM_NATIVE_LOOP", "0")
-    native_loop.forget()
-    try:
-        assert native_loop.native_loop(tmp_path) is None
-        assert native_loop.unavailable() == "DEVICEFARM_NATIVE_LOOP=0"
-    finally:
-        native_loop.forget()
+    assert decide_again.native_loop(tmp_path) is None
+    assert decide_again.unavailable() == "DEVICEFARM_NATIVE_LOOP=0"
 
 
-def test_no_compiler_leaves_the_python_loop(tmp_path, monkeypatch):
-    from delegate_runtime.gpu.opencl import native_loop
-
-    monkeypatch.delenv("DEVICEFARM_NATIVE_LOOP", raising=False)
+def test_no_compiler_leaves_the_python_loop(tmp_path, monkeypatch, decide_again):
     monkeypatch.delenv("CC", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    native_loop.forget()
-    try:
-        assert native_loop.native_loop(tmp_path) is None
-        assert "no C compiler" in native_loop.unavailable()
-    finally:
-        native_loop.forget()
+    assert decide_again.native_loop(tmp_path) is None
+    assert "no C compiler" in decide_again.unavailable()
 
 
-def test_a_failing_compiler_is_reported(tmp_path, monkeypatch):
-    from delegate_runtime.gpu.opencl import native_loop
-
+def test_a_failing_compiler_is_reported(tmp_path, monkeypatch, decide_again):
     fake = tmp_path / "badcc"
     fake.write_text("#!/bin/sh\necho 'badcc: cannot compile' >&2\nexit 1\n")
     fake.chmod(0o755)
-    monkeypatch.delenv("DEVICEFARM_NATIVE_LOOP", raising=False)
     monkeypatch.setenv("CC", str(fake))
-    native_loop.forget()
-    try:
-        assert native_loop.native_loop(tmp_path) is None
-        why = native_loop.unavailable()
-        assert "building launch_loop.c failed" in why and "badcc: cannot compile" in why
-        assert not list((tmp_path / "native").glob("*.so")), "no half-written build is kept"
-    finally:
-        native_loop.forget()
+    assert decide_again.native_loop(tmp_path) is None
+    why = decide_again.unavailable()
+    assert "building launch_loop.c failed" in why and "badcc: cannot compile" in why
+    assert not list((tmp_path / "native").glob("*.so")), "no half-written build is kept"
 
 
-def test_a_broken_cached_build_is_rebuilt(tmp_path, monkeypatch):
-    from delegate_runtime.gpu.opencl import native_loop
-
-    monkeypatch.delenv("DEVICEFARM_NATIVE_LOOP", raising=False)
-    cc = native_loop.compiler()
+def test_a_broken_cached_build_is_rebuilt(tmp_path, decide_again):
+    cc = decide_again.compiler()
     require(cc is not None, "a C compiler (cc, gcc or clang)")
-    target = native_loop.library_path(tmp_path, cc)
+    target = decide_again.library_path(tmp_path, cc)
     target.parent.mkdir(parents=True)
     target.write_bytes(b"\x7fELF truncated")
-    native_loop.forget()
-    try:
-        assert native_loop.native_loop(tmp_path) is not None, native_loop.unavailable()
-        assert target.read_bytes()[:4] == b"\x7fELF" and target.stat().st_size > 1000
-        assert oct(target.parent.stat().st_mode & 0o777) == oct(0o700)
-    finally:
-        native_loop.forget()
+    assert decide_again.native_loop(tmp_path) is not None, decide_again.unavailable()
+    assert target.read_bytes()[:4] == b"\x7fELF" and target.stat().st_size > 1000
+    assert oct(target.parent.stat().st_mode & 0o777) == oct(0o700)
 
 
-def test_the_build_is_reused(tmp_path, monkeypatch):
-    from delegate_runtime.gpu.opencl import native_loop
-
-    monkeypatch.delenv("DEVICEFARM_NATIVE_LOOP", raising=False)
-    cc = native_loop.compiler()
+def test_the_build_is_reused(tmp_path, decide_again):
+    cc = decide_again.compiler()
     require(cc is not None, "a C compiler (cc, gcc or clang)")
-    native_loop.forget()
-    try:
-        assert native_loop.native_loop(tmp_path) is not None, native_loop.unavailable()
-        target = native_loop.library_path(tmp_path, cc)
-        first = target.stat().st_mtime_ns
-        native_loop.forget()
-        assert native_loop.native_loop(tmp_path) is not None
-        assert target.stat().st_mtime_ns == first
-        assert [p.name for p in target.parent.iterdir()] == [target.name]
-    finally:
-        native_loop.forget()
+    assert decide_again.native_loop(tmp_path) is not None, decide_again.unavailable()
+    target = decide_again.library_path(tmp_path, cc)
+    first = target.stat().st_mtime_ns
+    decide_again.forget()
+    assert decide_again.native_loop(tmp_path) is not None
+    assert target.stat().st_mtime_ns == first
+    assert [p.name for p in target.parent.iterdir()] == [target.name]
