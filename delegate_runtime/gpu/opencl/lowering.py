@@ -162,6 +162,8 @@ class Lowerer:
         q = t.quantization
         if q is None or t.dtype.kind not in "iu" or q.per_channel:
             return
+        if self.view(out) is not None:  # a contiguous launch would snap the wrong values
+            raise ValueError(f"tensor {out} lives in a concatenation; its kernel must snap it")
         info = np.iinfo(t.dtype)
         scale, zp = float(q.scale[0]), int(q.zero_point[0])
         lo, hi = scale * (info.min - zp), scale * (info.max - zp)
