@@ -202,6 +202,18 @@ def prefix_is_a_model_output() -> Built:
     return net.built([net.concat([x, f], 16), x], copies=1)
 
 
+def prefix_broadcast_by_its_reader() -> Built:
+    """The block so far is read by an ADD that broadcasts it over a batch of two: read
+    through its own strides, so it keeps its buffer and is copied into the next one."""
+    net = Net(1, 4, 4, 6, seed=19)
+    z = net.g.input("z", (2, 4, 4, 16), F)
+    net.inputs.append(np.random.default_rng(20).uniform(-2, 2, (2, 4, 4, 16)).astype(F))
+    x = net.concat([net.conv(net.x, 6, 8, 1), net.conv(net.x, 6, 8, 1)], 16)
+    y = net.g.tensor("y", (2, 4, 4, 16), F)
+    net.g.op("ADD", [z, x], [y])  # the larger first: the delegate's broadcast rule
+    return net.built([y, net.concat([x, net.conv(net.x, 6, 4, 1)], 20)], copies=1)
+
+
 def concat_on_width() -> Built:
     """Along the width, not channels: every input copied as before."""
     net = Net(1, 4, 4, 6, seed=15)
@@ -260,6 +272,7 @@ CASES = {
     "read-by-a-convolution": read_by_a_convolution,
     "slot-read-twice": slot_read_twice,
     "prefix-is-a-model-output": prefix_is_a_model_output,
+    "prefix-broadcast-by-its-reader": prefix_broadcast_by_its_reader,
     "concat-on-width": concat_on_width,
     "int8-one-grid": int8_block(),
 }

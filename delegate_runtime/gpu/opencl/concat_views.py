@@ -112,9 +112,16 @@ def plan_concat_views(
         if source not in concat_set or first in outside:
             continue
         others = [r for r in readers.get(first, []) if r != n]
+        shape = tuple(sg.tensors[first].shape)
         strided = all(
             r in gemm_muls
-            or (r in inside and r not in absorbed and sg.operators[r].op in STRIDED_READERS)
+            or (
+                r in inside
+                and r not in absorbed
+                and sg.operators[r].op in STRIDED_READERS
+                # read whole, not broadcast: the view's strides are the reader's strides
+                and tuple(sg.tensors[sg.operators[r].outputs[0]].shape) == shape
+            )
             for r in others
         )
         if strided and sg.operators[n].inputs.count(first) == 1:
