@@ -152,6 +152,7 @@ def plan_concat_views(
             if (
                 made_by is not None
                 and made_by not in concat_set
+                and len(sg.operators[made_by].outputs) == 1  # its kernel writes t last
                 and t not in outside
                 and only_reader(t, n)
             ):
