@@ -72,6 +72,82 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.clFinish.restype = _i32
 
 
+#: clGetProgramInfo's CL_PROGRAM_BINARY_SIZES and CL_PROGRAM_BINARIES
+_BINARY_SIZES, _BINARIES = ctypes.c_uint32(0x1165), ctypes.c_uint32(0x1166)
+
+
+def build_from_source(lib: ctypes.CDLL, ctx: Any, device: Any, source: str, options: str):
+    """A pyopencl Program made from `source` and built for `device`, and clBuildProgram's
+    status (0: built); `build_from_binary` likewise from a program binary. Through the C
+    API because ctypes lets other Python threads run during the call, where pyopencl holds
+    the interpreter for all of it, and a lab agent's heartbeat thread with it (its devices
+    went offline while PoCL compiled)."""
+    text = source.encode()
+    status = _i32(0)
+    create = lib.clCreateProgramWithSource
+    create.restype = _vp
+    handle = create(
+        _vp(ctx.int_ptr),
+        ctypes.c_uint32(1),
+        (ctypes.c_char_p * 1)(text),
+        (_size * 1)(len(text)),
+        ctypes.byref(status),
+    )
+    return _build(lib, handle, status, device, options, "clCreateProgramWithSource")
+
+
+def build_from_binary(lib: ctypes.CDLL, ctx: Any, device: Any, binary: bytes, options: str):
+    """As build_from_source, from a binary that clGetProgramInfo gave for this device."""
+    status, binary_status = _i32(0), _i32(0)
+    create = lib.clCreateProgramWithBinary
+    create.restype = _vp
+    handle = create(
+        _vp(ctx.int_ptr),
+        ctypes.c_uint32(1),
+        (_vp * 1)(device.int_ptr),
+        (_size * 1)(len(binary)),
+        (ctypes.c_char_p * 1)(binary),
+        ctypes.byref(binary_status),
+        ctypes.byref(status),
+    )
+    return _build(lib, handle, status, device, options, "clCreateProgramWithBinary")
+
+
+def _build(lib: ctypes.CDLL, handle: Any, status: Any, device: Any, options: str, made_by: str):
+    import pyopencl as cl
+
+    if status.value or not handle:
+        raise CLCallError(status.value, made_by)
+    program = cl.Program.from_int_ptr(handle, retain=False)  # owns the handle now
+    build = lib.clBuildProgram
+    build.restype = _i32
+    err = build(
+        _vp(handle), ctypes.c_uint32(1), (_vp * 1)(device.int_ptr), options.encode(), None, None
+    )
+    return program, err
+
+
+def program_binary(lib: ctypes.CDLL, program: Any) -> bytes:
+    """The built program's binary for its one device (b"" if the driver gives none). On
+    PoCL this compiles every kernel (about 90 s cold on a 2-core machine): through the C
+    API, so other threads run meanwhile."""
+    info = lib.clGetProgramInfo
+    info.restype = _i32
+    handle = _vp(program.int_ptr)
+    size = (_size * 1)()
+    err = info(handle, _BINARY_SIZES, _size(ctypes.sizeof(size)), size, None)
+    if err:
+        raise CLCallError(err, "clGetProgramInfo(CL_PROGRAM_BINARY_SIZES)")
+    if not size[0]:
+        return b""
+    data = ctypes.create_string_buffer(size[0])
+    pointers = (ctypes.c_char_p * 1)(ctypes.cast(data, ctypes.c_char_p))
+    err = info(handle, _BINARIES, _size(ctypes.sizeof(pointers)), pointers, None)
+    if err:
+        raise CLCallError(err, "clGetProgramInfo(CL_PROGRAM_BINARIES)")
+    return data.raw
+
+
 def _unchecked(lib: ctypes.CDLL, name: str) -> Any:
     """A second handle on `name` with no argtypes, called with ready ctypes objects only:
     the call skips ctypes' conversion of each argument. On the H200's host that is 1.5 us

@@ -12,6 +12,13 @@ from typing import Any
 
 from ..records import REGISTRY
 from .cache import CacheKey, KernelCache
+from .capi import (
+    CLCallError,
+    build_from_binary,
+    build_from_source,
+    opencl_library,
+    program_binary,
+)
 from .codes import opencl_defines
 from .runtime import DeviceInfo, guarded
 
@@ -138,6 +145,43 @@ def build_options(storage: str, info: DeviceInfo) -> str:
     return opts
 
 
+def build_source(ctx: Any, device: Any, source: str, options: str) -> Any:
+    """Build from source letting other threads run meanwhile (capi.build_from_source);
+    through pyopencl where the C library is not at hand. A failed build is built once
+    more by pyopencl, whose error carries the build log."""
+    import pyopencl as cl
+
+    lib = opencl_library()
+    if lib is None:
+        return cl.Program(ctx, source).build(options=options, devices=[device])
+    program, err = build_from_source(lib, ctx, device, source, options)
+    return _checked(program, err, device, options)
+
+
+def build_binary(ctx: Any, device: Any, binary: bytes, options: str) -> Any:
+    """A cached binary built as `build_source` builds source."""
+    import pyopencl as cl
+
+    lib = opencl_library()
+    if lib is None:
+        return cl.Program(ctx, [device], [binary]).build(options=options)
+    program, err = build_from_binary(lib, ctx, device, binary, options)
+    return _checked(program, err, device, options)
+
+
+def _checked(program: Any, err: int, device: Any, options: str) -> Any:
+    """`program` if it built; else pyopencl builds it once more, to raise its error with
+    the build log. A non-empty log warns, as pyopencl's own build does."""
+    import pyopencl as cl
+
+    if err:
+        program.build(options=options, devices=[device])  # raises, with the log
+    log = program.get_build_info(device, cl.program_build_info.LOG) or ""
+    if log.strip():  # as pyopencl warns for a non-empty log (build_quietly sorts them)
+        warnings.warn(f"Built kernels with output: {log.strip()[:2000]}", cl.CompilerWarning, 2)
+    return program
+
+
 @dataclass
 class BuiltProgram:
     program: Any
@@ -164,21 +208,21 @@ def build_program(
         binary = cache.load(key)
         if binary is not None:
             try:
-                prg = build_quietly(
-                    lambda: cl.Program(ctx, [device], [binary]).build(options=options), device
-                )
+                prg = build_quietly(lambda: build_binary(ctx, device, binary, options), device)
                 return BuiltProgram(prg, True, str(cache.path(key)))
-            except cl.Error:
+            except (cl.Error, CLCallError):
                 cache._reject(cache.path(key))  # the driver refused it: rebuild from source
     prg = guarded(
         "building the delegate's kernels",
-        lambda: build_quietly(
-            lambda: cl.Program(ctx, source).build(options=options, devices=[device]), device
-        ),
+        lambda: build_quietly(lambda: build_source(ctx, device, source, options), device),
     )
     path = None
     if cache is not None:
-        binaries = prg.get_info(cl.program_info.BINARIES)
-        if binaries and binaries[0]:
-            path = str(cache.store(key, bytes(binaries[0])))
+        lib = opencl_library()
+        if lib is not None:
+            binary = guarded("reading the built program", lambda: program_binary(lib, prg))
+        else:
+            binary = (prg.get_info(cl.program_info.BINARIES) or [b""])[0]
+        if binary:
+            path = str(cache.store(key, bytes(binary)))
     return BuiltProgram(prg, False, path)

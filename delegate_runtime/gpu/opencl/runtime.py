@@ -50,12 +50,14 @@ def device_error(exc: Exception, doing: str) -> DeviceError:
 
 
 def guarded(doing: str, fn: Callable[[], T]) -> T:
-    """Run `fn`, mapping pyopencl failures to DeviceError."""
+    """Run `fn`, mapping pyopencl failures and failed C API calls to DeviceError."""
     import pyopencl as cl
+
+    from .capi import CLCallError
 
     try:
         return fn()
-    except cl.Error as exc:
+    except (cl.Error, CLCallError) as exc:
         raise device_error(exc, doing) from exc
 
 
