@@ -191,8 +191,21 @@ def test_wide_pointwise_after_a_stride1_depthwise_keeps_two_kernels(
     (fusion.DEPTHWISE_MAX_READER_CHANNELS)."""
     from delegate_runtime.gpu.delegate import GpuSession
 
-    shape = (1, 8, 8, 16)
-    out_hw = (8 // stride, 8 // stride)
+    shape = (1, 10, 10, 16)  # more pixels than DEPTHWISE_SMALL_MAP_PIXELS
+    out_hw = (-(-10 // stride), -(-10 // stride))
     model = separable(shape, cout, out_hw, stride=stride, padding="SAME")().model
+    session = GpuSession(read_model(model), log=io.StringIO())
+    assert (session.fused_kernels().get(1) == (1, 0)) is fused, session.fused_kernels()
+
+
+@pytest.mark.parametrize(
+    "cout,fused", [(176, True), (256, True), (512, False)], ids=["176", "256", "512"]
+)
+def test_small_map_absorbs_a_stride1_depthwise_up_to_256_channels(opencl_device, cout, fused):
+    """On a 7x7 map (NASNet's last cells: 176 channels) recomputing the depthwise outputs
+    per tile of channels costs less than a launch (fusion.DEPTHWISE_SMALL_MAP_PIXELS)."""
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    model = separable((1, 7, 7, 16), cout, (7, 7), padding="SAME")().model
     session = GpuSession(read_model(model), log=io.StringIO())
     assert (session.fused_kernels().get(1) == (1, 0)) is fused, session.fused_kernels()

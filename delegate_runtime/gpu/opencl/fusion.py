@@ -18,7 +18,11 @@ A depthwise convolution read only by a 1x1 convolution is absorbed
 by it too: the GEMM computes each depthwise output as it loads it, so the depthwise
 output is never stored (its activation and quantize-and-dequantize step included). A
 squeeze-excite's kernel computes the depthwise convolution making its input, storing it for
-the gate's MUL (`_depthwise_first`).
+the gate's MUL (`_depthwise_first`). A RELU (or RELU6) that no kernel absorbed,
+read only by 1x1 convolutions and by depthwise convolutions that such a convolution
+computes as it loads, is elided: each reader clamps the values it loads from the RELU's
+input (`_input_clamps`; NASNet's cells apply a RELU to each input of every separable
+convolution, whose input other branches read unclamped).
 """
 
 from __future__ import annotations
@@ -47,6 +51,12 @@ MAX_STEPS = 3
 #: stride-2 depthwise (18-23 us against 22-26, 128-1024 channels), and lost at 256-1024
 #: channels after a stride-1 one (36-38 us against 31-34).
 DEPTHWISE_MAX_READER_CHANNELS = 128
+#: On a map of at most this many pixels, a stride-1 depthwise convolution is absorbed by
+#: a 1x1 convolution of up to DEPTHWISE_SMALL_MAP_CHANNELS output channels: recomputing a
+#: 7x7 map's depthwise outputs per tile of channels costs less than a launch (NASNet's
+#: last cells: 7x7x176).
+DEPTHWISE_SMALL_MAP_PIXELS = 64
+DEPTHWISE_SMALL_MAP_CHANNELS = 256
 
 
 #: The most output channels of a GEMM that computes its input as a MEAN: it recomputes the
@@ -78,6 +88,11 @@ class Chain:
     #: a depthwise convolution's chain its kernel runs first, storing that chain's output
     #: too (a squeeze-excite computing its input)
     first: Chain | None = None
+    #: tensor -> (the tensor read instead, low, high): an elided RELU's output, which its
+    #: kernel reads as its input clamped (`_input_clamps`)
+    clamped: dict[int, tuple[int, float, float]] = field(default_factory=dict)
+    #: the elided RELUs its launches are named after (each RELU by one reader's kernel)
+    clamps: list[int] = field(default_factory=list)
 
     @property
     def nodes(self) -> list[int]:
@@ -143,7 +158,69 @@ def plan_fusion(sg: Subgraph, nodes: list[int], leaving: set[int]) -> dict[int, 
         chains[n] = chain
     _squeeze_excite(sg, chains, readers, produced_by, leaving, units)
     _means_into_readers(sg, chains, readers, leaving, units)
+    _input_clamps(sg, nodes, chains, readers, leaving)
     return chains
+
+
+#: Activation nodes a reader can apply to its input as it loads it, as (low, high) clamps
+#: (RELU_N1_TO_1 is no GPU op: TFLite's delegate refuses it as a node).
+_CLAMPS = {"RELU": (0.0, np.inf), "RELU6": (0.0, 6.0)}
+
+
+def _input_clamps(
+    sg: Subgraph,
+    nodes: list[int],
+    chains: dict[int, Chain],
+    readers: dict[int, list[int]],
+    leaving: set[int],
+) -> None:
+    """Elide each float RELU that no kernel absorbed and whose readers all clamp what
+    they load: 1x1 convolutions (GEMMs) reading it as their input with nothing absorbed
+    before them, and depthwise convolutions that such a GEMM computes as it loads
+    (`input_depthwise`). The readers' chains read the RELU's input instead; the RELU
+    launches nothing, and the first reader's kernel is named after it."""
+    inside = set(nodes)
+    computing = {c.input_depthwise: c for c in chains.values() if c.input_depthwise is not None}
+    absorbed = {m for c in chains.values() for m in c.nodes}
+    for r in nodes:
+        op = sg.operators[r]
+        if op.op not in _CLAMPS or r in absorbed or r in chains:
+            continue
+        x, y = op.inputs[0], op.outputs[0]
+        if (
+            y in leaving
+            or y in sg.outputs
+            or any(
+                sg.tensors[t].quantization is not None or sg.tensors[t].dtype.kind != "f"
+                for t in (x, y)
+            )
+        ):
+            continue
+        users = readers.get(y, [])
+        takers = [_clamping_reader(sg, u, y, chains, computing) for u in users]
+        if not users or not set(users) <= inside or any(t is None for t in takers):
+            continue
+        for taker in takers:
+            taker.clamped[y] = (x, *_CLAMPS[op.op])
+        takers[0].clamps.append(r)
+
+
+def _clamping_reader(
+    sg: Subgraph, u: int, y: int, chains: dict[int, Chain], computing: dict[int, Chain]
+) -> Chain | None:
+    """The chain whose kernel loads node u's input y and can clamp it as it does, or None."""
+    op = sg.operators[u]
+    if op.inputs.count(y) != 1 or op.inputs[0] != y:
+        return None
+    if op.op == "DEPTHWISE_CONV_2D":
+        reader = computing.get(u)  # the GEMM computing this depthwise output
+        return reader if reader is not None and reader.before == [u] else None
+    chain = chains.get(u)
+    if chain is None or op.op != "CONV_2D" or not is_gemm(op, sg):
+        return None
+    if chain.before or chain.then or chain.first or chain.input_mean is not None:
+        return None
+    return chain
 
 
 def _operands_ready(
@@ -444,10 +521,14 @@ def _sole_input_producer(
 
 def _recomputes_too_often(depthwise: Operator, conv: Operator, sg: Subgraph) -> bool:
     """Whether fusing `depthwise` into `conv` would cost more than it saves (see
-    DEPTHWISE_MAX_READER_CHANNELS)."""
+    DEPTHWISE_MAX_READER_CHANNELS and DEPTHWISE_SMALL_MAP_PIXELS)."""
     o = depthwise.options
     strided = o.get("stride_h", 1) > 1 or o.get("stride_w", 1) > 1
-    return not strided and sg.tensors[conv.outputs[0]].shape[-1] > DEPTHWISE_MAX_READER_CHANNELS
+    channels = sg.tensors[conv.outputs[0]].shape[-1]
+    _, h, w, _ = sg.tensors[depthwise.outputs[0]].shape
+    if h * w <= DEPTHWISE_SMALL_MAP_PIXELS and channels <= DEPTHWISE_SMALL_MAP_CHANNELS:
+        return False
+    return not strided and channels > DEPTHWISE_MAX_READER_CHANNELS
 
 
 def _pads(

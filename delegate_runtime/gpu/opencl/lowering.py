@@ -96,6 +96,9 @@ class Lowerer:
         #: (input, scale, shift, low, high) of the node being lowered, when it absorbed a
         #: constant MUL and ADD before it: it reads clamp(input * scale + shift, low, high)
         self.input_affine: tuple[int, int, int, float, float] | None = None
+        #: tensor -> (tensor, low, high): the node being lowered reads the first as the
+        #: second clamped (an elided RELU, fusion.py's `_input_clamps`)
+        self.clamped: dict[int, tuple[int, float, float]] = {}
         #: (input, top, left) of the node being lowered, when it absorbed a PAD before it
         self.input_pad: tuple[int, int, int] | None = None
         #: the depthwise node whose output the node being lowered computes as it loads it
@@ -198,9 +201,12 @@ class Lowerer:
         self.views = plan_concat_views(self.sg, nodes, leaving, absorbed, gemm_muls)
         for t, view in self.views.prefix.items():
             self.out.alias[t] = view.root
+        elided = {r for c in chains.values() for r in c.clamps}  # their readers clamp
         for n in launch_order(self.sg, nodes, fused):
             op = self.sg.operators[n]
             chain = chains.get(n)
+            if n in elided:
+                continue
             if chain is None:
                 self.lower(op)
                 continue
@@ -210,6 +216,7 @@ class Lowerer:
             self.steps, self.input_scale = chain.steps, chain.input_scale
             self.input_pad, self.input_depthwise = chain.input_pad, chain.input_depthwise
             self.input_mean, self.input_affine = chain.input_mean, chain.input_affine
+            self.clamped = chain.clamped
             try:
                 if chain.then:
                     squeeze_excite.lower(self, op, chain)
@@ -218,9 +225,9 @@ class Lowerer:
             finally:
                 self.steps, self.input_scale = [], None
                 self.input_pad, self.input_depthwise, self.input_mean = None, None, None
-                self.input_affine = None
+                self.input_affine, self.clamped = None, {}
             for launch in self.out.launches[first:]:
-                launch.covers = (n, *chain.nodes)
+                launch.covers = (n, *chain.nodes, *chain.clamps)
 
     def view(self, t: int) -> View | None:
         """Where tensor t lives inside a concatenation's output, if it does."""

@@ -176,7 +176,7 @@ void squeeze_excite_dw(SE_DW_PARAMS) {
   if (r < C)
     for (int i = s * per_slice + ly; i < end; i += SE_ROWS) {
       int o = i * C + r;
-      float value = EPILOGUE_AS(d, depthwise_sum(dx, dw, db, din, dout, dgeo, i, r), o, r);
+      float value = EPILOGUE_AS(d, depthwise_sum(dx, dw, db, din, dout, dgeo, i, r, NO_CLAMP), o, r);
       ST(x, o, value);
       acc += as_stored(value);
     }
@@ -194,7 +194,7 @@ void squeeze_excite_dw4(SE_DW_PARAMS) {
   float4 sum = (float4)(0.0f);
   if (c < C)
     for (int i = s * per_slice + row; i < end; i += SE_THREADS / 8) {
-      float4 v = depthwise_sum4(dx, dw, db, din, dout, dgeo, i, c4);
+      float4 v = depthwise_sum4(dx, dw, db, din, dout, dgeo, i, c4, NO_CLAMP);
       int o = i * C + c;
       v = (float4)(EPILOGUE_AS(d, v.x, o, c), EPILOGUE_AS(d, v.y, o + 1, c + 1),
                    EPILOGUE_AS(d, v.z, o + 2, c + 2), EPILOGUE_AS(d, v.w, o + 3, c + 3));

@@ -137,6 +137,10 @@ def lower(lo, op: Operator) -> None:
             both = [lo.const_float(t).reshape(-1) for t in (scale_t, shift_t)]
             a = Buf(source)
             affine = (lo.add_const(f"t{scale_t}+t{shift_t}", np.concatenate(both)), low, high)
+        elif x in lo.clamped and isinstance(a, Buf) and a.tensor == x:  # a RELU, elided
+            source, low, high = lo.clamped[x]
+            identity = np.concatenate([np.ones(ic, np.float32), np.zeros(ic, np.float32)])
+            a, affine = Buf(source), (lo.add_const(f"identity{ic}", identity), low, high)
         lo.gemm(
             op,
             a,

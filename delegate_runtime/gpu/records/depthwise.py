@@ -108,14 +108,22 @@ def window_args(lo, op: Operator) -> list:
 def prologue_args(lo, op: Operator) -> list:
     """The arguments with which a GEMM computes this node's output as it loads it
     (depthwise_at.cl): window_args, then the fused activation and the
-    quantize-and-dequantize step of its output (or none)."""
+    quantize-and-dequantize step of its output (or none), and the clamp of each input
+    value as it is loaded (a RELU before it that fusion elided: lowering's `clamped`)."""
     snap = qdq_step(lo.sg, op.outputs[0])
     step = snap[0] if snap else StepSpec(Step.NONE)
+    args = window_args(lo, op)
+    low, high = -np.inf, np.inf
+    clamped = lo.clamped.get(args[0].tensor)
+    if clamped is not None:
+        source, low, high = clamped
+        args[0] = Buf(source)
     return [
-        *window_args(lo, op),
+        *args,
         np.int32(Act(op.options.get("fused_activation_function", 0))),
         np.array((Step(step.code), step.source), np.int32),
         np.array(step.params, np.float32),
+        np.array((low, high), np.float32),
     ]
 
 
