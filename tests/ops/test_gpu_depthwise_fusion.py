@@ -145,7 +145,8 @@ CASES: dict[str, tuple[Callable[[], Built], str]] = {
         "gemm32dwv",
     ),
     "batch2": (separable((2, 6, 7, 8), 12, (6, 7)), "gemm32dwv"),
-    "5x5-dilated-odd-channels": (separable((1, 9, 9, 6), 5, (9, 9), k=5, dilation=2), "gemm32dw"),
+    # odd channels are absorbed on a small map only (fusion.DEPTHWISE_ALIGNED)
+    "5x5-dilated-odd-channels": (separable((1, 7, 7, 6), 5, (7, 7), k=5, dilation=2), "gemm32dw"),
     "split-k": (separable((1, 7, 7, 256), 8, (7, 7)), "gemm32dwv"),
     "residual-add-relu": (separable_residual, "gemm32dwv"),
     "pad-depthwise-stride2": (pad_depthwise_pointwise, "gemm32dwv"),
@@ -196,6 +197,16 @@ def test_wide_pointwise_after_a_stride1_depthwise_keeps_two_kernels(
     model = separable(shape, cout, out_hw, stride=stride, padding="SAME")().model
     session = GpuSession(read_model(model), log=io.StringIO())
     assert (session.fused_kernels().get(1) == (1, 0)) is fused, session.fused_kernels()
+
+
+def test_odd_channels_off_a_small_map_keep_two_kernels(opencl_device):
+    """Channels not a multiple of four: the GEMM would compute the depthwise outputs one
+    at a time, slower than the launch it saves (fusion.DEPTHWISE_ALIGNED)."""
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    model = separable((1, 10, 10, 6), 8, (10, 10), padding="SAME")().model
+    session = GpuSession(read_model(model), log=io.StringIO())
+    assert session.fused_kernels().get(1) is None, session.fused_kernels()
 
 
 @pytest.mark.parametrize(

@@ -57,6 +57,13 @@ DEPTHWISE_MAX_READER_CHANNELS = 128
 #: last cells: 7x7x176).
 DEPTHWISE_SMALL_MAP_PIXELS = 64
 DEPTHWISE_SMALL_MAP_CHANNELS = 256
+#: Off a small map, a depthwise convolution is absorbed only where its channels are a
+#: multiple of four (the GEMM's four-wide loads and depthwise sums). On an H100 NASNet's
+#: first cells (11 and 22 channels, 5x5 and 7x7 windows on 56x56 to 112x112 maps) took
+#: 21-60 us per fused kernel; as two kernels, NASNetMobile ran 1.06x (fp32) and 1.09x
+#: (fp16) faster (`bench/ab_trees.py`, 2026-11-28). Refusing windows over 3x3 as well
+#: measured 1.08x in fp32 but 0.86x in fp16.
+DEPTHWISE_ALIGNED = 4
 
 
 #: The most output channels of a GEMM that computes its input as a MEAN: it recomputes the
@@ -525,9 +532,11 @@ def _recomputes_too_often(depthwise: Operator, conv: Operator, sg: Subgraph) -> 
     o = depthwise.options
     strided = o.get("stride_h", 1) > 1 or o.get("stride_w", 1) > 1
     channels = sg.tensors[conv.outputs[0]].shape[-1]
-    _, h, w, _ = sg.tensors[depthwise.outputs[0]].shape
+    _, h, w, c = sg.tensors[depthwise.outputs[0]].shape
     if h * w <= DEPTHWISE_SMALL_MAP_PIXELS and channels <= DEPTHWISE_SMALL_MAP_CHANNELS:
         return False
+    if c % DEPTHWISE_ALIGNED:
+        return True
     return not strided and channels > DEPTHWISE_MAX_READER_CHANNELS
 
 
