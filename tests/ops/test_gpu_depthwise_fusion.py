@@ -146,7 +146,9 @@ CASES: dict[str, tuple[Callable[[], Built], str]] = {
     ),
     "batch2": (separable((2, 6, 7, 8), 12, (6, 7)), "gemm32dwv"),
     # odd channels are absorbed on a small map only (fusion.DEPTHWISE_ALIGNED)
-    "5x5-dilated-odd-channels": (separable((1, 7, 7, 6), 5, (7, 7), k=5, dilation=2), "gemm32dw"),
+    # (a window over 3x3 on a GEMM that leaves compute units idle: the 16-wide tile)
+    "5x5-dilated-odd-channels": (separable((1, 7, 7, 6), 5, (7, 7), k=5, dilation=2), "gemm16dw"),
+    "7x7-wide-tile": (separable((1, 9, 9, 8), 12, (9, 9), k=7), "gemm16dwv"),
     "split-k": (separable((1, 7, 7, 256), 8, (7, 7)), "gemm32dwv"),
     "residual-add-relu": (separable_residual, "gemm32dwv"),
     "pad-depthwise-stride2": (pad_depthwise_pointwise, "gemm32dwv"),

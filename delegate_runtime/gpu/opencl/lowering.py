@@ -18,6 +18,7 @@ from ...graph import Operator, Subgraph, Tensor
 from ...ops.common import dequantize
 from ..records import record_for
 from ..records.conv import patch_runs
+from ..records.depthwise import prologue_taps
 from ..records.record import StepSpec
 from . import program, squeeze_excite
 from .codes import Act, Binary, Step, Unary
@@ -57,18 +58,27 @@ MIN_STEPS_PER_SPLIT = 2
 MIN_COMPUTED_SPLIT_K = 32
 #: Work groups per compute unit a GEMM aims for before it splits K.
 GEMM_GROUPS_PER_CU = 4
+#: DEPTHWISE_WIDE_TILE: a GEMM computing each A element from a depthwise window of more
+#: than 3x3 taps is bound by those sums; the 16-wide tile (four times the work groups of
+#: the 32-wide one, each summing a quarter as many) made NASNetMobile 1.09x (fp32) and
+#: 1.07x (fp16) faster on an H100. For every depthwise GEMM it gave NASNet 1.33x in fp32
+#: but MobileNet v1 and v2 0.83-0.95x (bench/ab_trees.py, 2026-11-28): 3x3 windows keep
+#: the 32-wide tile.
 
 
 def gemm_plan(
-    m: int, n: int, k: int, compute_units: int, computed_a: bool = False
+    m: int, n: int, k: int, compute_units: int, computed_a: bool = False, wide: bool = False
 ) -> tuple[str, int, int]:
     """The GEMM variant (a GEMM_VARIANTS key), the number of K slices and K per slice for
     an [m, k] x [k, n] product: the larger tile where it fills the device, else the
     smaller, and K split where even that leaves compute units idle and K is long (or A
-    is `computed_a`, dearer to load)."""
+    is `computed_a`, dearer to load). A computed from a depthwise window `wide`r than
+    3x3 takes the 16-wide tile where 32 leaves compute units idle (DEPTHWISE_WIDE_TILE)."""
     target = GEMM_GROUPS_PER_CU * compute_units  # work groups wanted in flight
     tiles64 = -(-m // 64) * -(-n // 64)
     name = "gemm64" if tiles64 >= target else "gemm32"
+    if wide and name == "gemm32" and -(-m // 32) * -(-n // 32) < target:
+        name = "gemm16"
     ts, _, tk = program.GEMM_VARIANTS[name]
     tiles = -(-m // ts) * -(-n // ts)
     splits, steps = 1, -(-k // tk)
@@ -360,7 +370,8 @@ class Lowerer:
         scales then shifts, low, high): A is read as clamp(a * scale + shift, low, high).
         A plain `a` living in a concatenation's output is read with its row stride."""
         computed_a = a_depthwise is not None or a_mean is not None
-        name, splits, kps = gemm_plan(m, n, k, self.compute_units, computed_a)
+        wide = a_depthwise is not None and prologue_taps(a_depthwise) > 9
+        name, splits, kps = gemm_plan(m, n, k, self.compute_units, computed_a, wide)
         ts, wpt, _ = program.GEMM_VARIANTS[name]
         rts = ts // wpt
         gsize = (-(-n // ts) * rts, -(-m // ts) * rts, splits)

@@ -23,7 +23,9 @@ from .codes import opencl_defines
 from .runtime import DeviceInfo, guarded
 
 #: GEMM variants: name -> (tile, work per thread, k step).
-GEMM_VARIANTS = {"gemm64": (64, 4, 32), "gemm32": (32, 2, 64)}
+GEMM_VARIANTS = {"gemm64": (64, 4, 32), "gemm32": (32, 2, 64), "gemm16": (16, 1, 64)}
+#: Variants instantiated only computing A from a depthwise input (the others: every kind).
+DEPTHWISE_ONLY_VARIANTS = {"gemm16"}
 #: Suffix of the variants that load four elements at a time (K and N multiples of 4).
 VECTOR_SUFFIX = "v"
 #: Suffix of the variants computing A from an absorbed depthwise convolution (before "v").
@@ -94,12 +96,15 @@ def gemm_instances(
         if (ts // wpt) ** 2 < tk:
             raise ValueError(f"GEMM variant {name}: fewer items than its k step's channels")
         base = {"@TS@": str(ts), "@WPT@": str(wpt), "@TK@": str(tk)}
-        for dw, patch, mean, prefix in (
+        kinds = [
             ("0", "0", "0", name),
             ("1", "0", "0", name + DEPTHWISE_SUFFIX),
             ("0", "1", "0", name + PATCH_SUFFIX),
             ("0", "0", "1", name + MEAN_SUFFIX),
-        ):
+        ]
+        if name in DEPTHWISE_ONLY_VARIANTS:
+            kinds = kinds[1:2]
+        for dw, patch, mean, prefix in kinds:
             kind = {"@DW@": dw, "@PATCH@": patch, "@MEAN@": mean}
             out[prefix] = {**base, **kind, "@VEC@": "0"}
             out[prefix + VECTOR_SUFFIX] = {**base, **kind, "@VEC@": "1"}

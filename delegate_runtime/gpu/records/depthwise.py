@@ -127,6 +127,12 @@ def prologue_args(lo, op: Operator) -> list:
     ]
 
 
+def prologue_taps(args: list) -> int:
+    """The window's taps (KH * KW) of `prologue_args` without their input."""
+    geometry = args[4]  # after weights, bias and the two shapes: window_args' order
+    return int(geometry[0] * geometry[1])
+
+
 def lower(lo, op: Operator) -> None:
     win = _window(lo, op)
     x, out, in_s, out_s = win.x, op.outputs[0], win.in_s, win.out_s
