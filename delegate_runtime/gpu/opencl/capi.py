@@ -70,6 +70,11 @@ def _declare(lib: ctypes.CDLL) -> None:
         getattr(lib, fn).restype = _i32
     lib.clFlush.restype = _i32
     lib.clFinish.restype = _i32
+    # building programs (build_from_source, build_from_binary, program_binary)
+    lib.clCreateProgramWithSource.restype = _vp
+    lib.clCreateProgramWithBinary.restype = _vp
+    lib.clBuildProgram.restype = _i32
+    lib.clGetProgramInfo.restype = _i32
 
 
 #: clGetProgramInfo's CL_PROGRAM_BINARY_SIZES and CL_PROGRAM_BINARIES
@@ -84,9 +89,7 @@ def build_from_source(lib: ctypes.CDLL, ctx: Any, device: Any, source: str, opti
     went offline while PoCL compiled)."""
     text = source.encode()
     status = _i32(0)
-    create = lib.clCreateProgramWithSource
-    create.restype = _vp
-    handle = create(
+    handle = lib.clCreateProgramWithSource(
         _vp(ctx.int_ptr),
         ctypes.c_uint32(1),
         (ctypes.c_char_p * 1)(text),
@@ -99,9 +102,7 @@ def build_from_source(lib: ctypes.CDLL, ctx: Any, device: Any, source: str, opti
 def build_from_binary(lib: ctypes.CDLL, ctx: Any, device: Any, binary: bytes, options: str):
     """As build_from_source, from a binary that clGetProgramInfo gave for this device."""
     status, binary_status = _i32(0), _i32(0)
-    create = lib.clCreateProgramWithBinary
-    create.restype = _vp
-    handle = create(
+    handle = lib.clCreateProgramWithBinary(
         _vp(ctx.int_ptr),
         ctypes.c_uint32(1),
         (_vp * 1)(device.int_ptr),
@@ -119,9 +120,7 @@ def _build(lib: ctypes.CDLL, handle: Any, status: Any, device: Any, options: str
     if status.value or not handle:
         raise CLCallError(status.value, made_by)
     program = cl.Program.from_int_ptr(handle, retain=False)  # owns the handle now
-    build = lib.clBuildProgram
-    build.restype = _i32
-    err = build(
+    err = lib.clBuildProgram(
         _vp(handle), ctypes.c_uint32(1), (_vp * 1)(device.int_ptr), options.encode(), None, None
     )
     return program, err
@@ -132,7 +131,6 @@ def program_binary(lib: ctypes.CDLL, program: Any) -> bytes:
     PoCL this compiles every kernel (about 90 s cold on a 2-core machine): through the C
     API, so other threads run meanwhile."""
     info = lib.clGetProgramInfo
-    info.restype = _i32
     handle = _vp(program.int_ptr)
     size = (_size * 1)()
     err = info(handle, _BINARY_SIZES, _size(ctypes.sizeof(size)), size, None)

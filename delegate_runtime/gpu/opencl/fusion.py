@@ -194,14 +194,7 @@ def _input_clamps(
         if op.op not in _CLAMPS or r in absorbed or r in chains:
             continue
         x, y = op.inputs[0], op.outputs[0]
-        if (
-            y in leaving
-            or y in sg.outputs
-            or any(
-                sg.tensors[t].quantization is not None or sg.tensors[t].dtype.kind != "f"
-                for t in (x, y)
-            )
-        ):
+        if y in leaving or y in sg.outputs or not _plain_float(sg, (x, y)):
             continue
         users = readers.get(y, [])
         takers = [_clamping_reader(sg, u, y, chains, computing) for u in users]
@@ -442,13 +435,18 @@ def _affines(
         if readers.get(y) != [add.index] or y in leaving or y in sg.outputs:
             continue
         x = _other_input(m, scale)
-        if len(sg.tensors[x].shape) != 4 or any(
-            sg.tensors[t].quantization is not None or sg.tensors[t].dtype.kind != "f"
-            for t in (x, y, add.outputs[0])
-        ):
+        if len(sg.tensors[x].shape) != 4 or not _plain_float(sg, (x, y, add.outputs[0])):
             continue
         found[n] = (mul, add.index, (x, scale, shift, *_AFFINE_CLAMPS[act]))
     return found
+
+
+def _plain_float(sg: Subgraph, tensors: tuple[int, ...]) -> bool:
+    """Whether every tensor is float and unquantized (a quantized model's float view
+    snaps between ops, which a clamp or affine read would skip)."""
+    return all(
+        sg.tensors[t].quantization is None and sg.tensors[t].dtype.kind == "f" for t in tensors
+    )
 
 
 def _channel_constant(sg: Subgraph, op: Operator) -> int | None:
