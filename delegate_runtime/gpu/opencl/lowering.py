@@ -79,6 +79,16 @@ def gemm_plan(
     name = "gemm64" if tiles64 >= target else "gemm32"
     if wide and name == "gemm32" and -(-m // 32) * -(-n // 32) < target:
         name = "gemm16"
+    return (name, *k_split(name, m, n, k, compute_units, computed_a))
+
+
+def k_split(
+    name: str, m: int, n: int, k: int, compute_units: int, computed_a: bool = False
+) -> tuple[int, int]:
+    """The number of K slices and K per slice of an [m, k] x [k, n] product on the tile of
+    GEMM variant `name`: K split where the tiles leave compute units idle and K is long
+    (or A is `computed_a`, dearer to load)."""
+    target = GEMM_GROUPS_PER_CU * compute_units
     ts, _, tk = program.GEMM_VARIANTS[name]
     tiles = -(-m // ts) * -(-n // ts)
     splits, steps = 1, -(-k // tk)
@@ -88,7 +98,7 @@ def gemm_plan(
         splits = min(-(-target // tiles), steps // MIN_STEPS_PER_SPLIT)
     kps = -(-k // splits)
     kps = -(-kps // tk) * tk  # K per split, a multiple of the k step
-    return name, -(-k // kps), kps
+    return -(-k // kps), kps
 
 
 class Lowerer:

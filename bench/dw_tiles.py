@@ -1,0 +1,175 @@
+"""The GEMMs that compute their input from a depthwise window, on each tile (issue 14).
+
+Each model is lowered three ways: as shipped (`plan`), and with every depthwise-computing
+GEMM on the 16-wide and on the 32-wide tile, K split by the shipped rule for that tile
+(`lowering.k_split`). Per such GEMM: its shape, window and the work groups each way
+launches, and its profiled device time each way; per way, the model's median host-in to
+host-out without profiling, the ways taking turns in rounds.
+
+    python bench/dw_tiles.py MODEL [...] [--runs 100] [--rounds 4] [--precision fp32]
+        [--device SPEC]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import io
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+WAYS = ("plan", "gemm16", "gemm32")
+PROFILED_INVOKES = 30
+
+
+@contextlib.contextmanager
+def lowered_as(way: str, shapes: dict[int, tuple]) -> Iterator[None]:
+    """Lower with every depthwise-computing GEMM on `way`'s tile ('plan': as shipped),
+    recording node -> (m, n, k, taps, variant, splits) of those GEMMs into `shapes`."""
+    from delegate_runtime.gpu.opencl import lowering
+    from delegate_runtime.gpu.records.depthwise import prologue_taps
+
+    gemm, plan = lowering.Lowerer.gemm, lowering.gemm_plan
+    signature = inspect.signature(gemm)
+    current: dict[str, Any] = {}
+
+    def recording_gemm(self: Any, op: Any, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, op, *args, **kwargs).arguments
+        dw = bound.get("a_depthwise")
+        current.update(node=op.index, taps=prologue_taps(dw) if dw is not None else 0)
+        try:
+            gemm(self, op, *args, **kwargs)
+        finally:
+            current.clear()
+
+    def forced_plan(
+        m: int, n: int, k: int, units: int, computed_a: bool = False, wide: bool = False
+    ):
+        name, splits, kps = plan(m, n, k, units, computed_a, wide)
+        if current.get("taps"):
+            if way != "plan":
+                name = way
+                splits, kps = lowering.k_split(name, m, n, k, units, computed_a)
+            shapes[current["node"]] = (m, n, k, current["taps"], name, splits)
+        return name, splits, kps
+
+    lowering.Lowerer.gemm, lowering.gemm_plan = recording_gemm, forced_plan
+    try:
+        yield
+    finally:
+        lowering.Lowerer.gemm, lowering.gemm_plan = gemm, plan
+
+
+def groups(m: int, n: int, name: str, splits: int) -> int:
+    from delegate_runtime.gpu.opencl import program
+
+    ts = program.GEMM_VARIANTS[name][0]
+    return -(-m // ts) * -(-n // ts) * splits
+
+
+def profile_nodes(session: Any, xs: list[np.ndarray], nodes: set[int]) -> dict[int, float]:
+    """Median profiled device us of each node's launches over PROFILED_INVOKES invokes."""
+    samples: dict[int, list[float]] = {n: [] for n in nodes}
+    for _ in range(PROFILED_INVOKES):
+        session.invoke(xs)
+        for ex in session.executors:
+            for node, ns in ex.profile_ns().items():
+                if node in samples:
+                    samples[node].append(ns / 1e3)
+    return {n: statistics.median(v) for n, v in samples.items() if v}
+
+
+def run_model(path: str, precision: str, device: str | None, runs: int, rounds: int) -> None:
+    from bench_zoo import inputs_for
+
+    from delegate_runtime import load_model
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    xs = inputs_for(path)
+    shapes: dict[str, dict[int, tuple]] = {}
+    device_us: dict[str, dict[int, float]] = {}
+    timed: dict[str, Any] = {}
+    outputs: dict[str, list[np.ndarray]] = {}
+    for way in WAYS:
+        shapes[way] = {}
+        for profiling in (True, False):
+            with lowered_as(way, shapes[way]):
+                session = GpuSession(
+                    load_model(path), precision, device, io.StringIO(), profiling=profiling
+                )
+            if profiling:
+                device_us[way] = profile_nodes(session, xs, set(shapes[way]))
+            else:
+                outputs[way] = session.invoke(xs)
+                for _ in range(20):
+                    session.invoke(xs)
+                timed[way] = session
+    ms: dict[str, list[float]] = {way: [] for way in WAYS}
+    for r in range(rounds):
+        for way in WAYS if r % 2 == 0 else reversed(WAYS):
+            ts = []
+            for _ in range(runs):
+                t = time.perf_counter_ns()
+                timed[way].invoke(xs)
+                ts.append(time.perf_counter_ns() - t)
+            ms[way].append(statistics.median(ts) / 1e6)
+    ref = outputs["plan"][0].astype(np.float64)
+    span = float(ref.max() - ref.min()) or 1.0
+    print(f"\n== {Path(path).stem} ({precision}): {len(shapes['plan'])} depthwise GEMMs")
+    for way in WAYS:
+        diff = max(
+            float(np.abs(a.astype(np.float64) - b).max()) / span
+            for a, b in zip(outputs[way], outputs["plan"], strict=True)
+        )
+        rounds_ms = ", ".join(f"{v:.3f}" for v in ms[way])
+        total = sum(device_us[way].values())
+        print(
+            f"  {way:7s} host-to-host ms {statistics.median(ms[way]):.3f} ({rounds_ms}); "
+            f"these GEMMs' device sum {total:8.1f} us; max diff vs plan {diff:.1e}"
+        )
+    print(
+        "  node      m     n     k taps | plan          groups    us | gemm16 groups    us "
+        "| gemm32 groups    us"
+    )
+    for node in sorted(shapes["plan"]):
+        m, n, k, taps, name, splits = shapes["plan"][node]
+        cells = [
+            f"{name:8s}x{splits:<2d} {groups(m, n, name, splits):5d} "
+            f"{device_us['plan'].get(node, float('nan')):5.1f}"
+        ]
+        for way in WAYS[1:]:
+            _, _, _, _, wname, wsplits = shapes[way][node]
+            cells.append(
+                f"x{wsplits:<2d} {groups(m, n, wname, wsplits):5d} "
+                f"{device_us[way].get(node, float('nan')):5.1f}"
+            )
+        print(f"  {node:4d} {m:6d} {n:5d} {k:5d} {taps:4d} | " + " | ".join(cells))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="+")
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16"))
+    ap.add_argument("--device", default=None)
+    a = ap.parse_args()
+    for path in a.models:
+        try:
+            run_model(path, a.precision, a.device, a.runs, a.rounds)
+        except Exception as exc:  # named, and the other models go on
+            print(f"\n== {Path(path).stem}: {type(exc).__name__}: {exc}")
+
+
+if __name__ == "__main__":
+    main()
