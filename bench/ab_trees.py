@@ -146,7 +146,9 @@ def compare(
     for name, ts in times.items():
         row[f"{name} ms"] = statistics.median(ts) / 1e6
     row["diff"] = max(
-        float(np.abs(a.astype(np.float64) - b).max()) / max(float(np.ptp(b)), 1e-12)
+        # over the range, or the largest magnitude where an output is one value (a score)
+        float(np.nanmax(np.abs(a.astype(np.float64) - b)))
+        / max(float(np.ptp(b)), float(np.abs(b).max()), 1e-30)
         for a, b in zip(outputs["this tree"], outputs["baseline"], strict=True)
     )
     return row

@@ -4,7 +4,7 @@ and sweeps of GEMM tiles and depthwise variants over MobileNet's shapes.
 
 python bench/diag_gpu.py --model MODEL [--device SPEC]
     [--only contexts,launches,enqueue,loops,timeline,upload,copies,sweep,patch,depthwise,fusion,
-     split]
+     split,flush]
 """
 
 from __future__ import annotations
@@ -758,6 +758,45 @@ def gemm_split(model: str, device: str | None, runs: int = 300) -> None:
         print(f"  {name:14s} {median:8.3f} ms (p10-p90 {lo:.3f}-{hi:.3f}) max |d| {d:.3g}")
 
 
+def flush_intervals(model: str, device: str | None, runs: int = 400) -> None:
+    """One session's invoke with the queue flushed every N launches (executor.FLUSH_EVERY),
+    for several N, interleaved in rounds: whole-invoke medians, fp32 and fp16."""
+    from bench_gpu import interleaved_ms
+
+    from delegate_runtime import load_model
+    from delegate_runtime.gpu.opencl import executor
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_zoo import inputs_for
+
+    xs = inputs_for(model)
+    shipped = executor.FLUSH_EVERY
+    for precision in ("fp32", "fp16"):
+        from delegate_runtime.gpu.delegate import GpuSession
+
+        s = GpuSession(load_model(model), precision, device, io.StringIO())
+
+        def every(n: int, session: Any = s):
+            def step():
+                executor.FLUSH_EVERY = n
+                session.invoke(xs)
+
+            return step
+
+        intervals = (1, 3, shipped, 12, 24, 48, 1_000_000)
+        try:
+            stats = interleaved_ms({str(n): every(n) for n in intervals}, runs)
+        finally:
+            executor.FLUSH_EVERY = shipped
+        launches = sum(len(ex.kernels) for ex in s.executors)
+        print(f"\nflush intervals on {Path(model).name} ({precision}, {launches} launches):")
+        base = stats[str(shipped)][0]
+        for name, (median, lo, hi) in stats.items():
+            print(
+                f"  every {name:>7s} {median:7.3f} ms (p10-p90 {lo:.3f}-{hi:.3f})  {base / median:.3f}x"
+            )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -768,7 +807,7 @@ def main() -> int:
         "--only",
         default="",
         help="comma list: contexts,launches,enqueue,loops,timeline,upload,copies,sweep,patch,"
-        "depthwise,fusion,split",
+        "depthwise,fusion,split,flush",
     )
     a = ap.parse_args()
     what = a.only.split(",") if a.only else ["launches", "timeline", "upload", "sweep"]
@@ -796,6 +835,8 @@ def main() -> int:
         gemm_split(a.model, a.device)
     if "patch" in what:
         patch_sweep(a.model, a.device, "fp32", a.runs)
+    if "flush" in what:
+        flush_intervals(a.model, a.device)
     if "depthwise" in what:
         depthwise_sweep(a.device, "fp32", a.runs)
         depthwise_sweep(a.device, "fp16", a.runs)

@@ -1,13 +1,16 @@
 """The GEMMs that compute their input from a depthwise window, on each tile (issue 14).
 
-Each model is lowered three ways: as shipped (`plan`), and with every depthwise-computing
-GEMM on the 16-wide and on the 32-wide tile, K split by the shipped rule for that tile
-(`lowering.k_split`). Per such GEMM: its shape, window and the work groups each way
-launches, and its profiled device time each way; per way, the model's median host-in to
-host-out without profiling, the ways taking turns in rounds.
+Each model is lowered four ways: as shipped (`plan`), by the rule before 2026-11-28
+(`previous`: the 16-wide tile only for windows over 3x3 whose 32-wide tiles number fewer
+than 4 per compute unit), and with every depthwise-computing GEMM on the 16-wide and on
+the 32-wide tile, K split by the shipped rule for that tile (`lowering.k_split`). Per way:
+the model's median host-in to host-out, the ways' sessions taking turns in rounds in one
+process and one OpenCL context (separate processes on a lent machine differed by up to
+1.5x on the same tree), no profiling queue alive. With --profile, then per such GEMM its
+shape, window, the work groups each way launches and its profiled device time each way.
 
-    python bench/dw_tiles.py MODEL [...] [--runs 100] [--rounds 4] [--precision fp32]
-        [--device SPEC]
+    python bench/dw_tiles.py MODEL [...] [--runs 100] [--rounds 6] [--precision fp32]
+        [--profile] [--device SPEC]
 """
 
 from __future__ import annotations
@@ -28,8 +31,22 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-WAYS = ("plan", "gemm16", "gemm32")
+WAYS = ("plan", "previous", "gemm16", "gemm32")
 PROFILED_INVOKES = 30
+
+
+def previous_plan(
+    m: int, n: int, k: int, units: int, computed_a: bool, taps: int
+) -> tuple[str, int, int]:
+    """The tile rule of 54df840: 16 wide for a window over 3x3 where the 32-wide tiles
+    number fewer than GEMM_GROUPS_PER_CU per compute unit."""
+    from delegate_runtime.gpu.opencl import lowering
+
+    target = lowering.GEMM_GROUPS_PER_CU * units
+    name = "gemm64" if -(-m // 64) * -(-n // 64) >= target else "gemm32"
+    if taps > 9 and name == "gemm32" and -(-m // 32) * -(-n // 32) < target:
+        name = "gemm16"
+    return (name, *lowering.k_split(name, m, n, k, units, computed_a))
 
 
 @contextlib.contextmanager
@@ -53,11 +70,13 @@ def lowered_as(way: str, shapes: dict[int, tuple]) -> Iterator[None]:
             current.clear()
 
     def forced_plan(
-        m: int, n: int, k: int, units: int, computed_a: bool = False, wide: bool = False
+        m: int, n: int, k: int, units: int, computed_a: bool = False, depthwise: bool = False
     ):
-        name, splits, kps = plan(m, n, k, units, computed_a, wide)
+        name, splits, kps = plan(m, n, k, units, computed_a, depthwise)
         if current.get("taps"):
-            if way != "plan":
+            if way == "previous":
+                name, splits, kps = previous_plan(m, n, k, units, computed_a, current["taps"])
+            elif way != "plan":
                 name = way
                 splits, kps = lowering.k_split(name, m, n, k, units, computed_a)
             shapes[current["node"]] = (m, n, k, current["taps"], name, splits)
@@ -89,31 +108,26 @@ def profile_nodes(session: Any, xs: list[np.ndarray], nodes: set[int]) -> dict[i
     return {n: statistics.median(v) for n, v in samples.items() if v}
 
 
-def run_model(path: str, precision: str, device: str | None, runs: int, rounds: int) -> None:
+def run_model(
+    path: str, precision: str, device: str | None, runs: int, rounds: int, profile: bool
+) -> None:
+    import gc
+
     from bench_zoo import inputs_for
 
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
 
     xs = inputs_for(path)
-    shapes: dict[str, dict[int, tuple]] = {}
-    device_us: dict[str, dict[int, float]] = {}
+    shapes: dict[str, dict[int, tuple]] = {way: {} for way in WAYS}
     timed: dict[str, Any] = {}
     outputs: dict[str, list[np.ndarray]] = {}
     for way in WAYS:
-        shapes[way] = {}
-        for profiling in (True, False):
-            with lowered_as(way, shapes[way]):
-                session = GpuSession(
-                    load_model(path), precision, device, io.StringIO(), profiling=profiling
-                )
-            if profiling:
-                device_us[way] = profile_nodes(session, xs, set(shapes[way]))
-            else:
-                outputs[way] = session.invoke(xs)
-                for _ in range(20):
-                    session.invoke(xs)
-                timed[way] = session
+        with lowered_as(way, shapes[way]):
+            timed[way] = GpuSession(load_model(path), precision, device, io.StringIO())
+        outputs[way] = timed[way].invoke(xs)
+        for _ in range(20):
+            timed[way].invoke(xs)
     ms: dict[str, list[float]] = {way: [] for way in WAYS}
     for r in range(rounds):
         for way in WAYS if r % 2 == 0 else reversed(WAYS):
@@ -123,36 +137,44 @@ def run_model(path: str, precision: str, device: str | None, runs: int, rounds: 
                 timed[way].invoke(xs)
                 ts.append(time.perf_counter_ns() - t)
             ms[way].append(statistics.median(ts) / 1e6)
-    ref = outputs["plan"][0].astype(np.float64)
-    span = float(ref.max() - ref.min()) or 1.0
+    timed.clear()
+    gc.collect()
+    device_us: dict[str, dict[int, float]] = {}
+    if profile:
+        for way in WAYS:
+            with lowered_as(way, {}):
+                session = GpuSession(
+                    load_model(path), precision, device, io.StringIO(), profiling=True
+                )
+            device_us[way] = profile_nodes(session, xs, set(shapes[way]))
+            del session
+            gc.collect()
     print(f"\n== {Path(path).stem} ({precision}): {len(shapes['plan'])} depthwise GEMMs")
+    plan_ms = statistics.median(ms["plan"])
     for way in WAYS:
         diff = max(
-            float(np.abs(a.astype(np.float64) - b).max()) / span
+            float(np.abs(a.astype(np.float64) - b).max()) / max(float(np.abs(b).max()), 1e-30)
             for a, b in zip(outputs[way], outputs["plan"], strict=True)
         )
+        median = statistics.median(ms[way])
         rounds_ms = ", ".join(f"{v:.3f}" for v in ms[way])
-        total = sum(device_us[way].values())
+        total = (
+            f"; these GEMMs' device sum {sum(device_us[way].values()):8.1f} us" if profile else ""
+        )
         print(
-            f"  {way:7s} host-to-host ms {statistics.median(ms[way]):.3f} ({rounds_ms}); "
-            f"these GEMMs' device sum {total:8.1f} us; max diff vs plan {diff:.1e}"
+            f"  {way:8s} host-to-host ms {median:.3f} ({rounds_ms}), {median / plan_ms:.3f}x "
+            f"plan's{total}; max diff vs plan {diff:.1e} of max |out|"
         )
     print(
-        "  node      m     n     k taps | plan          groups    us | gemm16 groups    us "
-        "| gemm32 groups    us"
+        "  node      m     n     k taps | " + " | ".join(f"{way:8s} groups    us" for way in WAYS)
     )
     for node in sorted(shapes["plan"]):
-        m, n, k, taps, name, splits = shapes["plan"][node]
-        cells = [
-            f"{name:8s}x{splits:<2d} {groups(m, n, name, splits):5d} "
-            f"{device_us['plan'].get(node, float('nan')):5.1f}"
-        ]
-        for way in WAYS[1:]:
-            _, _, _, _, wname, wsplits = shapes[way][node]
-            cells.append(
-                f"x{wsplits:<2d} {groups(m, n, wname, wsplits):5d} "
-                f"{device_us[way].get(node, float('nan')):5.1f}"
-            )
+        m, n, k, taps = shapes["plan"][node][:4]
+        cells = []
+        for way in WAYS:
+            _, _, _, _, name, splits = shapes[way][node]
+            us = device_us.get(way, {}).get(node, float("nan"))
+            cells.append(f"{name:6s}x{splits:<2d} {groups(m, n, name, splits):5d} {us:5.1f}")
         print(f"  {node:4d} {m:6d} {n:5d} {k:5d} {taps:4d} | " + " | ".join(cells))
 
 
@@ -160,13 +182,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="+")
     ap.add_argument("--runs", type=int, default=100)
-    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--profile", action="store_true", help="profile each GEMM each way")
     ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16"))
     ap.add_argument("--device", default=None)
     a = ap.parse_args()
     for path in a.models:
         try:
-            run_model(path, a.precision, a.device, a.runs, a.rounds)
+            run_model(path, a.precision, a.device, a.runs, a.rounds, a.profile)
         except Exception as exc:  # named, and the other models go on
             print(f"\n== {Path(path).stem}: {type(exc).__name__}: {exc}")
 

@@ -10,17 +10,19 @@ H100_UNITS = 132
 
 
 @pytest.mark.parametrize(
-    "m,n,k,computed,wide,tile",
+    "m,n,k,depthwise,tile,splits",
     [
-        (784, 44, 44, True, True, "gemm16"),  # NASNet's 28x28 cells, 5x5 and 7x7 windows
-        (49, 176, 176, True, True, "gemm16"),  # its 7x7 cells
-        (784, 44, 44, True, False, "gemm32"),  # a 3x3 window keeps the 32-wide tile
-        (784, 44, 44, False, False, "gemm32"),  # a plain GEMM too
-        (12544, 64, 32, True, True, "gemm32"),  # 784 tiles of 32 fill the device already
-        (50176, 256, 64, True, True, "gemm64"),  # 64-wide tiles fill it: the large tile
+        (784, 44, 44, True, "gemm16", 1),  # NASNet's 28x28 cells: 50 groups of 32
+        (49, 176, 176, True, "gemm16", 3),  # its 7x7 cells: 12 tiles of 32, 3 K slices
+        (196, 88, 88, True, "gemm16", 2),  # its 14x14 cells
+        (784, 44, 44, False, "gemm32", 1),  # a GEMM reading A keeps the 32-wide tile
+        (3136, 24, 144, True, "gemm32", 3),  # MobileNetV2: 98 tiles x 3 slices, enough
+        (196, 112, 480, True, "gemm32", 8),  # hand landmark: 28 tiles x 8 slices, enough
+        (12544, 64, 32, True, "gemm32", 1),  # MobileNet v1: 784 tiles of 32 fill the device
+        (50176, 256, 64, True, "gemm64", 1),  # 64-wide tiles fill it: the large tile
     ],
 )
-def test_tile(m, n, k, computed, wide, tile):
-    name, splits, kps = gemm_plan(m, n, k, H100_UNITS, computed, wide)
-    assert name == tile
-    assert splits * kps >= k and kps % 32 == 0
+def test_tile(m, n, k, depthwise, tile, splits):
+    name, got_splits, kps = gemm_plan(m, n, k, H100_UNITS, depthwise, depthwise)
+    assert (name, got_splits) == (tile, splits)
+    assert got_splits * kps >= k and kps % 32 == 0

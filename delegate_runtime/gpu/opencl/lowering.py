@@ -18,7 +18,6 @@ from ...graph import Operator, Subgraph, Tensor
 from ...ops.common import dequantize
 from ..records import record_for
 from ..records.conv import patch_runs
-from ..records.depthwise import prologue_taps
 from ..records.record import StepSpec
 from . import program, squeeze_excite
 from .codes import Act, Binary, Step, Unary
@@ -58,28 +57,35 @@ MIN_STEPS_PER_SPLIT = 2
 MIN_COMPUTED_SPLIT_K = 32
 #: Work groups per compute unit a GEMM aims for before it splits K.
 GEMM_GROUPS_PER_CU = 4
-#: DEPTHWISE_WIDE_TILE: a GEMM computing each A element from a depthwise window of more
-#: than 3x3 taps is bound by those sums; the 16-wide tile (four times the work groups of
-#: the 32-wide one, each summing a quarter as many) made NASNetMobile 1.09x (fp32) and
-#: 1.07x (fp16) faster on an H100. For every depthwise GEMM it gave NASNet 1.33x in fp32
-#: but MobileNet v1 and v2 0.83-0.95x (bench/ab_trees.py, 2026-11-28): 3x3 windows keep
-#: the 32-wide tile.
+#: A GEMM computing its A from a depthwise window takes the 16-wide tile where the 32-wide
+#: one, K split included, launches fewer work groups than this per compute unit: each of
+#: its groups then sums its windows alone, and four times the groups (each summing half
+#: the windows of a 32-wide one) finish sooner. Profiled per GEMM on an H200 (132 units,
+#: bench/dw_tiles.py, 2026-11-28): the 16-wide tile won at 4-196 groups of 32 (NASNet's
+#: 36-50: 12-13 us against 15-17), lost at 224-784 (MobileNet v1's 392-784: 24-44 us
+#: against 18-30).
+DEPTHWISE_SMALL_TILE_GROUPS_PER_CU = 1.6
 
 
 def gemm_plan(
-    m: int, n: int, k: int, compute_units: int, computed_a: bool = False, wide: bool = False
+    m: int, n: int, k: int, compute_units: int, computed_a: bool = False, depthwise: bool = False
 ) -> tuple[str, int, int]:
     """The GEMM variant (a GEMM_VARIANTS key), the number of K slices and K per slice for
     an [m, k] x [k, n] product: the larger tile where it fills the device, else the
     smaller, and K split where even that leaves compute units idle and K is long (or A
-    is `computed_a`, dearer to load). A computed from a depthwise window `wide`r than
-    3x3 takes the 16-wide tile where 32 leaves compute units idle (DEPTHWISE_WIDE_TILE)."""
+    is `computed_a`, dearer to load). A computed from a `depthwise` window takes the
+    16-wide tile where the 32-wide one leaves compute units idle
+    (DEPTHWISE_SMALL_TILE_GROUPS_PER_CU)."""
     target = GEMM_GROUPS_PER_CU * compute_units  # work groups wanted in flight
     tiles64 = -(-m // 64) * -(-n // 64)
     name = "gemm64" if tiles64 >= target else "gemm32"
-    if wide and name == "gemm32" and -(-m // 32) * -(-n // 32) < target:
-        name = "gemm16"
-    return (name, *k_split(name, m, n, k, compute_units, computed_a))
+    splits, kps = k_split(name, m, n, k, compute_units, computed_a)
+    if depthwise and name == "gemm32":
+        groups = -(-m // 32) * -(-n // 32) * splits
+        if groups < DEPTHWISE_SMALL_TILE_GROUPS_PER_CU * compute_units:
+            name = "gemm16"
+            splits, kps = k_split(name, m, n, k, compute_units, computed_a)
+    return name, splits, kps
 
 
 def k_split(
@@ -380,8 +386,8 @@ class Lowerer:
         scales then shifts, low, high): A is read as clamp(a * scale + shift, low, high).
         A plain `a` living in a concatenation's output is read with its row stride."""
         computed_a = a_depthwise is not None or a_mean is not None
-        wide = a_depthwise is not None and prologue_taps(a_depthwise) > 9
-        name, splits, kps = gemm_plan(m, n, k, self.compute_units, computed_a, wide)
+        depthwise = a_depthwise is not None
+        name, splits, kps = gemm_plan(m, n, k, self.compute_units, computed_a, depthwise)
         ts, wpt, _ = program.GEMM_VARIANTS[name]
         rts = ts // wpt
         gsize = (-(-n // ts) * rts, -(-m // ts) * rts, splits)
