@@ -219,6 +219,38 @@ def pool_then_sub() -> Built:
     return Built(b.build(), ins, (0, 1))
 
 
+def pool_doubled(op: str, act: str) -> Callable[[], Built]:
+    """A pool read only by ADD(t, t) (NASNet's normal cell: two identical pools of one input,
+    merged by the converter), with the ADD's fused activation."""
+
+    def make() -> Built:
+        b, g, (x,), ins = _graph(X)
+        t = g.tensor("t", X, F)
+        g.op(
+            op,
+            [x],
+            [t],
+            padding="SAME",
+            stride_h=1,
+            stride_w=1,
+            filter_height=3,
+            filter_width=3,
+            fused_activation_function="NONE",
+        )
+        g.output(_binary(g, "ADD", t, t, X, "y", act=act))
+        return Built(b.build(), ins, (0, 1))
+
+    return make
+
+
+def conv_doubled() -> Built:
+    """A 1x1 convolution read only by ADD(t, t)."""
+    b, g, (x,), ins = _graph(X)
+    t = _conv(g, x, 8, 8, k=1)
+    g.output(_binary(g, "ADD", t, t, X, "y"))
+    return Built(b.build(), ins, (0, 1))
+
+
 def add_then_relu() -> Built:
     """A binary op producing: ADD of two inputs, then RELU, then MUL by a runtime vector."""
     b, g, (x, z, v), ins = _graph(X, X, (1, 1, 1, 8))
@@ -473,6 +505,9 @@ CASES: dict[str, Callable[[], Built]] = {
     "prelu-depthwise1x1-relu": prelu_then_depthwise1x1,
     "fc-add-relu6-mul": fc_chain,
     "pool-rsub-scalar": pool_then_sub,
+    "average-pool-doubled": pool_doubled("AVERAGE_POOL_2D", "NONE"),
+    "max-pool-doubled-relu6": pool_doubled("MAX_POOL_2D", "RELU6"),
+    "conv1x1-doubled": conv_doubled,
     "add-relu-mul-runtime-vector": add_then_relu,
     "squeeze-excite": squeeze_excite,
     "squeeze-excite-gate-into-projection": se_gate_into_projection,

@@ -68,16 +68,19 @@ def binary_step(code: Step, commutes: bool = True) -> AsStep:
 
     def as_step(op: Operator, sg: Subgraph, t: int) -> list[StepSpec] | None:
         a, b = op.inputs
-        if a == b or (not commutes and t != a):
+        if a == b and code == Step.ADD:  # t + t, exactly 2 * t (NASNet's paired pools)
+            steps = [StepSpec(Step.MUL, From.SCALAR, None, (2.0, 0.0, 0.0, 0.0))]
+        elif a == b or (not commutes and t != a):
             return None
-        other = b if a == t else a
-        found = operand_source(sg, other, op.outputs[0])
-        if found is None:
-            return None
-        source, value = found
-        step = Step.RSUB if code == Step.SUB and other == a else code
-        operand = None if source == From.SCALAR else other
-        steps = [StepSpec(step, source, operand, (value or 0.0, 0.0, 0.0, 0.0))]
+        else:
+            other = b if a == t else a
+            found = operand_source(sg, other, op.outputs[0])
+            if found is None:
+                return None
+            source, value = found
+            step = Step.RSUB if code == Step.SUB and other == a else code
+            operand = None if source == From.SCALAR else other
+            steps = [StepSpec(step, source, operand, (value or 0.0, 0.0, 0.0, 0.0))]
         act = op.options.get("fused_activation_function", 0)
         if act:
             steps.append(StepSpec(ACT_STEP[Act(act)]))
