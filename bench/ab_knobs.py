@@ -1,0 +1,113 @@
+"""This tree's GPU delegate with some of its tuning constants changed, against itself as
+shipped, in one process and one OpenCL context (issue 14).
+
+Each variant sets module constants of `delegate_runtime.gpu` while a model is lowered
+(fusion rules, tile thresholds: whatever the lowering reads when it runs); the sessions
+then take turns in rounds. Per model: each variant's launches, median host-in to host-out,
+the shipped tree's time over the variant's, and the largest difference of its outputs
+from the shipped ones (over the largest magnitude). Separate processes on a lent machine
+differed by up to 1.5x on the same tree; one process keeps the host alike for all.
+
+    python bench/ab_knobs.py MODEL [...] --variant NAME=MODULE.CONST=VALUE[,...] [...]
+        [--runs 600] [--precision fp32] [--device SPEC]
+
+e.g. `--variant aligned1=opencl.fusion.DEPTHWISE_ALIGNED=1` (modules under
+delegate_runtime.gpu; VALUE is a Python literal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import importlib
+import io
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+SHIPPED = "shipped"
+
+
+def parse_variant(text: str) -> tuple[str, list[tuple[Any, str, Any]]]:
+    """'NAME=MODULE.CONST=VALUE,...' -> (NAME, [(module, CONST, value), ...])."""
+    name, _, settings = text.partition("=")
+    changes = []
+    for setting in settings.split(","):
+        target, _, value = setting.partition("=")
+        module_name, _, const = target.rpartition(".")
+        module = importlib.import_module(f"delegate_runtime.gpu.{module_name}")
+        if not hasattr(module, const):
+            raise SystemExit(f"delegate_runtime.gpu.{module_name} has no {const}")
+        changes.append((module, const, ast.literal_eval(value)))
+    if not name or not changes:
+        raise SystemExit(f"--variant {text!r}: expected NAME=MODULE.CONST=VALUE[,...]")
+    return name, changes
+
+
+@contextlib.contextmanager
+def changed(changes: list[tuple[Any, str, Any]]) -> Iterator[None]:
+    old = [(module, const, getattr(module, const)) for module, const, _ in changes]
+    try:
+        for module, const, value in changes:
+            setattr(module, const, value)
+        yield
+    finally:
+        for module, const, value in old:
+            setattr(module, const, value)
+
+
+def compare(path: str, variants: dict[str, list], precision: str, device: str | None, runs: int):
+    from bench_gpu import interleaved_ms
+    from bench_zoo import inputs_for
+
+    from delegate_runtime import load_model
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    xs = inputs_for(path)
+    sessions, outputs = {}, {}
+    for name, changes in {SHIPPED: [], **variants}.items():
+        with changed(changes):
+            sessions[name] = GpuSession(load_model(path), precision, device, io.StringIO())
+        outputs[name] = sessions[name].invoke(xs)
+    stats = interleaved_ms({n: (lambda s=s: s.invoke(xs)) for n, s in sessions.items()}, runs)
+    base = stats[SHIPPED][0]
+    print(f"\n== {Path(path).stem} ({precision}, median of {runs} per variant in 10 rounds)")
+    print("| variant | launches | ms (p10-p90) | shipped / variant | max diff (of max abs) |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, (median, lo, hi) in stats.items():
+        diff = max(
+            float(np.nanmax(np.abs(a.astype(np.float64) - b))) / max(float(np.abs(b).max()), 1e-30)
+            for a, b in zip(outputs[name], outputs[SHIPPED], strict=True)
+        )
+        launches = sum(len(ex.kernels) for ex in sessions[name].executors)
+        print(
+            f"| {name} | {launches} | {median:.3f} ({lo:.3f}-{hi:.3f}) | {base / median:.3f}x "
+            f"| {diff:.1e} |"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="+")
+    ap.add_argument("--variant", action="append", default=[], help="NAME=MODULE.CONST=VALUE,...")
+    ap.add_argument("--runs", type=int, default=600, help="timed invokes per variant and model")
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16"))
+    ap.add_argument("--device", default=None)
+    a = ap.parse_args()
+    variants = dict(parse_variant(v) for v in a.variant)
+    for path in a.models:
+        try:
+            compare(path, variants, a.precision, a.device, a.runs)
+        except Exception as exc:  # named, and the other models go on
+            print(f"\n== {Path(path).stem}: {type(exc).__name__}: {exc}")
+
+
+if __name__ == "__main__":
+    main()
