@@ -9,7 +9,7 @@ from the shipped ones (over the largest magnitude). Separate processes on a lent
 differed by up to 1.5x on the same tree; one process keeps the host alike for all.
 
     python bench/ab_knobs.py MODEL [...] --variant NAME=MODULE.CONST=VALUE[,...] [...]
-        [--runs 600] [--precision fp32] [--device SPEC]
+        [--runs 600] [--rounds 10] [--precision fp32] [--device SPEC]
 
 e.g. `--variant aligned1=opencl.fusion.DEPTHWISE_ALIGNED=1` (modules under
 delegate_runtime.gpu; VALUE is a Python literal).
@@ -63,7 +63,9 @@ def changed(changes: list[tuple[Any, str, Any]]) -> Iterator[None]:
             setattr(module, const, value)
 
 
-def compare(path: str, variants: dict[str, list], precision: str, device: str | None, runs: int):
+def compare(
+    path: str, variants: dict[str, list], precision: str, device: str | None, runs: int, rounds: int
+):
     from bench_gpu import interleaved_ms
     from bench_zoo import inputs_for
 
@@ -76,9 +78,10 @@ def compare(path: str, variants: dict[str, list], precision: str, device: str | 
         with changed(changes):
             sessions[name] = GpuSession(load_model(path), precision, device, io.StringIO())
         outputs[name] = sessions[name].invoke(xs)
-    stats = interleaved_ms({n: (lambda s=s: s.invoke(xs)) for n, s in sessions.items()}, runs)
+    steps = {n: (lambda s=s: s.invoke(xs)) for n, s in sessions.items()}
+    stats = interleaved_ms(steps, runs, rounds)
     base = stats[SHIPPED][0]
-    print(f"\n== {Path(path).stem} ({precision}, median of {runs} per variant in 10 rounds)")
+    print(f"\n== {Path(path).stem} ({precision}, median of {runs} per variant in {rounds} rounds)")
     print("| variant | launches | ms (p10-p90) | shipped / variant | max diff (of max abs) |")
     print("| --- | --- | --- | --- | --- |")
     for name, (median, lo, hi) in stats.items():
@@ -98,13 +101,14 @@ def main() -> None:
     ap.add_argument("models", nargs="+")
     ap.add_argument("--variant", action="append", default=[], help="NAME=MODULE.CONST=VALUE,...")
     ap.add_argument("--runs", type=int, default=600, help="timed invokes per variant and model")
+    ap.add_argument("--rounds", type=int, default=10, help="turns each variant takes")
     ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16"))
     ap.add_argument("--device", default=None)
     a = ap.parse_args()
     variants = dict(parse_variant(v) for v in a.variant)
     for path in a.models:
         try:
-            compare(path, variants, a.precision, a.device, a.runs)
+            compare(path, variants, a.precision, a.device, a.runs, a.rounds)
         except Exception as exc:  # named, and the other models go on
             print(f"\n== {Path(path).stem}: {type(exc).__name__}: {exc}")
 
