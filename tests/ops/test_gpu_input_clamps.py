@@ -2,8 +2,9 @@
 
 NASNet's cells apply a RELU to each input of every separable convolution while other
 branches read that input unclamped, so no kernel can absorb the RELU after its producer.
-Where every reader is a 1x1 convolution (a GEMM) or a depthwise convolution that such a
-GEMM computes as it loads, the RELU launches nothing: each reader clamps the values it
+Where every reader is a 1x1 convolution (a GEMM), a depthwise convolution that such a
+GEMM computes as it loads, or a depthwise convolution on the general kernel, the RELU
+launches nothing: each reader clamps the values it
 loads (fusion.py's `_input_clamps`). Each case checks the outputs against LiteRT
 (BUILTIN_REF) in both precisions, that no kernel of its own ran for the RELU, and which
 kernel is named after it.
@@ -77,6 +78,17 @@ def separable_branches(kind: str) -> Built:
     return Built(b.build(), ins, ())
 
 
+def general_depthwise(kind: str, k: int = 5) -> Built:
+    """1x1 conv h -> RELU -> a k x k depthwise convolution on its own kernel (a model
+    output); h is a model output too, so no kernel absorbs the RELU after it."""
+    b, g, (x,), ins = _graph(SHAPE)
+    ins[0] *= 4  # past RELU6's 6 too
+    h = _pointwise(g, x, 8, 8, "h")
+    g.output(_depthwise(g, _relu(g, h, kind), "d", k=k))
+    g.output(h)
+    return Built(b.build(), ins, ())
+
+
 def concat_into_gemms() -> Built:
     """CONCATENATION (a model output too) -> RELU -> two 1x1 convolutions, each reading
     the concatenation through its clamp."""
@@ -106,6 +118,9 @@ CASES = {
     "separable-relu": (lambda: separable_branches("RELU"), "gemm32dwv"),
     "separable-relu6": (lambda: separable_branches("RELU6"), "gemm32dwv"),
     "concatenation-gemms": (concat_into_gemms, "gemm32v"),
+    # NASNet's first cells: a RELU before an odd-channel depthwise kernel of its own
+    "general-depthwise-relu": (lambda: general_depthwise("RELU"), "depthwise_conv2d"),
+    "general-depthwise-relu6": (lambda: general_depthwise("RELU6"), "depthwise_conv2d"),
 }
 
 
@@ -139,6 +154,14 @@ def test_relu_with_a_reader_that_cannot_clamp_keeps_its_kernel(opencl_device):
     session = check_against_litert(model, ins, "fp32")
     names = [k.function_name for k, _, _ in session.executors[0].kernels]
     assert "unary" in names, names
+
+
+def test_relu_before_a_3x3_depthwise_kernel_keeps_its_kernel(opencl_device):
+    """The 3x3 depthwise kernels load four channels at a time and do not clamp."""
+    built = general_depthwise("RELU", k=3)
+    session = check_against_litert(built.model, built.inputs, "fp32")
+    names = [k.function_name for k, _, _ in session.executors[0].kernels]
+    assert "unary" in names and "depthwise3x3_c4" in names, names
 
 
 def test_a_relu_leaving_the_model_keeps_its_kernel(opencl_device):

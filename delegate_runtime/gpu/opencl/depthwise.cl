@@ -1,11 +1,13 @@
 // Depthwise convolution (the general kernel and the 3x3 one of 4 channels per item).
 // More 3x3 variants come from depthwise3x3.cl.in.
 
-// Depthwise convolution, one work item per output element. Weights [1, KH, KW, OC].
+// Depthwise convolution, one work item per output element. Weights [1, KH, KW, OC]. Each
+// input value is clamped to `iclamp` as it is loaded (a RELU before it that fusion elided;
+// (-inf, inf) otherwise).
 __kernel void depthwise_conv2d(__global const store_t* in, __global const store_t* w,
                                __global const store_t* bias, __global store_t* out,
                                int4 in_shape, int4 out_shape, int kh, int kw, int sh, int sw,
-                               int dh, int dw, int pad_t, int pad_l, int mult,
+                               int dh, int dw, int pad_t, int pad_l, int mult, float2 iclamp,
                                EPILOGUE_PARAMS) {
   int oc = get_global_id(0), x = get_global_id(1), ny = get_global_id(2);
   int OC = out_shape.w, OH = out_shape.y, OW = out_shape.z, C = in_shape.w;
@@ -18,8 +20,9 @@ __kernel void depthwise_conv2d(__global const store_t* in, __global const store_
     for (int kx = 0; kx < kw; ++kx) {
       int ix = x * sw - pad_l + kx * dw;
       if (ix < 0 || ix >= in_shape.z) continue;
-      acc += LDF(in, ((n * in_shape.y + iy) * in_shape.z + ix) * C + ic) *
-             LDF(w, (ky * kw + kx) * OC + oc);
+      float v = clamp(LDF(in, ((n * in_shape.y + iy) * in_shape.z + ix) * C + ic), iclamp.x,
+                      iclamp.y);
+      acc += v * LDF(w, (ky * kw + kx) * OC + oc);
     }
   }
   int o = ((n * OH + y) * OW + x) * OC + oc;

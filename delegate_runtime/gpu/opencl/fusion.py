@@ -34,7 +34,7 @@ import numpy as np
 from ...graph import Operator, Subgraph
 from ..records import record_for
 from ..records.conv import is_gemm
-from ..records.depthwise import fuses_into_reader
+from ..records.depthwise import clamps_its_input, fuses_into_reader
 from ..records.pool import averages_whole_map
 from ..records.record import StepSpec
 from ..records.steps import qdq_step
@@ -183,8 +183,8 @@ def _input_clamps(
 ) -> None:
     """Elide each float RELU that no kernel absorbed and whose readers all clamp what
     they load: 1x1 convolutions (GEMMs) reading it as their input with nothing absorbed
-    before them, and depthwise convolutions that such a GEMM computes as it loads
-    (`input_depthwise`). The readers' chains read the RELU's input instead; the RELU
+    before them, depthwise convolutions that such a GEMM computes as it loads
+    (`input_depthwise`), and depthwise convolutions on the general kernel. The readers' chains read the RELU's input instead; the RELU
     launches nothing, and the first reader's kernel is named after it."""
     inside = set(nodes)
     computing = {c.input_depthwise: c for c in chains.values() if c.input_depthwise is not None}
@@ -214,7 +214,12 @@ def _clamping_reader(
         return None
     if op.op == "DEPTHWISE_CONV_2D":
         reader = computing.get(u)  # the GEMM computing this depthwise output
-        return reader if reader is not None and reader.before == [u] else None
+        if reader is not None:
+            return reader if reader.before == [u] else None
+        chain = chains.get(u)  # its own kernel, where that is the general one
+        if chain is None or chain.before or not clamps_its_input(op, sg):
+            return None
+        return chain
     chain = chains.get(u)
     if chain is None or op.op != "CONV_2D" or not is_gemm(op, sg):
         return None

@@ -51,6 +51,19 @@ def as_step(op: Operator, sg: Subgraph, t: int) -> list[StepSpec] | None:
     return steps
 
 
+def _takes_3x3_kernel(kh: int, kw: int, dilation: tuple[int, int], mult: int, oc: int) -> bool:
+    return kh == kw == 3 and (*dilation, mult) == (1, 1, 1) and oc % 4 == 0
+
+
+def clamps_its_input(op: Operator, sg: Subgraph) -> bool:
+    """Whether this node's own kernel can clamp each input value as it loads it (the
+    general kernel's `iclamp`: a RELU before it, elided; the 3x3 kernels cannot)."""
+    _, kh, kw, oc = sg.tensors[op.inputs[1]].shape
+    dilation = (op.options.get("dilation_h_factor", 1), op.options.get("dilation_w_factor", 1))
+    mult = oc // sg.tensors[op.inputs[0]].shape[-1]
+    return not _takes_3x3_kernel(kh, kw, dilation, mult, oc)
+
+
 def fuses_into_reader(op: Operator, sg: Subgraph) -> bool:
     """Whether a reader's kernel can compute this node's output as it loads it
     (`prologue_args`): multiplier 1 and a window wider than one pixel (a 1x1 one is a
@@ -143,7 +156,7 @@ def lower(lo, op: Operator) -> None:
     wc, bias = lo.add_const(f"t{op.inputs[1]}", win.w), lo.bias(op, 2, oc)
     # NOTE: chosen per precision by `bench/diag_gpu.py --only depthwise` on the H200:
     # with half storage a compile-time x stride is faster; with float, a runtime one
-    if kh == kw == 3 and (dh, dw, mult) == (1, 1, 1) and oc % 4 == 0:
+    if _takes_3x3_kernel(kh, kw, (dh, dw), mult, oc):
         if lo.precision == "fp16" and sw in (1, 2):
             name, scalars = f"depthwise3x3_s{sw}x1", (sh, pt, pl)
         else:
@@ -153,18 +166,20 @@ def lower(lo, op: Operator) -> None:
         args += lo.epilogue(act)
         lo.emit(op, name, args, g, lsz)
         return
+    source, low, high = lo.clamped.get(x, (x, -np.inf, np.inf))  # an elided RELU before it
     g, lsz = grid3(oc, out_s[2], out_s[0] * out_s[1])
     lo.emit(
         op,
         "depthwise_conv2d",
         [
-            Buf(x),
+            Buf(source),
             wc,
             bias,
             Buf(out),
             i4(in_s),
             i4(out_s),
             *map(np.int32, (kh, kw, sh, sw, dh, dw, pt, pl, mult)),
+            np.array((low, high), np.float32),
             *lo.epilogue(act),
         ],
         g,
