@@ -20,8 +20,8 @@ __kernel void depthwise_conv2d(__global const store_t* in, __global const store_
     for (int kx = 0; kx < kw; ++kx) {
       int ix = x * sw - pad_l + kx * dw;
       if (ix < 0 || ix >= in_shape.z) continue;
-      float v = clamp(LDF(in, ((n * in_shape.y + iy) * in_shape.z + ix) * C + ic), iclamp.x,
-                      iclamp.y);
+      float v = LDF(in, ((n * in_shape.y + iy) * in_shape.z + ix) * C + ic);
+      v = v < iclamp.x ? iclamp.x : v > iclamp.y ? iclamp.y : v;  // (-inf, inf): v, NaN too
       acc += v * LDF(w, (ky * kw + kx) * OC + oc);
     }
   }

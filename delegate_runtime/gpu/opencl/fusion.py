@@ -18,11 +18,12 @@ A depthwise convolution read only by a 1x1 convolution is absorbed
 by it too: the GEMM computes each depthwise output as it loads it, so the depthwise
 output is never stored (its activation and quantize-and-dequantize step included). A
 squeeze-excite's kernel computes the depthwise convolution making its input, storing it for
-the gate's MUL (`_depthwise_first`). A RELU (or RELU6) that no kernel absorbed,
-read only by 1x1 convolutions and by depthwise convolutions that such a convolution
-computes as it loads, is elided: each reader clamps the values it loads from the RELU's
-input (`_input_clamps`; NASNet's cells apply a RELU to each input of every separable
-convolution, whose input other branches read unclamped).
+the gate's MUL (`_depthwise_first`). A RELU (or RELU6) that no kernel absorbed, read
+only by 1x1 convolutions, by depthwise convolutions that such a convolution computes as
+it loads and by depthwise convolutions on the general kernel, is elided: each reader
+clamps the values it loads from the RELU's input (`_input_clamps`; NASNet's cells apply
+a RELU to each input of every separable convolution, whose input other branches read
+unclamped).
 """
 
 from __future__ import annotations
@@ -184,8 +185,9 @@ def _input_clamps(
     """Elide each float RELU that no kernel absorbed and whose readers all clamp what
     they load: 1x1 convolutions (GEMMs) reading it as their input with nothing absorbed
     before them, depthwise convolutions that such a GEMM computes as it loads
-    (`input_depthwise`), and depthwise convolutions on the general kernel. The readers' chains read the RELU's input instead; the RELU
-    launches nothing, and the first reader's kernel is named after it."""
+    (`input_depthwise`), and depthwise convolutions on the general kernel. The readers'
+    chains read the RELU's input instead; the RELU launches nothing, and the first
+    reader's kernel is named after it."""
     inside = set(nodes)
     computing = {c.input_depthwise: c for c in chains.values() if c.input_depthwise is not None}
     absorbed = {m for c in chains.values() for m in c.nodes}
