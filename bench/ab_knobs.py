@@ -5,7 +5,7 @@ Each variant sets module constants of `delegate_runtime.gpu` while a model is lo
 (fusion rules, tile thresholds: whatever the lowering reads when it runs); the sessions
 then take turns in rounds. Per model: each variant's launches, median host-in to host-out,
 the shipped tree's time over the variant's, and the largest difference of its outputs
-from the shipped ones (over the largest magnitude). Separate processes on a lent machine
+from the shipped ones (bench_zoo's max_error: over the range). Separate processes on a lent machine
 differed by up to 1.5x on the same tree; one process keeps the host alike for all.
 
     python bench/ab_knobs.py MODEL [...] --variant NAME=MODULE.CONST=VALUE[,...] [...]
@@ -26,8 +26,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -67,7 +65,7 @@ def compare(
     path: str, variants: dict[str, list], precision: str, device: str | None, runs: int, rounds: int
 ):
     from bench_gpu import interleaved_ms
-    from bench_zoo import inputs_for
+    from bench_zoo import inputs_for, max_error
 
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
@@ -82,13 +80,10 @@ def compare(
     stats = interleaved_ms(steps, runs, rounds)
     base = stats[SHIPPED][0]
     print(f"\n== {Path(path).stem} ({precision}, median of {runs} per variant in {rounds} rounds)")
-    print("| variant | launches | ms (p10-p90) | shipped / variant | max diff (of max abs) |")
+    print("| variant | launches | ms (p10-p90) | shipped / variant | max diff (of range) |")
     print("| --- | --- | --- | --- | --- |")
     for name, (median, lo, hi) in stats.items():
-        diff = max(
-            float(np.nanmax(np.abs(a.astype(np.float64) - b))) / max(float(np.abs(b).max()), 1e-30)
-            for a, b in zip(outputs[name], outputs[SHIPPED], strict=True)
-        )
+        diff = max_error(outputs[name], outputs[SHIPPED])
         launches = sum(len(ex.kernels) for ex in sessions[name].executors)
         print(
             f"| {name} | {launches} | {median:.3f} ({lo:.3f}-{hi:.3f}) | {base / median:.3f}x "

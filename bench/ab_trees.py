@@ -110,7 +110,7 @@ def compare(
 ) -> dict[str, Any]:
     """One model through both trees: loads, warm-up, the rounds; the row to print."""
     sys.path.insert(0, str(REPO / "bench"))
-    from bench_zoo import inputs_for
+    from bench_zoo import inputs_for, max_error
 
     row: dict[str, Any] = {"model": Path(model).stem}
     inputs = folder / "inputs.npz"
@@ -145,12 +145,7 @@ def compare(
             times[name] += reply["ns"]
     for name, ts in times.items():
         row[f"{name} ms"] = statistics.median(ts) / 1e6
-    row["diff"] = max(
-        # over the range, or the largest magnitude where an output is one value (a score)
-        float(np.nanmax(np.abs(a.astype(np.float64) - b)))
-        / max(float(np.ptp(b)), float(np.abs(b).max()), 1e-30)
-        for a, b in zip(outputs["this tree"], outputs["baseline"], strict=True)
-    )
+    row["diff"] = max_error(outputs["this tree"], outputs["baseline"])
     return row
 
 

@@ -201,20 +201,26 @@ def fc_chain() -> Built:
     return Built(b.build(), ins, (0, 1, 2))
 
 
-def pool_then_sub() -> Built:
-    b, g, (x,), ins = _graph(X)
-    t = g.tensor("t", (1, 3, 4, 8), F)
+def _pool(g, op, x, shape, size, stride):
+    """A SAME-padded square pool of `x` into a new tensor of `shape`."""
+    y = g.tensor("t", shape, F)
     g.op(
-        "AVERAGE_POOL_2D",
+        op,
         [x],
-        [t],
+        [y],
         padding="SAME",
-        stride_h=2,
-        stride_w=2,
-        filter_height=2,
-        filter_width=2,
+        stride_h=stride,
+        stride_w=stride,
+        filter_height=size,
+        filter_width=size,
         fused_activation_function="NONE",
     )
+    return y
+
+
+def pool_then_sub() -> Built:
+    b, g, (x,), ins = _graph(X)
+    t = _pool(g, "AVERAGE_POOL_2D", x, (1, 3, 4, 8), 2, 2)
     g.output(_binary(g, "SUB", g.const("k", np.array([1.5], F)), t, (1, 3, 4, 8), "y"))
     return Built(b.build(), ins, (0, 1))
 
@@ -225,18 +231,7 @@ def pool_doubled(op: str, act: str) -> Callable[[], Built]:
 
     def make() -> Built:
         b, g, (x,), ins = _graph(X)
-        t = g.tensor("t", X, F)
-        g.op(
-            op,
-            [x],
-            [t],
-            padding="SAME",
-            stride_h=1,
-            stride_w=1,
-            filter_height=3,
-            filter_width=3,
-            fused_activation_function="NONE",
-        )
+        t = _pool(g, op, x, X, 3, 1)
         g.output(_binary(g, "ADD", t, t, X, "y", act=act))
         return Built(b.build(), ins, (0, 1))
 
