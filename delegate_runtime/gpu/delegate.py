@@ -36,6 +36,9 @@ class GpuDelegateOptions:
     model_token: str | None = None  #: None: the model's sha256
     device: str | None = None  #: 'P:D' or a name substring; None: the first GPU
     profiling: bool = False
+    #: compile each launch's integer arguments into its kernel (opencl/specialize.py);
+    #: None: on GPUs, unless $DEVICEFARM_GPU_SPECIALIZE says otherwise
+    specialize: bool | None = None
 
     def validate(self) -> None:
         if self.precision not in ("fp32", "fp16"):
@@ -73,6 +76,7 @@ class GpuSession:
         self._whole_graph = False
         self.device_info = None
         self.program_from_cache = False
+        self.specialized_kernels = 0  #: kernels compiled for this model's launches
         #: how launches are enqueued: "c" (launch_loop.c), "python" (ctypes), "pyopencl"
         #: (an event per launch: profiling); "" with no GPU partition
         self.launch_loop = ""
@@ -93,11 +97,12 @@ class GpuSession:
     def _prepare_gpu(self, sha256: str) -> None:
         import pyopencl as cl
 
+        from .opencl import specialize
         from .opencl.cache import KernelCache, default_cache_dir, point_driver_cache
         from .opencl.executor import PartitionExecutor
         from .opencl.lowering import Lowerer
         from .opencl.native_loop import native_loop, unavailable
-        from .opencl.program import build_program
+        from .opencl.program import build_program, program_source
         from .opencl.runtime import describe, guarded, select_device, shared_context
 
         opts = self.options
@@ -113,27 +118,44 @@ class GpuSession:
             "creating a command queue", lambda: cl.CommandQueue(self.ctx, device, properties=props)
         )
         t = self._phase("context", t)
+        sg = self.model.main
+        lowered = []
+        for nodes in self.delegation.partitions:
+            lowerer = Lowerer(sg, self.device_info.compute_units, opts.precision)
+            ins, outs = _boundary(sg, nodes)
+            lowerer.lower_partition(nodes, set(outs))
+            lowered.append((lowerer.out, ins, outs))
+        t = self._phase("lower", t)
+        source = program_source()
+        if specialize.enabled(self.device_info.is_gpu, opts.specialize):
+            launches = [launch for out, _, _ in lowered for launch in out.launches]
+            spec = specialize.specialize(source, launches)
+            for pos, name in spec.names.items():
+                launches[pos].kernel = name
+            source, self.specialized_kernels = spec.source, spec.kernels
         token = (opts.model_token or sha256) if explicit else "program"
         built = build_program(
-            self.ctx, device, self.device_info, opts.precision, KernelCache(cache_dir), token
+            self.ctx,
+            device,
+            self.device_info,
+            opts.precision,
+            KernelCache(cache_dir),
+            token,
+            source,
         )
         self.program_from_cache = built.from_cache
         t = self._phase("program", t)
         native = None if opts.profiling else native_loop(cache_dir)
         t = self._phase("launch_loop", t)
-        sg = self.model.main
         storage = np.float16 if opts.precision == "fp16" else np.float32
-        for nodes in self.delegation.partitions:
-            lowerer = Lowerer(sg, self.device_info.compute_units, opts.precision)
-            ins, outs = _boundary(sg, nodes)
-            lowerer.lower_partition(nodes, set(outs))
+        for out, ins, outs in lowered:
             self.executors.append(
                 PartitionExecutor(
                     self.ctx,
                     self.queue,
                     built.program,
                     sg,
-                    lowerer.out,
+                    out,
                     ins,
                     outs,
                     storage,
@@ -142,7 +164,7 @@ class GpuSession:
                     native=native,
                 )
             )
-        self._phase("lower_and_upload", t)
+        self._phase("upload", t)
         loops = {ex.hot.loop if ex.hot is not None else "pyopencl" for ex in self.executors}
         self.launch_loop = "+".join(sorted(loops))
         self.launch_loop_why = unavailable() if "python" in loops else ""

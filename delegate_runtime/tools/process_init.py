@@ -16,9 +16,10 @@ from typing import Any
 GPU_PHASES = {
     "fold_and_partition": "fold and partition",
     "context": "device and queue",
+    "lower": "lower",
     "program": "program",
     "launch_loop": "launch loop",
-    "lower_and_upload": "lower and upload",
+    "upload": "upload",
 }
 
 

@@ -23,16 +23,17 @@ def test_the_process_part_is_paid_once():
                 init_phases_ms={
                     "fold_and_partition": 2.04,
                     "context": 0.2,
+                    "lower": 5.1,
                     "program": 30.0,
                     "launch_loop": 0.01,
-                    "lower_and_upload": 35.5,
+                    "upload": 30.4,
                     "total": 67.9,
                 },
                 program_from_cache=True,
                 launch_loop="c",
             ),
-            "(read 3.2, session 1.9: fold and partition 2.0, device and queue 0.2, "
-            "program 30.0 from cache, launch loop 0.0 (c), lower and upload 35.5)",
+            "(read 3.2, session 1.9: fold and partition 2.0, device and queue 0.2, lower 5.1, "
+            "program 30.0 from cache, launch loop 0.0 (c), upload 30.4)",
         ),
     ],
     ids=["cpu", "gpu"],

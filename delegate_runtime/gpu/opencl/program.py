@@ -195,12 +195,19 @@ class BuiltProgram:
 
 
 def build_program(
-    ctx: Any, device: Any, info: DeviceInfo, storage: str, cache: KernelCache | None, token: str
+    ctx: Any,
+    device: Any,
+    info: DeviceInfo,
+    storage: str,
+    cache: KernelCache | None,
+    token: str,
+    source: str | None = None,
 ) -> BuiltProgram:
-    """Build the program for `storage` ("fp32"/"fp16"), from the cache when it holds it."""
+    """Build the program for `storage` ("fp32"/"fp16"), from the cache when it holds it;
+    `source` replaces program_source() (with kernels specialized for a model)."""
     import pyopencl as cl
 
-    source = program_source()
+    source = source if source is not None else program_source()
     options = build_options(storage, info)
     key = CacheKey(
         token=token,

@@ -1,0 +1,219 @@
+"""Kernels specialized per launch: a launch's integer arguments compiled in as constants.
+
+The program's kernels take shapes, window geometry, activation and epilogue codes as
+arguments, so one build serves every model. Where a device compiles once per model
+anyway (a GPU, whose driver caches the result), a copy of a launch's kernel with those
+integers fixed lets the compiler unroll the window loops, turn divisions by shapes into
+multiplications and drop the epilogue's unused switch cases. The copy keeps the
+signature (arguments are still set as before) and assigns the fixed values to its
+parameters first: it computes exactly what the generic kernel computes for that launch.
+
+Copies are made from the program source itself: the kernel's definition is found by
+name, its parameter list read (the program's own object-like macros expanded, `#if`
+constants decided), and every non-const int, int2, int4, int8 or int16 parameter whose
+launch argument is an integer fixed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .launch import Launch
+
+#: Kernels specialized (name prefixes): the convolution kernels, where the time is.
+SPECIALIZED_PREFIXES = ("gemm", "depthwise")
+#: Specialize on GPUs unless DEVICEFARM_GPU_SPECIALIZE says otherwise (ab_knobs can flip it).
+ON_GPU = True
+#: "1"/"0" forces specialization on/off on every device (tests, CPU OpenCL).
+ENV = "DEVICEFARM_GPU_SPECIALIZE"
+#: OpenCL integer types a parameter may have to be fixed, by vector width.
+INT_TYPES = {"int": 1, "int2": 2, "int4": 4, "int8": 8, "int16": 16}
+
+
+def enabled(is_gpu: bool, option: bool | None = None) -> bool:
+    """Whether a session specializes: its option, else $DEVICEFARM_GPU_SPECIALIZE, else on
+    GPUs (ON_GPU) and off on CPU OpenCL, where each model's build would cost seconds."""
+    if option is not None:
+        return option
+    env = os.environ.get(ENV, "")
+    if env in ("0", "1"):
+        return env == "1"
+    return ON_GPU and is_gpu
+
+
+@dataclass(frozen=True)
+class Param:
+    type: str  #: the type's words, qualifiers included ("__global const store_t*")
+    name: str
+
+    @property
+    def int_width(self) -> int | None:
+        """The vector width of a plain integer parameter, None for any other."""
+        words = self.type.split()
+        return INT_TYPES.get(words[0]) if len(words) == 1 else None
+
+
+def strip_comments(text: str) -> str:
+    """`text` with its // and /* */ comments blanked (newlines kept)."""
+    return re.sub(
+        r"//[^\n]*|/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group()), text, flags=re.S
+    )
+
+
+def object_macros(text: str) -> dict[str, str]:
+    """The object-like #defines of comment-free `text`: name -> body (continuations joined)."""
+    joined = text.replace("\\\n", " ")
+    macros = {}
+    for m in re.finditer(r"^[ \t]*#define[ \t]+(\w+)(?!\()[ \t]*(.*)$", joined, flags=re.M):
+        macros[m.group(1)] = m.group(2).strip()
+    return macros
+
+
+def _matching(text: str, start: int, open_: str, close: str) -> int:
+    """Index of the bracket closing the one at `start`."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == open_:
+            depth += 1
+        elif text[i] == close:
+            depth -= 1
+            if depth == 0:
+                return i
+    raise ValueError(f"unbalanced {open_}{close} from offset {start}")
+
+
+@dataclass(frozen=True)
+class KernelText:
+    """Where kernel `name` lies in a comment-free source."""
+
+    start: int  #: its `__kernel` keyword
+    params: str  #: the text between its parentheses
+    body_open: int  #: its body's `{`
+    end: int  #: one past its body's `}`
+
+
+def find_kernel(text: str, name: str) -> KernelText:
+    """Kernel `name`'s definition in comment-free `text`."""
+    m = re.search(rf"\bvoid\s+{re.escape(name)}\s*\(", text)
+    if m is None:
+        raise KeyError(f"no kernel {name!r} in the program source")
+    start = text.rfind("__kernel", 0, m.start())
+    if start < 0 or ";" in text[start : m.start()] or "}" in text[start : m.start()]:
+        raise KeyError(f"{name!r} is not declared __kernel")
+    open_paren = m.end() - 1
+    close_paren = _matching(text, open_paren, "(", ")")
+    body_open = text.index("{", close_paren)
+    if text[close_paren + 1 : body_open].strip():
+        raise ValueError(f"unexpected text between {name!r}'s parameters and body")
+    end = _matching(text, body_open, "{", "}") + 1
+    return KernelText(start, text[open_paren + 1 : close_paren], body_open, end)
+
+
+def _decide_conditionals(params: str) -> str:
+    """Keep the lines of `#if N` / `#else` / `#endif` blocks that a constant N selects."""
+    kept, stack = [], []  # stack: (this block taken, enclosing blocks all taken)
+    for line in params.splitlines():
+        word = line.strip()
+        live = all(taken for taken, _ in stack)
+        if word.startswith("#if"):
+            cond = word[3:].strip()
+            if not cond.isdigit():
+                raise ValueError(f"cannot decide '{word}' in a kernel's parameters")
+            stack.append((int(cond) != 0, live))
+        elif word.startswith("#else"):
+            taken, outer = stack.pop()
+            stack.append((not taken, outer))
+        elif word.startswith("#endif"):
+            stack.pop()
+        elif word.startswith("#"):
+            raise ValueError(f"cannot read '{word}' in a kernel's parameters")
+        elif live:
+            kept.append(line)
+    return " ".join(kept)
+
+
+def parse_params(params: str, macros: dict[str, str]) -> list[Param]:
+    """A kernel's parameters from the text between its parentheses."""
+    text = _decide_conditionals(params)
+    for _ in range(8):  # macros within macros, a few levels deep
+        expanded = re.sub(r"\b\w+\b", lambda m: macros.get(m.group(), m.group()), text)
+        if expanded == text:
+            break
+        text = expanded
+    out = []
+    for part in text.split(","):
+        words = part.replace("*", " * ").split()
+        if not words:
+            continue
+        out.append(Param(" ".join(words[:-1]).replace(" *", "*"), words[-1]))
+    return out
+
+
+def c_literal(width: int, value: Any) -> str | None:
+    """`value` as an OpenCL literal of an int vector of `width`, None if it is no such."""
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iu" or arr.size != width or arr.ndim > 1:
+        return None
+    items = ", ".join(str(int(v)) for v in arr.reshape(-1))
+    return items if width == 1 else f"(int{width})({items})"
+
+
+@dataclass
+class Specialized:
+    """The program source with the specialized copies, and each launch's copy's name."""
+
+    source: str
+    names: dict[int, str]  #: launch position -> specialized kernel name
+
+    @property
+    def kernels(self) -> int:
+        return len(set(self.names.values()))
+
+
+def specialize(source: str, launches: list[Launch]) -> Specialized:
+    """`source` with copies of the kernels of `launches` (those named by
+    SPECIALIZED_PREFIXES) whose integer arguments are fixed, one per distinct kernel and
+    values, each right after its original (so the macros around it are the same)."""
+    text = strip_comments(source)  # the same length: offsets hold in `source` too
+    macros = object_macros(text)
+    found: dict[str, tuple[KernelText, list[Param]]] = {}
+    copies: dict[str, tuple[int, str]] = {}  # name -> (insert at, text)
+    names: dict[int, str] = {}
+    for pos, launch in enumerate(launches):
+        if not launch.kernel.startswith(SPECIALIZED_PREFIXES):
+            continue
+        if launch.kernel not in found:
+            kt = find_kernel(text, launch.kernel)
+            found[launch.kernel] = (kt, parse_params(kt.params, macros))
+        kt, params = found[launch.kernel]
+        if len(params) != len(launch.args):
+            raise ValueError(
+                f"{launch.kernel} takes {len(params)} arguments; its launch has {len(launch.args)}"
+            )
+        fixes = []
+        for param, arg in zip(params, launch.args, strict=True):
+            width = param.int_width
+            literal = None if width is None else c_literal(width, arg)
+            if literal is not None:
+                fixes.append(f"{param.name} = {literal};")
+        if not fixes:
+            continue
+        body = " ".join(fixes)
+        digest = hashlib.sha256(f"{launch.kernel}|{body}".encode()).hexdigest()[:10]
+        name = f"{launch.kernel}__{digest}"
+        if name not in copies:
+            head = text[kt.start : kt.body_open + 1]
+            head = re.sub(rf"\b{re.escape(launch.kernel)}\b", name, head, count=1)
+            copies[name] = (kt.end, f"\n{head}\n  {body}\n{text[kt.body_open + 1 : kt.end]}")
+        names[pos] = name
+    parts, at = [], 0
+    for end, copy in sorted(copies.values(), key=lambda c: c[0]):
+        parts += [source[at:end], copy]
+        at = end
+    return Specialized("".join(parts) + source[at:], names)
