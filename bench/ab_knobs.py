@@ -4,8 +4,9 @@ shipped, in one process and one OpenCL context (issue 14).
 Each variant sets module constants of `delegate_runtime.gpu` while a model is lowered
 (fusion rules, tile thresholds: whatever the lowering reads when it runs); the sessions
 then take turns in rounds. Per model: each variant's launches, median host-in to host-out,
-the shipped tree's time over the variant's, and the largest difference of its outputs
-from the shipped ones (bench_zoo's max_error: over the range). Separate processes on a lent machine
+the shipped tree's time over the variant's, the largest difference of its outputs
+from the shipped ones (bench_zoo's max_error: over the range), and its session's init
+(of which building its programs, cold unless the kernel cache held them). Separate processes on a lent machine
 differed by up to 1.5x on the same tree; one process keeps the host alike for all.
 
     python bench/ab_knobs.py MODEL [...] --variant NAME=MODULE.CONST=VALUE[,...] [...]
@@ -80,14 +81,20 @@ def compare(
     stats = interleaved_ms(steps, runs, rounds)
     base = stats[SHIPPED][0]
     print(f"\n== {Path(path).stem} ({precision}, median of {runs} per variant in {rounds} rounds)")
-    print("| variant | launches | ms (p10-p90) | shipped / variant | max diff (of range) |")
-    print("| --- | --- | --- | --- | --- |")
+    print(
+        "| variant | launches | ms (p10-p90) | shipped / variant | max diff (of range) "
+        "| init ms (kernels built) |"
+    )
+    print("| --- | --- | --- | --- | --- | --- |")
     for name, (median, lo, hi) in stats.items():
         diff = max_error(outputs[name], outputs[SHIPPED])
-        launches = sum(len(ex.kernels) for ex in sessions[name].executors)
+        session = sessions[name]
+        launches = sum(len(ex.kernels) for ex in session.executors)
+        phases = session.init_phases_ms
+        built = phases.get("program", 0.0) + phases.get("specialized", 0.0)
         print(
             f"| {name} | {launches} | {median:.3f} ({lo:.3f}-{hi:.3f}) | {base / median:.3f}x "
-            f"| {diff:.1e} |"
+            f"| {diff:.1e} | {phases['total']:.0f} ({built:.0f}) |"
         )
 
 

@@ -77,6 +77,7 @@ class GpuSession:
         self.device_info = None
         self.program_from_cache = False
         self.specialized_kernels = 0  #: kernels compiled for this model's launches
+        self.specialized_from_cache = False
         #: how launches are enqueued: "c" (launch_loop.c), "python" (ctypes), "pyopencl"
         #: (an event per launch: profiling); "" with no GPU partition
         self.launch_loop = ""
@@ -102,7 +103,7 @@ class GpuSession:
         from .opencl.executor import PartitionExecutor
         from .opencl.lowering import Lowerer
         from .opencl.native_loop import native_loop, unavailable
-        from .opencl.program import build_program, program_source
+        from .opencl.program import Programs, build_program, program_source
         from .opencl.runtime import describe, guarded, select_device, shared_context
 
         opts = self.options
@@ -126,25 +127,26 @@ class GpuSession:
             lowerer.lower_partition(nodes, set(outs))
             lowered.append((lowerer.out, ins, outs))
         t = self._phase("lower", t)
-        source = program_source()
+        token = (opts.model_token or sha256) if explicit else "program"
+        cache = KernelCache(cache_dir)
+        built = build_program(self.ctx, device, self.device_info, opts.precision, cache, token)
+        self.program_from_cache = built.from_cache
+        programs = Programs(built.program)
+        t = self._phase("program", t)
         if specialize.enabled(self.device_info.is_gpu, opts.specialize):
             launches = [launch for out, _, _ in lowered for launch in out.launches]
-            spec = specialize.specialize(source, launches)
-            for pos, name in spec.names.items():
-                launches[pos].kernel = name
-            source, self.specialized_kernels = spec.source, spec.kernels
-        token = (opts.model_token or sha256) if explicit else "program"
-        built = build_program(
-            self.ctx,
-            device,
-            self.device_info,
-            opts.precision,
-            KernelCache(cache_dir),
-            token,
-            source,
-        )
-        self.program_from_cache = built.from_cache
-        t = self._phase("program", t)
+            spec = specialize.specialize(program_source(), launches)
+            if spec.names:
+                token = (opts.model_token or sha256) if explicit else "specialized"
+                built = build_program(
+                    self.ctx, device, self.device_info, opts.precision, cache, token, spec.source
+                )
+                programs.specialized = built.program
+                self.specialized_from_cache = built.from_cache
+                for pos, name in spec.names.items():
+                    launches[pos].kernel = name
+                self.specialized_kernels = spec.kernels
+            t = self._phase("specialized", t)
         native = None if opts.profiling else native_loop(cache_dir)
         t = self._phase("launch_loop", t)
         storage = np.float16 if opts.precision == "fp16" else np.float32
@@ -153,7 +155,7 @@ class GpuSession:
                 PartitionExecutor(
                     self.ctx,
                     self.queue,
-                    built.program,
+                    programs,
                     sg,
                     out,
                     ins,

@@ -18,6 +18,7 @@ GPU_PHASES = {
     "context": "device and queue",
     "lower": "lower",
     "program": "program",
+    "specialized": "specialized kernels",
     "launch_loop": "launch loop",
     "upload": "upload",
 }
@@ -59,6 +60,9 @@ def init_split_line(process_us: int, read_us: int, session_us: int, session: Any
             note = ""
             if key == "program" and session.program_from_cache:
                 note = " from cache"
+            elif key == "specialized":
+                cached = " from cache" if session.specialized_from_cache else ""
+                note = f" ({session.specialized_kernels}{cached})"
             elif key == "launch_loop" and getattr(session, "launch_loop", ""):
                 note = f" ({session.launch_loop})"
             steps.append(f"{name} {phases[key]:.1f}{note}")

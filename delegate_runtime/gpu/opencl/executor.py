@@ -26,6 +26,12 @@ FLOAT32_EDGE_VARIANTS = {
 
 #: Launches between queue flushes, so the device works while the host still enqueues.
 FLUSH_EVERY = 6
+#: Pinned inputs are filled and uploaded in pieces of this many bytes, each flushed, so
+#: the DMA of one overlaps the host's copy of the next (0: one piece, flushed with the
+#: first launch). Read when a partition is prepared.
+UPLOAD_PIECE_BYTES = 0
+#: Flush the queue after the uploads, before the first launch is enqueued.
+FLUSH_AFTER_UPLOAD = False
 
 
 @dataclass
@@ -87,7 +93,7 @@ class PartitionExecutor:
         self,
         ctx: Any,
         queue: Any,
-        program: Any,
+        programs: Any,
         sg: Subgraph,
         lowered: Lowered,
         inputs: list[int],
@@ -140,10 +146,10 @@ class PartitionExecutor:
                 ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(n_counters, np.int32)
             )
             self.launches = rooted.launches
-            self.kernels = [self._bind(program, launch) for launch in rooted.launches]
+            self.kernels = [self._bind(programs, launch) for launch in rooted.launches]
             self.nodes = [launch.node for launch in rooted.launches]
             self.covers = [launch.covers or (launch.node,) for launch in rooted.launches]
-            self._add_conversions(ctx, program)
+            self._add_conversions(ctx, programs)
         except cl.Error as exc:
             raise device_error(exc, "preparing the GPU partition") from exc
         self.sources = [self._edge_buffer(t) for t in self.outputs]
@@ -152,6 +158,8 @@ class PartitionExecutor:
         self.hot = HotPath(lib, queue, self.kernels, native) if lib is not None else None
         pin = pinned_host and self.hot is not None
         self.pinned = self._pin(ctx, self.input_tensors) if pin else {}
+        self.upload_piece_bytes = UPLOAD_PIECE_BYTES
+        self.flush_after_upload = FLUSH_AFTER_UPLOAD
         self.pinned_out = self._pin(ctx, self.outputs) if pin else {}
         self.const_bytes = sum(b.size for b in self.consts.values())
         self.last_events: list[Any] = []
@@ -192,13 +200,13 @@ class PartitionExecutor:
 
     def _bind(
         self,
-        program: Any,
+        programs: Any,
         launch: Any,
         name: str | None = None,
         replace: dict[int, Any] | None = None,
     ) -> tuple[Any, tuple, tuple | None]:
         """A kernel object with its arguments set once (`replace`: position -> buffer)."""
-        kernel = self.cl.Kernel(program, name or launch.kernel)
+        kernel = programs.kernel(name or launch.kernel)
         args = []
         for pos, arg in enumerate(launch.args):
             if replace and pos in replace:
@@ -218,7 +226,7 @@ class PartitionExecutor:
         kernel.set_args(*args)
         return kernel, launch.gsize, launch.lsize
 
-    def _add_conversions(self, ctx: Any, program: Any) -> None:
+    def _add_conversions(self, ctx: Any, programs: Any) -> None:
         """With half storage, inputs arrive and outputs leave as float32 through staging
         buffers converted on the device, so the host does no per-element work."""
         self.staging: dict[int, Any] = {}
@@ -232,9 +240,9 @@ class PartitionExecutor:
             n = self.sg.tensors[t].size
             self.staging[t] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(4 * n, 4))
             is_input = t in self.input_tensors
-            if self._read_or_write_float32(program, t, is_input):
+            if self._read_or_write_float32(programs, t, is_input):
                 continue
-            kernel = cl.Kernel(program, "to_storage" if is_input else "from_storage")
+            kernel = programs.kernel("to_storage" if is_input else "from_storage")
             buf = self.buffers[self.plan.buffer_of[self.root(t)]]
             src, dst = (self.staging[t], buf) if is_input else (buf, self.staging[t])
             kernel.set_args(src, dst, np.int32(n))
@@ -244,7 +252,7 @@ class PartitionExecutor:
         self.nodes = [-1] * len(before) + self.nodes + [-1] * len(after)
         self.covers = [()] * len(before) + self.covers + [()] * len(after)
 
-    def _read_or_write_float32(self, program: Any, t: int, is_input: bool) -> bool:
+    def _read_or_write_float32(self, programs: Any, t: int, is_input: bool) -> bool:
         """Let the one launch that reads input `t` (or last writes output `t`) use the
         float32 staging buffer itself, when it has a float32 edge variant; True if so."""
         root = Buf(self.root(t))
@@ -263,7 +271,7 @@ class PartitionExecutor:
         uses = sum(isinstance(a, Buf) and a == root for a in launch.args)
         if variant is None or uses != 1 or (is_input and len(users) != 1):
             return False  # e.g. also read by an epilogue step: it needs the storage copy
-        self.kernels[i] = self._bind(program, launch, variant, {pos: self.staging[t]})
+        self.kernels[i] = self._bind(programs, launch, variant, {pos: self.staging[t]})
         return True
 
     @property
@@ -287,10 +295,6 @@ class PartitionExecutor:
     def run(self, values: dict[int, np.ndarray]) -> None:
         """Read the partition's inputs from `values` and write its outputs there."""
         hosts = [self._to_host(t, values[t]) for t in self.input_tensors]
-        for i, t in enumerate(self.input_tensors):
-            if t in self.pinned:
-                np.copyto(self.pinned[t], hosts[i])
-                hosts[i] = self.pinned[t]
         # _from_storage copies, so a pinned array is free again once its result is made
         results = [(t, self._output_host(t)) for t in self.outputs]
         if self.hot is not None:
@@ -304,8 +308,10 @@ class PartitionExecutor:
         hot = self.hot
         try:
             try:
-                for host, dst in zip(hosts, self.destinations, strict=True):
-                    hot.write(dst, host)
+                for t, host, dst in zip(self.input_tensors, hosts, self.destinations, strict=True):
+                    self._upload(t, host, dst)
+                if self.flush_after_upload:
+                    hot.flush()
                 hot.enqueue(FLUSH_EVERY)
                 for (_, host), src in zip(results, self.sources, strict=True):
                     hot.read(src, host)
@@ -313,6 +319,25 @@ class PartitionExecutor:
                 hot.finish()  # the host arrays stay referenced until the copies are done
         except CLCallError as exc:
             raise device_error(exc, "running the GPU partition") from exc
+
+    def _upload(self, t: int, host: np.ndarray, dst: Any) -> None:
+        """Enqueue input t's upload from `host`, through its pinned array where it has
+        one (in flushed pieces of upload_piece_bytes, where set)."""
+        pinned = self.pinned.get(t)
+        if pinned is None:
+            self.hot.write(dst, host)
+            return
+        flat_in, flat_pin = host.reshape(-1), pinned.reshape(-1)
+        step = max(self.upload_piece_bytes // pinned.itemsize, 1) if self.upload_piece_bytes else 0
+        if not step or step >= flat_pin.size:
+            np.copyto(pinned, host)
+            self.hot.write(dst, pinned)
+            return
+        for lo in range(0, flat_pin.size, step):
+            piece = flat_pin[lo : lo + step]
+            np.copyto(piece, flat_in[lo : lo + step])
+            self.hot.write(dst, piece, lo * pinned.itemsize)
+            self.hot.flush()
 
     def _run_pyopencl(self, hosts: list[np.ndarray], results: list[tuple[int, np.ndarray]]) -> None:
         """The same through pyopencl, keeping an event per launch (profiling)."""

@@ -32,6 +32,8 @@ SPECIALIZED_PREFIXES = ("gemm", "depthwise")
 ON_GPU = True
 #: "1"/"0" forces specialization on/off on every device (tests, CPU OpenCL).
 ENV = "DEVICEFARM_GPU_SPECIALIZE"
+#: Between a kernel's name and its copy's digest (no generic kernel's name holds it).
+SEPARATOR = "__"
 #: OpenCL integer types a parameter may have to be fixed, by vector width.
 INT_TYPES = {"int": 1, "int2": 2, "int4": 4, "int8": 8, "int16": 16}
 
@@ -166,9 +168,9 @@ def c_literal(width: int, value: Any) -> str | None:
 
 @dataclass
 class Specialized:
-    """The program source with the specialized copies, and each launch's copy's name."""
+    """A program of the specialized copies alone, and each launch's copy's name."""
 
-    source: str
+    source: str  #: "" when no launch was specialized
     names: dict[int, str]  #: launch position -> specialized kernel name
 
     @property
@@ -176,44 +178,62 @@ class Specialized:
         return len(set(self.names.values()))
 
 
+def kernel_names(text: str) -> list[str]:
+    """The names of the kernels defined in comment-free `text`, in order."""
+    return re.findall(r"__kernel\b[^;{}]*?\bvoid\s+(\w+)\s*\(", text)
+
+
 def specialize(source: str, launches: list[Launch]) -> Specialized:
-    """`source` with copies of the kernels of `launches` (those named by
+    """A program holding copies of the kernels of `launches` (those named by
     SPECIALIZED_PREFIXES) whose integer arguments are fixed, one per distinct kernel and
-    values, each right after its original (so the macros around it are the same)."""
+    values: `source` (the generic program) with every kernel of its own removed and each
+    copy where its original stood, so the helpers and macros around it are the same."""
     text = strip_comments(source)  # the same length: offsets hold in `source` too
     macros = object_macros(text)
-    found: dict[str, tuple[KernelText, list[Param]]] = {}
-    copies: dict[str, tuple[int, str]] = {}  # name -> (insert at, text)
+    spans = {name: find_kernel(text, name) for name in kernel_names(text)}
+    params: dict[str, list[Param]] = {}
+    copies: dict[str, tuple[int, str]] = {}  # name -> (original's start, text)
     names: dict[int, str] = {}
     for pos, launch in enumerate(launches):
         if not launch.kernel.startswith(SPECIALIZED_PREFIXES):
             continue
-        if launch.kernel not in found:
-            kt = find_kernel(text, launch.kernel)
-            found[launch.kernel] = (kt, parse_params(kt.params, macros))
-        kt, params = found[launch.kernel]
-        if len(params) != len(launch.args):
-            raise ValueError(
-                f"{launch.kernel} takes {len(params)} arguments; its launch has {len(launch.args)}"
-            )
-        fixes = []
-        for param, arg in zip(params, launch.args, strict=True):
-            width = param.int_width
-            literal = None if width is None else c_literal(width, arg)
-            if literal is not None:
-                fixes.append(f"{param.name} = {literal};")
+        kt = spans.get(launch.kernel)
+        if kt is None:
+            raise KeyError(f"no kernel {launch.kernel!r} in the program source")
+        if launch.kernel not in params:
+            params[launch.kernel] = parse_params(kt.params, macros)
+        fixes = _fixes(launch, params[launch.kernel])
         if not fixes:
             continue
-        body = " ".join(fixes)
-        digest = hashlib.sha256(f"{launch.kernel}|{body}".encode()).hexdigest()[:10]
-        name = f"{launch.kernel}__{digest}"
+        digest = hashlib.sha256(f"{launch.kernel}|{fixes}".encode()).hexdigest()[:10]
+        name = f"{launch.kernel}{SEPARATOR}{digest}"
         if name not in copies:
             head = text[kt.start : kt.body_open + 1]
             head = re.sub(rf"\b{re.escape(launch.kernel)}\b", name, head, count=1)
-            copies[name] = (kt.end, f"\n{head}\n  {body}\n{text[kt.body_open + 1 : kt.end]}")
+            copies[name] = (kt.start, f"{head}\n  {fixes}\n{text[kt.body_open + 1 : kt.end]}\n")
         names[pos] = name
+    if not names:
+        return Specialized("", {})
+    by_start: dict[int, list[str]] = {}
+    for start, copy in copies.values():
+        by_start.setdefault(start, []).append(copy)
     parts, at = [], 0
-    for end, copy in sorted(copies.values(), key=lambda c: c[0]):
-        parts += [source[at:end], copy]
-        at = end
+    for kt in sorted(spans.values(), key=lambda k: k.start):
+        parts += [source[at : kt.start], *by_start.get(kt.start, [])]
+        at = kt.end
     return Specialized("".join(parts) + source[at:], names)
+
+
+def _fixes(launch: Launch, params: list[Param]) -> str:
+    """The statements fixing `launch`'s integer arguments, e.g. "M = 196; din = (int4)(...);"."""
+    if len(params) != len(launch.args):
+        raise ValueError(
+            f"{launch.kernel} takes {len(params)} arguments; its launch has {len(launch.args)}"
+        )
+    fixes = []
+    for param, arg in zip(params, launch.args, strict=True):
+        width = param.int_width
+        literal = None if width is None else c_literal(width, arg)
+        if literal is not None:
+            fixes.append(f"{param.name} = {literal};")
+    return " ".join(fixes)
