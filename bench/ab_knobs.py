@@ -91,7 +91,7 @@ def compare(
         session = sessions[name]
         launches = sum(len(ex.kernels) for ex in session.executors)
         phases = session.init_phases_ms
-        built = phases.get("program", 0.0) + phases.get("specialized", 0.0)
+        built = phases.get("program", 0.0)
         print(
             f"| {name} | {launches} | {median:.3f} ({lo:.3f}-{hi:.3f}) | {base / median:.3f}x "
             f"| {diff:.1e} | {phases['total']:.0f} ({built:.0f}) |"

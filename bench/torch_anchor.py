@@ -79,11 +79,11 @@ def main() -> None:
             with torch.cuda.graph(graph):
                 y = net(x)
 
-            def replay():
+            def replay(graph=graph):
                 graph.replay()
                 torch.cuda.synchronize()
 
-            def replay_host():
+            def replay_host(graph=graph, y=y):
                 x.copy_(host_in, non_blocking=True)
                 graph.replay()
                 host_out.copy_(y, non_blocking=True)

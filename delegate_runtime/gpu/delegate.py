@@ -76,8 +76,9 @@ class GpuSession:
         self._whole_graph = False
         self.device_info = None
         self.program_from_cache = False
-        self.specialized_kernels = 0  #: kernels compiled for this model's launches
-        self.specialized_from_cache = False
+        #: kernels compiled for this model's launches (opencl/specialize.py); 0: the
+        #: program is the one every model shares
+        self.specialized_kernels = 0
         #: how launches are enqueued: "c" (launch_loop.c), "python" (ctypes), "pyopencl"
         #: (an event per launch: profiling); "" with no GPU partition
         self.launch_loop = ""
@@ -100,10 +101,10 @@ class GpuSession:
 
         from .opencl import specialize
         from .opencl.cache import KernelCache, default_cache_dir, point_driver_cache
-        from .opencl.executor import PartitionExecutor
+        from .opencl.executor import PartitionExecutor, executor_kernels
         from .opencl.lowering import Lowerer
         from .opencl.native_loop import native_loop, unavailable
-        from .opencl.program import Programs, build_program, program_source
+        from .opencl.program import build_program, program_source
         from .opencl.runtime import describe, guarded, select_device, shared_context
 
         opts = self.options
@@ -127,26 +128,28 @@ class GpuSession:
             lowerer.lower_partition(nodes, set(outs))
             lowered.append((lowerer.out, ins, outs))
         t = self._phase("lower", t)
-        token = (opts.model_token or sha256) if explicit else "program"
-        cache = KernelCache(cache_dir)
-        built = build_program(self.ctx, device, self.device_info, opts.precision, cache, token)
-        self.program_from_cache = built.from_cache
-        programs = Programs(built.program)
-        t = self._phase("program", t)
+        source, token = program_source(), "program"  # one program for every model
         if specialize.enabled(self.device_info.is_gpu, opts.specialize):
             launches = [launch for out, _, _ in lowered for launch in out.launches]
-            spec = specialize.specialize(program_source(), launches)
-            if spec.names:
-                token = (opts.model_token or sha256) if explicit else "specialized"
-                built = build_program(
-                    self.ctx, device, self.device_info, opts.precision, cache, token, spec.source
-                )
-                programs.specialized = built.program
-                self.specialized_from_cache = built.from_cache
-                for pos, name in spec.names.items():
-                    launches[pos].kernel = name
-                self.specialized_kernels = spec.kernels
-            t = self._phase("specialized", t)
+            kernels = {launch.kernel for launch in launches}
+            own = specialize.model_program(source, launches, executor_kernels(kernels))
+            for pos, name in own.names.items():
+                launches[pos].kernel = name
+            source, token = own.source, "model"
+            self.specialized_kernels = own.specialized
+        if explicit:
+            token = opts.model_token or sha256
+        built = build_program(
+            self.ctx,
+            device,
+            self.device_info,
+            opts.precision,
+            KernelCache(cache_dir),
+            token,
+            source,
+        )
+        self.program_from_cache = built.from_cache
+        t = self._phase("program", t)
         native = None if opts.profiling else native_loop(cache_dir)
         t = self._phase("launch_loop", t)
         storage = np.float16 if opts.precision == "fp16" else np.float32
@@ -155,7 +158,7 @@ class GpuSession:
                 PartitionExecutor(
                     self.ctx,
                     self.queue,
-                    programs,
+                    built.program,
                     sg,
                     out,
                     ins,

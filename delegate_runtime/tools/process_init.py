@@ -18,7 +18,6 @@ GPU_PHASES = {
     "context": "device and queue",
     "lower": "lower",
     "program": "program",
-    "specialized": "specialized kernels",
     "launch_loop": "launch loop",
     "upload": "upload",
 }
@@ -58,11 +57,11 @@ def init_split_line(process_us: int, read_us: int, session_us: int, session: Any
     for key, name in GPU_PHASES.items():
         if key in phases:
             note = ""
-            if key == "program" and session.program_from_cache:
-                note = " from cache"
-            elif key == "specialized":
-                cached = " from cache" if session.specialized_from_cache else ""
-                note = f" ({session.specialized_kernels}{cached})"
+            if key == "program":
+                own = getattr(session, "specialized_kernels", 0)
+                notes = [f"{own} specialized"] if own else []
+                notes += ["from cache"] if session.program_from_cache else []
+                note = f" ({', '.join(notes)})" if notes else ""
             elif key == "launch_loop" and getattr(session, "launch_loop", ""):
                 note = f" ({session.launch_loop})"
             steps.append(f"{name} {phases[key]:.1f}{note}")

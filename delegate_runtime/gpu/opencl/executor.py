@@ -24,6 +24,18 @@ FLOAT32_EDGE_VARIANTS = {
     ("softmax_rows", 1, False): "softmax_rows_f32out",
 }
 
+#: Kernels an executor may bind beyond its launches' own: the boundary conversions.
+CONVERSION_KERNELS = ("to_storage", "from_storage")
+
+
+def executor_kernels(launch_kernels: set[str]) -> set[str]:
+    """The kernels beyond `launch_kernels` that an executor of those launches may bind
+    (a model's own program must hold them): the conversions and the float32 edge
+    variants of its kernels."""
+    edges = {v for (k, _, _), v in FLOAT32_EDGE_VARIANTS.items() if k in launch_kernels}
+    return set(CONVERSION_KERNELS) | edges
+
+
 #: Launches between queue flushes, so the device works while the host still enqueues.
 FLUSH_EVERY = 6
 #: Pinned inputs are filled and uploaded in pieces of this many bytes, each flushed, so
@@ -93,7 +105,7 @@ class PartitionExecutor:
         self,
         ctx: Any,
         queue: Any,
-        programs: Any,
+        program: Any,
         sg: Subgraph,
         lowered: Lowered,
         inputs: list[int],
@@ -146,10 +158,10 @@ class PartitionExecutor:
                 ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(n_counters, np.int32)
             )
             self.launches = rooted.launches
-            self.kernels = [self._bind(programs, launch) for launch in rooted.launches]
+            self.kernels = [self._bind(program, launch) for launch in rooted.launches]
             self.nodes = [launch.node for launch in rooted.launches]
             self.covers = [launch.covers or (launch.node,) for launch in rooted.launches]
-            self._add_conversions(ctx, programs)
+            self._add_conversions(ctx, program)
         except cl.Error as exc:
             raise device_error(exc, "preparing the GPU partition") from exc
         self.sources = [self._edge_buffer(t) for t in self.outputs]
@@ -200,13 +212,13 @@ class PartitionExecutor:
 
     def _bind(
         self,
-        programs: Any,
+        program: Any,
         launch: Any,
         name: str | None = None,
         replace: dict[int, Any] | None = None,
     ) -> tuple[Any, tuple, tuple | None]:
         """A kernel object with its arguments set once (`replace`: position -> buffer)."""
-        kernel = programs.kernel(name or launch.kernel)
+        kernel = self.cl.Kernel(program, name or launch.kernel)
         args = []
         for pos, arg in enumerate(launch.args):
             if replace and pos in replace:
@@ -226,7 +238,7 @@ class PartitionExecutor:
         kernel.set_args(*args)
         return kernel, launch.gsize, launch.lsize
 
-    def _add_conversions(self, ctx: Any, programs: Any) -> None:
+    def _add_conversions(self, ctx: Any, program: Any) -> None:
         """With half storage, inputs arrive and outputs leave as float32 through staging
         buffers converted on the device, so the host does no per-element work."""
         self.staging: dict[int, Any] = {}
@@ -240,9 +252,9 @@ class PartitionExecutor:
             n = self.sg.tensors[t].size
             self.staging[t] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(4 * n, 4))
             is_input = t in self.input_tensors
-            if self._read_or_write_float32(programs, t, is_input):
+            if self._read_or_write_float32(program, t, is_input):
                 continue
-            kernel = programs.kernel("to_storage" if is_input else "from_storage")
+            kernel = cl.Kernel(program, "to_storage" if is_input else "from_storage")
             buf = self.buffers[self.plan.buffer_of[self.root(t)]]
             src, dst = (self.staging[t], buf) if is_input else (buf, self.staging[t])
             kernel.set_args(src, dst, np.int32(n))
@@ -252,7 +264,7 @@ class PartitionExecutor:
         self.nodes = [-1] * len(before) + self.nodes + [-1] * len(after)
         self.covers = [()] * len(before) + self.covers + [()] * len(after)
 
-    def _read_or_write_float32(self, programs: Any, t: int, is_input: bool) -> bool:
+    def _read_or_write_float32(self, program: Any, t: int, is_input: bool) -> bool:
         """Let the one launch that reads input `t` (or last writes output `t`) use the
         float32 staging buffer itself, when it has a float32 edge variant; True if so."""
         root = Buf(self.root(t))
@@ -271,7 +283,7 @@ class PartitionExecutor:
         uses = sum(isinstance(a, Buf) and a == root for a in launch.args)
         if variant is None or uses != 1 or (is_input and len(users) != 1):
             return False  # e.g. also read by an epilogue step: it needs the storage copy
-        self.kernels[i] = self._bind(programs, launch, variant, {pos: self.staging[t]})
+        self.kernels[i] = self._bind(program, launch, variant, {pos: self.staging[t]})
         return True
 
     @property

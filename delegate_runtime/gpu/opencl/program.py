@@ -188,25 +188,6 @@ def _checked(program: Any, err: int, device: Any, options: str) -> Any:
 
 
 @dataclass
-class Programs:
-    """The generic program and, where a session specialized kernels, their program."""
-
-    generic: Any
-    specialized: Any = None
-
-    def kernel(self, name: str) -> Any:
-        """A new kernel object for `name` (a specialized copy's name holds SEPARATOR)."""
-        import pyopencl as cl
-
-        from .specialize import SEPARATOR
-
-        program = self.specialized if SEPARATOR in name else self.generic
-        if program is None:
-            raise KeyError(f"kernel {name!r} is specialized, but no specialized program was built")
-        return cl.Kernel(program, name)
-
-
-@dataclass
 class BuiltProgram:
     program: Any
     from_cache: bool

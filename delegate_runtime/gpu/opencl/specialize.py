@@ -167,14 +167,16 @@ def c_literal(width: int, value: Any) -> str | None:
 
 
 @dataclass
-class Specialized:
-    """A program of the specialized copies alone, and each launch's copy's name."""
+class ModelProgram:
+    """A program for one model's launches, and the kernel each launch now names."""
 
-    source: str  #: "" when no launch was specialized
-    names: dict[int, str]  #: launch position -> specialized kernel name
+    source: str
+    names: dict[int, str]  #: launch position -> its specialized copy's name
+    kept: list[str]  #: generic kernels the program holds as they are
 
     @property
-    def kernels(self) -> int:
+    def specialized(self) -> int:
+        """Distinct specialized copies."""
         return len(set(self.names.values()))
 
 
@@ -183,27 +185,32 @@ def kernel_names(text: str) -> list[str]:
     return re.findall(r"__kernel\b[^;{}]*?\bvoid\s+(\w+)\s*\(", text)
 
 
-def specialize(source: str, launches: list[Launch]) -> Specialized:
-    """A program holding copies of the kernels of `launches` (those named by
-    SPECIALIZED_PREFIXES) whose integer arguments are fixed, one per distinct kernel and
-    values: `source` (the generic program) with every kernel of its own removed and each
-    copy where its original stood, so the helpers and macros around it are the same."""
+def model_program(source: str, launches: list[Launch], also: set[str]) -> ModelProgram:
+    """A program holding only what `launches` run: a copy of each launch's kernel with its
+    integer arguments fixed (kernels named by SPECIALIZED_PREFIXES; one copy per distinct
+    kernel and values), the other launches' kernels and the kernels named in `also` as
+    they are. It is `source` (the generic program) with every other kernel removed and
+    each copy where its original stood, so the helpers and macros around it are the same.
+    """
     text = strip_comments(source)  # the same length: offsets hold in `source` too
     macros = object_macros(text)
     spans = {name: find_kernel(text, name) for name in kernel_names(text)}
+    missing = ({launch.kernel for launch in launches} | also) - spans.keys()
+    if missing:
+        raise KeyError(f"no kernel {sorted(missing)} in the program source")
     params: dict[str, list[Param]] = {}
     copies: dict[str, tuple[int, str]] = {}  # name -> (original's start, text)
     names: dict[int, str] = {}
+    kept = set(also)
     for pos, launch in enumerate(launches):
-        if not launch.kernel.startswith(SPECIALIZED_PREFIXES):
-            continue
-        kt = spans.get(launch.kernel)
-        if kt is None:
-            raise KeyError(f"no kernel {launch.kernel!r} in the program source")
-        if launch.kernel not in params:
-            params[launch.kernel] = parse_params(kt.params, macros)
-        fixes = _fixes(launch, params[launch.kernel])
+        kt = spans[launch.kernel]
+        fixes = ""
+        if launch.kernel.startswith(SPECIALIZED_PREFIXES):
+            if launch.kernel not in params:
+                params[launch.kernel] = parse_params(kt.params, macros)
+            fixes = _fixes(launch, params[launch.kernel])
         if not fixes:
+            kept.add(launch.kernel)
             continue
         digest = hashlib.sha256(f"{launch.kernel}|{fixes}".encode()).hexdigest()[:10]
         name = f"{launch.kernel}{SEPARATOR}{digest}"
@@ -212,16 +219,16 @@ def specialize(source: str, launches: list[Launch]) -> Specialized:
             head = re.sub(rf"\b{re.escape(launch.kernel)}\b", name, head, count=1)
             copies[name] = (kt.start, f"{head}\n  {fixes}\n{text[kt.body_open + 1 : kt.end]}\n")
         names[pos] = name
-    if not names:
-        return Specialized("", {})
     by_start: dict[int, list[str]] = {}
     for start, copy in copies.values():
         by_start.setdefault(start, []).append(copy)
     parts, at = [], 0
-    for kt in sorted(spans.values(), key=lambda k: k.start):
+    for name, kt in sorted(spans.items(), key=lambda item: item[1].start):
         parts += [source[at : kt.start], *by_start.get(kt.start, [])]
+        if name in kept:
+            parts.append(source[kt.start : kt.end])
         at = kt.end
-    return Specialized("".join(parts) + source[at:], names)
+    return ModelProgram("".join(parts) + source[at:], names, sorted(kept))
 
 
 def _fixes(launch: Launch, params: list[Param]) -> str:
