@@ -9,16 +9,18 @@ signature (arguments are still set as before) and assigns the fixed values to it
 parameters first: it computes exactly what the generic kernel computes for that launch.
 
 Copies are made from the program source itself: the kernel's definition is found by
-name, its parameter list read (the program's own object-like macros expanded, `#if`
-constants decided), and every non-const int, int2, int4, int8 or int16 parameter whose
+name, its parameter list read (the program's own macros expanded, `#if` constants
+decided), and every non-const int, int2, int4, int8 or int16 parameter whose
 launch argument is an integer fixed.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,13 +70,67 @@ def strip_comments(text: str) -> str:
     )
 
 
-def object_macros(text: str) -> dict[str, str]:
-    """The object-like #defines of comment-free `text`: name -> body (continuations joined)."""
+@dataclass(frozen=True)
+class Macro:
+    body: str
+    params: tuple[str, ...] | None = None  #: a function-like macro's parameters
+
+
+def macros(text: str) -> dict[str, Macro]:
+    """The #defines of comment-free `text` (continuations joined), object-like and
+    function-like."""
     joined = text.replace("\\\n", " ")
-    macros = {}
-    for m in re.finditer(r"^[ \t]*#define[ \t]+(\w+)(?!\()[ \t]*(.*)$", joined, flags=re.M):
-        macros[m.group(1)] = m.group(2).strip()
-    return macros
+    found = {}
+    for m in re.finditer(r"^[ \t]*#define[ \t]+(\w+)(\([^)]*\))?[ \t]*(.*)$", joined, flags=re.M):
+        params = None
+        if m.group(2) is not None:
+            params = tuple(p.strip() for p in m.group(2)[1:-1].split(",") if p.strip())
+        found[m.group(1)] = Macro(m.group(3).strip(), params)
+    return found
+
+
+def _expand_once(text: str, defined: Mapping[str, Macro | str]) -> str:
+    """`text` with each macro use replaced by its body, once: a function-like macro's
+    arguments substituted for its parameters, `##` pasting them."""
+    out, at = [], 0
+    for m in re.finditer(r"\b\w+\b", text):
+        if m.start() < at:
+            continue
+        macro = defined.get(m.group())
+        if macro is None:
+            continue
+        macro = Macro(macro) if isinstance(macro, str) else macro
+        out.append(text[at : m.start()])
+        at = m.end()
+        if macro.params is None:
+            out.append(macro.body)
+            continue
+        open_paren = len(text) - len(text[at:].lstrip())
+        if open_paren >= len(text) or text[open_paren] != "(":
+            out.append(m.group())  # a function-like macro's name alone is no use of it
+            continue
+        close = _matching(text, open_paren, "(", ")")
+        args = [a.strip() for a in _top_level_split(text[open_paren + 1 : close])]
+        if len(args) != len(macro.params):
+            raise ValueError(f"macro {m.group()} takes {len(macro.params)} arguments: {args}")
+        body = macro.body
+        for param, arg in zip(macro.params, args, strict=True):
+            body = re.sub(rf"\b{re.escape(param)}\b", arg, body)
+        out.append(re.sub(r"\s*##\s*", "", body))
+        at = close + 1
+    return "".join(out) + text[at:]
+
+
+def _top_level_split(text: str) -> list[str]:
+    """`text` split at the commas outside parentheses."""
+    parts, depth, last = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            parts.append(text[last:i])
+            last = i + 1
+    return [*parts, text[last:]]
 
 
 def _matching(text: str, start: int, open_: str, close: str) -> int:
@@ -100,15 +156,21 @@ class KernelText:
     end: int  #: one past its body's `}`
 
 
+#: A kernel's head, up to its parameters' "(" (attributes hold no ";", "{" or "}").
+KERNEL_HEAD = re.compile(r"__kernel\b[^;{}]*?\bvoid\s+(\w+)\s*\(")
+
+
 def find_kernel(text: str, name: str) -> KernelText:
     """Kernel `name`'s definition in comment-free `text`."""
-    m = re.search(rf"\bvoid\s+{re.escape(name)}\s*\(", text)
-    if m is None:
-        raise KeyError(f"no kernel {name!r} in the program source")
-    start = text.rfind("__kernel", 0, m.start())
-    if start < 0 or ";" in text[start : m.start()] or "}" in text[start : m.start()]:
-        raise KeyError(f"{name!r} is not declared __kernel")
-    open_paren = m.end() - 1
+    for m in KERNEL_HEAD.finditer(text):
+        if m.group(1) == name:
+            return _kernel_at(text, m)
+    raise KeyError(f"no kernel {name!r} in the program source")
+
+
+def _kernel_at(text: str, m: re.Match) -> KernelText:
+    """The definition whose head KERNEL_HEAD matched at `m`."""
+    name, start, open_paren = m.group(1), m.start(), m.end() - 1
     close_paren = _matching(text, open_paren, "(", ")")
     body_open = text.index("{", close_paren)
     if text[close_paren + 1 : body_open].strip():
@@ -140,16 +202,17 @@ def _decide_conditionals(params: str) -> str:
     return " ".join(kept)
 
 
-def parse_params(params: str, macros: dict[str, str]) -> list[Param]:
-    """A kernel's parameters from the text between its parentheses."""
+def parse_params(params: str, defined: Mapping[str, Macro | str]) -> list[Param]:
+    """A kernel's parameters from the text between its parentheses, `defined` the macros
+    (`macros()`; a plain string is an object-like macro's body)."""
     text = _decide_conditionals(params)
     for _ in range(8):  # macros within macros, a few levels deep
-        expanded = re.sub(r"\b\w+\b", lambda m: macros.get(m.group(), m.group()), text)
+        expanded = _expand_once(text, defined)
         if expanded == text:
             break
         text = expanded
     out = []
-    for part in text.split(","):
+    for part in _top_level_split(text):
         words = part.replace("*", " * ").split()
         if not words:
             continue
@@ -182,7 +245,16 @@ class ModelProgram:
 
 def kernel_names(text: str) -> list[str]:
     """The names of the kernels defined in comment-free `text`, in order."""
-    return re.findall(r"__kernel\b[^;{}]*?\bvoid\s+(\w+)\s*\(", text)
+    return [m.group(1) for m in KERNEL_HEAD.finditer(text)]
+
+
+@functools.lru_cache(maxsize=4)
+def _read(source: str) -> tuple[str, dict[str, Macro], dict[str, KernelText]]:
+    """`source` without comments, its object-like macros and its kernels (read once per
+    source: every model's program starts from the same one)."""
+    text = strip_comments(source)  # the same length: offsets hold in `source` too
+    spans = {m.group(1): _kernel_at(text, m) for m in KERNEL_HEAD.finditer(text)}
+    return text, macros(text), spans
 
 
 def model_program(source: str, launches: list[Launch], also: set[str]) -> ModelProgram:
@@ -192,9 +264,7 @@ def model_program(source: str, launches: list[Launch], also: set[str]) -> ModelP
     they are. It is `source` (the generic program) with every other kernel removed and
     each copy where its original stood, so the helpers and macros around it are the same.
     """
-    text = strip_comments(source)  # the same length: offsets hold in `source` too
-    macros = object_macros(text)
-    spans = {name: find_kernel(text, name) for name in kernel_names(text)}
+    text, defined, spans = _read(source)
     missing = ({launch.kernel for launch in launches} | also) - spans.keys()
     if missing:
         raise KeyError(f"no kernel {sorted(missing)} in the program source")
@@ -207,7 +277,7 @@ def model_program(source: str, launches: list[Launch], also: set[str]) -> ModelP
         fixes = ""
         if launch.kernel.startswith(SPECIALIZED_PREFIXES):
             if launch.kernel not in params:
-                params[launch.kernel] = parse_params(kt.params, macros)
+                params[launch.kernel] = parse_params(kt.params, defined)
             fixes = _fixes(launch, params[launch.kernel])
         if not fixes:
             kept.add(launch.kernel)
