@@ -41,6 +41,9 @@ if [ -d "$shared/dev" ]; then
   echo "== conformance (GPU delegate on OpenCL, fp32 and fp16)"
   python "$shared/check.py" "$shared/dev" --delegate gpu --precision fp32
   python "$shared/check.py" "$shared/dev" --delegate gpu --precision fp16
+  echo "== conformance (GPU delegate, kernels specialized per launch as on GPUs, fp32 and fp16)"
+  DEVICEFARM_GPU_SPECIALIZE=1 python "$shared/check.py" "$shared/dev" --delegate gpu --precision fp32
+  DEVICEFARM_GPU_SPECIALIZE=1 python "$shared/check.py" "$shared/dev" --delegate gpu --precision fp16
 elif $in_ci; then
   echo "conformance: $shared/dev is missing; CI needs ../shared beside the checkout" >&2
   exit 1

@@ -153,19 +153,24 @@ CASES: dict[str, tuple[Callable[[], Built], str]] = {
 #: tile -> lowering.DEPTHWISE_SMALL_TILE_GROUPS_PER_CU that makes these small GEMMs take it
 #: on any device (the shipped value picks by the device's compute units)
 TILES = {"gemm16": float("inf"), "gemm32": 0.0}
+#: kernels -> $DEVICEFARM_GPU_SPECIALIZE: the generic program's (CPU OpenCL's default) or
+#: copies with each launch's integers compiled in (opencl/specialize.py, GPUs' default)
+KERNELS = {"generic": "0", "specialized": "1"}
 
 
+@pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("tile", TILES)
 @pytest.mark.parametrize(
     "make,suffix,precision",
     [pytest.param(m, k, p, id=f"{n}-{p}") for n, (m, k) in CASES.items() for p in PRECISIONS],
 )
 def test_depthwise_runs_inside_the_pointwise_gemm(
-    opencl_device, monkeypatch, make, suffix, precision, tile
+    opencl_device, monkeypatch, make, suffix, precision, tile, kernels
 ):
-    from delegate_runtime.gpu.opencl import lowering
+    from delegate_runtime.gpu.opencl import lowering, specialize
 
     monkeypatch.setattr(lowering, "DEPTHWISE_SMALL_TILE_GROUPS_PER_CU", TILES[tile])
+    monkeypatch.setenv(specialize.ENV, KERNELS[kernels])
     names = check_fused(make(), precision, runs=2)  # split K's counters reset between runs
     assert tile + suffix in names, names
     assert not any(n.startswith("depthwise") for n in names), names
@@ -182,7 +187,7 @@ def test_a_depthwise_output_read_twice_is_stored(opencl_device):
     g.output(d)
     session = GpuSession(read_model(b.build()), log=io.StringIO())
     assert session.fused_kernels() == {}
-    names = [k.function_name for k, _, _ in session.executors[0].kernels]
+    names = session.executors[0].kernel_names
     assert "gemm32v" in names and any(n.startswith("depthwise") for n in names), names
 
 
@@ -227,3 +232,29 @@ def test_small_map_absorbs_a_stride1_depthwise_up_to_256_channels(opencl_device,
     model = separable((1, 7, 7, 16), cout, (7, 7), padding="SAME")().model
     session = GpuSession(read_model(model), log=io.StringIO())
     assert (session.fused_kernels().get(1) == (1, 0)) is fused, session.fused_kernels()
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_specialized_copies_compute_what_the_generic_kernels_do(
+    opencl_device, monkeypatch, precision
+):
+    """With specialization on, every GEMM and depthwise launch runs a copy of its kernel
+    with its integer arguments compiled in, in a program holding only the model's kernels,
+    and the outputs are the generic kernels' to the bit."""
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl import specialize
+
+    built = separable((1, 9, 9, 8), 12, (9, 9), k=7)()
+    sessions = {}
+    for kernels, flag in KERNELS.items():
+        monkeypatch.setenv(specialize.ENV, flag)
+        sessions[kernels] = GpuSession(read_model(built.model), precision, log=io.StringIO())
+    ex = sessions["specialized"].executors[0]
+    names = [k.function_name for k, _, _ in ex.kernels]
+    copies = [n for n in names if n.startswith(specialize.SPECIALIZED_PREFIXES)]
+    assert copies and all(specialize.SEPARATOR in n for n in copies), names
+    assert sessions["specialized"].specialized_kernels == len(set(copies))
+    assert sessions["generic"].specialized_kernels == 0
+    assert ex.kernel_names == sessions["generic"].executors[0].kernel_names
+    for a, b in zip(*(s.invoke(built.inputs) for s in sessions.values()), strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -540,7 +540,7 @@ def check_fused(built: Built, precision: str, runs: int = 1) -> list[str]:
     session = check_against_litert(built.model, built.inputs, precision, runs, built.tol_abs)
     fused = session.fused_kernels()
     assert fused.get(built.fused[0]) == built.fused, fused
-    return [k.function_name for k, _, _ in session.executors[0].kernels]
+    return session.executors[0].kernel_names
 
 
 def check_against_litert(
@@ -613,7 +613,7 @@ def test_mean_over_a_large_map_matches_litert(opencl_device, precision, hw):
     g.op("MEAN", [x, g.const("axes", np.array([1, 2], np.int32))], [m], keep_dims=True)
     g.output(m)
     session = GpuSession(read_model(b.build()), precision=precision, log=io.StringIO())
-    names = [k.function_name for k, _, _ in session.executors[0].kernels]
+    names = session.executors[0].kernel_names
     assert [n for n in names if n not in ("to_storage", "from_storage")] == ["mean_axis_wide"]
     want = litert.run(b.build(), ins, reference=True)[0]
     for _ in range(3):  # the counters are reset for the next run

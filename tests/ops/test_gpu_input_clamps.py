@@ -136,7 +136,7 @@ def test_relu_read_by_gemms_launches_nothing(opencl_device, monkeypatch, make, k
     built = make()
     session = check_against_litert(built.model, built.inputs, precision, runs=2)
     ex = session.executors[0]
-    names = [k.function_name for k, _, _ in ex.kernels]
+    names = ex.kernel_names
     assert "unary" not in names, names
     relu = _relu_node(built.model)
     named = [name for name, covers in zip(names, ex.covers, strict=True) if relu in covers]
@@ -152,7 +152,7 @@ def test_relu_with_a_reader_that_cannot_clamp_keeps_its_kernel(opencl_device):
     g.output(h)
     model = b.build()
     session = check_against_litert(model, ins, "fp32")
-    names = [k.function_name for k, _, _ in session.executors[0].kernels]
+    names = session.executors[0].kernel_names
     assert "unary" in names, names
 
 
@@ -160,7 +160,7 @@ def test_relu_before_a_3x3_depthwise_kernel_keeps_its_kernel(opencl_device):
     """The 3x3 depthwise kernels load four channels at a time and do not clamp."""
     built = general_depthwise("RELU", k=3)
     session = check_against_litert(built.model, built.inputs, "fp32")
-    names = [k.function_name for k, _, _ in session.executors[0].kernels]
+    names = session.executors[0].kernel_names
     assert "unary" in names and "depthwise3x3_c4" in names, names
 
 
@@ -172,5 +172,5 @@ def test_a_relu_leaving_the_model_keeps_its_kernel(opencl_device):
     g.output(r)
     g.output(h)
     session = check_against_litert(b.build(), ins, "fp32")
-    names = [k.function_name for k, _, _ in session.executors[0].kernels]
+    names = session.executors[0].kernel_names
     assert "unary" in names, names

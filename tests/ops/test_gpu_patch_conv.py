@@ -104,7 +104,7 @@ CASES = {
 def run(model: bytes, inputs: list[np.ndarray], precision: str) -> list[str]:
     """The delegate's output against LiteRT's reference kernels; the kernels it ran."""
     session = check_against_litert(model, inputs, precision)
-    names = [k.function_name for k, _, _ in session.executors[0].kernels]
+    names = session.executors[0].kernel_names
     return [k for k in names if k not in BOUNDARY_CONVERSIONS]
 
 

@@ -77,7 +77,7 @@ def _session(model: bytes, precision: str):
 
 
 def _kernels(session) -> list[str]:
-    names = [k.function_name for ex in session.executors for k, _, _ in ex.kernels]
+    names = [n for ex in session.executors for n in ex.kernel_names]
     return [n for n in names if n not in ("to_storage", "from_storage", "qdq")]
 
 

@@ -208,20 +208,13 @@ class HotPath:
         ]
         return native.enqueue_launches, args
 
-    def write(self, buffer: Any, host: np.ndarray, offset: int = 0) -> None:
-        """Non-blocking copy of `host` to `buffer` at byte `offset` (`host` kept alive by the
-        caller until `finish`)."""
+    def write(self, buffer: Any, host: np.ndarray) -> None:
+        """Non-blocking copy of `host` (kept alive by the caller until `finish`)."""
         err = self.lib.clEnqueueWriteBuffer(
-            self.queue, _vp(buffer.int_ptr), 0, offset, host.nbytes, host.ctypes.data, 0, None, None
+            self.queue, _vp(buffer.int_ptr), 0, 0, host.nbytes, host.ctypes.data, 0, None, None
         )
         if err:
             raise CLCallError(err, "clEnqueueWriteBuffer")
-
-    def flush(self) -> None:
-        """Submit what is enqueued (NVIDIA's driver starts nothing before a flush)."""
-        err = self._flush(self.queue)
-        if err:
-            raise CLCallError(err, "clFlush")
 
     def read(self, buffer: Any, host: np.ndarray) -> None:
         """Non-blocking copy into `host`; its contents are valid after `finish`."""

@@ -17,6 +17,7 @@ from ...ops.common import dequantize, quantize
 from .capi import CLCallError, HotPath, opencl_library
 from .launch import LOCAL_1D, Buf, Const, Counters, Local, Lowered, Scratch
 from .runtime import device_error
+from .specialize import generic_name
 
 #: (kernel, argument position, is input) -> the variant reading/writing float32 there.
 FLOAT32_EDGE_VARIANTS = {
@@ -38,12 +39,6 @@ def executor_kernels(launch_kernels: set[str]) -> set[str]:
 
 #: Launches between queue flushes, so the device works while the host still enqueues.
 FLUSH_EVERY = 6
-#: Pinned inputs are filled and uploaded in pieces of this many bytes, each flushed, so
-#: the DMA of one overlaps the host's copy of the next (0: one piece, flushed with the
-#: first launch). Read when a partition is prepared.
-UPLOAD_PIECE_BYTES = 0
-#: Flush the queue after the uploads, before the first launch is enqueued.
-FLUSH_AFTER_UPLOAD = False
 
 
 @dataclass
@@ -170,8 +165,6 @@ class PartitionExecutor:
         self.hot = HotPath(lib, queue, self.kernels, native) if lib is not None else None
         pin = pinned_host and self.hot is not None
         self.pinned = self._pin(ctx, self.input_tensors) if pin else {}
-        self.upload_piece_bytes = UPLOAD_PIECE_BYTES
-        self.flush_after_upload = FLUSH_AFTER_UPLOAD
         self.pinned_out = self._pin(ctx, self.outputs) if pin else {}
         self.const_bytes = sum(b.size for b in self.consts.values())
         self.last_events: list[Any] = []
@@ -287,6 +280,11 @@ class PartitionExecutor:
         return True
 
     @property
+    def kernel_names(self) -> list[str]:
+        """Each launch's generic kernel, in order (a specialized copy named as its original)."""
+        return [generic_name(kernel.function_name) for kernel, _, _ in self.kernels]
+
+    @property
     def device_bytes(self) -> int:
         staging = sum(b.size for b in self.staging.values())
         return self.plan.total_bytes + self.const_bytes + self.scratch.size + staging
@@ -307,6 +305,10 @@ class PartitionExecutor:
     def run(self, values: dict[int, np.ndarray]) -> None:
         """Read the partition's inputs from `values` and write its outputs there."""
         hosts = [self._to_host(t, values[t]) for t in self.input_tensors]
+        for i, t in enumerate(self.input_tensors):
+            if t in self.pinned:
+                np.copyto(self.pinned[t], hosts[i])
+                hosts[i] = self.pinned[t]
         # _from_storage copies, so a pinned array is free again once its result is made
         results = [(t, self._output_host(t)) for t in self.outputs]
         if self.hot is not None:
@@ -320,10 +322,8 @@ class PartitionExecutor:
         hot = self.hot
         try:
             try:
-                for t, host, dst in zip(self.input_tensors, hosts, self.destinations, strict=True):
-                    self._upload(t, host, dst)
-                if self.flush_after_upload:
-                    hot.flush()
+                for host, dst in zip(hosts, self.destinations, strict=True):
+                    hot.write(dst, host)
                 hot.enqueue(FLUSH_EVERY)
                 for (_, host), src in zip(results, self.sources, strict=True):
                     hot.read(src, host)
@@ -331,25 +331,6 @@ class PartitionExecutor:
                 hot.finish()  # the host arrays stay referenced until the copies are done
         except CLCallError as exc:
             raise device_error(exc, "running the GPU partition") from exc
-
-    def _upload(self, t: int, host: np.ndarray, dst: Any) -> None:
-        """Enqueue input t's upload from `host`, through its pinned array where it has
-        one (in flushed pieces of upload_piece_bytes, where set)."""
-        pinned = self.pinned.get(t)
-        if pinned is None:
-            self.hot.write(dst, host)
-            return
-        flat_in, flat_pin = host.reshape(-1), pinned.reshape(-1)
-        step = max(self.upload_piece_bytes // pinned.itemsize, 1) if self.upload_piece_bytes else 0
-        if not step or step >= flat_pin.size:
-            np.copyto(pinned, host)
-            self.hot.write(dst, pinned)
-            return
-        for lo in range(0, flat_pin.size, step):
-            piece = flat_pin[lo : lo + step]
-            np.copyto(piece, flat_in[lo : lo + step])
-            self.hot.write(dst, piece, lo * pinned.itemsize)
-            self.hot.flush()
 
     def _run_pyopencl(self, hosts: list[np.ndarray], results: list[tuple[int, np.ndarray]]) -> None:
         """The same through pyopencl, keeping an event per launch (profiling)."""

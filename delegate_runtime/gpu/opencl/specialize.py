@@ -36,6 +36,13 @@ ON_GPU = True
 ENV = "DEVICEFARM_GPU_SPECIALIZE"
 #: Between a kernel's name and its copy's digest (no generic kernel's name holds it).
 SEPARATOR = "__"
+
+
+def generic_name(kernel: str) -> str:
+    """The generic kernel a (possibly specialized) kernel name is a copy of."""
+    return kernel.split(SEPARATOR, 1)[0]
+
+
 #: OpenCL integer types a parameter may have to be fixed, by vector width.
 INT_TYPES = {"int": 1, "int2": 2, "int4": 4, "int8": 8, "int16": 16}
 
