@@ -10,8 +10,12 @@ a pinned input copied in, the network, the output copied back, synchronised.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_gpu import median_ms  # noqa: E402
 
 
 def mobilenet_v1():
@@ -32,17 +36,6 @@ def mobilenet_v1():
         layers += block(cin, cout, s)
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(1024, 1000), nn.Softmax(-1)]
     return nn.Sequential(*layers)
-
-
-def median_ms(fn, runs: int) -> float:
-    for _ in range(20):
-        fn()
-    ts = []
-    for _ in range(runs):
-        t = time.perf_counter_ns()
-        fn()
-        ts.append(time.perf_counter_ns() - t)
-    return statistics.median(ts) / 1e6
 
 
 def main() -> None:

@@ -99,12 +99,11 @@ class GpuSession:
     def _prepare_gpu(self, sha256: str) -> None:
         import pyopencl as cl
 
-        from .opencl import specialize
         from .opencl.cache import KernelCache, default_cache_dir, point_driver_cache
-        from .opencl.executor import PartitionExecutor, executor_kernels
+        from .opencl.executor import PartitionExecutor
         from .opencl.lowering import Lowerer
         from .opencl.native_loop import native_loop, unavailable
-        from .opencl.program import build_program, program_source
+        from .opencl.program import build_program
         from .opencl.runtime import describe, guarded, select_device, shared_context
 
         opts = self.options
@@ -128,15 +127,7 @@ class GpuSession:
             lowerer.lower_partition(nodes, set(outs))
             lowered.append((lowerer.out, ins, outs))
         t = self._phase("lower", t)
-        source, token = program_source(), "program"  # one program for every model
-        if specialize.enabled(self.device_info.is_gpu, opts.specialize):
-            launches = [launch for out, _, _ in lowered for launch in out.launches]
-            kernels = {launch.kernel for launch in launches}
-            own = specialize.model_program(source, launches, executor_kernels(kernels))
-            for pos, name in own.names.items():
-                launches[pos].kernel = name
-            source, token = own.source, "model"
-            self.specialized_kernels = own.specialized
+        source, token = self._program_source([out for out, _, _ in lowered])
         if explicit:
             token = opts.model_token or sha256
         built = build_program(
@@ -174,6 +165,25 @@ class GpuSession:
         self.launch_loop = "+".join(sorted(loops))
         self.launch_loop_why = unavailable() if "python" in loops else ""
         self._whole_graph = self._covers_whole_graph()
+
+    def _program_source(self, lowered: list[Any]) -> tuple[str, str]:
+        """The program source for these lowered partitions and its cache token: the one
+        every model shares, or, where the session specializes (opencl/specialize.py), one
+        of this model's own, its launches renamed to their specialized kernels."""
+        from .opencl import specialize
+        from .opencl.executor import executor_kernels
+        from .opencl.program import program_source
+
+        source = program_source()
+        if not specialize.enabled(self.device_info.is_gpu, self.options.specialize):
+            return source, "program"
+        launches = [launch for out in lowered for launch in out.launches]
+        kernels = {launch.kernel for launch in launches}
+        own = specialize.model_program(source, launches, executor_kernels(kernels))
+        for pos, name in own.names.items():
+            launches[pos].kernel = name
+        self.specialized_kernels = own.specialized
+        return own.source, "model"
 
     def _covers_whole_graph(self) -> bool:
         """True when one GPU partition runs every node, reading only the model's inputs

@@ -76,3 +76,22 @@ def test_token_names_the_entry_and_precision_keys_it(model_and_input, cache_dir)
 def test_another_model_does_not_use_this_entry(cache_dir):
     other, _ = conv(k=(1, 1), cin=8, cout=5).model(0)
     assert not session(other, cache_dir).program_from_cache
+
+
+def test_a_specialized_program_is_cached_as_the_model_s_own(
+    model_and_input, tmp_path, monkeypatch, opencl_device
+):
+    """With kernels specialized (GPUs' default), the cache holds the model's own program,
+    which a second session loads and runs."""
+    from delegate_runtime.gpu.opencl import specialize
+
+    monkeypatch.setenv(specialize.ENV, "1")
+    model, xs = model_and_input
+    cold = session(model, tmp_path)
+    assert cold.specialized_kernels >= 1 and not cold.program_from_cache
+    (entry,) = entries(tmp_path)
+    assert entry.name.startswith(model.sha256[:64] + "_")
+    warm = session(model, tmp_path)
+    assert warm.program_from_cache and warm.specialized_kernels == cold.specialized_kernels
+    want = Interpreter(model).invoke(xs)[0]
+    np.testing.assert_allclose(warm.invoke(xs)[0], want, rtol=1e-4, atol=1e-4)

@@ -1,6 +1,6 @@
-"""specialize.py reads kernels' parameters with a parser of its own: checked here against
-the OpenCL compiler, which reports every built kernel's arguments (-cl-kernel-arg-info),
-and on small hand-written texts."""
+"""cl_source.py reads kernels' parameters with a parser of its own (for specialize.py):
+checked here against the OpenCL compiler, which reports every built kernel's arguments
+(-cl-kernel-arg-info), and on small hand-written texts."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from delegate_runtime.gpu.opencl import specialize
+from delegate_runtime.gpu.opencl import cl_source, specialize
 from delegate_runtime.gpu.opencl.program import build_options, program_source
 from tests.conftest import require, require_module
 
 #: The generic program's comment-free source, its macros and kernels (no OpenCL needed).
-TEXT = specialize.strip_comments(program_source())
-MACROS = specialize.macros(TEXT)
-KERNELS = specialize.kernel_names(TEXT)
+TEXT = cl_source.strip_comments(program_source())
+MACROS = cl_source.macros(TEXT)
+KERNELS = cl_source.kernel_names(TEXT)
 #: Qualifiers our parser keeps in a parameter's type and a driver leaves out of its name.
 QUALIFIERS = re.compile(
     r"\b(?:__)?(?:global|local|constant|private|const|volatile|restrict)\b|__read_only"
@@ -72,13 +72,13 @@ def test_kernel_set_matches_the_built_program(built: Any) -> None:
 @pytest.mark.parametrize("name", KERNELS)
 def test_params_match_the_compiler(built: Any, name: str) -> None:
     """Parameter names, types, and which ones are plain integers, as the compiler says."""
-    ours = specialize.parse_params(specialize.find_kernel(TEXT, name).params, MACROS)
+    ours = cl_source.parse_params(cl_source.find_kernel(TEXT, name).params, MACROS)
     theirs = driver_args(built, name)
     names = [p.name for p in ours]
     assert names == [n for n, _, _ in theirs], f"ours {names}, driver {[n for n, _, _ in theirs]}"
     for param, (arg, type_name, private) in zip(ours, theirs, strict=True):
         assert bare_type(param.type) == type_name.replace(" ", ""), arg
-        width = specialize.INT_TYPES.get(type_name) if private else None
+        width = cl_source.INT_TYPES.get(type_name) if private else None
         if param.int_width is not None:  # an integer for us: a private intN for the driver
             assert width == param.int_width, f"{arg}: ours {param.type!r}, driver {type_name!r}"
         elif width is not None:  # the reverse; the driver reports no const on a value
@@ -148,13 +148,13 @@ def test_conditionals_and_macros_in_params() -> None:
 #endif
 #endif
     __global const STORE* p, int8 h"""
-    params = specialize.parse_params(text, {"WIDE": "VEC", "VEC": "int4", "STORE": "float"})
+    params = cl_source.parse_params(text, {"WIDE": "VEC", "VEC": "int4", "STORE": "float"})
     assert params == [
-        specialize.Param("int", "a"),
-        specialize.Param("int2", "b"),
-        specialize.Param("int4", "d"),
-        specialize.Param("__global const float*", "p"),
-        specialize.Param("int8", "h"),
+        cl_source.Param("int", "a"),
+        cl_source.Param("int2", "b"),
+        cl_source.Param("int4", "d"),
+        cl_source.Param("__global const float*", "p"),
+        cl_source.Param("int8", "h"),
     ]
     assert [p.int_width for p in params] == [1, 2, 4, None, 8]
 
@@ -163,4 +163,4 @@ def test_conditionals_and_macros_in_params() -> None:
 def test_undecidable_conditional_raises(directive: str) -> None:
     """A condition that is no constant cannot be decided: ValueError, not a guess."""
     with pytest.raises(ValueError, match="cannot decide"):
-        specialize.parse_params(f"int a,\n{directive}\n  int b,\n#endif\n  int c", {"FOO": "1"})
+        cl_source.parse_params(f"int a,\n{directive}\n  int b,\n#endif\n  int c", {"FOO": "1"})
