@@ -78,7 +78,6 @@ class ModelProgram:
 
     source: str
     names: dict[int, str]  #: launch position -> its specialized copy's name
-    kept: list[str]  #: generic kernels the program holds as they are
 
     @property
     def specialized(self) -> int:
@@ -136,7 +135,7 @@ def model_program(source: str, launches: list[Launch], also: set[str]) -> ModelP
         if name in kept:
             parts.append(source[kt.start : kt.end])
         at = kt.end
-    return ModelProgram("".join(parts) + source[at:], names, sorted(kept))
+    return ModelProgram("".join(parts) + source[at:], names)
 
 
 def _fixes(launch: Launch, params: list[Param]) -> str:
