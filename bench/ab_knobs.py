@@ -6,8 +6,9 @@ Each variant sets module constants of `delegate_runtime.gpu` while a model is lo
 then take turns in rounds. Per model: each variant's launches, median host-in to host-out,
 the shipped tree's time over the variant's, the largest difference of its outputs
 from the shipped ones (bench_zoo's max_error: over the range), and its session's init
-(of which building its programs, cold unless the kernel cache held them). Separate processes on a lent machine
-differed by up to 1.5x on the same tree; one process keeps the host alike for all.
+(of which building its program, cold unless the kernel cache held it). Separate
+processes on a lent machine differed by up to 1.5x on the same tree; one process keeps
+the host alike for all.
 
     python bench/ab_knobs.py MODEL [...] --variant NAME=MODULE.CONST=VALUE[,...] [...]
         [--runs 600] [--rounds 10] [--precision fp32] [--device SPEC]

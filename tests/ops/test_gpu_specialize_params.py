@@ -18,6 +18,7 @@ from tests.conftest import require, require_module
 TEXT = cl_source.strip_comments(program_source())
 MACROS = cl_source.macros(TEXT)
 KERNELS = cl_source.kernel_names(TEXT)
+SPANS = cl_source.kernels(TEXT)
 #: Qualifiers our parser keeps in a parameter's type and a driver leaves out of its name.
 QUALIFIERS = re.compile(
     r"\b(?:__)?(?:global|local|constant|private|const|volatile|restrict)\b|__read_only"
@@ -72,7 +73,7 @@ def test_kernel_set_matches_the_built_program(built: Any) -> None:
 @pytest.mark.parametrize("name", KERNELS)
 def test_params_match_the_compiler(built: Any, name: str) -> None:
     """Parameter names, types, and which ones are plain integers, as the compiler says."""
-    ours = cl_source.parse_params(cl_source.find_kernel(TEXT, name).params, MACROS)
+    ours = cl_source.parse_params(SPANS[name].params, MACROS)
     theirs = driver_args(built, name)
     names = [p.name for p in ours]
     assert names == [n for n, _, _ in theirs], f"ours {names}, driver {[n for n, _, _ in theirs]}"

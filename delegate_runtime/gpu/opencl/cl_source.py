@@ -124,15 +124,12 @@ class KernelText:
 KERNEL_HEAD = re.compile(r"__kernel\b[^;{}]*?\bvoid\s+(\w+)\s*\(")
 
 
-def find_kernel(text: str, name: str) -> KernelText:
-    """Kernel `name`'s definition in comment-free `text`."""
-    for m in KERNEL_HEAD.finditer(text):
-        if m.group(1) == name:
-            return kernel_at(text, m)
-    raise KeyError(f"no kernel {name!r} in the program source")
+def kernels(text: str) -> dict[str, KernelText]:
+    """Every kernel definition of comment-free `text`, by name, in order."""
+    return {m.group(1): _kernel_at(text, m) for m in KERNEL_HEAD.finditer(text)}
 
 
-def kernel_at(text: str, m: re.Match) -> KernelText:
+def _kernel_at(text: str, m: re.Match) -> KernelText:
     """The definition whose head KERNEL_HEAD matched at `m`."""
     name, start, open_paren = m.group(1), m.start(), m.end() - 1
     close_paren = _matching(text, open_paren, "(", ")")

@@ -25,16 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .cl_source import (
-    KERNEL_HEAD,
-    KernelText,
-    Macro,
-    Param,
-    kernel_at,
-    macros,
-    parse_params,
-    strip_comments,
-)
+from .cl_source import KernelText, Macro, Param, kernels, macros, parse_params, strip_comments
 from .launch import Launch
 
 #: Kernels specialized (name prefixes): the convolution kernels, where the time is.
@@ -90,8 +81,7 @@ def _read(source: str) -> tuple[str, dict[str, Macro], dict[str, KernelText]]:
     """`source` without comments, its macros and its kernels (read once per source: every
     model's program starts from the same one)."""
     text = strip_comments(source)  # the same length: offsets hold in `source` too
-    spans = {m.group(1): kernel_at(text, m) for m in KERNEL_HEAD.finditer(text)}
-    return text, macros(text), spans
+    return text, macros(text), kernels(text)
 
 
 def model_program(source: str, launches: list[Launch], also: set[str]) -> ModelProgram:
