@@ -97,10 +97,9 @@ def timeline(model: str, device: str | None, precision: str = "fp32") -> None:
     x = np.random.default_rng(0).uniform(-1, 1, t.shape).astype(np.float32)
     s = GpuSession(m, precision=precision, device=device, log=io.StringIO(), profiling=True)
     ex, q = s.executors[0], s.queue
-    t_in = ex.input_tensors[0]
-    dst = ex.staging.get(t_in) or ex.buffers[ex.plan.buffer_of[ex.inputs[0]]]
+    dst, dst_at = ex.destinations[0]
     t_out = ex.outputs[0]
-    src = ex.staging.get(t_out) or ex.buffers[ex.plan.buffer_of[ex.root(t_out)]]
+    src, src_at = ex.sources[0]
     out = np.empty(
         s.model.main.tensors[t_out].size, np.float32 if t_out in ex.staging else ex.storage
     )
@@ -110,12 +109,17 @@ def timeline(model: str, device: str | None, precision: str = "fp32") -> None:
     for _ in range(20):
         q.finish()
         h0 = time.perf_counter_ns()
-        events = [("copy in", cl.enqueue_copy(q, dst, x, is_blocking=False))]
+        copy_in = cl.enqueue_copy(q, dst, x, dst_offset=dst_at, is_blocking=False)
+        events = [("copy in", copy_in, "")]
         for i, (kernel, g, lsz) in enumerate(ex.kernels):
-            events.append((kernel.function_name, cl.enqueue_nd_range_kernel(q, kernel, g, lsz)))
+            shape = f"{tuple(g)}/{tuple(lsz) if lsz else '-'}"
+            events.append(
+                (kernel.function_name, cl.enqueue_nd_range_kernel(q, kernel, g, lsz), shape)
+            )
             if i % 6 == 0:
                 q.flush()
-        events.append(("read out", cl.enqueue_copy(q, out, src, is_blocking=False)))
+        copy_out = cl.enqueue_copy(q, out, src, src_offset=src_at, is_blocking=False)
+        events.append(("read out", copy_out, ""))
         q.finish()
         walls.append((time.perf_counter_ns() - h0) / 1e3)
     base = events[0][1].profile.queued
@@ -124,15 +128,16 @@ def timeline(model: str, device: str | None, precision: str = "fp32") -> None:
     )
     print(
         f"{'command':24s} {'queued':>8s} {'submit':>8s} {'start':>8s} {'end':>8s} {'run':>6s} {'gap':>6s}"
+        "  global/local"
     )
     prev_end = None
-    for name, e in events:
+    for name, e, shape in events:
         p = e.profile
         gap = (p.start - prev_end) / 1e3 if prev_end else 0.0
         print(
             f"{name:24s} {(p.queued - base) / 1e3:8.1f} {(p.submit - base) / 1e3:8.1f} "
             f"{(p.start - base) / 1e3:8.1f} {(p.end - base) / 1e3:8.1f} "
-            f"{(p.end - p.start) / 1e3:6.1f} {gap:6.1f}"
+            f"{(p.end - p.start) / 1e3:6.1f} {gap:6.1f}  {shape}"
         )
         prev_end = p.end
 
@@ -633,7 +638,7 @@ def copies(model: str, device: str | None, runs: int = 1500) -> None:
     if not (ex.pinned and ex.pinned_out):
         print(f"copies: {s.device_info.name} is not a GPU; the delegate pins nothing there")
         return
-    src, dst = ex.sources[0], ex.destinations[0]
+    (src, src_at), (dst, dst_at) = ex.sources[0], ex.destinations[0]
     pinned_in, pinned_out = ex.pinned[ex.input_tensors[0]], ex.pinned_out[ex.outputs[0]]
 
     def marker() -> Any:
@@ -649,11 +654,11 @@ def copies(model: str, device: str | None, runs: int = 1500) -> None:
     def invoke(host_in: np.ndarray, host_out: np.ndarray) -> list[float]:
         np.copyto(host_in, x)
         marks = [marker()]
-        hot.write(dst, host_in)
+        hot.write(dst, host_in, dst_at)
         marks.append(marker())
         hot.enqueue(6)
         marks.append(marker())
-        hot.read(src, host_out)
+        hot.read(src, host_out, src_at)
         marks.append(marker())
         hot.finish()
         t = [stamp(marks[0], 0x1282)] + [stamp(e, 0x1283) for e in marks[1:]]

@@ -100,6 +100,7 @@ class GpuSession:
         import pyopencl as cl
 
         from .opencl.cache import KernelCache, default_cache_dir, point_driver_cache
+        from .opencl.edges import with_edges
         from .opencl.executor import PartitionExecutor
         from .opencl.lowering import Lowerer
         from .opencl.native_loop import native_loop, unavailable
@@ -125,7 +126,10 @@ class GpuSession:
             lowerer = Lowerer(sg, self.device_info.compute_units, opts.precision)
             ins, outs = _boundary(sg, nodes)
             lowerer.lower_partition(nodes, set(outs))
-            lowered.append((lowerer.out, ins, outs))
+            out = lowerer.out
+            if opts.precision == "fp16":
+                out = with_edges(out, {t: sg.tensors[t].size for t in (*ins, *outs)}, ins, outs)
+            lowered.append((out, ins, outs))
         t = self._phase("lower", t)
         source, token = self._program_source([out for out, _, _ in lowered])
         if explicit:
@@ -171,17 +175,16 @@ class GpuSession:
         every model shares, or, where the session specializes (opencl/specialize.py), one
         of this model's own, its launches renamed to their specialized kernels."""
         from .opencl import specialize
-        from .opencl.executor import executor_kernels
         from .opencl.program import program_source
 
         source = program_source()
         if not specialize.enabled(self.device_info.is_gpu, self.options.specialize):
             return source, "program"
         launches = [launch for out in lowered for launch in out.launches]
-        kernels = {launch.kernel for launch in launches}
-        own = specialize.model_program(source, launches, executor_kernels(kernels))
+        own = specialize.model_program(source, launches)
         for pos, name in own.names.items():
             launches[pos].kernel = name
+            launches[pos].copy_args = own.args[pos]
         self.specialized_kernels = own.specialized
         return own.source, "model"
 

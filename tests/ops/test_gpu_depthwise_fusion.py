@@ -238,9 +238,10 @@ def test_small_map_absorbs_a_stride1_depthwise_up_to_256_channels(opencl_device,
 def test_specialized_copies_compute_what_the_generic_kernels_do(
     opencl_device, monkeypatch, precision
 ):
-    """With specialization on, every GEMM and depthwise launch runs a copy of its kernel
-    with its integer arguments compiled in, in a program holding only the model's kernels,
-    and the outputs are the generic kernels' to the bit."""
+    """With specialization on, every launch runs a copy of its kernel that reads its
+    buffers through the partition's arena (no sub-buffers made), GEMM and depthwise copies
+    with their integer arguments compiled in, in a program holding only the model's
+    kernels, and the outputs are the generic kernels' to the bit."""
     from delegate_runtime.gpu.delegate import GpuSession
     from delegate_runtime.gpu.opencl import specialize
 
@@ -251,9 +252,11 @@ def test_specialized_copies_compute_what_the_generic_kernels_do(
         sessions[kernels] = GpuSession(read_model(built.model), precision, log=io.StringIO())
     ex = sessions["specialized"].executors[0]
     names = [k.function_name for k, _, _ in ex.kernels]
-    copies = [n for n in names if n.startswith(specialize.SPECIALIZED_PREFIXES)]
-    assert copies and all(specialize.SEPARATOR in n for n in copies), names
-    assert sessions["specialized"].specialized_kernels == len(set(copies))
+    assert all(specialize.SEPARATOR in n for n in names), names
+    assert any(n.startswith(specialize.SPECIALIZED_PREFIXES) for n in names), names
+    assert sessions["specialized"].specialized_kernels == len(set(names))
+    assert ex.arena.whole and ex.arena.sub_buffers == 0
+    assert not sessions["generic"].executors[0].arena.whole
     assert sessions["generic"].specialized_kernels == 0
     assert ex.kernel_names == sessions["generic"].executors[0].kernel_names
     for a, b in zip(*(s.invoke(built.inputs) for s in sessions.values()), strict=True):

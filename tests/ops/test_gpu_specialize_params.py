@@ -128,6 +128,55 @@ def test_c_literal_refuses(width: int, value: Any) -> None:
     assert specialize.c_literal(width, value) is None
 
 
+FLOAT_VALUES = {
+    "ordinary": np.array([1.5, -0.1, 3.0e-39, 6.5504e4], np.float32),  # a subnormal too
+    "signed zeros": np.array([0.0, -0.0], np.float32),
+    "infinities and NaN": np.array([np.inf, -np.inf, np.nan, np.float32(np.nan) * -1], np.float32),
+    "one": np.array([0.1], np.float32),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FLOAT_VALUES))
+def test_float_literal_is_exact_in_the_compiler(case: str) -> None:
+    """A float argument compiled in holds its bits exactly: the OpenCL compiler's value of
+    the literal, written out by a kernel, equals the argument bit for bit (NaN payloads,
+    signed zeros, subnormals and infinities included)."""
+    cl = require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
+    from delegate_runtime.gpu.opencl.runtime import list_devices, select_device
+
+    require(bool(list_devices()), "an OpenCL device (a GPU driver or PoCL)")
+    value = FLOAT_VALUES[case]
+    width = value.size
+    literal = specialize.float_literal(width, value if width > 1 else value[0])
+    assert literal is not None
+    vtype = "float" if width == 1 else f"float{width}"
+    store = "out[0] = v;" if width == 1 else f"vstore{width}(v, 0, out);"
+    source = f"__kernel void k(__global float* out) {{ {vtype} v = {literal}; {store} }}"
+    ctx = cl.Context([select_device(None)])
+    queue = cl.CommandQueue(ctx)
+    program = cl.Program(ctx, source).build()
+    out = np.zeros(width, np.float32)
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, out.nbytes)
+    program.k(queue, (1,), None, buf)
+    cl.enqueue_copy(queue, out, buf)
+    np.testing.assert_array_equal(out.view(np.uint32), value.view(np.uint32))
+
+
+@pytest.mark.parametrize(
+    "width,value",
+    [
+        (4, np.array([1, 2, 3], np.float32)),  # too few
+        (1, np.array([1, 2], np.float32)),
+        (2, np.array([1, 2], np.float64)),  # not float32
+        (1, np.int32(1)),
+        (1, 1.5),  # a Python float: no kernel argument as such
+    ],
+)
+def test_float_literal_refuses(width: int, value: Any) -> None:
+    """A value of another width, or not float32, is no float literal."""
+    assert specialize.float_literal(width, value) is None
+
+
 def test_conditionals_and_macros_in_params() -> None:
     """`#if 1` / `#if 0` / `#else` blocks, nested, decided; object-like macros expanded."""
     text = """int a,

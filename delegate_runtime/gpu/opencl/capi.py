@@ -208,18 +208,20 @@ class HotPath:
         ]
         return native.enqueue_launches, args
 
-    def write(self, buffer: Any, host: np.ndarray) -> None:
-        """Non-blocking copy of `host` (kept alive by the caller until `finish`)."""
+    def write(self, buffer: Any, host: np.ndarray, offset: int = 0) -> None:
+        """Non-blocking copy of `host` to `offset` bytes into `buffer` (`host` kept alive by
+        the caller until `finish`)."""
         err = self.lib.clEnqueueWriteBuffer(
-            self.queue, _vp(buffer.int_ptr), 0, 0, host.nbytes, host.ctypes.data, 0, None, None
+            self.queue, _vp(buffer.int_ptr), 0, offset, host.nbytes, host.ctypes.data, 0, None, None
         )
         if err:
             raise CLCallError(err, "clEnqueueWriteBuffer")
 
-    def read(self, buffer: Any, host: np.ndarray) -> None:
-        """Non-blocking copy into `host`; its contents are valid after `finish`."""
+    def read(self, buffer: Any, host: np.ndarray, offset: int = 0) -> None:
+        """Non-blocking copy from `offset` bytes into `buffer` into `host`; its contents are
+        valid after `finish`."""
         err = self.lib.clEnqueueReadBuffer(
-            self.queue, _vp(buffer.int_ptr), 0, 0, host.nbytes, host.ctypes.data, 0, None, None
+            self.queue, _vp(buffer.int_ptr), 0, offset, host.nbytes, host.ctypes.data, 0, None, None
         )
         if err:
             raise CLCallError(err, "clEnqueueReadBuffer")

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 #: OpenCL integer types a parameter may have, by vector width.
 INT_TYPES = {"int": 1, "int2": 2, "int4": 4, "int8": 8, "int16": 16}
+#: OpenCL float types a parameter may have, by vector width.
+FLOAT_TYPES = {"float": 1, "float2": 2, "float4": 4, "float8": 8, "float16": 16}
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,18 @@ class Param:
         """The vector width of a plain (non-const) integer parameter, None for any other."""
         words = self.type.split()
         return INT_TYPES.get(words[0]) if len(words) == 1 else None
+
+    @property
+    def float_width(self) -> int | None:
+        """The vector width of a plain (non-const) float parameter, None for any other."""
+        words = self.type.split()
+        return FLOAT_TYPES.get(words[0]) if len(words) == 1 else None
+
+    @property
+    def global_pointer(self) -> bool:
+        """Whether the parameter is a pointer into global memory."""
+        words = self.type.replace("*", " * ").split()
+        return words[-1] == "*" and words[0] in ("__global", "global")
 
 
 def strip_comments(text: str) -> str:

@@ -14,28 +14,11 @@ import numpy as np
 from ...errors import ModelError
 from ...graph import Subgraph
 from ...ops.common import dequantize, quantize
+from .arena import Arena
 from .capi import CLCallError, HotPath, opencl_library
-from .launch import LOCAL_1D, Buf, Const, Counters, Local, Lowered, Scratch
+from .launch import Buf, Const, Counters, Local, Lowered, Scratch, Staging
 from .runtime import device_error
-from .specialize import generic_name
-
-#: (kernel, argument position, is input) -> the variant reading/writing float32 there.
-FLOAT32_EDGE_VARIANTS = {
-    ("conv2d_direct", 0, True): "conv2d_direct_f32in",
-    ("softmax_rows", 1, False): "softmax_rows_f32out",
-}
-
-#: Kernels an executor may bind beyond its launches' own: the boundary conversions.
-CONVERSION_KERNELS = ("to_storage", "from_storage")
-
-
-def executor_kernels(launch_kernels: set[str]) -> set[str]:
-    """The kernels beyond `launch_kernels` that an executor of those launches may bind
-    (a model's own program must hold them): the conversions and the float32 edge
-    variants of its kernels."""
-    edges = {v for (k, _, _), v in FLOAT32_EDGE_VARIANTS.items() if k in launch_kernels}
-    return set(CONVERSION_KERNELS) | edges
-
+from .specialize import OFFSETS_PER_PARAM, generic_name
 
 #: Launches between queue flushes, so the device works while the host still enqueues.
 FLUSH_EVERY = 6
@@ -133,30 +116,39 @@ class PartitionExecutor:
             [_rooted(launch, self.root) for launch in lowered.launches], lowered.consts, {}
         )
         self.plan = plan_memory(rooted, sizes, self.inputs, [self.root(t) for t in outputs])
-        mf = cl.mem_flags
+        scratch = max(
+            [a.nbytes for ln in rooted.launches for a in ln.args if isinstance(a, Scratch)] + [4]
+        )
+        n_counters = max(
+            [a.count for ln in rooted.launches for a in ln.args if isinstance(a, Counters)] + [1]
+        )
         try:
-            self.buffers = [cl.Buffer(ctx, mf.READ_WRITE, n) for n in self.plan.buffer_bytes]
-            self.consts = {
-                k: cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=self._const_host(v))
-                for k, v in lowered.consts.items()
+            self.arena = Arena(
+                ctx,
+                queue,
+                queue.device.mem_base_addr_align,
+                {k: self._const_host(v) for k, v in lowered.consts.items()},
+                n_counters,
+                self.plan.buffer_bytes,
+                scratch,
+                whole=any(ln.copy_args and ln.copy_args.offsets for ln in rooted.launches),
+            )
+            #: float32 buffers that half-storage inputs and outputs pass through (edges.py)
+            self.staging = {
+                a.tensor: cl.Buffer(
+                    ctx, cl.mem_flags.READ_WRITE, max(4 * self.sg.tensors[a.tensor].size, 4)
+                )
+                for ln in rooted.launches
+                for a in ln.args
+                if isinstance(a, Staging)
             }
-            scratch = max(
-                [a.nbytes for ln in rooted.launches for a in ln.args if isinstance(a, Scratch)]
-                + [4]
-            )
-            self.scratch = cl.Buffer(ctx, mf.READ_WRITE, scratch)
-            n_counters = max(
-                [a.count for ln in rooted.launches for a in ln.args if isinstance(a, Counters)]
-                + [1]
-            )
-            self.counters = cl.Buffer(
-                ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(n_counters, np.int32)
-            )
             self.launches = rooted.launches
             self.kernels = [self._bind(program, launch) for launch in rooted.launches]
             self.nodes = [launch.node for launch in rooted.launches]
-            self.covers = [launch.covers or (launch.node,) for launch in rooted.launches]
-            self._add_conversions(ctx, program)
+            self.covers = [
+                launch.covers or ((launch.node,) if launch.node >= 0 else ())
+                for launch in rooted.launches
+            ]
         except cl.Error as exc:
             raise device_error(exc, "preparing the GPU partition") from exc
         self.sources = [self._edge_buffer(t) for t in self.outputs]
@@ -166,7 +158,6 @@ class PartitionExecutor:
         pin = pinned_host and self.hot is not None
         self.pinned = self._pin(ctx, self.input_tensors) if pin else {}
         self.pinned_out = self._pin(ctx, self.outputs) if pin else {}
-        self.const_bytes = sum(b.size for b in self.consts.values())
         self.last_events: list[Any] = []
 
     def _pin(self, ctx: Any, tensors: list[int]) -> dict[int, np.ndarray]:
@@ -203,81 +194,44 @@ class PartitionExecutor:
             return np.ascontiguousarray(v, dtype=self.storage)
         return np.ascontiguousarray(v)
 
-    def _bind(
-        self,
-        program: Any,
-        launch: Any,
-        name: str | None = None,
-        replace: dict[int, Any] | None = None,
-    ) -> tuple[Any, tuple, tuple | None]:
-        """A kernel object with its arguments set once (`replace`: position -> buffer)."""
-        kernel = self.cl.Kernel(program, name or launch.kernel)
-        args = []
-        for pos, arg in enumerate(launch.args):
-            if replace and pos in replace:
-                args.append(replace[pos])
-            elif isinstance(arg, Buf):
-                args.append(self.buffers[self.plan.buffer_of[arg.tensor]])
-            elif isinstance(arg, Const):
-                args.append(self.consts[arg.key])
-            elif isinstance(arg, Local):
-                args.append(self.cl.LocalMemory(arg.nbytes))
-            elif isinstance(arg, Scratch):
-                args.append(self.scratch)
-            elif isinstance(arg, Counters):
-                args.append(self.counters)
-            else:
-                args.append(arg)
+    def _bind(self, program: Any, launch: Any) -> tuple[Any, tuple, tuple | None]:
+        """A kernel object with its arguments set once. A specialized copy
+        (`launch.copy_args`) takes the arena and its buffers' offsets first, then its
+        remaining arguments."""
+        kernel = self.cl.Kernel(program, launch.kernel)
+        copy = launch.copy_args
+        positions = range(len(launch.args)) if copy is None else copy.kept
+        args = [self._arg(launch.args[p]) for p in positions]
+        if copy is not None and copy.offsets:
+            units = [self.arena.units(self._region(launch.args[p])) for p in copy.offsets]
+            vectors = np.zeros((-(-len(units) // OFFSETS_PER_PARAM), OFFSETS_PER_PARAM), np.int32)
+            vectors.reshape(-1)[: len(units)] = units
+            args = [self.arena.buffer, *vectors, *args]
         kernel.set_args(*args)
         return kernel, launch.gsize, launch.lsize
 
-    def _add_conversions(self, ctx: Any, program: Any) -> None:
-        """With half storage, inputs arrive and outputs leave as float32 through staging
-        buffers converted on the device, so the host does no per-element work."""
-        self.staging: dict[int, Any] = {}
-        if self.storage == np.float32:
-            return
-        cl = self.cl
-        before, after = [], []
-        for t in [*self.input_tensors, *self.outputs]:
-            if t in self.staging:
-                continue
-            n = self.sg.tensors[t].size
-            self.staging[t] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(4 * n, 4))
-            is_input = t in self.input_tensors
-            if self._read_or_write_float32(program, t, is_input):
-                continue
-            kernel = cl.Kernel(program, "to_storage" if is_input else "from_storage")
-            buf = self.buffers[self.plan.buffer_of[self.root(t)]]
-            src, dst = (self.staging[t], buf) if is_input else (buf, self.staging[t])
-            kernel.set_args(src, dst, np.int32(n))
-            g = ((n + LOCAL_1D - 1) // LOCAL_1D * LOCAL_1D,)
-            (before if is_input else after).append((kernel, g, (LOCAL_1D,)))
-        self.kernels = before + self.kernels + after
-        self.nodes = [-1] * len(before) + self.nodes + [-1] * len(after)
-        self.covers = [()] * len(before) + self.covers + [()] * len(after)
+    def _region(self, arg: Any) -> tuple:
+        """The arena region holding a buffer argument."""
+        if isinstance(arg, Buf):
+            return ("buffer", self.plan.buffer_of[arg.tensor])
+        if isinstance(arg, Const):
+            return ("const", arg.key)
+        if isinstance(arg, Scratch):
+            return ("scratch",)
+        if isinstance(arg, Counters):
+            return ("counters",)
+        raise TypeError(f"{arg!r} lies in no arena region")
 
-    def _read_or_write_float32(self, program: Any, t: int, is_input: bool) -> bool:
-        """Let the one launch that reads input `t` (or last writes output `t`) use the
-        float32 staging buffer itself, when it has a float32 edge variant; True if so."""
-        root = Buf(self.root(t))
-
-        def position(launch: Any) -> int | None:
-            found = [p for p, a in enumerate(launch.args) if isinstance(a, Buf) and a == root]
-            return found[0] if found else None
-
-        users = [i for i, ln in enumerate(self.launches) if position(ln) is not None]
-        if not users:
-            return False
-        i = users[0] if is_input else users[-1]
-        launch = self.launches[i]
-        pos = position(launch)
-        variant = FLOAT32_EDGE_VARIANTS.get((launch.kernel, pos, is_input))
-        uses = sum(isinstance(a, Buf) and a == root for a in launch.args)
-        if variant is None or uses != 1 or (is_input and len(users) != 1):
-            return False  # e.g. also read by an epilogue step: it needs the storage copy
-        self.kernels[i] = self._bind(program, launch, variant, {pos: self.staging[t]})
-        return True
+    def _arg(self, arg: Any) -> Any:
+        """What a launch argument is bound as: a buffer's sub-buffer, local memory or the
+        value itself."""
+        if isinstance(arg, Local):
+            return self.cl.LocalMemory(arg.nbytes)
+        if isinstance(arg, (Buf, Const, Scratch, Counters)):
+            return self.arena.region(self._region(arg))
+        if isinstance(arg, Staging):
+            return self.staging[arg.tensor]
+        return arg
 
     @property
     def kernel_names(self) -> list[str]:
@@ -286,15 +240,18 @@ class PartitionExecutor:
 
     @property
     def device_bytes(self) -> int:
-        staging = sum(b.size for b in self.staging.values())
-        return self.plan.total_bytes + self.const_bytes + self.scratch.size + staging
+        return self.arena.nbytes + sum(b.size for b in self.staging.values())
 
-    def _edge_buffer(self, t: int) -> Any:
-        """Where input `t` is written or output `t` read: its float32 staging buffer, if
-        any, else its own buffer."""
+    def buffer(self, t: int) -> Any:
+        """Tensor `t`'s buffer as a sub-buffer of the arena."""
+        return self.arena.region(("buffer", self.plan.buffer_of[self.root(t)]))
+
+    def _edge_buffer(self, t: int) -> tuple[Any, int]:
+        """Where input `t` is written or output `t` read, and at which byte offset: its
+        float32 staging buffer, if any, else its region of the arena."""
         if t in self.staging:
-            return self.staging[t]
-        return self.buffers[self.plan.buffer_of[self.root(t)]]
+            return self.staging[t], 0
+        return self.arena.locate(("buffer", self.plan.buffer_of[self.root(t)]))
 
     def _output_host(self, t: int) -> np.ndarray:
         if t in self.pinned_out:
@@ -322,11 +279,11 @@ class PartitionExecutor:
         hot = self.hot
         try:
             try:
-                for host, dst in zip(hosts, self.destinations, strict=True):
-                    hot.write(dst, host)
+                for host, (dst, offset) in zip(hosts, self.destinations, strict=True):
+                    hot.write(dst, host, offset)
                 hot.enqueue(FLUSH_EVERY)
-                for (_, host), src in zip(results, self.sources, strict=True):
-                    hot.read(src, host)
+                for (_, host), (src, offset) in zip(results, self.sources, strict=True):
+                    hot.read(src, host, offset)
             finally:
                 hot.finish()  # the host arrays stay referenced until the copies are done
         except CLCallError as exc:
@@ -337,15 +294,15 @@ class PartitionExecutor:
         cl = self.cl
         q = self.queue
         try:
-            for host, dst in zip(hosts, self.destinations, strict=True):
-                cl.enqueue_copy(q, dst, host, is_blocking=False)
+            for host, (dst, offset) in zip(hosts, self.destinations, strict=True):
+                cl.enqueue_copy(q, dst, host, dst_offset=offset, is_blocking=False)
             events = []
             for i, (kernel, g, lsz) in enumerate(self.kernels):
                 events.append(cl.enqueue_nd_range_kernel(q, kernel, g, lsz))
                 if i % FLUSH_EVERY == 0:
                     q.flush()  # NOTE: NVIDIA holds enqueued work until a flush; start early
-            for (_, host), src in zip(results, self.sources, strict=True):
-                cl.enqueue_copy(q, host, src, is_blocking=False)
+            for (_, host), (src, offset) in zip(results, self.sources, strict=True):
+                cl.enqueue_copy(q, host, src, src_offset=offset, is_blocking=False)
             q.finish()
         except cl.Error as exc:
             raise device_error(exc, "running the GPU partition") from exc

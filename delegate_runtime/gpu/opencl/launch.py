@@ -29,6 +29,13 @@ class Const:
 
 
 @dataclass(frozen=True)
+class Staging:
+    """Tensor `tensor`'s float32 buffer at a half-storage partition's edge (edges.py)."""
+
+    tensor: int
+
+
+@dataclass(frozen=True)
 class Local:
     """A __local memory argument of `nbytes`."""
 
@@ -49,6 +56,16 @@ class Counters:
     count: int
 
 
+@dataclass(frozen=True)
+class CopyArgs:
+    """How a specialized copy of a kernel (opencl/specialize.py) takes its launch's
+    arguments: with `offsets`, the arena and the offsets of the buffers at those positions
+    of the launch's arguments first (opencl/arena.py); then the arguments at `kept`."""
+
+    offsets: tuple[int, ...]
+    kept: tuple[int, ...]
+
+
 @dataclass
 class Launch:
     kernel: str
@@ -58,6 +75,8 @@ class Launch:
     node: int
     #: every node whose work this launch does (the node itself and those fused into it)
     covers: tuple[int, ...] = ()
+    #: set when `kernel` is a specialized copy: which arguments it still takes, and how
+    copy_args: CopyArgs | None = None
 
 
 @dataclass

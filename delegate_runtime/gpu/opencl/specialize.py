@@ -1,17 +1,25 @@
-"""A program of a model's own: its kernels only, each GEMM and depthwise launch's kernel
-specialized to it (its integer arguments compiled in as constants).
+"""A program of a model's own: its kernels only, each launch's kernel a copy that takes
+the partition's arena (opencl/arena.py) in place of its buffers, GEMM and depthwise
+copies with their integer and float arguments compiled in as constants.
 
 The shared program's kernels take shapes, window geometry, activation and epilogue codes
 as arguments, so one build serves every model, and that build holds every kernel of every
 op. On a GPU, whose driver caches what it compiles, a model's own program is built
-instead: only the kernels its launches run, and for each GEMM and depthwise launch a copy
-of its kernel with those integers fixed, which lets the compiler unroll the window loops,
-turn divisions by shapes into multiplications and drop the epilogue's unused switch
-cases. A copy keeps the signature (arguments are still set as before) and assigns the
-fixed values to its parameters first: it computes exactly what the generic kernel
-computes for that launch. Copies are made from the program source itself (cl_source.py
-reads it): every non-const int, int2, int4, int8 or int16 parameter whose launch
-argument is an integer is fixed.
+instead: only the kernels its launches run, each as a copy of its kernel that
+
+- reads its buffers through the arena: one buffer argument and an int16 of offsets per
+  16 buffers (`arena_`, `offs_`, `offs1_`, ...) instead of the buffers, each of which
+  costs NVIDIA's driver host time on every launch;
+- for GEMM and depthwise launches, has its non-const int and float parameters (int,
+  int2 ... float16) fixed to the launch's values, which lets the compiler unroll the
+  window loops, turn divisions by shapes into multiplications and drop the epilogue's
+  unused switch cases.
+
+A copy declares each parameter it no longer takes as a variable holding what the launch
+passed (`int M = 196; __global const store_t* A = (...)(arena_ + ...);`), so it computes
+exactly what the generic kernel computes for that launch; `Launch.copy_args` says which
+arguments it still takes. Copies are made from the program source itself (cl_source.py
+reads it).
 """
 
 from __future__ import annotations
@@ -25,11 +33,29 @@ from typing import Any
 
 import numpy as np
 
-from .cl_source import KernelText, Macro, Param, kernels, macros, parse_params, strip_comments
-from .launch import Launch
+from .arena import ARENA_UNIT
+from .cl_source import (
+    KERNEL_HEAD,
+    KernelText,
+    Macro,
+    Param,
+    kernels,
+    macros,
+    parse_params,
+    strip_comments,
+)
+from .launch import Buf, Const, CopyArgs, Counters, Launch, Scratch
 
-#: Kernels specialized (name prefixes): the convolution kernels, where the time is.
+#: Kernels whose int and float arguments are fixed (name prefixes): the convolution
+#: kernels, where the time is. Other kernels get one copy, shared by their launches.
 SPECIALIZED_PREFIXES = ("gemm", "depthwise")
+#: Copies read their buffers through the arena (ab_knobs can turn it off to compare).
+ARENA = True
+#: Buffer offsets per int16 parameter of a copy.
+OFFSETS_PER_PARAM = 16
+#: Buffer arguments that lie in the arena.
+IN_ARENA = (Buf, Const, Scratch, Counters)
+
 #: Specialize on GPUs unless DEVICEFARM_GPU_SPECIALIZE says otherwise (ab_knobs can flip it).
 ON_GPU = True
 #: "1"/"0" forces specialization on/off on every device (tests, CPU OpenCL).
@@ -63,16 +89,27 @@ def c_literal(width: int, value: Any) -> str | None:
     return items if width == 1 else f"(int{width})({items})"
 
 
+def float_literal(width: int, value: Any) -> str | None:
+    """`value` as an OpenCL float vector of `width` given by its bits (exact, NaN and
+    infinities included), None if it is no float32 value of that width."""
+    arr = np.asarray(value)
+    if arr.dtype != np.float32 or arr.size != width or arr.ndim > 1:
+        return None
+    bits = ", ".join(f"0x{int(b):08x}u" for b in arr.reshape(-1).view(np.uint32))
+    return f"as_float({bits})" if width == 1 else f"as_float{width}((uint{width})({bits}))"
+
+
 @dataclass
 class ModelProgram:
     """A program for one model's launches, and the kernel each launch now names."""
 
     source: str
-    names: dict[int, str]  #: launch position -> its specialized copy's name
+    names: dict[int, str]  #: launch position -> its copy's name
+    args: dict[int, CopyArgs]  #: launch position -> the arguments its copy takes
 
     @property
     def specialized(self) -> int:
-        """Distinct specialized copies."""
+        """Distinct copies."""
         return len(set(self.names.values()))
 
 
@@ -84,38 +121,40 @@ def _read(source: str) -> tuple[str, dict[str, Macro], dict[str, KernelText]]:
     return text, macros(text), kernels(text)
 
 
-def model_program(source: str, launches: list[Launch], also: set[str]) -> ModelProgram:
-    """A program holding only what `launches` run: a copy of each launch's kernel with its
-    integer arguments fixed (kernels named by SPECIALIZED_PREFIXES; one copy per distinct
-    kernel and values), the other launches' kernels and the kernels named in `also` as
-    they are. It is `source` (the generic program) with every other kernel removed and
-    each copy where its original stood, so the helpers and macros around it are the same.
-    """
+def model_program(source: str, launches: list[Launch]) -> ModelProgram:
+    """A program holding only what `launches` run: a copy of each launch's kernel (one
+    per distinct kernel, fixed values and argument layout), or the kernel itself where
+    a copy would change nothing. It is `source` (the generic program) with every other kernel
+    removed and each copy where its original stood, so the helpers and macros around it
+    are the same."""
     text, defined, spans = _read(source)
-    missing = ({launch.kernel for launch in launches} | also) - spans.keys()
+    missing = {launch.kernel for launch in launches} - spans.keys()
     if missing:
         raise KeyError(f"no kernel {sorted(missing)} in the program source")
     params: dict[str, list[Param]] = {}
     copies: dict[str, tuple[int, str]] = {}  # name -> (original's start, text)
     names: dict[int, str] = {}
-    kept = set(also)
+    taken: dict[int, CopyArgs] = {}
+    kept: set[str] = set()
     for pos, launch in enumerate(launches):
         kt = spans[launch.kernel]
-        fixes = ""
-        if launch.kernel.startswith(SPECIALIZED_PREFIXES):
-            if launch.kernel not in params:
-                params[launch.kernel] = parse_params(kt.params, defined)
-            fixes = _fixes(launch, params[launch.kernel])
-        if not fixes:
+        if launch.kernel not in params:
+            params[launch.kernel] = parse_params(kt.params, defined)
+        plan = _copy_plan(launch, params[launch.kernel])
+        if plan is None:
             kept.add(launch.kernel)
             continue
-        digest = hashlib.sha256(f"{launch.kernel}|{fixes}".encode()).hexdigest()[:10]
+        decls, signature, copy_args = plan
+        digest = hashlib.sha256(f"{launch.kernel}|{signature}|{decls}".encode()).hexdigest()[:10]
         name = f"{launch.kernel}{SEPARATOR}{digest}"
         if name not in copies:
-            head = text[kt.start : kt.body_open + 1]
-            head = re.sub(rf"\b{re.escape(launch.kernel)}\b", name, head, count=1)
-            copies[name] = (kt.start, f"{head}\n  {fixes}\n{text[kt.body_open + 1 : kt.end]}\n")
+            head = KERNEL_HEAD.match(text, kt.start)
+            assert head is not None  # kernels() found it there
+            named = re.sub(rf"\b{re.escape(launch.kernel)}\b", name, head.group(), count=1)
+            body = text[kt.body_open + 1 : kt.end]
+            copies[name] = (kt.start, f"{named}{signature}) {{\n  {decls}\n{body}\n")
         names[pos] = name
+        taken[pos] = copy_args
     by_start: dict[int, list[str]] = {}
     for start, copy in copies.values():
         by_start.setdefault(start, []).append(copy)
@@ -125,19 +164,48 @@ def model_program(source: str, launches: list[Launch], also: set[str]) -> ModelP
         if name in kept:
             parts.append(source[kt.start : kt.end])
         at = kt.end
-    return ModelProgram("".join(parts) + source[at:], names)
+    return ModelProgram("".join(parts) + source[at:], names, taken)
 
 
-def _fixes(launch: Launch, params: list[Param]) -> str:
-    """The statements fixing `launch`'s integer arguments, e.g. "M = 196; din = (int4)(...);"."""
+def offsets_param(vector: int) -> str:
+    """The name of a copy's int16 parameter holding buffer offsets 16 * vector onwards."""
+    return "offs_" if vector == 0 else f"offs{vector}_"
+
+
+def _copy_plan(launch: Launch, params: list[Param]) -> tuple[str, str, CopyArgs] | None:
+    """For `launch`'s copy: the declarations opening its body (the parameters it no
+    longer takes), its parameter list and the arguments it takes; None where the generic
+    kernel serves (nothing to fix, no buffer for the arena)."""
     if len(params) != len(launch.args):
         raise ValueError(
             f"{launch.kernel} takes {len(params)} arguments; its launch has {len(launch.args)}"
         )
-    fixes = []
-    for param, arg in zip(params, launch.args, strict=True):
-        width = param.int_width
-        literal = None if width is None else c_literal(width, arg)
+    fix = launch.kernel.startswith(SPECIALIZED_PREFIXES)
+    decls, offsets, kept = [], [], []
+    arena = [
+        i
+        for i, (param, arg) in enumerate(zip(params, launch.args, strict=True))
+        if ARENA and param.global_pointer and isinstance(arg, IN_ARENA)
+    ]
+    for i, (param, arg) in enumerate(zip(params, launch.args, strict=True)):
+        literal = None
+        if fix and param.int_width is not None:
+            literal = c_literal(param.int_width, arg)
+        elif fix and param.float_width is not None:
+            literal = float_literal(param.float_width, arg)
         if literal is not None:
-            fixes.append(f"{param.name} = {literal};")
-    return " ".join(fixes)
+            decls.append(f"{param.type} {param.name} = {literal};")
+        elif i in arena:
+            vector, lane = divmod(len(offsets), OFFSETS_PER_PARAM)
+            unit = f"(size_t){offsets_param(vector)}.s{lane:x} * {ARENA_UNIT}"
+            decls.append(f"{param.type} {param.name} = ({param.type})(arena_ + {unit});")
+            offsets.append(i)
+        else:
+            kept.append(i)
+    if not decls:
+        return None
+    vectors = -(-len(offsets) // OFFSETS_PER_PARAM)
+    signature = ["__global uchar* arena_"] if offsets else []
+    signature += [f"int16 {offsets_param(v)}" for v in range(vectors)]
+    signature += [f"{params[i].type} {params[i].name}" for i in kept]
+    return " ".join(decls), ", ".join(signature), CopyArgs(tuple(offsets), tuple(kept))
