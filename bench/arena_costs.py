@@ -1,0 +1,164 @@
+"""What a launch's arguments cost the host, and a model's launches with and without the
+arena (delegate_runtime/gpu/opencl/arena.py): docs/benchmarks.md, "One allocation per
+partition".
+
+python bench/arena_costs.py [--model MODEL ...] [--device SPEC] [--rounds 2]
+
+`arguments`: one do-nothing kernel with a GEMM's arguments (11 buffers, 14 int, 6 float4),
+the same buffers as sub-buffers of one allocation, the buffers alone, one buffer, one
+buffer and local memory: 24 launches back to back through the hot path's loop, host us
+per launch and with the finish. Each MODEL: its session with the arena's copies and
+without (`specialize.ARENA`), host us per launch enqueued, invoke ms, the arena's
+sub-buffers and the profiled kernel sum by kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+LAUNCHES = 24
+
+
+def argument_costs(device: str | None, rounds: int) -> None:
+    import pyopencl as cl
+
+    from delegate_runtime.gpu.opencl.capi import HotPath, opencl_library
+    from delegate_runtime.gpu.opencl.runtime import select_device
+
+    dev = select_device(device)
+    ctx = cl.Context([dev])
+    q = cl.CommandQueue(ctx)
+    bufs = ", ".join(f"__global float* b{i}" for i in range(11))
+    ints = ", ".join(f"int i{i}" for i in range(14))
+    f4s = ", ".join(f"float4 f{i}" for i in range(6))
+    one = "__global float* b0 = (__global float*)base; __global float* b3 = b0 + 1024;"
+    source = f"""
+    __kernel void many({bufs}, {ints}, {f4s}) {{
+      if (get_global_id(0) == 0) b3[0] = b0[0] + i0 + f0.x; }}
+    __kernel void bufs_only({bufs}) {{ if (get_global_id(0) == 0) b3[0] = b0[0]; }}
+    __kernel void one(__global uchar* base) {{ {one} if (get_global_id(0) == 0) b3[0] = b0[0]; }}
+    __kernel void one_local(__global uchar* base, __local float* s) {{ {one}
+      s[get_local_id(0)] = 1.0f; barrier(CLK_LOCAL_MEM_FENCE);
+      if (get_global_id(0) == 0) b3[0] = b0[0] + s[1]; }}
+    """
+    prg = cl.Program(ctx, source).build()
+    mf = cl.mem_flags
+    distinct = [cl.Buffer(ctx, mf.READ_WRITE, 1 << 20) for _ in range(11)]
+    whole = cl.Buffer(ctx, mf.READ_WRITE, 11 << 20)
+    subs = [whole.get_sub_region(i << 20, 1 << 20) for i in range(11)]
+    scalars = [np.int32(i) for i in range(14)] + [np.zeros(4, np.float32)] * 6
+
+    def kernel(name, args):
+        k = cl.Kernel(prg, name)
+        k.set_args(*args)
+        return k
+
+    cases = {
+        "11 buffers, 14 int, 6 float4": kernel("many", distinct + scalars),
+        "11 sub-buffers, 14 int, 6 float4": kernel("many", subs + scalars),
+        "11 buffers": kernel("bufs_only", distinct),
+        "1 buffer": kernel("one", [whole]),
+        "1 buffer, local memory": kernel("one_local", [whole, cl.LocalMemory(512)]),
+    }
+    lib = opencl_library()
+    print(f"\n{dev.name}: {LAUNCHES} launches of (256, 112, 4) / (16, 16, 1), median of 300")
+    print("| arguments | round | host us per launch | with finish us |\n| --- | --- | --- | --- |")
+    for r in range(rounds):
+        for name, k in cases.items():
+            hot = HotPath(lib, q, [(k, (256, 112, 4), (16, 16, 1))] * LAUNCHES)
+            enq, tot = timed_enqueues(hot, 300)
+            print(f"| {name} | {r + 1} | {enq / LAUNCHES:.2f} | {tot:.1f} |")
+
+
+def timed_enqueues(hot, runs: int) -> tuple[float, float]:
+    """Median us of enqueueing `hot`'s launches, and of that with the finish."""
+    enq, tot = [], []
+    for _ in range(runs):
+        hot.finish()
+        t0 = time.perf_counter_ns()
+        hot.enqueue(6)
+        t1 = time.perf_counter_ns()
+        hot.finish()
+        enq.append((t1 - t0) / 1e3)
+        tot.append((time.perf_counter_ns() - t0) / 1e3)
+    return statistics.median(enq), statistics.median(tot)
+
+
+def arena_on_off(model: str, device: str | None, rounds: int) -> None:
+    from delegate_runtime import load_model
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl import specialize
+
+    m = load_model(model)
+    t = m.main.tensors[m.main.inputs[0]]
+    x = np.random.default_rng(0).uniform(-1, 1, t.shape).astype(np.float32)
+    sessions = {}
+    for arena in (True, False):
+        specialize.ARENA = arena
+        sessions[arena] = [
+            GpuSession(
+                m, precision="fp32", device=device, log=io.StringIO(), profiling=p, specialize=True
+            )
+            for p in (False, True)
+        ]
+    specialize.ARENA = True
+    print(f"\n{Path(model).stem} (fp32)")
+    for r in range(rounds):
+        for arena, (session, profiled) in sessions.items():
+            ex = session.executors[0]
+            for _ in range(20):
+                session.invoke([x])
+            enq, _ = timed_enqueues(ex.hot, 100)
+            invokes = []
+            for _ in range(100):
+                t0 = time.perf_counter_ns()
+                session.invoke([x])
+                invokes.append((time.perf_counter_ns() - t0) / 1e3)
+            n = len(ex.kernels)
+            print(
+                f"round {r + 1}, arena {'on' if arena else 'off'}: {n} launches, "
+                f"{ex.arena.sub_buffers} sub-buffers, enqueue {enq / n:.2f} us per launch, "
+                f"invoke {statistics.median(invokes) / 1e3:.3f} ms"
+            )
+            print("   profiled kernels: " + kernel_sums(profiled, x))
+
+
+def kernel_sums(session, x: np.ndarray) -> str:
+    """The profiled kernel times of one invoke: the sum, then the largest by kernel."""
+    from delegate_runtime.gpu.opencl.specialize import generic_name
+
+    ex = session.executors[0]
+    for _ in range(5):
+        session.invoke([x])
+    per = defaultdict(list)
+    for (k, _, _), e in zip(ex.kernels, ex.last_events, strict=True):
+        per[generic_name(k.function_name)].append((e.profile.end - e.profile.start) / 1e3)
+    total = sum(sum(v) for v in per.values())
+    top = sorted(per.items(), key=lambda kv: -sum(kv[1]))[:6]
+    return f"sum {total:.0f} us; " + ", ".join(f"{k} {len(v)}x {sum(v):.0f}" for k, v in top)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", action="append", default=[])
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--rounds", type=int, default=2)
+    a = ap.parse_args()
+    argument_costs(a.device, a.rounds)
+    for model in a.model:
+        arena_on_off(model, a.device, a.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
