@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pyopencl as cl
+from diag_gpu import MOBILENET_GEMMS
 
 SRC = r"""
 #define MMA(c, a, b) asm volatile( \
@@ -100,22 +101,12 @@ def main() -> int:
     ref = a.astype(np.float64) @ b.astype(np.float64).T
     print("probe max err", np.abs(c - ref).max())
 
-    SHAPES = [
-        (12544, 32, 64),
-        (3136, 64, 128),
-        (3136, 128, 128),
-        (784, 128, 256),
-        (784, 256, 256),
-        (196, 256, 512),
-        (196, 512, 512),
-        (49, 512, 1024),
-        (49, 1024, 1024),
-    ]
+    shapes = MOBILENET_GEMMS[2:-1]  # the pointwise convolutions (M, K, N)
     for wm, wn in [(1, 2), (2, 2), (1, 4), (2, 4)]:
         prg = build(wm, wn)
         tot = 0.0
         line = []
-        for M, K, N in SHAPES:
+        for M, K, N in shapes:
             a = (rng.standard_normal((M, K)) * 0.5).astype(np.float16)
             b = (rng.standard_normal((N, K)) * 0.1).astype(np.float16)
             bias = rng.standard_normal(N).astype(np.float32)
