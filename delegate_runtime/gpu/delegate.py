@@ -100,11 +100,12 @@ class GpuSession:
         import pyopencl as cl
 
         from .opencl.cache import KernelCache, default_cache_dir, point_driver_cache
+        from .opencl.const_types import float32_consts
         from .opencl.edges import with_edges
         from .opencl.executor import PartitionExecutor
         from .opencl.lowering import Lowerer
         from .opencl.native_loop import native_loop, unavailable
-        from .opencl.program import build_program
+        from .opencl.program import build_program, program_source
         from .opencl.runtime import describe, guarded, select_device, shared_context
 
         opts = self.options
@@ -131,6 +132,8 @@ class GpuSession:
                 out = with_edges(out, {t: sg.tensors[t].size for t in (*ins, *outs)}, ins, outs)
             lowered.append((out, ins, outs))
         t = self._phase("lower", t)
+        generic_source = program_source()
+        float_consts = [float32_consts(generic_source, out) for out, _, _ in lowered]
         source, token = self._program_source([out for out, _, _ in lowered])
         if explicit:
             token = opts.model_token or sha256
@@ -148,7 +151,7 @@ class GpuSession:
         native = None if opts.profiling else native_loop(cache_dir)
         t = self._phase("launch_loop", t)
         storage = np.float16 if opts.precision == "fp16" else np.float32
-        for out, ins, outs in lowered:
+        for (out, ins, outs), floats in zip(lowered, float_consts, strict=True):
             self.executors.append(
                 PartitionExecutor(
                     self.ctx,
@@ -162,6 +165,7 @@ class GpuSession:
                     opts.profiling,
                     pinned_host=self.device_info.is_gpu,
                     native=native,
+                    float_consts=frozenset(floats),
                 )
             )
         self._phase("upload", t)

@@ -7,6 +7,7 @@ OpenCL compiler's own argument info for every kernel of the program.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +34,11 @@ class Param:
         """The vector width of a plain (non-const) float parameter, None for any other."""
         words = self.type.split()
         return FLOAT_TYPES.get(words[0]) if len(words) == 1 else None
+
+    @property
+    def pointee(self) -> str:
+        """What a pointer parameter points to, without qualifiers ("float", "store_t")."""
+        return self.type.replace("*", " ").split()[-1]
 
     @property
     def global_pointer(self) -> bool:
@@ -198,3 +204,18 @@ def parse_params(params: str, defined: Mapping[str, Macro | str]) -> list[Param]
 def kernel_names(text: str) -> list[str]:
     """The names of the kernels defined in comment-free `text`, in order."""
     return [m.group(1) for m in KERNEL_HEAD.finditer(text)]
+
+
+@functools.lru_cache(maxsize=4)
+def read_source(source: str) -> tuple[str, dict[str, Macro], dict[str, KernelText]]:
+    """`source` without comments, its macros and its kernels (read once per source: every
+    model's program starts from the same one)."""
+    text = strip_comments(source)  # the same length: offsets hold in `source` too
+    return text, macros(text), kernels(text)
+
+
+@functools.lru_cache(maxsize=256)
+def kernel_params(source: str, kernel: str) -> list[Param]:
+    """Kernel `kernel`'s parameters in `source`."""
+    _, defined, spans = read_source(source)
+    return parse_params(spans[kernel].params, defined)

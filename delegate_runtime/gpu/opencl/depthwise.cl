@@ -5,7 +5,7 @@
 // input value is clamped to `iclamp` as it is loaded (a RELU before it that fusion elided;
 // (-inf, inf) otherwise).
 __kernel void depthwise_conv2d(__global const store_t* in, __global const store_t* w,
-                               __global const store_t* bias, __global store_t* out,
+                               __global const float* bias, __global store_t* out,
                                int4 in_shape, int4 out_shape, int kh, int kw, int sh, int sw,
                                int dh, int dw, int pad_t, int pad_l, int mult, float2 iclamp,
                                EPILOGUE_PARAMS) {
@@ -13,7 +13,7 @@ __kernel void depthwise_conv2d(__global const store_t* in, __global const store_
   int OC = out_shape.w, OH = out_shape.y, OW = out_shape.z, C = in_shape.w;
   if (oc >= OC || x >= OW || ny >= out_shape.x * OH) return;
   int n = ny / OH, y = ny % OH, ic = oc / mult;
-  float acc = LDF(bias, oc);
+  float acc = LDF32(bias, oc);
   for (int ky = 0; ky < kh; ++ky) {
     int iy = y * sh - pad_t + ky * dh;
     if (iy < 0 || iy >= in_shape.y) continue;
@@ -31,18 +31,14 @@ __kernel void depthwise_conv2d(__global const store_t* in, __global const store_
 
 // Depthwise 3x3, 4 channels per work item (C % 4 == 0, multiplier 1).
 __kernel void depthwise3x3_c4(__global const store_t* in, __global const store_t* w,
-                              __global const store_t* bias, __global store_t* out,
+                              __global const float* bias, __global store_t* out,
                               int4 in_shape, int4 out_shape, int sh, int sw,
                               int pad_t, int pad_l, EPILOGUE_PARAMS) {
   int c4 = get_global_id(0), x = get_global_id(1), ny = get_global_id(2);
   int C = out_shape.w, OH = out_shape.y, OW = out_shape.z;
   if (c4 * 4 >= C || x >= OW || ny >= out_shape.x * OH) return;
   int n = ny / OH, y = ny % OH, c = c4 * 4;
-#ifdef STORAGE_HALF
-  float4 acc = vloada_half4(0, bias + c);
-#else
   float4 acc = vload4(0, bias + c);
-#endif
   for (int ky = 0; ky < 3; ++ky) {
     int iy = y * sh - pad_t + ky;
     if (iy < 0 || iy >= in_shape.y) continue;

@@ -13,11 +13,11 @@
 // The sum alone, bias included, before any activation (squeeze_excite_dw applies the
 // node's whole epilogue to it).
 inline float depthwise_sum(__global const store_t* in, __global const store_t* w,
-                           __global const store_t* bias, int4 din, int4 dout, int8 geo,
+                           __global const float* bias, int4 din, int4 dout, int8 geo,
                            int pixel, int c, float2 iclamp) {
   int plane = dout.y * dout.z, r = pixel % plane, n = pixel / plane;
   int y = r / dout.z, x = r % dout.z, C = din.w;
-  float acc = LDF(bias, c);
+  float acc = LDF32(bias, c);
   for (int ky = 0; ky < geo.s0; ++ky) {
     int iy = y * geo.s2 - geo.s6 + ky * geo.s4;
     if (iy < 0 || iy >= din.y) continue;
@@ -32,7 +32,7 @@ inline float depthwise_sum(__global const store_t* in, __global const store_t* w
 }
 
 inline float depthwise_at(__global const store_t* in, __global const store_t* w,
-                          __global const store_t* bias, int4 din, int4 dout, int8 geo,
+                          __global const float* bias, int4 din, int4 dout, int8 geo,
                           int pixel, int c, int act_code, int2 k, float4 s, float2 iclamp) {
   float acc = depthwise_sum(in, w, bias, din, dout, geo, pixel, c, iclamp);
   return as_stored(step(act(acc, act_code), k, w, s, 0, c));
@@ -40,11 +40,11 @@ inline float depthwise_at(__global const store_t* in, __global const store_t* w,
 
 // Four channels 4 * c4 .. 4 * c4 + 3 (C % 4 == 0): the sums, then through the epilogue.
 inline float4 depthwise_sum4(__global const store_t* in, __global const store_t* w,
-                             __global const store_t* bias, int4 din, int4 dout, int8 geo,
+                             __global const float* bias, int4 din, int4 dout, int8 geo,
                              int pixel, int c4, float2 iclamp) {
   int plane = dout.y * dout.z, r = pixel % plane, n = pixel / plane;
   int y = r / dout.z, x = r % dout.z, C4 = din.w / 4;
-  float4 acc = LD4(bias, c4);
+  float4 acc = LD4F(bias, c4);
   for (int ky = 0; ky < geo.s0; ++ky) {
     int iy = y * geo.s2 - geo.s6 + ky * geo.s4;
     if (iy < 0 || iy >= din.y) continue;
@@ -59,7 +59,7 @@ inline float4 depthwise_sum4(__global const store_t* in, __global const store_t*
 }
 
 inline float4 depthwise_at4(__global const store_t* in, __global const store_t* w,
-                            __global const store_t* bias, int4 din, int4 dout, int8 geo,
+                            __global const float* bias, int4 din, int4 dout, int8 geo,
                             int pixel, int c4, int act_code, int2 k, float4 s,
                             float2 iclamp) {
   float4 acc = depthwise_sum4(in, w, bias, din, dout, geo, pixel, c4, iclamp);

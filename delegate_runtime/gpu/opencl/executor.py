@@ -92,6 +92,7 @@ class PartitionExecutor:
         profiling: bool,
         pinned_host: bool = False,
         native: Any = None,
+        float_consts: frozenset[str] = frozenset(),
     ):
         import pyopencl as cl
 
@@ -127,7 +128,7 @@ class PartitionExecutor:
                 ctx,
                 queue,
                 queue.device.mem_base_addr_align,
-                {k: self._const_host(v) for k, v in lowered.consts.items()},
+                {k: self._const_host(v, k in float_consts) for k, v in lowered.consts.items()},
                 n_counters,
                 self.plan.buffer_bytes,
                 scratch,
@@ -189,9 +190,11 @@ class PartitionExecutor:
             t = self.alias[t]
         return t
 
-    def _const_host(self, v: np.ndarray) -> np.ndarray:
+    def _const_host(self, v: np.ndarray, float32: bool) -> np.ndarray:
+        """A constant as uploaded: floats in the storage type, or float32 where its kernels
+        read it so (`float32`: const_types.py)."""
         if v.dtype.kind == "f":
-            return np.ascontiguousarray(v, dtype=self.storage)
+            return np.ascontiguousarray(v, dtype=np.float32 if float32 else self.storage)
         return np.ascontiguousarray(v)
 
     def _bind(self, program: Any, launch: Any) -> tuple[Any, tuple, tuple | None]:

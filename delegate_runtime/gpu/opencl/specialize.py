@@ -24,7 +24,6 @@ reads it).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import re
@@ -34,16 +33,7 @@ from typing import Any
 import numpy as np
 
 from .arena import ARENA_UNIT
-from .cl_source import (
-    KERNEL_HEAD,
-    KernelText,
-    Macro,
-    Param,
-    kernels,
-    macros,
-    parse_params,
-    strip_comments,
-)
+from .cl_source import KERNEL_HEAD, Param, parse_params, read_source
 from .launch import Buf, Const, CopyArgs, Counters, Launch, Scratch
 
 #: Kernels whose int and float arguments are fixed (name prefixes): the convolution
@@ -113,21 +103,13 @@ class ModelProgram:
         return len(set(self.names.values()))
 
 
-@functools.lru_cache(maxsize=4)
-def _read(source: str) -> tuple[str, dict[str, Macro], dict[str, KernelText]]:
-    """`source` without comments, its macros and its kernels (read once per source: every
-    model's program starts from the same one)."""
-    text = strip_comments(source)  # the same length: offsets hold in `source` too
-    return text, macros(text), kernels(text)
-
-
 def model_program(source: str, launches: list[Launch]) -> ModelProgram:
     """A program holding only what `launches` run: a copy of each launch's kernel (one
     per distinct kernel, fixed values and argument layout), or the kernel itself where
     a copy would change nothing. It is `source` (the generic program) with every other kernel
     removed and each copy where its original stood, so the helpers and macros around it
     are the same."""
-    text, defined, spans = _read(source)
+    text, defined, spans = read_source(source)
     missing = {launch.kernel for launch in launches} - spans.keys()
     if missing:
         raise KeyError(f"no kernel {sorted(missing)} in the program source")

@@ -88,8 +88,8 @@ inline bool se_last_group(float acc, __local float* sums, __local int* last, int
 // The last group: the means from P's `slices` partial sums of each channel, both
 // convolutions, the gate stored.
 inline void se_finish(__global const float* P, int slices, int inner, int C,
-                      __global const store_t* w1, __global const store_t* b1, int R,
-                      __global const store_t* w2, __global const store_t* b2, int N,
+                      __global const store_t* w1, __global const float* b1, int R,
+                      __global const store_t* w2, __global const float* b2, int N,
                       __global store_t* out, __global int* counters, __local float* v,
                       __local float* h, __local float* y, __local float4* part,
                       EPILOGUE_PARAMS_AS(m), EPILOGUE_PARAMS_AS(f), EPILOGUE_PARAMS_AS(g)) {
@@ -122,11 +122,11 @@ inline void se_finish(__global const float* P, int slices, int inner, int C,
   }
   se_gemv(v, w1, C, R, part, y, t);  // first convolution
   for (int j = t; j < R; j += SE_THREADS)
-    h[j] = as_stored(EPILOGUE_AS(f, y[j] + LDF(b1, j), j, j));
+    h[j] = as_stored(EPILOGUE_AS(f, y[j] + LDF32(b1, j), j, j));
   barrier(CLK_LOCAL_MEM_FENCE);
   se_gemv(h, w2, R, N, part, y, t);  // second convolution: the gate
   for (int c = t; c < N; c += SE_THREADS)
-    ST(out, c, EPILOGUE_AS(g, y[c] + LDF(b2, c), c, c));
+    ST(out, c, EPILOGUE_AS(g, y[c] + LDF32(b2, c), c, c));
   if (t == 0) counters[0] = 0;  // ready for the next run
 }
 
@@ -147,8 +147,8 @@ inline void se_finish(__global const float* P, int slices, int inner, int C,
 __kernel __attribute__((reqd_work_group_size(32, SE_ROWS, 1)))
 void squeeze_excite(__global const store_t* in, __global store_t* out, int inner, int C,
                     int per_slice, __global float* P, __global int* counters,
-                    __global const store_t* w1, __global const store_t* b1, int R,
-                    __global const store_t* w2, __global const store_t* b2, int N,
+                    __global const store_t* w1, __global const float* b1, int R,
+                    __global const store_t* w2, __global const float* b2, int N,
                     EPILOGUE_PARAMS_AS(m), EPILOGUE_PARAMS_AS(f), EPILOGUE_PARAMS_AS(g)) {
   SE_LOCALS;
   if (r < C)
@@ -160,11 +160,11 @@ void squeeze_excite(__global const store_t* in, __global store_t* out, int inner
 // din and dout, geometry dgeo (as depthwise_at's) and epilogue d, then x, then
 // squeeze_excite's own after its input.
 #define SE_DW_PARAMS                                                                        \
-  __global const store_t *dx, __global const store_t *dw, __global const store_t *db,       \
+  __global const store_t *dx, __global const store_t *dw, __global const float *db,       \
       int4 din, int4 dout, int8 dgeo, __global store_t *x, EPILOGUE_PARAMS_AS(d),            \
       __global store_t *out, int inner, int C, int per_slice, __global float *P,             \
-      __global int *counters, __global const store_t *w1, __global const store_t *b1, int R, \
-      __global const store_t *w2, __global const store_t *b2, int N, EPILOGUE_PARAMS_AS(m),  \
+      __global int *counters, __global const store_t *w1, __global const float *b1, int R, \
+      __global const store_t *w2, __global const float *b2, int N, EPILOGUE_PARAMS_AS(m),  \
       EPILOGUE_PARAMS_AS(f), EPILOGUE_PARAMS_AS(g)
 
 // x computed here: pixel i, channel r of a depthwise convolution of `dx` (weights dw, bias

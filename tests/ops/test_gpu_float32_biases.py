@@ -1,0 +1,90 @@
+"""Biases stay float32 with half storage (opencl/const_types.py): which constants are
+uploaded so, a constant read both ways, and a bias that half storage would round, against
+LiteRT's reference kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from delegate_runtime.gpu.opencl.const_types import FLOAT32_TWIN, float32_consts
+from delegate_runtime.gpu.opencl.launch import Buf, Const, Launch, Lowered
+from delegate_runtime.gpu.opencl.program import program_source
+from tests.conftest import require_module
+from tests.ops.test_gpu_fusion import _binary, _graph, _same_conv, check_against_litert
+from tests.ops.test_gpu_ops import PRECISIONS, opencl_device, randn
+
+__all__ = ["opencl_device"]  # the fixture, re-exported for this module's tests
+
+F = np.float32
+
+
+def _depthwise_launch(bias: str, operand: str) -> Launch:
+    """A depthwise_conv2d launch: weights Const("w"), bias Const(bias), its first
+    epilogue operand Const(operand), every other argument a buffer or a zero."""
+    from delegate_runtime.gpu.opencl.cl_source import kernel_params
+
+    args = []
+    for param in kernel_params(program_source(), "depthwise_conv2d"):
+        named = {"w": Const("w"), "bias": Const(bias), "p0": Const(operand)}
+        if param.name in named:
+            args.append(named[param.name])
+        elif param.global_pointer:
+            args.append(Buf(len(args)))
+        else:
+            args.append(np.int32(0))
+    return Launch("depthwise_conv2d", args, (4,), None, node=0)
+
+
+def _lowered(*launches: Launch) -> Lowered:
+    consts = {k: np.ones(4, F) for k in ("w", "b", "k", "shared")}
+    return Lowered(list(launches), consts)
+
+
+def test_biases_are_float32_weights_and_operands_storage() -> None:
+    """The bias a kernel reads through `float*` is float32; its weights and epilogue
+    operand, read through `store_t*`, keep the storage type."""
+    lowered = _lowered(_depthwise_launch("b", "k"))
+    assert float32_consts(program_source(), lowered) == {"b"}
+
+
+def test_a_constant_read_both_ways_gets_a_float32_twin() -> None:
+    """A constant one launch reads as its bias and another as an epilogue operand: the
+    bias reader gets a float32 twin; the other keeps the original in the storage type."""
+    lowered = _lowered(_depthwise_launch("shared", "k"), _depthwise_launch("b", "shared"))
+    twin = "shared" + FLOAT32_TWIN
+    assert float32_consts(program_source(), lowered) == {twin, "b"}
+    first, second = (launch.args for launch in lowered.launches)
+    assert Const(twin) in first and Const("shared") not in first
+    assert Const("shared") in second
+    np.testing.assert_array_equal(lowered.consts[twin], lowered.consts["shared"])
+
+
+def large_bias_then_offset() -> tuple[bytes, list[np.ndarray]]:
+    """A 1x1 convolution whose bias is about 1000.3 (half rounds it to 1000.5), then ADD
+    -1000 (in its epilogue): the output is small, so half storage keeps it close, but a
+    half bias would be 0.2 off."""
+    shape = (1, 4, 5, 8)
+    b, g, (x,), ins = _graph(shape)
+    w = g.const("w", randn("w", 8, 1, 1, 8, scale=0.1))
+    bias = g.const("b", (1000.3 + 0.01 * np.arange(8)).astype(F))
+    t = g.tensor("t", shape, F)
+    _same_conv(g, [x, w, bias], t)
+    y = _binary(g, "ADD", t, g.const("k", np.full(8, -1000.0, F)), shape, "y")
+    g.output(y)
+    return b.build(), ins
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_large_bias_keeps_its_precision(opencl_device, precision) -> None:
+    """LiteRT's reference kernels as oracle, fp16 within 2e-3 absolute of outputs near
+    0.3 (a half-stored bias would put every output 0.2 off)."""
+    require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
+    model, inputs = large_bias_then_offset()
+    session = check_against_litert(model, inputs, precision, tol_abs=0.0)
+    assert session.fused_kernels() == {0: (0, 1)}
+    from delegate_runtime import litert
+
+    want = litert.run(model, inputs, reference=True)[0]
+    got = session.invoke(inputs)[0]
+    np.testing.assert_allclose(got, want, atol=2e-3, rtol=0)
