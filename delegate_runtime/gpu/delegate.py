@@ -132,9 +132,12 @@ class GpuSession:
                 out = with_edges(out, {t: sg.tensors[t].size for t in (*ins, *outs)}, ins, outs)
             lowered.append((out, ins, outs))
         t = self._phase("lower", t)
-        generic_source = program_source()
-        float_consts = [float32_consts(generic_source, out) for out, _, _ in lowered]
-        source, token = self._program_source([out for out, _, _ in lowered])
+        generic = program_source()
+        float_consts = [
+            float32_consts(generic, out) if opts.precision == "fp16" else set()
+            for out, _, _ in lowered
+        ]
+        source, token = self._program_source(generic, [out for out, _, _ in lowered])
         if explicit:
             token = opts.model_token or sha256
         built = build_program(
@@ -174,14 +177,13 @@ class GpuSession:
         self.launch_loop_why = unavailable() if "python" in loops else ""
         self._whole_graph = self._covers_whole_graph()
 
-    def _program_source(self, lowered: list[Any]) -> tuple[str, str]:
-        """The program source for these lowered partitions and its cache token: the one
-        every model shares, or, where the session specializes (opencl/specialize.py), one
-        of this model's own, its launches renamed to their specialized kernels."""
+    def _program_source(self, source: str, lowered: list[Any]) -> tuple[str, str]:
+        """The program source for these lowered partitions and its cache token: `source`,
+        the one every model shares, or, where the session specializes
+        (opencl/specialize.py), one of this model's own, its launches renamed to their
+        copies."""
         from .opencl import specialize
-        from .opencl.program import program_source
 
-        source = program_source()
         if not specialize.enabled(self.device_info.is_gpu, self.options.specialize):
             return source, "program"
         launches = [launch for out in lowered for launch in out.launches]

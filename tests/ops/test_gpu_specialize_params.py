@@ -17,7 +17,7 @@ from tests.conftest import require, require_module
 #: The generic program's comment-free source, its macros and kernels (no OpenCL needed).
 TEXT = cl_source.strip_comments(program_source())
 MACROS = cl_source.macros(TEXT)
-KERNELS = cl_source.kernel_names(TEXT)
+KERNELS = list(cl_source.kernels(TEXT))
 SPANS = cl_source.kernels(TEXT)
 #: Qualifiers our parser keeps in a parameter's type and a driver leaves out of its name.
 QUALIFIERS = re.compile(

@@ -18,16 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from .launch import round_up
+
 #: Regions start at multiples of this many bytes; specialized kernels take their buffers'
 #: offsets in these units (one int each).
 ARENA_UNIT = 512
 
 #: A region's key: ("buffer", plan buffer id), ("const", key), ("scratch",), ("counters",).
 RegionKey = tuple
-
-
-def _round_up(n: int, m: int) -> int:
-    return (n + m - 1) // m * m
 
 
 class Arena:
@@ -51,27 +49,24 @@ class Arena:
     ):
         import pyopencl as cl
 
-        self.cl = cl
-        counters = np.zeros(n_counters, np.int32)
-        contents: dict[RegionKey, np.ndarray | None] = {("const", k): v for k, v in consts.items()}
-        contents[("counters",)] = counters
-        contents.update({("buffer", i): None for i in range(len(buffer_bytes))})
-        contents[("scratch",)] = None
-        sizes = {("buffer", i): n for i, n in enumerate(buffer_bytes)}
+        #: what the uploaded regions hold (the counters start at zero)
+        contents: dict[RegionKey, np.ndarray] = {("const", k): v for k, v in consts.items()}
+        contents[("counters",)] = np.zeros(n_counters, np.int32)
+        sizes = {key: v.nbytes for key, v in contents.items()}
+        sizes.update({("buffer", i): n for i, n in enumerate(buffer_bytes)})
         sizes[("scratch",)] = scratch_bytes
-        self.sizes = {
-            key: max(4, v.nbytes if v is not None else sizes[key]) for key, v in contents.items()
-        }
+        self.sizes = {key: max(4, n) for key, n in sizes.items()}
         self.whole = whole
         self._regions: dict[RegionKey, Any] = {}
         if not whole:
             mf = cl.mem_flags
-            for key, v in contents.items():
+            for key, n in self.sizes.items():
                 flags = mf.READ_ONLY if key[0] == "const" else mf.READ_WRITE
+                v = contents.get(key)
                 self._regions[key] = (
                     cl.Buffer(ctx, flags | mf.COPY_HOST_PTR, hostbuf=v)
                     if v is not None and v.nbytes
-                    else cl.Buffer(ctx, flags, self.sizes[key])
+                    else cl.Buffer(ctx, flags, n)
                 )
             self.nbytes = sum(b.size for b in self._regions.values())
             return
@@ -80,16 +75,15 @@ class Arena:
         at = 0
         for key, n in self.sizes.items():
             self.offsets[key] = at
-            at = _round_up(at + n, step)
+            at = round_up(at + n, step)
             if key == ("counters",):
                 upload_end = at
         self.nbytes = at
         self.buffer = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, self.nbytes)
         host = np.zeros(upload_end, np.uint8)
         for key, v in contents.items():
-            if v is not None:
-                start = self.offsets[key]
-                host[start : start + v.nbytes] = np.frombuffer(v.tobytes(), np.uint8)
+            start = self.offsets[key]
+            host[start : start + v.nbytes] = v.reshape(-1).view(np.uint8)
         cl.enqueue_copy(queue, self.buffer, host, is_blocking=True)
 
     def region(self, key: RegionKey) -> Any:

@@ -201,11 +201,6 @@ def parse_params(params: str, defined: Mapping[str, Macro | str]) -> list[Param]
     return out
 
 
-def kernel_names(text: str) -> list[str]:
-    """The names of the kernels defined in comment-free `text`, in order."""
-    return [m.group(1) for m in KERNEL_HEAD.finditer(text)]
-
-
 @functools.lru_cache(maxsize=4)
 def read_source(source: str) -> tuple[str, dict[str, Macro], dict[str, KernelText]]:
     """`source` without comments, its macros and its kernels (read once per source: every

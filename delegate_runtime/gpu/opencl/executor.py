@@ -16,7 +16,7 @@ from ...graph import Subgraph
 from ...ops.common import dequantize, quantize
 from .arena import Arena
 from .capi import CLCallError, HotPath, opencl_library
-from .launch import Buf, Const, Counters, Local, Lowered, Scratch, Staging
+from .launch import IN_ARENA, Buf, Const, Counters, Local, Lowered, Scratch, Staging
 from .runtime import device_error
 from .specialize import OFFSETS_PER_PARAM, generic_name
 
@@ -230,7 +230,7 @@ class PartitionExecutor:
         value itself."""
         if isinstance(arg, Local):
             return self.cl.LocalMemory(arg.nbytes)
-        if isinstance(arg, (Buf, Const, Scratch, Counters)):
+        if isinstance(arg, IN_ARENA):
             return self.arena.region(self._region(arg))
         if isinstance(arg, Staging):
             return self.staging[arg.tensor]
@@ -244,10 +244,6 @@ class PartitionExecutor:
     @property
     def device_bytes(self) -> int:
         return self.arena.nbytes + sum(b.size for b in self.staging.values())
-
-    def buffer(self, t: int) -> Any:
-        """Tensor `t`'s buffer as a sub-buffer of the arena."""
-        return self.arena.region(("buffer", self.plan.buffer_of[self.root(t)]))
 
     def _edge_buffer(self, t: int) -> tuple[Any, int]:
         """Where input `t` is written or output `t` read, and at which byte offset: its

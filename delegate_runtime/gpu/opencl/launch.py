@@ -56,6 +56,10 @@ class Counters:
     count: int
 
 
+#: Buffer arguments that lie in a partition's arena (opencl/arena.py).
+IN_ARENA = (Buf, Const, Scratch, Counters)
+
+
 @dataclass(frozen=True)
 class CopyArgs:
     """How a specialized copy of a kernel (opencl/specialize.py) takes its launch's

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from .arena import ARENA_UNIT
-from .cl_source import KERNEL_HEAD, Param, parse_params, read_source
-from .launch import Buf, Const, CopyArgs, Counters, Launch, Scratch
+from .cl_source import KERNEL_HEAD, Param, kernel_params, read_source
+from .launch import IN_ARENA, CopyArgs, Launch
 
 #: Kernels whose int and float arguments are fixed (name prefixes): the convolution
 #: kernels, where the time is. Other kernels get one copy, shared by their launches.
@@ -43,8 +43,6 @@ SPECIALIZED_PREFIXES = ("gemm", "depthwise")
 ARENA = True
 #: Buffer offsets per int16 parameter of a copy.
 OFFSETS_PER_PARAM = 16
-#: Buffer arguments that lie in the arena.
-IN_ARENA = (Buf, Const, Scratch, Counters)
 
 #: Specialize on GPUs unless DEVICEFARM_GPU_SPECIALIZE says otherwise (ab_knobs can flip it).
 ON_GPU = True
@@ -109,20 +107,17 @@ def model_program(source: str, launches: list[Launch]) -> ModelProgram:
     a copy would change nothing. It is `source` (the generic program) with every other kernel
     removed and each copy where its original stood, so the helpers and macros around it
     are the same."""
-    text, defined, spans = read_source(source)
+    text, _, spans = read_source(source)
     missing = {launch.kernel for launch in launches} - spans.keys()
     if missing:
         raise KeyError(f"no kernel {sorted(missing)} in the program source")
-    params: dict[str, list[Param]] = {}
     copies: dict[str, tuple[int, str]] = {}  # name -> (original's start, text)
     names: dict[int, str] = {}
     taken: dict[int, CopyArgs] = {}
     kept: set[str] = set()
     for pos, launch in enumerate(launches):
         kt = spans[launch.kernel]
-        if launch.kernel not in params:
-            params[launch.kernel] = parse_params(kt.params, defined)
-        plan = _copy_plan(launch, params[launch.kernel])
+        plan = _copy_plan(launch, kernel_params(source, launch.kernel))
         if plan is None:
             kept.add(launch.kernel)
             continue
@@ -164,11 +159,6 @@ def _copy_plan(launch: Launch, params: list[Param]) -> tuple[str, str, CopyArgs]
         )
     fix = launch.kernel.startswith(SPECIALIZED_PREFIXES)
     decls, offsets, kept = [], [], []
-    arena = [
-        i
-        for i, (param, arg) in enumerate(zip(params, launch.args, strict=True))
-        if ARENA and param.global_pointer and isinstance(arg, IN_ARENA)
-    ]
     for i, (param, arg) in enumerate(zip(params, launch.args, strict=True)):
         literal = None
         if fix and param.int_width is not None:
@@ -177,7 +167,7 @@ def _copy_plan(launch: Launch, params: list[Param]) -> tuple[str, str, CopyArgs]
             literal = float_literal(param.float_width, arg)
         if literal is not None:
             decls.append(f"{param.type} {param.name} = {literal};")
-        elif i in arena:
+        elif ARENA and param.global_pointer and isinstance(arg, IN_ARENA):
             vector, lane = divmod(len(offsets), OFFSETS_PER_PARAM)
             unit = f"(size_t){offsets_param(vector)}.s{lane:x} * {ARENA_UNIT}"
             decls.append(f"{param.type} {param.name} = ({param.type})(arena_ + {unit});")
