@@ -6,12 +6,14 @@ Each variant sets module constants of `delegate_runtime.gpu` while a model is lo
 then take turns in rounds. Per model: each variant's launches, median host-in to host-out,
 the shipped tree's time over the variant's, the largest difference of its outputs
 from the shipped ones (bench_zoo's max_error: over the range), and its session's init
-(of which building its program, cold unless the kernel cache held it). Separate
+(of which building its program, cold unless the kernel cache held it); with
+`--reference`, each variant's error against LiteRT's reference kernels too (bench_zoo's
+max_error, over the range: knobs that change the arithmetic). Separate
 processes on a lent machine differed by up to 1.5x on the same tree; one process keeps
 the host alike for all.
 
     python bench/ab_knobs.py MODEL [...] --variant NAME=MODULE.CONST=VALUE[,...] [...]
-        [--runs 600] [--rounds 10] [--precision fp32] [--device SPEC]
+        [--runs 600] [--rounds 10] [--precision fp32] [--device SPEC] [--reference]
 
 e.g. `--variant aligned1=opencl.fusion.DEPTHWISE_ALIGNED=1` (modules under
 delegate_runtime.gpu; VALUE is a Python literal).
@@ -64,10 +66,16 @@ def changed(changes: list[tuple[Any, str, Any]]) -> Iterator[None]:
 
 
 def compare(
-    path: str, variants: dict[str, list], precision: str, device: str | None, runs: int, rounds: int
+    path: str,
+    variants: dict[str, list],
+    precision: str,
+    device: str | None,
+    runs: int,
+    rounds: int,
+    against_reference: bool = False,
 ):
     from bench_gpu import interleaved_ms
-    from bench_zoo import inputs_for, max_error
+    from bench_zoo import inputs_for, max_error, reference
 
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
@@ -80,13 +88,14 @@ def compare(
         outputs[name] = sessions[name].invoke(xs)
     steps = {n: (lambda s=s: s.invoke(xs)) for n, s in sessions.items()}
     stats = interleaved_ms(steps, runs, rounds)
+    want = reference(path, xs) if against_reference else None
     base = stats[SHIPPED][0]
     print(f"\n== {Path(path).stem} ({precision}, median of {runs} per variant in {rounds} rounds)")
     print(
         "| variant | launches | ms (p10-p90) | shipped / variant | max diff (of range) "
-        "| init ms (kernels built) |"
+        "| init ms (kernels built) |" + (" error vs reference (of range) |" if want else "")
     )
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- |" + (" --- |" if want else ""))
     for name, (median, lo, hi) in stats.items():
         diff = max_error(outputs[name], outputs[SHIPPED])
         session = sessions[name]
@@ -96,6 +105,7 @@ def compare(
         print(
             f"| {name} | {launches} | {median:.3f} ({lo:.3f}-{hi:.3f}) | {base / median:.3f}x "
             f"| {diff:.1e} | {phases['total']:.0f} ({built:.0f}) |"
+            + (f" {max_error(outputs[name], want):.2e} |" if want else "")
         )
 
 
@@ -107,11 +117,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=10, help="turns each variant takes")
     ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16"))
     ap.add_argument("--device", default=None)
+    ap.add_argument(
+        "--reference",
+        action="store_true",
+        help="each variant's error vs LiteRT's reference kernels",
+    )
     a = ap.parse_args()
     variants = dict(parse_variant(v) for v in a.variant)
     for path in a.models:
         try:
-            compare(path, variants, a.precision, a.device, a.runs, a.rounds)
+            compare(path, variants, a.precision, a.device, a.runs, a.rounds, a.reference)
         except Exception as exc:  # named, and the other models go on
             print(f"\n== {Path(path).stem}: {type(exc).__name__}: {exc}")
 

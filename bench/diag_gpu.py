@@ -530,8 +530,8 @@ def depthwise_sweep(device: str | None, precision: str, runs: int = 30) -> None:
         for xt in (1, 2, 4):
             for p_t, ld in (("store_t", "LD4"), ("float", "LD4F")):
                 name = f"dw_s{sw}x{xt}_{'f32' if p_t == 'float' else 'st'}"
-                subs = {"@NAME@": name, "@SW@": str(sw), "@XT@": str(xt), "@P_T@": p_t}
-                text = template.replace("@LDP4@", ld)
+                subs = {"@NAME@": name, "@SW@": str(sw), "@XT@": str(xt)}
+                text = template.replace("weight_t", p_t).replace("LDW4", ld)
                 for key, value in subs.items():
                     text = text.replace(key, value)
                 variants[name] = (sw, xt, p_t == "float", text)

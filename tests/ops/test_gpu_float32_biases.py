@@ -1,12 +1,15 @@
-"""Biases stay float32 with half storage (opencl/const_types.py): which constants are
-uploaded so, a constant read both ways, and a bias that half storage would round, against
-LiteRT's reference kernels."""
+"""Biases and weights stay float32 with half storage (opencl/const_types.py): which
+constants are uploaded so, a constant read both ways, and a bias and weights that half
+storage would round, against LiteRT's reference kernels."""
 
 from __future__ import annotations
+
+import io
 
 import numpy as np
 import pytest
 
+from delegate_runtime.gpu.opencl import const_types
 from delegate_runtime.gpu.opencl.const_types import FLOAT32_TWIN, float32_consts
 from delegate_runtime.gpu.opencl.launch import Buf, Const, Launch, Lowered
 from delegate_runtime.gpu.opencl.program import program_source
@@ -41,9 +44,18 @@ def _lowered(*launches: Launch) -> Lowered:
     return Lowered(list(launches), consts)
 
 
-def test_biases_are_float32_weights_and_operands_storage() -> None:
-    """The bias a kernel reads through `float*` is float32; its weights and epilogue
-    operand, read through `store_t*`, keep the storage type."""
+def test_biases_and_weights_are_float32_operands_storage() -> None:
+    """The bias a kernel reads through `float*` and the weights it reads through
+    `weight_t*` are float32; its epilogue operand, read through `store_t*`, keeps the
+    storage type."""
+    lowered = _lowered(_depthwise_launch("b", "k"))
+    assert float32_consts(program_source(), lowered) == {"b", "w"}
+
+
+def test_half_weights_keep_the_storage_type(monkeypatch) -> None:
+    """With FLOAT32_WEIGHTS off (the program then built with HALF_WEIGHTS) the weights
+    keep the storage type, the bias stays float32."""
+    monkeypatch.setattr(const_types, "FLOAT32_WEIGHTS", False)
     lowered = _lowered(_depthwise_launch("b", "k"))
     assert float32_consts(program_source(), lowered) == {"b"}
 
@@ -53,7 +65,7 @@ def test_a_constant_read_both_ways_gets_a_float32_twin() -> None:
     bias reader gets a float32 twin; the other keeps the original in the storage type."""
     lowered = _lowered(_depthwise_launch("shared", "k"), _depthwise_launch("b", "shared"))
     twin = "shared" + FLOAT32_TWIN
-    assert float32_consts(program_source(), lowered) == {twin, "b"}
+    assert float32_consts(program_source(), lowered) == {twin, "b", "w"}
     first, second = (launch.args for launch in lowered.launches)
     assert Const(twin) in first and Const("shared") not in first
     assert Const("shared") in second
@@ -88,3 +100,51 @@ def test_a_large_bias_keeps_its_precision(opencl_device, precision) -> None:
     want = litert.run(model, inputs, reference=True)[0]
     got = session.invoke(inputs)[0]
     np.testing.assert_allclose(got, want, atol=2e-3, rtol=0)
+
+
+def tiny_weights_then_scale(kind: str) -> tuple[bytes, list[np.ndarray]]:
+    """A 1x1 convolution (a GEMM) or a 3x3 depthwise convolution whose weights are about
+    1e-6, below half's smallest normal (6.1e-5), where half keeps steps of 6e-8 (several
+    percent of each weight), then MUL 1000 in its epilogue so the output is a normal half
+    number again: float32 weights keep it within a few 2^-11 of LiteRT's, half weights
+    put it percents off."""
+    shape = (1, 4, 5, 8)
+    b, g, (x,), ins = _graph(shape)
+    t = g.tensor("t", shape, F)
+    bias = g.const("b", np.zeros(8, F))
+    if kind == "conv":
+        _same_conv(g, [x, g.const("w", randn("tw", 8, 1, 1, 8, scale=1e-6)), bias], t)
+    else:
+        w = g.const("w", randn("tdw", 1, 3, 3, 8, scale=1e-6))
+        g.op(
+            "DEPTHWISE_CONV_2D",
+            [x, w, bias],
+            [t],
+            padding="SAME",
+            stride_h=1,
+            stride_w=1,
+            depth_multiplier=1,
+            fused_activation_function="NONE",
+        )
+    y = _binary(g, "MUL", t, g.const("k", np.full(8, 1000.0, F)), shape, "y")
+    g.output(y)
+    return b.build(), ins
+
+
+@pytest.mark.parametrize("kind", ["conv", "depthwise"])
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_tiny_weights_keep_their_precision(opencl_device, precision, kind) -> None:
+    """LiteRT's reference kernels as oracle: within 2e-3 of the output's largest magnitude
+    (the input and output rounded to half cost about 1e-3; weights rounded to half put
+    outputs 2-5% off)."""
+    require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
+    from delegate_runtime import litert, read_model
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    require_module("ai_edge_litert", "ai-edge-litert (the LiteRT oracle)")
+    model, inputs = tiny_weights_then_scale(kind)
+    want = litert.run(model, inputs, reference=True)[0]
+    session = GpuSession(read_model(model), precision=precision, log=io.StringIO())
+    assert session.fused_kernels() == {0: (0, 1)}
+    got = session.invoke(inputs)[0]
+    np.testing.assert_allclose(got, want, atol=2e-3 * float(np.abs(want).max()), rtol=0)

@@ -46,6 +46,19 @@ inline float as_stored(float x) {
   #define LD4(p, i) vload4((i), (p))
   #define ST4(p, i, v) vstore4((v), (i), (p))
 #endif
+// Weights (the filters of convolutions, depthwise, transposed and fully connected layers,
+// always constants) are read through weight_t: float32 whatever the storage, so half
+// storage rounds the activations alone (const_types.py uploads them so); HALF_WEIGHTS
+// keeps them in the storage type, as TFLite's GPU delegate does with fp16.
+#if defined(STORAGE_HALF) && defined(HALF_WEIGHTS)
+  typedef store_t weight_t;
+  #define LDW(p, i) LDF(p, i)
+  #define LDW4(p, i) LD4(p, i)
+#else
+  typedef float weight_t;
+  #define LDW(p, i) ((float)(p)[(i)])
+  #define LDW4(p, i) vload4((i), (p))
+#endif
 
 // Each value of v[0..n) through `expr` (of v[i]); for the switches below, which take their
 // uniform case once for all of a work item's values rather than once per value.

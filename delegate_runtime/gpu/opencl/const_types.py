@@ -1,11 +1,14 @@
 """Which constants a partition keeps in float32 whatever its storage: those its kernels
 read through a `float*` parameter, the biases (every kernel's `bias`, the depthwise
-biases `DB`/`db`, squeeze-excite's `b1`/`b2`).
+biases `DB`/`db`, squeeze-excite's `b1`/`b2`), and the weights its kernels read through
+`weight_t*` (the filters: GEMM's `B`, the depthwise `w`/`DW`/`dw`, squeeze-excite's
+`w1`/`w2`) unless FLOAT32_WEIGHTS is off.
 
-With half storage every other constant is rounded to half like the activations. A bias is
-not: rounded to half it carries up to 2^-11 of its own magnitude into every output it is
-added to. On NASNetMobile (PoCL, float32 activations, LiteRT's reference kernels), biases
-rounded to half alone cost 3.8e-03 of the output's range (docs/benchmarks.md).
+With half storage every other constant (an elementwise operand) is rounded to half like
+the activations. Biases and weights are not: rounded to half, each carries up to 2^-11 of
+its own magnitude into every output it reaches. On NASNetMobile (PoCL, float32
+activations, LiteRT's reference kernels), biases rounded to half alone cost 3.8e-03 of
+the output's range, the weights 8.7e-03 (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ from .cl_source import kernel_params
 from .launch import Const, Lowered
 from .specialize import generic_name
 
+#: Weights stay float32 with half storage (off: in the storage type, as TFLite's GPU
+#: delegate keeps them; the program is then built with HALF_WEIGHTS, see build_options).
+FLOAT32_WEIGHTS = True
 #: The suffix of a float32 twin of a constant that some kernel reads in the storage type.
 FLOAT32_TWIN = ":f32"
 
@@ -28,9 +34,9 @@ def float32_consts(source: str, lowered: Lowered) -> set[str]:
         for pos, (param, arg) in enumerate(zip(params, launch.args, strict=True)):
             if not (isinstance(arg, Const) and param.global_pointer):
                 continue
-            if param.pointee == "float":
+            if param.pointee == "float" or (param.pointee == "weight_t" and FLOAT32_WEIGHTS):
                 as_float.setdefault(arg.key, []).append((i, pos))
-            elif param.pointee == "store_t":
+            elif param.pointee in ("store_t", "weight_t"):
                 as_storage.add(arg.key)
     for key in as_float.keys() & as_storage:
         twin = key + FLOAT32_TWIN

@@ -4,7 +4,7 @@
 // Depthwise convolution, one work item per output element. Weights [1, KH, KW, OC]. Each
 // input value is clamped to `iclamp` as it is loaded (a RELU before it that fusion elided;
 // (-inf, inf) otherwise).
-__kernel void depthwise_conv2d(__global const store_t* in, __global const store_t* w,
+__kernel void depthwise_conv2d(__global const store_t* in, __global const weight_t* w,
                                __global const float* bias, __global store_t* out,
                                int4 in_shape, int4 out_shape, int kh, int kw, int sh, int sw,
                                int dh, int dw, int pad_t, int pad_l, int mult, float2 iclamp,
@@ -22,7 +22,7 @@ __kernel void depthwise_conv2d(__global const store_t* in, __global const store_
       if (ix < 0 || ix >= in_shape.z) continue;
       float v = LDF(in, ((n * in_shape.y + iy) * in_shape.z + ix) * C + ic);
       v = v < iclamp.x ? iclamp.x : v > iclamp.y ? iclamp.y : v;  // (-inf, inf): v, NaN too
-      acc += v * LDF(w, (ky * kw + kx) * OC + oc);
+      acc += v * LDW(w, (ky * kw + kx) * OC + oc);
     }
   }
   int o = ((n * OH + y) * OW + x) * OC + oc;
@@ -30,7 +30,7 @@ __kernel void depthwise_conv2d(__global const store_t* in, __global const store_
 }
 
 // Depthwise 3x3, 4 channels per work item (C % 4 == 0, multiplier 1).
-__kernel void depthwise3x3_c4(__global const store_t* in, __global const store_t* w,
+__kernel void depthwise3x3_c4(__global const store_t* in, __global const weight_t* w,
                               __global const float* bias, __global store_t* out,
                               int4 in_shape, int4 out_shape, int sh, int sw,
                               int pad_t, int pad_l, EPILOGUE_PARAMS) {
@@ -47,11 +47,7 @@ __kernel void depthwise3x3_c4(__global const store_t* in, __global const store_t
       if (ix < 0 || ix >= in_shape.z) continue;
       int ib = ((n * in_shape.y + iy) * in_shape.z + ix) * C + c;
       int wb = (ky * 3 + kx) * C + c;
-#ifdef STORAGE_HALF
-      acc += vloada_half4(0, in + ib) * vloada_half4(0, w + wb);
-#else
-      acc += vload4(0, in + ib) * vload4(0, w + wb);
-#endif
+      acc += LD4(in, ib / 4) * LDW4(w, wb / 4);
     }
   }
   int ob = ((n * OH + y) * OW + x) * C + c;

@@ -12,7 +12,7 @@
 
 // The sum alone, bias included, before any activation (squeeze_excite_dw applies the
 // node's whole epilogue to it).
-inline float depthwise_sum(__global const store_t* in, __global const store_t* w,
+inline float depthwise_sum(__global const store_t* in, __global const weight_t* w,
                            __global const float* bias, int4 din, int4 dout, int8 geo,
                            int pixel, int c, float2 iclamp) {
   int plane = dout.y * dout.z, r = pixel % plane, n = pixel / plane;
@@ -25,21 +25,21 @@ inline float depthwise_sum(__global const store_t* in, __global const store_t* w
       int ix = x * geo.s3 - geo.s7 + kx * geo.s5;
       if (ix < 0 || ix >= din.z) continue;
       float v = clamp(LDF(in, ((n * din.y + iy) * din.z + ix) * C + c), iclamp.x, iclamp.y);
-      acc += v * LDF(w, (ky * geo.s1 + kx) * C + c);
+      acc += v * LDW(w, (ky * geo.s1 + kx) * C + c);
     }
   }
   return acc;
 }
 
-inline float depthwise_at(__global const store_t* in, __global const store_t* w,
+inline float depthwise_at(__global const store_t* in, __global const weight_t* w,
                           __global const float* bias, int4 din, int4 dout, int8 geo,
                           int pixel, int c, int act_code, int2 k, float4 s, float2 iclamp) {
   float acc = depthwise_sum(in, w, bias, din, dout, geo, pixel, c, iclamp);
-  return as_stored(step(act(acc, act_code), k, w, s, 0, c));
+  return as_stored(step(act(acc, act_code), k, in, s, 0, c));
 }
 
 // Four channels 4 * c4 .. 4 * c4 + 3 (C % 4 == 0): the sums, then through the epilogue.
-inline float4 depthwise_sum4(__global const store_t* in, __global const store_t* w,
+inline float4 depthwise_sum4(__global const store_t* in, __global const weight_t* w,
                              __global const float* bias, int4 din, int4 dout, int8 geo,
                              int pixel, int c4, float2 iclamp) {
   int plane = dout.y * dout.z, r = pixel % plane, n = pixel / plane;
@@ -52,20 +52,20 @@ inline float4 depthwise_sum4(__global const store_t* in, __global const store_t*
       int ix = x * geo.s3 - geo.s7 + kx * geo.s5;
       if (ix < 0 || ix >= din.z) continue;
       float4 v = clamp(LD4(in, ((n * din.y + iy) * din.z + ix) * C4 + c4), iclamp.x, iclamp.y);
-      acc = fma(v, LD4(w, (ky * geo.s1 + kx) * C4 + c4), acc);
+      acc = fma(v, LDW4(w, (ky * geo.s1 + kx) * C4 + c4), acc);
     }
   }
   return acc;
 }
 
-inline float4 depthwise_at4(__global const store_t* in, __global const store_t* w,
+inline float4 depthwise_at4(__global const store_t* in, __global const weight_t* w,
                             __global const float* bias, int4 din, int4 dout, int8 geo,
                             int pixel, int c4, int act_code, int2 k, float4 s,
                             float2 iclamp) {
   float4 acc = depthwise_sum4(in, w, bias, din, dout, geo, pixel, c4, iclamp);
   int c = 4 * c4;
-  return (float4)(as_stored(step(act(acc.x, act_code), k, w, s, 0, c)),
-                  as_stored(step(act(acc.y, act_code), k, w, s, 0, c + 1)),
-                  as_stored(step(act(acc.z, act_code), k, w, s, 0, c + 2)),
-                  as_stored(step(act(acc.w, act_code), k, w, s, 0, c + 3)));
+  return (float4)(as_stored(step(act(acc.x, act_code), k, in, s, 0, c)),
+                  as_stored(step(act(acc.y, act_code), k, in, s, 0, c + 1)),
+                  as_stored(step(act(acc.z, act_code), k, in, s, 0, c + 2)),
+                  as_stored(step(act(acc.w, act_code), k, in, s, 0, c + 3)));
 }

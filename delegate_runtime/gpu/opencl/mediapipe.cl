@@ -2,7 +2,7 @@
 
 // Convolution2DTransposeBias: each output element gathers its contributions, plus the bias.
 // Weights OHWI [OC, KH, KW, IC].
-__kernel void mp_transpose_conv_bias(__global const store_t* in, __global const store_t* w,
+__kernel void mp_transpose_conv_bias(__global const store_t* in, __global const weight_t* w,
                                      __global const float* bias, __global store_t* out,
                                      int4 in_shape, int4 out_shape, int kh, int kw, int sh,
                                      int sw, int pad_t, int pad_l) {
@@ -23,7 +23,7 @@ __kernel void mp_transpose_conv_bias(__global const store_t* in, __global const 
       if (ix >= in_shape.z) continue;
       int ib = ((n * in_shape.y + iy) * in_shape.z + ix) * C;
       int wb = ((oc * kh + ky) * kw + kx) * C;
-      for (int c = 0; c < C; ++c) acc += LDF(in, ib + c) * LDF(w, wb + c);
+      for (int c = 0; c < C; ++c) acc += LDF(in, ib + c) * LDW(w, wb + c);
     }
   }
   ST(out, ((n * OH + y) * OW + x) * OC + oc, acc);

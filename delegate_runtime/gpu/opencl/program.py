@@ -11,6 +11,7 @@ from importlib import resources
 from typing import Any
 
 from ..records import REGISTRY
+from . import const_types
 from .cache import CacheKey, KernelCache
 from .capi import (
     CLCallError,
@@ -75,8 +76,7 @@ TEMPLATES = {
         "conv2d_direct_f32in": {"@IN_T@": "float", "@LDF_IN@": "LDF32"},
     },
     "depthwise3x3.cl.in": {
-        f"depthwise3x3_s{sw}x1": {"@SW@": str(sw), "@XT@": "1", "@P_T@": "store_t", "@LDP4@": "LD4"}
-        for sw in (1, 2)
+        f"depthwise3x3_s{sw}x1": {"@SW@": str(sw), "@XT@": "1"} for sw in (1, 2)
     },
     "softmax.cl.in": {
         "softmax_rows": {"@OUT_T@": "store_t", "@ST_OUT@": "ST"},
@@ -145,6 +145,8 @@ def build_options(storage: str, info: DeviceInfo) -> str:
     opts = BUILD_OPTIONS
     if storage == "fp16":
         opts += " -DSTORAGE_HALF"
+        if not const_types.FLOAT32_WEIGHTS:
+            opts += " -DHALF_WEIGHTS"
         if info.has_fp16:
             opts += " -DHALF_ARITH"
     return opts

@@ -15,17 +15,17 @@
 
 // Four weights of row k from column j of W [K, N] (zeros past N): one vector load where N
 // is a multiple of 4.
-inline float4 se_row4(__global const store_t* W, int k, int j, int N) {
-  if (N % 4 == 0) return LD4(W, (k * N + j) / 4);
+inline float4 se_row4(__global const weight_t* W, int k, int j, int N) {
+  if (N % 4 == 0) return LDW4(W, (k * N + j) / 4);
   int i = k * N + j;
-  return (float4)(LDF(W, i), j + 1 < N ? LDF(W, i + 1) : 0.0f, j + 2 < N ? LDF(W, i + 2) : 0.0f,
-                  j + 3 < N ? LDF(W, i + 3) : 0.0f);
+  return (float4)(LDW(W, i), j + 1 < N ? LDW(W, i + 1) : 0.0f, j + 2 < N ? LDW(W, i + 2) : 0.0f,
+                  j + 3 < N ? LDW(W, i + 3) : 0.0f);
 }
 
 // y[0..N) = x[0..K) times W [K, N], all the work group's items: for a block of n column
 // quads, `reps` items share each quad's K terms, four weight rows in flight per item, and
 // sum their parts in local memory. Ends with a barrier: y is ready for every item.
-inline void se_gemv(__local const float* x, __global const store_t* W, int K, int N,
+inline void se_gemv(__local const float* x, __global const weight_t* W, int K, int N,
                     __local float4* part, __local float* y, int t) {
   int quads = (N + 3) / 4;
   for (int qb = 0; qb < quads; qb += SE_THREADS) {
@@ -88,8 +88,8 @@ inline bool se_last_group(float acc, __local float* sums, __local int* last, int
 // The last group: the means from P's `slices` partial sums of each channel, both
 // convolutions, the gate stored.
 inline void se_finish(__global const float* P, int slices, int inner, int C,
-                      __global const store_t* w1, __global const float* b1, int R,
-                      __global const store_t* w2, __global const float* b2, int N,
+                      __global const weight_t* w1, __global const float* b1, int R,
+                      __global const weight_t* w2, __global const float* b2, int N,
                       __global store_t* out, __global int* counters, __local float* v,
                       __local float* h, __local float* y, __local float4* part,
                       EPILOGUE_PARAMS_AS(m), EPILOGUE_PARAMS_AS(f), EPILOGUE_PARAMS_AS(g)) {
@@ -147,8 +147,8 @@ inline void se_finish(__global const float* P, int slices, int inner, int C,
 __kernel __attribute__((reqd_work_group_size(32, SE_ROWS, 1)))
 void squeeze_excite(__global const store_t* in, __global store_t* out, int inner, int C,
                     int per_slice, __global float* P, __global int* counters,
-                    __global const store_t* w1, __global const float* b1, int R,
-                    __global const store_t* w2, __global const float* b2, int N,
+                    __global const weight_t* w1, __global const float* b1, int R,
+                    __global const weight_t* w2, __global const float* b2, int N,
                     EPILOGUE_PARAMS_AS(m), EPILOGUE_PARAMS_AS(f), EPILOGUE_PARAMS_AS(g)) {
   SE_LOCALS;
   if (r < C)
@@ -160,11 +160,11 @@ void squeeze_excite(__global const store_t* in, __global store_t* out, int inner
 // din and dout, geometry dgeo (as depthwise_at's) and epilogue d, then x, then
 // squeeze_excite's own after its input.
 #define SE_DW_PARAMS                                                                        \
-  __global const store_t *dx, __global const store_t *dw, __global const float *db,       \
+  __global const store_t *dx, __global const weight_t *dw, __global const float *db,       \
       int4 din, int4 dout, int8 dgeo, __global store_t *x, EPILOGUE_PARAMS_AS(d),            \
       __global store_t *out, int inner, int C, int per_slice, __global float *P,             \
-      __global int *counters, __global const store_t *w1, __global const float *b1, int R, \
-      __global const store_t *w2, __global const float *b2, int N, EPILOGUE_PARAMS_AS(m),  \
+      __global int *counters, __global const weight_t *w1, __global const float *b1, int R, \
+      __global const weight_t *w2, __global const float *b2, int N, EPILOGUE_PARAMS_AS(m),  \
       EPILOGUE_PARAMS_AS(f), EPILOGUE_PARAMS_AS(g)
 
 // x computed here: pixel i, channel r of a depthwise convolution of `dx` (weights dw, bias

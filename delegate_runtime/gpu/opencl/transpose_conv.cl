@@ -1,6 +1,6 @@
 // Transposed convolution: one work item per output element gathers its contributions.
 // Weights OHWI [OC, KH, KW, IC].
-__kernel void transpose_conv2d(__global const store_t* in, __global const store_t* w,
+__kernel void transpose_conv2d(__global const store_t* in, __global const weight_t* w,
                                __global const float* bias, __global store_t* out,
                                int4 in_shape, int4 out_shape, int kh, int kw, int sh, int sw,
                                int pad_t, int pad_l, EPILOGUE_PARAMS) {
@@ -21,7 +21,7 @@ __kernel void transpose_conv2d(__global const store_t* in, __global const store_
       if (ix >= in_shape.z) continue;
       int ib = ((n * in_shape.y + iy) * in_shape.z + ix) * C;
       int wb = ((oc * kh + ky) * kw + kx) * C;
-      for (int c = 0; c < C; ++c) acc += LDF(in, ib + c) * LDF(w, wb + c);
+      for (int c = 0; c < C; ++c) acc += LDF(in, ib + c) * LDW(w, wb + c);
     }
   }
   int o = ((n * OH + y) * OW + x) * OC + oc;
