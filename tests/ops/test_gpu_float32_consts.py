@@ -14,7 +14,13 @@ from delegate_runtime.gpu.opencl.const_types import FLOAT32_TWIN, float32_consts
 from delegate_runtime.gpu.opencl.launch import Buf, Const, Launch, Lowered
 from delegate_runtime.gpu.opencl.program import program_source
 from tests.conftest import require_module
-from tests.ops.test_gpu_fusion import _binary, _graph, _same_conv, check_against_litert
+from tests.ops.test_gpu_fusion import (
+    _binary,
+    _graph,
+    _same_conv,
+    _same_depthwise,
+    check_against_litert,
+)
 from tests.ops.test_gpu_ops import PRECISIONS, opencl_device, randn
 
 __all__ = ["opencl_device"]  # the fixture, re-exported for this module's tests
@@ -116,16 +122,7 @@ def tiny_weights_then_scale(kind: str) -> tuple[bytes, list[np.ndarray]]:
         _same_conv(g, [x, g.const("w", randn("tw", 8, 1, 1, 8, scale=1e-6)), bias], t)
     else:
         w = g.const("w", randn("tdw", 1, 3, 3, 8, scale=1e-6))
-        g.op(
-            "DEPTHWISE_CONV_2D",
-            [x, w, bias],
-            [t],
-            padding="SAME",
-            stride_h=1,
-            stride_w=1,
-            depth_multiplier=1,
-            fused_activation_function="NONE",
-        )
+        _same_depthwise(g, [x, w, bias], t)
     y = _binary(g, "MUL", t, g.const("k", np.full(8, 1000.0, F)), shape, "y")
     g.output(y)
     return b.build(), ins

@@ -58,6 +58,21 @@ def _same_conv(g, inputs, y, act="NONE"):
     )
 
 
+def _same_depthwise(g, inputs, y, act="NONE"):
+    """A DEPTHWISE_CONV_2D of stride 1, SAME padding and multiplier 1 from `inputs` (x,
+    weights, bias) into y."""
+    g.op(
+        "DEPTHWISE_CONV_2D",
+        inputs,
+        [y],
+        padding="SAME",
+        stride_h=1,
+        stride_w=1,
+        depth_multiplier=1,
+        fused_activation_function=act,
+    )
+
+
 def _conv(g, x, cin, cout, k=3, act="NONE", name="c"):
     w = g.const(name + "w", randn(name + "w", cout, k, k, cin, scale=1 / np.sqrt(cin * k * k)))
     bias = g.const(name + "b", randn(name + "b", cout))
@@ -129,16 +144,7 @@ def depthwise_prelu(per_channel: bool) -> Callable[[], Built]:
         b, g, (x,), ins = _graph(X)
         w = g.const("w", randn("dw", 1, 3, 3, 8))
         t = g.tensor("t", X, F)
-        g.op(
-            "DEPTHWISE_CONV_2D",
-            [x, w, g.const("b", randn("dwb", 8))],
-            [t],
-            padding="SAME",
-            stride_h=1,
-            stride_w=1,
-            depth_multiplier=1,
-            fused_activation_function="NONE",
-        )
+        _same_depthwise(g, [x, w, g.const("b", randn("dwb", 8))], t)
         alpha = randn("alpha", 1, 1, 8) if per_channel else np.full((1, 1, 1), 0.25, F)
         y = _binary(g, "PRELU", t, g.const("a", alpha), X, "y")
         g.output(y)
@@ -153,15 +159,8 @@ def prelu_then_depthwise1x1() -> Built:
     b, g, (x,), ins = _graph(X)
     t = _binary(g, "PRELU", x, g.const("a", randn("alpha1", 1, 1, 8)), X, "t")
     y = g.tensor("y", X, F)
-    g.op(
-        "DEPTHWISE_CONV_2D",
-        [t, g.const("w", randn("dw1", 1, 1, 1, 8)), g.const("b", randn("dwb1", 8))],
-        [y],
-        padding="SAME",
-        stride_h=1,
-        stride_w=1,
-        depth_multiplier=1,
-        fused_activation_function="RELU",
+    _same_depthwise(
+        g, [t, g.const("w", randn("dw1", 1, 1, 1, 8)), g.const("b", randn("dwb1", 8))], y, "RELU"
     )
     g.output(y)
     return Built(b.build(), ins, (0, 1))
@@ -170,16 +169,7 @@ def prelu_then_depthwise1x1() -> Built:
 def depthwise_swish() -> Built:
     b, g, (x,), ins = _graph(X)
     t = g.tensor("t", X, F)
-    g.op(
-        "DEPTHWISE_CONV_2D",
-        [x, g.const("w", randn("dw2", 1, 3, 3, 8)), g.const("b", randn("b2", 8))],
-        [t],
-        padding="SAME",
-        stride_h=1,
-        stride_w=1,
-        depth_multiplier=1,
-        fused_activation_function="NONE",
-    )
+    _same_depthwise(g, [x, g.const("w", randn("dw2", 1, 3, 3, 8)), g.const("b", randn("b2", 8))], t)
     s = _unary(g, "LOGISTIC", t, X, "s")
     g.output(_binary(g, "MUL", t, s, X, "y"))
     return Built(b.build(), ins, (0, 1, 2))
