@@ -76,6 +76,9 @@ class GpuSession:
         self._whole_graph = False
         self.device_info = None
         self.program_from_cache = False
+        #: whether fp16 reads the weights in half: they are all half values already
+        #: (opencl/const_types.py); else float32
+        self.half_weights = False
         #: kernels compiled for this model's launches (opencl/specialize.py); 0: the
         #: program is the one every model shares
         self.specialized_kernels = 0
@@ -100,7 +103,7 @@ class GpuSession:
         import pyopencl as cl
 
         from .opencl.cache import KernelCache, default_cache_dir, point_driver_cache
-        from .opencl.const_types import float32_consts
+        from .opencl.const_types import float32_consts, weights_in_half
         from .opencl.edges import with_edges
         from .opencl.executor import PartitionExecutor
         from .opencl.lowering import Lowerer
@@ -133,8 +136,10 @@ class GpuSession:
             lowered.append((out, ins, outs))
         t = self._phase("lower", t)
         generic = program_source()
+        half = opts.precision == "fp16"
+        self.half_weights = half and weights_in_half(generic, [out for out, _, _ in lowered])
         float_consts = [
-            float32_consts(generic, out) if opts.precision == "fp16" else set()
+            float32_consts(generic, out, self.half_weights) if half else set()
             for out, _, _ in lowered
         ]
         source, token = self._program_source(generic, [out for out, _, _ in lowered])
@@ -148,6 +153,7 @@ class GpuSession:
             KernelCache(cache_dir),
             token,
             source,
+            self.half_weights,
         )
         self.program_from_cache = built.from_cache
         t = self._phase("program", t)

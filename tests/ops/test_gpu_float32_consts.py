@@ -59,11 +59,12 @@ def test_biases_and_weights_are_float32_operands_storage() -> None:
 
 
 def test_half_weights_keep_the_storage_type(monkeypatch) -> None:
-    """With FLOAT32_WEIGHTS off (the program then built with HALF_WEIGHTS) the weights
-    keep the storage type, the bias stays float32."""
-    monkeypatch.setattr(const_types, "FLOAT32_WEIGHTS", False)
+    """Weights read in half (a session's `half_weights`) keep the storage type, the bias
+    stays float32; with FLOAT32_WEIGHTS off every session reads them in half."""
     lowered = _lowered(_depthwise_launch("b", "k"))
-    assert float32_consts(program_source(), lowered) == {"b"}
+    assert float32_consts(program_source(), lowered, half_weights=True) == {"b"}
+    monkeypatch.setattr(const_types, "FLOAT32_WEIGHTS", False)
+    assert const_types.weights_in_half(program_source(), [lowered])
 
 
 def test_a_constant_read_both_ways_gets_a_float32_twin() -> None:
@@ -145,3 +146,36 @@ def test_tiny_weights_keep_their_precision(opencl_device, precision, kind) -> No
     assert session.fused_kernels() == {0: (0, 1)}
     got = session.invoke(inputs)[0]
     np.testing.assert_allclose(got, want, atol=2e-3 * float(np.abs(want).max()), rtol=0)
+
+
+def half_valued_weights() -> tuple[bytes, list[np.ndarray]]:
+    """A 1x1 convolution and a 3x3 depthwise convolution whose weights are half values
+    (as a file with fp16 weights holds after DEQUANTIZE)."""
+    shape = (1, 4, 5, 8)
+    b, g, (x,), ins = _graph(shape)
+    t, y = g.tensor("t", shape, F), g.tensor("y", shape, F)
+    w = randn("hw", 8, 1, 1, 8).astype(np.float16).astype(F)
+    _same_conv(g, [x, g.const("w", w), g.const("b", randn("hb", 8))], t)
+    dw = randn("hdw", 1, 3, 3, 8).astype(np.float16).astype(F)
+    _same_depthwise(g, [t, g.const("dw", dw), g.const("db", randn("hdb", 8))], y)
+    g.output(y)
+    return b.build(), ins
+
+
+def test_weights_that_are_half_values_are_read_in_half(opencl_device, monkeypatch) -> None:
+    """Half weights where half loses nothing: the same outputs, to the bit, as the same
+    weights read in float32; weights that are not half values stay float32."""
+    require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
+    from delegate_runtime import read_model
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    model, inputs = half_valued_weights()
+    half = GpuSession(read_model(model), precision="fp16", log=io.StringIO())
+    assert half.half_weights
+    monkeypatch.setattr(const_types, "HALF_WHEN_EXACT", False)
+    wide = GpuSession(read_model(model), precision="fp16", log=io.StringIO())
+    assert not wide.half_weights
+    np.testing.assert_array_equal(half.invoke(inputs)[0], wide.invoke(inputs)[0])
+    monkeypatch.setattr(const_types, "HALF_WHEN_EXACT", True)
+    tiny, _ = tiny_weights_then_scale("conv")
+    assert not GpuSession(read_model(tiny), precision="fp16", log=io.StringIO()).half_weights

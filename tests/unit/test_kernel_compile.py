@@ -9,6 +9,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from delegate_runtime.gpu.opencl.program import build_options, program_source
 from delegate_runtime.gpu.opencl.runtime import DeviceInfo
 from tests.conftest import require
@@ -48,9 +50,11 @@ def compile_errors(source: str, options: str, tmp_path: Path) -> str:
     return done.stderr if done.returncode else ""
 
 
-def test_half_arithmetic_build_compiles(tmp_path):
-    options = build_options("fp16", half_device())
+@pytest.mark.parametrize("half_weights", [False, True], ids=["float32-weights", "half-weights"])
+def test_half_arithmetic_build_compiles(tmp_path, half_weights):
+    options = build_options("fp16", half_device(), half_weights)
     assert "-DHALF_ARITH" in options
+    assert ("-DHALF_WEIGHTS" in options) == half_weights
     assert compile_errors(program_source(), options, tmp_path) == ""
 
 

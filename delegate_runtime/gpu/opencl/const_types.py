@@ -8,10 +8,14 @@ With half storage every other constant (an elementwise operand) is rounded to ha
 the activations. Biases and weights are not: rounded to half, each carries up to 2^-11 of
 its own magnitude into every output it reaches. On NASNetMobile (PoCL, float32
 activations, LiteRT's reference kernels), biases rounded to half alone cost 3.8e-03 of
-the output's range, the weights 8.7e-03 (docs/benchmarks.md).
+the output's range, the weights 8.7e-03 (docs/benchmarks.md). A model whose weights are
+all half values already (a file with fp16 weights) reads them in half: float32 would
+only double their bytes (`weights_in_half`).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from .cl_source import kernel_params
 from .launch import Const, Lowered
@@ -20,13 +24,44 @@ from .specialize import generic_name
 #: Weights stay float32 with half storage (off: in the storage type, as TFLite's GPU
 #: delegate keeps them; the program is then built with HALF_WEIGHTS, see build_options).
 FLOAT32_WEIGHTS = True
+#: ... unless every weight of the model is a half value (ab_knobs can turn this off).
+HALF_WHEN_EXACT = True
 #: The suffix of a float32 twin of a constant that some kernel reads in the storage type.
 FLOAT32_TWIN = ":f32"
 
 
-def float32_consts(source: str, lowered: Lowered) -> set[str]:
-    """The keys of `lowered`'s constants read as float32. A constant read both ways gets
-    a float32 twin (its key + FLOAT32_TWIN) for the float readers, in place."""
+def weights_in_half(source: str, lowered: list[Lowered]) -> bool:
+    """Whether a half-storage session reads its weights (the constants its kernels read
+    through `weight_t*`) in half: FLOAT32_WEIGHTS off, or HALF_WHEN_EXACT and every
+    weight a half value already, so half loses nothing."""
+    if not FLOAT32_WEIGHTS:
+        return True
+    if not HALF_WHEN_EXACT:
+        return False
+    for part in lowered:
+        for launch in part.launches:
+            params = kernel_params(source, generic_name(launch.kernel))
+            weights = [
+                arg.key
+                for param, arg in zip(params, launch.args, strict=True)
+                if isinstance(arg, Const) and param.pointee == "weight_t"
+            ]
+            if not all(_is_half(part.consts[key]) for key in weights):
+                return False
+    return True
+
+
+def _is_half(values: np.ndarray) -> bool:
+    if values.dtype.kind != "f":
+        return True
+    with np.errstate(over="ignore"):  # beyond half's range: inf, unequal
+        return bool(np.array_equal(values.astype(np.float16).astype(values.dtype), values))
+
+
+def float32_consts(source: str, lowered: Lowered, half_weights: bool = False) -> set[str]:
+    """The keys of `lowered`'s constants read as float32 (weights too, unless
+    `half_weights`: weights_in_half). A constant read both ways gets a float32 twin (its
+    key + FLOAT32_TWIN) for the float readers, in place."""
     as_float: dict[str, list[tuple[int, int]]] = {}
     as_storage: set[str] = set()
     for i, launch in enumerate(lowered.launches):
@@ -34,7 +69,7 @@ def float32_consts(source: str, lowered: Lowered) -> set[str]:
         for pos, (param, arg) in enumerate(zip(params, launch.args, strict=True)):
             if not (isinstance(arg, Const) and param.global_pointer):
                 continue
-            if param.pointee == "float" or (param.pointee == "weight_t" and FLOAT32_WEIGHTS):
+            if param.pointee == "float" or (param.pointee == "weight_t" and not half_weights):
                 as_float.setdefault(arg.key, []).append((i, pos))
             elif param.pointee in ("store_t", "weight_t"):
                 as_storage.add(arg.key)

@@ -11,7 +11,6 @@ from importlib import resources
 from typing import Any
 
 from ..records import REGISTRY
-from . import const_types
 from .cache import CacheKey, KernelCache
 from .capi import (
     CLCallError,
@@ -141,11 +140,13 @@ def program_source(gemm_variants: dict[str, tuple[int, int, int]] | None = None)
     return "\n".join(parts)
 
 
-def build_options(storage: str, info: DeviceInfo) -> str:
+def build_options(storage: str, info: DeviceInfo, half_weights: bool = False) -> str:
+    """The build options for `storage`; `half_weights` reads the weights in half with half
+    storage (const_types.weights_in_half), else in float32."""
     opts = BUILD_OPTIONS
     if storage == "fp16":
         opts += " -DSTORAGE_HALF"
-        if not const_types.FLOAT32_WEIGHTS:
+        if half_weights:
             opts += " -DHALF_WEIGHTS"
         if info.has_fp16:
             opts += " -DHALF_ARITH"
@@ -204,13 +205,15 @@ def build_program(
     cache: KernelCache | None,
     token: str,
     source: str | None = None,
+    half_weights: bool = False,
 ) -> BuiltProgram:
     """Build the program for `storage` ("fp32"/"fp16"), from the cache when it holds it;
-    `source` replaces program_source() (with kernels specialized for a model)."""
+    `source` replaces program_source() (with kernels specialized for a model);
+    `half_weights` as build_options'."""
     import pyopencl as cl
 
     source = source if source is not None else program_source()
-    options = build_options(storage, info)
+    options = build_options(storage, info, half_weights)
     key = CacheKey(
         token=token,
         device=info.name,
