@@ -49,7 +49,8 @@ inline float as_stored(float x) {
 // Weights (the filters of convolutions, depthwise, transposed and fully connected layers,
 // always constants) are read through weight_t: float32 whatever the storage, so half
 // storage rounds the activations alone (const_types.py uploads them so); HALF_WEIGHTS
-// keeps them in the storage type, as TFLite's GPU delegate does with fp16.
+// keeps them in the storage type where that loses nothing (every weight of the model a
+// half value: const_types.weights_in_half).
 #if defined(STORAGE_HALF) && defined(HALF_WEIGHTS)
   typedef store_t weight_t;
   #define LDW(p, i) LDF(p, i)
