@@ -221,6 +221,54 @@ def loops(model: str, device: str | None, runs: int = 400) -> None:
         print(f"  {name:8s} {median:7.3f} ms (p10-p90 {lo:.3f}-{hi:.3f})  {base / median:.3f}x")
 
 
+def phases(model: str, device: str | None, precision: str, runs: int = 600) -> None:
+    """Where one invoke's host time goes (a model of one input and one output, one GPU
+    partition): the copy into the pinned input, enqueueing the write, the launches and the
+    read, waiting in finish, converting the output, each step as the executor takes it;
+    and the whole session.invoke, in the same loop. Medians of `runs`, us."""
+    from delegate_runtime import load_model
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl.executor import FLUSH_EVERY
+
+    m = load_model(model)
+    s = GpuSession(m, precision=precision, device=device, log=io.StringIO())
+    ex = s.executors[0]
+    if len(s.executors) != 1 or ex.hot is None or len(ex.input_tensors) != 1 or not ex.pinned:
+        print(f"phases: {Path(model).name} needs one GPU partition, one input, a GPU")
+        return
+    t_in, t_out = ex.input_tensors[0], ex.outputs[0]
+    x = np.random.default_rng(0).uniform(-1, 1, m.main.tensors[t_in].shape)
+    x = x.astype(np.float32)
+    pinned_in, host_out = ex.pinned[t_in], ex._output_host(t_out)
+    (dst, dst_at), (src, src_at) = ex.destinations[0], ex.sources[0]
+    hot, clock = ex.hot, time.perf_counter_ns
+    rows = []
+    for _ in range(runs + 100):
+        t = [clock()]
+        np.copyto(pinned_in, x)
+        t.append(clock())
+        hot.write(dst, pinned_in, dst_at)
+        t.append(clock())
+        hot.enqueue(FLUSH_EVERY)
+        t.append(clock())
+        hot.read(src, host_out, src_at)
+        t.append(clock())
+        hot.finish()
+        t.append(clock())
+        ex._from_storage(t_out, host_out)
+        t.append(clock())
+        s.invoke([x])
+        t.append(clock())
+        rows.append(np.diff(t) / 1e3)
+    med = np.median(np.array(rows[100:]), axis=0)
+    names = ("pinned copy", "write", f"{len(hot.launches)} launches", "read", "finish wait")
+    steps = ", ".join(f"{n} {v:.1f}" for n, v in zip((*names, "output"), med[:6], strict=True))
+    print(
+        f"phases {Path(model).name} {precision} (us, median of {runs}): {steps}; "
+        f"their sum {med[:6].sum():.1f}; session.invoke {med[6]:.1f}"
+    )
+
+
 def upload_paths(device: str | None) -> None:
     """A 602 KB input to the device, then finish: pageable memory through pyopencl and the
     C API; from a mapped ALLOC_HOST_PTR (pinned) region, as NVIDIA's guide advises."""
@@ -811,7 +859,7 @@ def main() -> int:
     ap.add_argument(
         "--only",
         default="",
-        help="comma list: contexts,launches,enqueue,loops,timeline,upload,copies,sweep,patch,"
+        help="comma list: contexts,launches,enqueue,loops,phases,timeline,upload,copies,sweep,patch,"
         "depthwise,fusion,split,flush",
     )
     a = ap.parse_args()
@@ -826,6 +874,9 @@ def main() -> int:
         enqueue_costs(a.model, a.device)
     if "loops" in what:
         loops(a.model, a.device)
+    if "phases" in what:
+        phases(a.model, a.device, "fp32", a.invokes)
+        phases(a.model, a.device, "fp16", a.invokes)
     if "timeline" in what:
         timeline(a.model, a.device, "fp32")
         timeline(a.model, a.device, "fp16")
