@@ -17,6 +17,7 @@ import pytest
 
 from delegate_runtime import litert, read_model
 from delegate_runtime.builder import ModelBuilder
+from delegate_runtime.gpu.opencl.specialize import generic_name
 from tests.conftest import require, require_module
 from tests.ops.test_gpu_ops import PRECISIONS, TOL, opencl_device
 
@@ -53,10 +54,12 @@ def _inputs(shape: tuple[int, ...]) -> list[np.ndarray]:
     return [rng.uniform(-2, 2, shape).astype(F) + 0.25]
 
 
-def _session(model: bytes, precision: str):
+def _session(model: bytes, precision: str, specialize: bool | None = None):
     from delegate_runtime.gpu.delegate import GpuSession
 
-    return GpuSession(read_model(model), precision=precision, log=io.StringIO())
+    return GpuSession(
+        read_model(model), precision=precision, log=io.StringIO(), specialize=specialize
+    )
 
 
 def _mean_kernel(session):
@@ -76,7 +79,7 @@ def test_mean_matches_litert(opencl_device, name, precision, keep_dims):
     model, ins = _model(shape, keep_dims), _inputs(shape)
     want = litert.run(model, ins, reference=True)[0]
     session = _session(model, precision)
-    assert _mean_kernel(session)[0].function_name == kernel
+    assert generic_name(_mean_kernel(session)[0].function_name) == kernel  # or its copy
     for _ in range(3):  # the slices' counters are reset for the next run
         got = session.invoke(ins)[0]
         assert got.shape == want.shape
@@ -88,7 +91,8 @@ def test_mean_axis_wide_stores_nothing_past_its_output(opencl_device, name):
     import pyopencl as cl
 
     shape, _ = CASES[name]
-    session = _session(_model(shape, keep_dims=False), "fp32")
+    # the shared program's kernel, which takes its buffers (a GPU's own copy takes the arena)
+    session = _session(_model(shape, keep_dims=False), "fp32", specialize=False)
     kernel, gsize, lsize = _mean_kernel(session)
     ctx = kernel.context
     queue = cl.CommandQueue(ctx)
