@@ -64,6 +64,8 @@ def init_split_line(process_us: int, read_us: int, session_us: int, session: Any
                 note = f" ({', '.join(notes)})" if notes else ""
             elif key == "launch_loop" and getattr(session, "launch_loop", ""):
                 note = f" ({session.launch_loop})"
+            elif key == "upload" and _precision(session) == "fp16":
+                note = f" (weights in {'half' if session.half_weights else 'float32'})"
             steps.append(f"{name} {phases[key]:.1f}{note}")
     detail = f": {', '.join(steps)}" if steps else ""
     parts = [f"read {read_us / 1e3:.1f}", f"session {session_us / 1e3:.1f}{detail}"]
@@ -72,3 +74,8 @@ def init_split_line(process_us: int, read_us: int, session_us: int, session: Any
         f"OpenCL context), this model {(read_us + session_us) / 1e3:.1f} "
         f"({', '.join(parts)})"
     )
+
+
+def _precision(session: Any) -> str:
+    """The GPU session's precision ("fp32"/"fp16"), "" for other sessions."""
+    return getattr(getattr(session, "options", None), "precision", "")

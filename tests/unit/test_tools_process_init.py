@@ -36,8 +36,17 @@ def test_the_process_part_is_paid_once():
             "(read 3.2, session 1.9: fold and partition 2.0, device and queue 0.2, lower 5.1, "
             "program 30.0 (14 specialized, from cache), launch loop 0.0 (c), upload 30.4)",
         ),
+        (
+            SimpleNamespace(
+                init_phases_ms={"program": 30.0, "upload": 30.4, "total": 60.4},
+                program_from_cache=False,
+                options=SimpleNamespace(precision="fp16"),
+                half_weights=False,
+            ),
+            "(read 3.2, session 1.9: program 30.0, upload 30.4 (weights in float32))",
+        ),
     ],
-    ids=["cpu", "gpu"],
+    ids=["cpu", "gpu", "gpu-fp16"],
 )
 def test_init_split_line(session, detail):
     line = init_split_line(1102_300, 3_200, 1_900, session)
