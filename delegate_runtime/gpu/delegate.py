@@ -136,13 +136,13 @@ class GpuSession:
             lowered.append((out, ins, outs))
         t = self._phase("lower", t)
         generic = program_source()
+        parts = [out for out, _, _ in lowered]
         half = opts.precision == "fp16"
-        self.half_weights = half and weights_in_half(generic, [out for out, _, _ in lowered])
+        self.half_weights = half and weights_in_half(generic, parts)
         float_consts = [
-            float32_consts(generic, out, self.half_weights) if half else set()
-            for out, _, _ in lowered
+            float32_consts(generic, out, self.half_weights) if half else set() for out in parts
         ]
-        source, token = self._program_source(generic, [out for out, _, _ in lowered])
+        source, token = self._program_source(generic, parts)
         if explicit:
             token = opts.model_token or sha256
         built = build_program(

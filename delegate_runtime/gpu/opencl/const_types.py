@@ -15,6 +15,8 @@ only double their bytes (`weights_in_half`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from .cl_source import kernel_params
@@ -30,6 +32,16 @@ HALF_WHEN_EXACT = True
 FLOAT32_TWIN = ":f32"
 
 
+def _const_reads(source: str, lowered: Lowered) -> Iterator[tuple[int, int, str, str]]:
+    """(launch, argument position, pointee type, key) of every constant `lowered`'s
+    launches pass through a global pointer parameter."""
+    for i, launch in enumerate(lowered.launches):
+        params = kernel_params(source, generic_name(launch.kernel))
+        for pos, (param, arg) in enumerate(zip(params, launch.args, strict=True)):
+            if isinstance(arg, Const) and param.global_pointer:
+                yield i, pos, param.pointee, arg.key
+
+
 def weights_in_half(source: str, lowered: list[Lowered]) -> bool:
     """Whether a half-storage session reads its weights (the constants its kernels read
     through `weight_t*`) in half: FLOAT32_WEIGHTS off, or HALF_WHEN_EXACT and every
@@ -39,15 +51,11 @@ def weights_in_half(source: str, lowered: list[Lowered]) -> bool:
     if not HALF_WHEN_EXACT:
         return False
     for part in lowered:
-        for launch in part.launches:
-            params = kernel_params(source, generic_name(launch.kernel))
-            weights = [
-                arg.key
-                for param, arg in zip(params, launch.args, strict=True)
-                if isinstance(arg, Const) and param.pointee == "weight_t"
-            ]
-            if not all(_is_half(part.consts[key]) for key in weights):
-                return False
+        weights = {
+            key for _, _, pointee, key in _const_reads(source, part) if pointee == "weight_t"
+        }
+        if not all(_is_half(part.consts[key]) for key in weights):  # each constant once
+            return False
     return True
 
 
@@ -64,15 +72,11 @@ def float32_consts(source: str, lowered: Lowered, half_weights: bool = False) ->
     key + FLOAT32_TWIN) for the float readers, in place."""
     as_float: dict[str, list[tuple[int, int]]] = {}
     as_storage: set[str] = set()
-    for i, launch in enumerate(lowered.launches):
-        params = kernel_params(source, generic_name(launch.kernel))
-        for pos, (param, arg) in enumerate(zip(params, launch.args, strict=True)):
-            if not (isinstance(arg, Const) and param.global_pointer):
-                continue
-            if param.pointee == "float" or (param.pointee == "weight_t" and not half_weights):
-                as_float.setdefault(arg.key, []).append((i, pos))
-            elif param.pointee in ("store_t", "weight_t"):
-                as_storage.add(arg.key)
+    for i, pos, pointee, key in _const_reads(source, lowered):
+        if pointee == "float" or (pointee == "weight_t" and not half_weights):
+            as_float.setdefault(key, []).append((i, pos))
+        elif pointee in ("store_t", "weight_t"):
+            as_storage.add(key)
     for key in as_float.keys() & as_storage:
         twin = key + FLOAT32_TWIN
         lowered.consts[twin] = lowered.consts[key]
