@@ -188,7 +188,7 @@ class GpuSession:
         the one every model shares, or, where the session specializes
         (opencl/specialize.py), one of this model's own, its launches renamed to their
         copies."""
-        from .opencl import specialize
+        from .opencl import persistent, specialize
 
         if not specialize.enabled(self.device_info.is_gpu, self.options.specialize):
             return source, "program"
@@ -198,7 +198,15 @@ class GpuSession:
             launches[pos].kernel = name
             launches[pos].copy_args = own.args[pos]
         self.specialized_kernels = own.specialized
-        return own.source, "model"
+        source = own.source
+        info = self.device_info
+        if persistent.enabled(info.platform, info.is_gpu, specialized=True):
+            for p, out in enumerate(lowered):
+                ptx = "NVIDIA" in info.platform
+                runs, text = persistent.plan_runs(source, out.launches, f"persistent{p}_", ptx)
+                out.runs = runs
+                source += text
+        return source, "model"
 
     def _covers_whole_graph(self) -> bool:
         """True when one GPU partition runs every node, reading only the model's inputs

@@ -14,9 +14,11 @@ import numpy as np
 from ...errors import ModelError
 from ...graph import Subgraph
 from ...ops.common import dequantize, quantize
+from . import persistent
 from .arena import Arena
 from .capi import CLCallError, HotPath, opencl_library
 from .launch import IN_ARENA, Buf, Const, Counters, Local, Lowered, Scratch, Staging
+from .persistent import Run
 from .runtime import device_error
 from .specialize import OFFSETS_PER_PARAM, generic_name
 
@@ -150,6 +152,10 @@ class PartitionExecutor:
                 launch.covers or ((launch.node,) if launch.node >= 0 else ())
                 for launch in rooted.launches
             ]
+            #: persistent kernels in place of runs of launches (none when profiling)
+            self.persistent: list[tuple[Any, Any]] = []
+            if lowered.runs and not profiling:
+                self._persist(ctx, program, lowered.runs)
         except cl.Error as exc:
             raise device_error(exc, "preparing the GPU partition") from exc
         self.sources = [self._edge_buffer(t) for t in self.outputs]
@@ -160,6 +166,47 @@ class PartitionExecutor:
         self.pinned = self._pin(ctx, self.input_tensors) if pin else {}
         self.pinned_out = self._pin(ctx, self.outputs) if pin else {}
         self.last_events: list[Any] = []
+
+    def _persist(self, ctx: Any, program: Any, runs: list[Run]) -> None:
+        """Each run's launches replaced by its persistent kernel, bound to the arena and a
+        state buffer holding the barrier counts and each layer's arena offsets; a run
+        whose groups the device could not hold at once (its first launch, here, reports
+        a barrier that never filled) keeps its launches."""
+        cl = self.cl
+        groups = persistent.grid_groups(self.queue.device.max_compute_units)
+        bound = []
+        for run in runs:
+            vectors = []
+            for launch in self.launches[run.start : run.end]:
+                copy = launch.copy_args
+                units = [self.arena.units(self._region(launch.args[p])) for p in copy.offsets]
+                block = np.zeros((-(-len(units) // OFFSETS_PER_PARAM), OFFSETS_PER_PARAM), np.int32)
+                block.reshape(-1)[: len(units)] = units
+                vectors.append(block.reshape(-1))
+            state = np.concatenate([np.zeros(persistent.HEADER, np.int32), *vectors])
+            flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
+            buf = cl.Buffer(ctx, flags, hostbuf=state)
+            kernel = cl.Kernel(program, run.kernel)
+            kernel.set_args(self.arena.buffer, buf)
+            entry = (kernel, (groups * persistent.GROUP_ITEMS,), (persistent.GROUP_ITEMS,))
+            cl.enqueue_nd_range_kernel(self.queue, *entry)
+            bound.append((run, entry, buf))
+        failures = 0
+        for run, entry, buf in reversed(bound):  # later runs first: positions hold
+            failed = np.zeros(1, np.int32)
+            cl.enqueue_copy(self.queue, failed, buf, src_offset=4 * persistent.FAILED)
+            if failed[0]:
+                failures += 1
+                continue
+            covers = tuple(n for c in self.covers[run.start : run.end] for n in c)
+            self.kernels[run.start : run.end] = [entry]
+            self.nodes[run.start : run.end] = [self.nodes[run.start]]
+            self.covers[run.start : run.end] = [covers]
+            self.persistent.insert(0, (run, buf))
+        if failures:  # layers ran out of order: the GEMM tiles' counters start again at 0
+            counters, at = self.arena.locate(("counters",))
+            size = self.arena.sizes[("counters",)]
+            cl.enqueue_fill_buffer(self.queue, counters, np.int32(0), at, size).wait()
 
     def _pin(self, ctx: Any, tensors: list[int]) -> dict[int, np.ndarray]:
         """Page-locked host arrays that inputs are copied into before upload and outputs

@@ -88,6 +88,8 @@ class Lowered:
     launches: list[Launch] = field(default_factory=list)
     consts: dict[str, np.ndarray] = field(default_factory=dict)  #: float32 or int32 arrays
     alias: dict[int, int] = field(default_factory=dict)  #: tensor -> tensor sharing its buffer
+    #: runs of launches that run as persistent kernels (opencl/persistent.py Run)
+    runs: list[Any] = field(default_factory=list)
 
 
 def shape4(shape: tuple[int, ...]) -> tuple[int, int, int, int]:

@@ -1,0 +1,311 @@
+"""Runs of a partition's launches as one persistent kernel: each launch a layer, a barrier
+across the whole grid between layers.
+
+A kernel boundary costs an H200 about 3.1 us even between empty kernels queued back to
+back, and a small layer 4.3 us as its own kernel against 1.2 us as a layer of one kernel
+that waits on a grid barrier (bench/persistent_probe.py, docs/benchmarks.md). A model of
+short layers (MobileNet v1: 24 kernels of 4-25 us) spends much of its time at the
+boundaries. A run of consecutive launches whose kernels are specialized copies taking only
+the arena (opencl/specialize.py) becomes one kernel of `groups` work groups of
+GROUP_ITEMS items that stay resident:
+
+- each launch's copy becomes a function of its virtual work group and item; the work-item
+  functions in its body name those (`pk_group_id(0)` for `get_group_id(0)`, ...), and its
+  `__local` arrays become views of one local buffer that every layer shares;
+- the kernel walks each layer's work groups, several at a time where a layer's group is
+  smaller than GROUP_ITEMS (allowed only for layers without local memory or barriers),
+  then waits at a grid barrier: each group counts itself in and spins until all have;
+  a GPU-scope fence on either side makes the layer's writes seen by every group after it;
+- a counter past the last layer, reset by the last group out, leaves the barrier counts
+  at zero for the next invoke.
+
+A grid barrier needs every group resident at once: `groups` stays at the compute unit
+count times GROUPS_PER_CU, each group small in registers and local memory, and a spin
+that outlasts SPIN_LIMIT marks the run failed (the word at FAILED) and lets it go on, so
+a device that cannot hold the groups is caught at the session's check
+(PartitionExecutor.check_persistent) instead of hanging. OpenCL itself promises no such
+forward progress; it is used where the driver gives it: NVIDIA (its fence as inline
+PTX), and PoCL's CPU device with no more groups than compute units (the tests).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from .cl_source import read_source
+from .launch import Launch
+
+#: Work items of a persistent kernel's group (the GEMM tiles' 16 x 16).
+GROUP_ITEMS = 256
+#: Resident groups per compute unit (bench/ab_knobs.py measures the alternatives).
+GROUPS_PER_CU = 4
+#: The grid's groups when set, whatever the compute units (tests on a CPU device, where
+#: two groups may share a thread and never meet at a barrier).
+GROUPS: int | None = None
+#: Fewest launches worth a persistent kernel.
+MIN_LAYERS = 2
+#: Spins at a grid barrier before the run is marked failed.
+SPIN_LIMIT = 1 << 22
+#: Runs become persistent kernels unless DEVICEFARM_GPU_PERSISTENT says otherwise.
+ON = True
+#: "1"/"0" forces persistent runs on/off on every device (tests on PoCL).
+ENV = "DEVICEFARM_GPU_PERSISTENT"
+#: The persistent kernels' state, one int buffer per run: barrier count, groups out,
+#: failed, then each layer's arena offsets (16 ints a vector).
+COUNT, OUT, FAILED, HEADER = 0, 1, 2, 4
+#: Bytes of the element types local arrays may have.
+_LOCAL_TYPE_BYTES = {
+    "char": 1, "uchar": 1, "short": 2, "ushort": 2, "half": 2, "int": 4, "uint": 4,
+    "float": 4, "int2": 8, "float2": 8, "int4": 16, "float4": 16, "float8": 32,
+    "float16": 64,
+}  # fmt: skip
+_WORK_ITEM_FUNCTIONS = (
+    "get_group_id",
+    "get_local_id",
+    "get_global_id",
+    "get_local_size",
+    "get_num_groups",
+    "get_global_size",
+)
+
+
+def grid_groups(compute_units: int) -> int:
+    """Work groups of a persistent kernel's grid on a device of `compute_units`."""
+    return GROUPS if GROUPS is not None else compute_units * GROUPS_PER_CU
+
+
+def enabled(platform: str, is_gpu: bool, specialized: bool) -> bool:
+    """Whether a session runs persistent kernels: $DEVICEFARM_GPU_PERSISTENT, else ON on
+    NVIDIA's GPUs. They need the specialized copies (they take only the arena)."""
+    env = os.environ.get(ENV, "")
+    if not specialized:
+        return False
+    if env in ("0", "1"):
+        return env == "1"
+    return ON and is_gpu and "NVIDIA" in platform
+
+
+@dataclass(frozen=True)
+class Run:
+    """Launches start .. end - 1 of a partition, run as persistent kernel `kernel`."""
+
+    start: int
+    end: int
+    kernel: str
+    vectors: tuple[int, ...]  #: each layer's int16 offset vectors (its copy's `offs*_`)
+
+
+@dataclass(frozen=True)
+class _Layer:
+    function: str  #: its function's text
+    name: str
+    groups: int  #: virtual work groups
+    items: int  #: items per virtual group
+    local_bytes: int
+    vectors: int
+
+
+def plan_runs(
+    source: str, launches: list[Launch], prefix: str, ptx_fence: bool = False
+) -> tuple[list[Run], str]:
+    """The runs of `launches` (positions in one partition) that become persistent kernels
+    and the source of those kernels, named `prefix`0, `prefix`1, ... `source` is the
+    model's program holding the launches' copies; `ptx_fence`: the grid barrier's fence
+    as NVIDIA's PTX (else OpenCL's mem_fence, enough on a CPU)."""
+    text, _, spans = read_source(source)
+    layers: list[_Layer | None] = []
+    made: dict[tuple, _Layer | None] = {}
+    for launch in launches:
+        key = (launch.kernel, launch.gsize, launch.lsize)
+        if key not in made:
+            made[key] = _layer(text, spans, launch, f"pk_{len(made)}_{prefix}")
+        layers.append(made[key])
+    runs, parts, start = [], [], 0
+    while start < len(layers):
+        end = start
+        while end < len(layers) and layers[end] is not None:
+            end += 1
+        if end - start >= MIN_LAYERS:
+            name = f"{prefix}{len(runs)}"
+            run_layers = [layer for layer in layers[start:end] if layer is not None]
+            parts.append(_kernel(name, run_layers))
+            runs.append(Run(start, end, name, tuple(layer.vectors for layer in run_layers)))
+        start = end + 1
+    if not runs:
+        return [], ""
+    used = {layers[i].name for run in runs for i in range(run.start, run.end)}  # type: ignore[union-attr]
+    functions = [la.function for la in made.values() if la is not None and la.name in used]
+    return runs, _defines(ptx_fence) + _PRELUDE + "\n".join(functions) + "\n" + "\n".join(parts)
+
+
+def _layer(text: str, spans: dict, launch: Launch, name: str) -> _Layer | None:
+    """`launch`'s copy as a layer function, None where it cannot be one."""
+    copy = launch.copy_args
+    if copy is None or copy.kept or not copy.offsets or launch.lsize is None:
+        return None
+    span = spans.get(launch.kernel)
+    if span is None:
+        return None
+    gsize, lsize = _dims3(launch.gsize), _dims3(launch.lsize)
+    if any(g % lo for g, lo in zip(gsize, lsize, strict=True)):
+        return None
+    items = lsize[0] * lsize[1] * lsize[2]
+    body = text[span.body_open + 1 : span.end - 1]
+    shares = "barrier(" in body or "__local" in body
+    if GROUP_ITEMS % items or (shares and items != GROUP_ITEMS):
+        return None
+    try:
+        body, local_bytes = _local_views(body)
+    except ValueError:
+        return None
+    for fn in _WORK_ITEM_FUNCTIONS:
+        body = re.sub(rf"\b{fn}\s*\(", f"pk_{fn[4:]}(", body)
+    groups = [g // lo for g, lo in zip(gsize, lsize, strict=True)]
+    params = span.params.strip()
+    head = (
+        f"void {name}({params}, __local uchar* lmem_, int vgroup_, int vitem_) {{\n"
+        f"  const int pk_ls_[3] = {{{lsize[0]}, {lsize[1]}, {lsize[2]}}};\n"
+        f"  const int pk_ng_[3] = {{{groups[0]}, {groups[1]}, {groups[2]}}};\n"
+        f"  const int pk_g_[3] = {{vgroup_ % {groups[0]}, (vgroup_ / {groups[0]}) % {groups[1]}, "
+        f"vgroup_ / {groups[0] * groups[1]}}};\n"
+        f"  const int pk_l_[3] = {{vitem_ % {lsize[0]}, (vitem_ / {lsize[0]}) % {lsize[1]}, "
+        f"vitem_ / {lsize[0] * lsize[1]}}};\n"
+    )
+    vectors = len(re.findall(r"\bint16\s+offs\d*_", params))
+    return _Layer(
+        head + body + "\n}\n",
+        name,
+        groups[0] * groups[1] * groups[2],
+        items,
+        local_bytes,
+        vectors,
+    )
+
+
+def _dims3(size: tuple[int, ...]) -> tuple[int, int, int]:
+    return tuple(list(size) + [1] * (3 - len(size)))  # type: ignore[return-value]
+
+
+_LOCAL_DECL = re.compile(
+    r"__local\s+(\w+)\s+(\w+)((?:\s*\[[^\]]+\])*)\s*(?:__attribute__\s*\(\(\s*aligned\s*\(\s*\d+\s*\)\s*\)\))?\s*;"
+)
+
+
+def _local_views(body: str) -> tuple[str, int]:
+    """`body` with each `__local` declaration a view into `lmem_` (at 32-byte aligned
+    offsets), and the bytes they take; ValueError for a declaration it cannot size. A
+    local scalar becomes a pointer, its name a macro reading it to the body's end."""
+    at = 0
+    scalars = []
+
+    def view(m: re.Match) -> str:
+        nonlocal at
+        kind, name, dims_text = m.group(1), m.group(2), m.group(3)
+        if kind not in _LOCAL_TYPE_BYTES:
+            raise ValueError(f"local array of {kind}")
+        dims = [_const_int(d) for d in re.findall(r"\[([^\]]+)\]", dims_text)]
+        count = 1
+        for d in dims:
+            count *= d
+        where = f"(lmem_ + {at})"
+        at += -(-count * _LOCAL_TYPE_BYTES[kind] // 32) * 32
+        if not dims:
+            scalars.append(name)
+            return f"__local {kind}* pk_{name}_ = (__local {kind}*){where};\n#define {name} (*pk_{name}_)\n"
+        if len(dims) == 1:
+            return f"__local {kind}* {name} = (__local {kind}*){where};"
+        inner = "".join(f"[{d}]" for d in dims[1:])
+        return f"__local {kind} (*{name}){inner} = (__local {kind} (*){inner}){where};"
+
+    out = _LOCAL_DECL.sub(view, body)
+    return out + "".join(f"\n#undef {name}" for name in scalars), at
+
+
+def _const_int(expr: str) -> int:
+    """An array dimension: an integer expression of literals."""
+    if not re.fullmatch(r"[\d\s+\-*/()]+", expr):
+        raise ValueError(f"array dimension {expr!r}")
+    return int(eval(expr.replace("/", "//"), {"__builtins__": {}}))  # noqa: S307 (digits only)
+
+
+_PRELUDE = r"""
+// Persistent kernels (opencl/persistent.py): a layer's work-item functions.
+#define pk_group_id(d) ((size_t)pk_g_[d])
+#define pk_local_id(d) ((size_t)pk_l_[d])
+#define pk_local_size(d) ((size_t)pk_ls_[d])
+#define pk_num_groups(d) ((size_t)pk_ng_[d])
+#define pk_global_id(d) ((size_t)(pk_g_[d] * pk_ls_[d] + pk_l_[d]))
+#define pk_global_size(d) ((size_t)(pk_ng_[d] * pk_ls_[d]))
+#ifdef PK_PTX_FENCE
+#define PK_FENCE() asm volatile("fence.acq_rel.gpu;" ::: "memory")
+#else
+#define PK_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#endif
+// Every group arrives, then all leave: barrier `target` waits for that many arrivals in
+// all; a spin past the limit marks the run failed, which releases every barrier after.
+inline void pk_grid_sync(volatile __global int* state, int target) {
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+  if (get_local_id(0) == 0) {
+    PK_FENCE();
+    atomic_inc(state + PK_COUNT);
+    for (int spins = 0; state[PK_COUNT] < target && !state[PK_FAILED]; ++spins) {
+      if (spins > PK_SPIN_LIMIT) state[PK_FAILED] = 1;
+    }
+    PK_FENCE();
+  }
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+}
+// The last group out resets the counts for the next launch.
+inline void pk_leave(volatile __global int* state) {
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+  if (get_local_id(0) == 0) {
+    PK_FENCE();
+    if (atomic_inc(state + PK_OUT) == get_num_groups(0) - 1) {
+      state[PK_COUNT] = 0;
+      state[PK_OUT] = 0;
+    }
+  }
+}
+"""
+
+
+def _kernel(name: str, layers: list[_Layer]) -> str:
+    """The persistent kernel walking `layers` in order."""
+    local_bytes = max([layer.local_bytes for layer in layers] + [32])
+    lines = [
+        f"__kernel __attribute__((reqd_work_group_size({GROUP_ITEMS}, 1, 1)))",
+        f"void {name}(__global uchar* arena_, volatile __global int* state) {{",
+        f"  __local float4 lmem_[{-(-local_bytes // 16)}] __attribute__((aligned(32)));",
+        "  int g = get_group_id(0), G = get_num_groups(0), t = get_local_id(0);",
+        f"  __global const int* offs = (__global const int*)state + {HEADER};",
+    ]
+    vector = 0
+    for i, layer in enumerate(layers):
+        at = GROUP_ITEMS // layer.items  # virtual groups at a time
+        offsets = ", ".join(f"vload16({vector + v}, offs)" for v in range(layer.vectors))
+        vector += layer.vectors
+        call = f"{layer.name}(arena_, {offsets}, (__local uchar*)lmem_, v, t % {layer.items})"
+        lines.append(f"  for (int base = g * {at}; base < {layer.groups}; base += G * {at}) {{")
+        if at == 1:
+            lines.append(f"    int v = base; {call};")
+            lines.append("    barrier(CLK_LOCAL_MEM_FENCE);")
+        else:
+            lines.append(f"    int v = base + t / {layer.items};")
+            lines.append(f"    if (v < {layer.groups}) {call};")
+        lines.append("  }")
+        if i + 1 < len(layers):
+            lines.append(f"  pk_grid_sync(state, {i + 1} * G);")
+    lines.append("  pk_leave(state);")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _defines(ptx_fence: bool) -> str:
+    """The macros the persistent kernels' prelude reads."""
+    out = (
+        f"#define PK_COUNT {COUNT}\n#define PK_OUT {OUT}\n#define PK_FAILED {FAILED}\n"
+        f"#define PK_SPIN_LIMIT {SPIN_LIMIT}\n"
+    )
+    return out + ("#define PK_PTX_FENCE 1\n" if ptx_fence else "")

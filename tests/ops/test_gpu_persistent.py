@@ -1,0 +1,119 @@
+"""Persistent kernels (opencl/persistent.py): a run of specialized launches as one kernel
+with grid barriers between its layers, on a real OpenCL device (PoCL in CI, with no more
+groups than compute units), against LiteRT's reference kernels and against the same
+launches run one by one, to the bit."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from delegate_runtime import read_model
+from delegate_runtime.builder import ModelBuilder
+from tests.conftest import require_module
+from tests.ops.test_gpu_fusion import _same_conv, _same_depthwise, check_against_litert
+from tests.ops.test_gpu_ops import PRECISIONS, opencl_device, randn
+
+require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
+
+__all__ = ["opencl_device"]  # the fixture, re-exported for this module's tests
+
+F = np.float32
+SHAPE = (1, 10, 12, 32)  #: the blocks' input (NHWC)
+
+
+def separable_blocks(blocks: int = 2) -> tuple[bytes, list[np.ndarray]]:
+    """A 1x1 convolution, then `blocks` of 3x3 depthwise + RELU6 and 1x1 convolution +
+    RELU6 (MobileNet's separable blocks), then a 1x1 convolution with K long enough to
+    split: GEMM and depthwise launches in one run."""
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", SHAPE, F)
+    n, h, w, c = SHAPE
+
+    def conv(x, cin, cout, name, act="RELU6"):
+        wt = g.const(name + "w", randn(name + "w", cout, 1, 1, cin, scale=1 / np.sqrt(cin)))
+        bias = g.const(name + "b", randn(name + "b", cout, scale=0.1))
+        y = g.tensor(name + "y", (n, h, w, cout), F)
+        _same_conv(g, [x, wt, bias], y, act)
+        return y
+
+    def depthwise(x, ch, name):
+        wt = g.const(name + "w", randn(name + "w", 1, 3, 3, ch, scale=1 / 3))
+        bias = g.const(name + "b", randn(name + "b", ch, scale=0.1))
+        y = g.tensor(name + "y", (n, h, w, ch), F)
+        _same_depthwise(g, [x, wt, bias], y, "RELU6")
+        return y
+
+    t = conv(x, c, 64, "in")
+    for i in range(blocks):
+        t = conv(depthwise(t, 64, f"d{i}"), 64, 64, f"p{i}")
+    g.output(conv(t, 64, 512, "out", act="NONE"))
+    x0 = np.random.default_rng(3).uniform(-1, 1, SHAPE).astype(F)
+    return b.build(), [x0]
+
+
+def _session(model: bytes, precision: str, persistent: str, monkeypatch):
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    _one_group_per_unit(monkeypatch)
+    monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "1")
+    monkeypatch.setenv("DEVICEFARM_GPU_PERSISTENT", persistent)
+    return GpuSession(read_model(model), precision=precision, log=io.StringIO())
+
+
+def _one_group_per_unit(monkeypatch) -> None:
+    """One group on a CPU device (PoCL may hand two groups to one thread, which then
+    never meet at a barrier); one per compute unit on a GPU, which holds them all."""
+    from delegate_runtime.gpu.opencl import persistent
+    from delegate_runtime.gpu.opencl.runtime import describe, select_device
+
+    if describe(select_device(None)).is_gpu:
+        monkeypatch.setattr(persistent, "GROUPS_PER_CU", 1)
+    else:
+        monkeypatch.setattr(persistent, "GROUPS", 1)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_run_of_layers_is_one_kernel_and_computes_what_its_launches_compute(
+    opencl_device, precision, monkeypatch
+):
+    """The launches run as one persistent kernel: outputs within LiteRT's reference
+    kernels' tolerance, equal to the bit to the launches run one by one, invoke after
+    invoke (the barrier counts start at zero each time)."""
+    model, inputs = separable_blocks()
+    one_by_one = _session(model, precision, "0", monkeypatch)
+    launches = len(one_by_one.executors[0].kernels)
+    want = one_by_one.invoke(inputs)
+    monkeypatch.setenv("DEVICEFARM_GPU_PERSISTENT", "1")
+    session = check_against_litert(model, inputs, precision, runs=3)
+    ex = session.executors[0]
+    edge = 1 if precision == "fp16" else 0  # fp16's conversions at the partition's edges
+    assert launches >= 3 + 2 * edge
+    assert [(run.start, run.end) for run, _ in ex.persistent] == [(edge, launches - edge)]
+    assert ex.kernel_names[edge : len(ex.kernel_names) - edge] == ["persistent0_0"]
+    assert sorted(ex.covers[edge]) == list(range(len(read_model(model).main.operators)))
+    for got, w in zip(session.invoke(inputs), want, strict=True):
+        np.testing.assert_array_equal(got, w)
+
+
+def test_groups_the_device_cannot_hold_at_once_fall_back_to_launches(opencl_device, monkeypatch):
+    """More groups than the device runs at once: the session's first run of the kernel
+    finds a grid barrier that never filled, keeps the launches, and computes what they
+    compute (the tiles' counters, disturbed by the failed run, start again at zero)."""
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl import persistent
+    from delegate_runtime.gpu.opencl.runtime import select_device
+
+    model, inputs = separable_blocks()
+    want = _session(model, "fp32", "0", monkeypatch).invoke(inputs)
+    monkeypatch.setattr(persistent, "GROUPS", 64 * select_device(None).max_compute_units)
+    monkeypatch.setattr(persistent, "SPIN_LIMIT", 1 << 16)
+    monkeypatch.setenv("DEVICEFARM_GPU_PERSISTENT", "1")
+    session = GpuSession(read_model(model), precision="fp32", log=io.StringIO())
+    ex = session.executors[0]
+    assert ex.persistent == [] and len(ex.kernels) >= 3
+    for got, w in zip(session.invoke(inputs), want, strict=True):
+        np.testing.assert_array_equal(got, w)
