@@ -152,8 +152,10 @@ class PartitionExecutor:
                 launch.covers or ((launch.node,) if launch.node >= 0 else ())
                 for launch in rooted.launches
             ]
-            #: persistent kernels in place of runs of launches (none when profiling)
-            self.persistent: list[tuple[Any, Any]] = []
+            #: what an invoke enqueues: `kernels`, with runs of them as persistent kernels
+            self.enqueued = list(self.kernels)
+            #: the runs that became persistent kernels, each with its state buffer
+            self.persistent: list[tuple[Run, Any]] = []
             if lowered.runs and not profiling:
                 self._persist(ctx, program, lowered.runs)
         except cl.Error as exc:
@@ -161,17 +163,19 @@ class PartitionExecutor:
         self.sources = [self._edge_buffer(t) for t in self.outputs]
         self.destinations = [self._edge_buffer(t) for t in inputs]
         lib = None if profiling else opencl_library()
-        self.hot = HotPath(lib, queue, self.kernels, native) if lib is not None else None
+        self.hot = HotPath(lib, queue, self.enqueued, native) if lib is not None else None
         pin = pinned_host and self.hot is not None
         self.pinned = self._pin(ctx, self.input_tensors) if pin else {}
         self.pinned_out = self._pin(ctx, self.outputs) if pin else {}
         self.last_events: list[Any] = []
 
     def _persist(self, ctx: Any, program: Any, runs: list[Run]) -> None:
-        """Each run's launches replaced by its persistent kernel, bound to the arena and a
-        state buffer holding the barrier counts and each layer's arena offsets; a run
-        whose groups the device could not hold at once (its first launch, here, reports
-        a barrier that never filled) keeps its launches."""
+        """Each run's launches replaced by its persistent kernel in `enqueued` (`kernels`,
+        `nodes` and `covers` still name the launches: what is computed, node by node).
+        A persistent kernel takes the arena and a state buffer holding the barrier counts
+        and each layer's arena offsets. A run whose groups the device could not hold at
+        once (its first launch, here, reports a barrier that never filled) keeps its
+        launches."""
         cl = self.cl
         groups = persistent.grid_groups(self.queue.device.max_compute_units)
         bound = []
@@ -198,10 +202,7 @@ class PartitionExecutor:
             if failed[0]:
                 failures += 1
                 continue
-            covers = tuple(n for c in self.covers[run.start : run.end] for n in c)
-            self.kernels[run.start : run.end] = [entry]
-            self.nodes[run.start : run.end] = [self.nodes[run.start]]
-            self.covers[run.start : run.end] = [covers]
+            self.enqueued[run.start : run.end] = [entry]
             self.persistent.insert(0, (run, buf))
         if failures:  # layers ran out of order: the GEMM tiles' counters start again at 0
             counters, at = self.arena.locate(("counters",))
