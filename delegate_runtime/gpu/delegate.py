@@ -273,6 +273,13 @@ class GpuSession:
         absorbed elementwise nodes after them."""
         return {c[0]: c for ex in self.executors for c in ex.fused_kernels}
 
+    @property
+    def persistent_runs(self) -> tuple[int, int]:
+        """(launches run inside persistent kernels, persistent kernels) (opencl/
+        persistent.py): (0, 0) where every launch is its own kernel."""
+        runs = [run for ex in self.executors for run, _ in ex.persistent]
+        return sum(run.end - run.start for run in runs), len(runs)
+
     def summary(self) -> dict[str, Any]:
         return {
             "options": asdict(self.options),
@@ -281,6 +288,7 @@ class GpuSession:
             "device": self.device_facts,
             "program_from_cache": self.program_from_cache,
             "launch_loop": self.launch_loop,
+            "persistent_runs": list(self.persistent_runs),
             "init_seconds": self.init_seconds,
         }
 

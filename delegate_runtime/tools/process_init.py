@@ -63,7 +63,9 @@ def init_split_line(process_us: int, read_us: int, session_us: int, session: Any
                 notes += ["from cache"] if session.program_from_cache else []
                 note = f" ({', '.join(notes)})" if notes else ""
             elif key == "launch_loop" and getattr(session, "launch_loop", ""):
-                note = f" ({session.launch_loop})"
+                launches, kernels = getattr(session, "persistent_runs", (0, 0))
+                inside = f", {launches} launches in {kernels} persistent" if kernels else ""
+                note = f" ({session.launch_loop}{inside})"
             elif key == "upload" and _precision(session) == "fp16":
                 note = f" (weights in {'half' if session.half_weights else 'float32'})"
             steps.append(f"{name} {phases[key]:.1f}{note}")

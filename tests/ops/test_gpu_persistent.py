@@ -96,6 +96,7 @@ def test_a_run_of_layers_is_one_kernel_and_computes_what_its_launches_compute(
     enqueued = [kernel.function_name for kernel, _, _ in ex.enqueued]
     assert enqueued[edge : len(enqueued) - edge] == ["persistent0_0"]
     assert ex.kernel_names == one_by_one.executors[0].kernel_names  # the launches it runs
+    assert session.persistent_runs == (launches - 2 * edge, 1)
     for got, w in zip(session.invoke(inputs), want, strict=True):
         np.testing.assert_array_equal(got, w)
 
@@ -111,10 +112,11 @@ def test_groups_the_device_cannot_hold_at_once_fall_back_to_launches(opencl_devi
     model, inputs = separable_blocks()
     want = _session(model, "fp32", "0", monkeypatch).invoke(inputs)
     monkeypatch.setattr(persistent, "GROUPS", 64 * select_device(None).max_compute_units)
-    monkeypatch.setattr(persistent, "SPIN_LIMIT", 1 << 16)
+    monkeypatch.setattr(persistent, "CHECK_SPINS", 1 << 16)
     monkeypatch.setenv("DEVICEFARM_GPU_PERSISTENT", "1")
     session = GpuSession(read_model(model), precision="fp32", log=io.StringIO())
     ex = session.executors[0]
     assert ex.persistent == [] and ex.enqueued == ex.kernels
+    assert session.persistent_runs == (0, 0)
     for got, w in zip(session.invoke(inputs), want, strict=True):
         np.testing.assert_array_equal(got, w)

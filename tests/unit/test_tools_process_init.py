@@ -45,8 +45,17 @@ def test_the_process_part_is_paid_once():
             ),
             "(read 3.2, session 1.9: program 30.0, upload 30.4 (weights in float32))",
         ),
+        (
+            SimpleNamespace(
+                init_phases_ms={"launch_loop": 0.01, "total": 0.01},
+                program_from_cache=True,
+                launch_loop="c",
+                persistent_runs=(21, 1),
+            ),
+            "(read 3.2, session 1.9: launch loop 0.0 (c, 21 launches in 1 persistent))",
+        ),
     ],
-    ids=["cpu", "gpu", "gpu-fp16"],
+    ids=["cpu", "gpu", "gpu-fp16", "gpu-persistent"],
 )
 def test_init_split_line(session, detail):
     line = init_split_line(1102_300, 3_200, 1_900, session)

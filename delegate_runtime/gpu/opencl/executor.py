@@ -173,13 +173,12 @@ class PartitionExecutor:
         """Each run's launches replaced by its persistent kernel in `enqueued` (`kernels`,
         `nodes` and `covers` still name the launches: what is computed, node by node).
         A persistent kernel takes the arena and a state buffer holding the barrier counts
-        and each layer's arena offsets. A run whose groups the device could not hold at
-        once (its first launch, here, reports a barrier that never filled) keeps its
-        launches."""
+        and each layer's arena offsets. Each is run once here, at the grid sizes
+        persistent.grid_sizes offers, until its barriers all fill; a run whose groups
+        the device cannot hold at once at any of them keeps its launches."""
         cl = self.cl
-        groups = persistent.grid_groups(self.queue.device.max_compute_units)
-        bound = []
-        for run in runs:
+        sizes = persistent.grid_sizes(self.queue.device.max_compute_units)
+        for run in sorted(runs, key=lambda r: -r.start):  # later first: positions before hold
             vectors = []
             for launch in self.launches[run.start : run.end]:
                 copy = launch.copy_args
@@ -187,27 +186,28 @@ class PartitionExecutor:
                 block = np.zeros((-(-len(units) // OFFSETS_PER_PARAM), OFFSETS_PER_PARAM), np.int32)
                 block.reshape(-1)[: len(units)] = units
                 vectors.append(block.reshape(-1))
-            state = np.concatenate([np.zeros(persistent.HEADER, np.int32), *vectors])
+            header = np.zeros(persistent.HEADER, np.int32)
+            header[persistent.LIMIT] = persistent.CHECK_SPINS
             flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
-            buf = cl.Buffer(ctx, flags, hostbuf=state)
+            state = cl.Buffer(ctx, flags, hostbuf=np.concatenate([header, *vectors]))
             kernel = cl.Kernel(program, run.kernel)
-            kernel.set_args(self.arena.buffer, buf)
-            entry = (kernel, (groups * persistent.GROUP_ITEMS,), (persistent.GROUP_ITEMS,))
-            cl.enqueue_nd_range_kernel(self.queue, *entry)
-            bound.append((run, entry, buf))
-        failures = 0
-        for run, entry, buf in reversed(bound):  # later runs first: positions hold
-            failed = np.zeros(1, np.int32)
-            cl.enqueue_copy(self.queue, failed, buf, src_offset=4 * persistent.FAILED)
-            if failed[0]:
-                failures += 1
-                continue
-            self.enqueued[run.start : run.end] = [entry]
-            self.persistent.insert(0, (run, buf))
-        if failures:  # layers ran out of order: the GEMM tiles' counters start again at 0
-            counters, at = self.arena.locate(("counters",))
-            size = self.arena.sizes[("counters",)]
-            cl.enqueue_fill_buffer(self.queue, counters, np.int32(0), at, size).wait()
+            kernel.set_args(self.arena.buffer, state)
+            for groups in sizes:
+                entry = (kernel, (groups * persistent.GROUP_ITEMS,), (persistent.GROUP_ITEMS,))
+                cl.enqueue_nd_range_kernel(self.queue, *entry)
+                done = np.empty(persistent.HEADER, np.int32)
+                cl.enqueue_copy(self.queue, done, state)
+                if not done[persistent.FAILED]:
+                    header[persistent.LIMIT] = persistent.RUN_SPINS
+                    cl.enqueue_copy(self.queue, state, header)
+                    self.enqueued[run.start : run.end] = [entry]
+                    self.persistent.insert(0, (run, state))
+                    break
+                # layers ran out of order: counts and the GEMM tiles' counters start again
+                cl.enqueue_copy(self.queue, state, header)
+                counters, at = self.arena.locate(("counters",))
+                size = self.arena.sizes[("counters",)]
+                cl.enqueue_fill_buffer(self.queue, counters, np.int32(0), at, size).wait()
 
     def _pin(self, ctx: Any, tensors: list[int]) -> dict[int, np.ndarray]:
         """Page-locked host arrays that inputs are copied into before upload and outputs

@@ -21,11 +21,12 @@ GROUP_ITEMS items that stay resident:
 
 A grid barrier needs every group resident at once: `groups` stays at the compute unit
 count times GROUPS_PER_CU, each group small in registers and local memory, and a spin
-that outlasts SPIN_LIMIT marks the run failed (the word at FAILED) and lets it go on, so
-a device that cannot hold the groups is caught at the session's check
-(PartitionExecutor.check_persistent) instead of hanging. OpenCL itself promises no such
-forward progress; it is used where the driver gives it: NVIDIA (its fence as inline
-PTX), and PoCL's CPU device with no more groups than compute units (the tests).
+that outlasts its limit marks the run failed (the word at FAILED) and releases every
+barrier, so a device that cannot hold the groups is caught when the session starts
+(PartitionExecutor._persist runs each kernel once, with fewer groups after a failure,
+and keeps the launches if even one group per compute unit fails) instead of hanging.
+OpenCL itself promises no such forward progress; it is used where the driver gives it:
+NVIDIA (its fence as inline PTX), and PoCL's CPU device with one group (the tests).
 """
 
 from __future__ import annotations
@@ -46,15 +47,18 @@ GROUPS_PER_CU = 4
 GROUPS: int | None = None
 #: Fewest launches worth a persistent kernel.
 MIN_LAYERS = 2
-#: Spins at a grid barrier before the run is marked failed.
-SPIN_LIMIT = 1 << 22
+#: Spins at a grid barrier before the run is marked failed: at the session's check of a
+#: grid size (a layer of this GPU waits well under 1 ms; the spins take longer), and in
+#: the invokes after it, where only a device that stopped holding the groups would spin.
+CHECK_SPINS = 1 << 18
+RUN_SPINS = 1 << 30
 #: Runs become persistent kernels unless DEVICEFARM_GPU_PERSISTENT says otherwise.
 ON = True
 #: "1"/"0" forces persistent runs on/off on every device (tests on PoCL).
 ENV = "DEVICEFARM_GPU_PERSISTENT"
 #: The persistent kernels' state, one int buffer per run: barrier count, groups out,
-#: failed, then each layer's arena offsets (16 ints a vector).
-COUNT, OUT, FAILED, HEADER = 0, 1, 2, 4
+#: failed, spin limit, then each layer's arena offsets (16 ints a vector).
+COUNT, OUT, FAILED, LIMIT, HEADER = 0, 1, 2, 3, 4
 #: Bytes of the element types local arrays may have.
 _LOCAL_TYPE_BYTES = {
     "char": 1, "uchar": 1, "short": 2, "ushort": 2, "half": 2, "int": 4, "uint": 4,
@@ -71,9 +75,16 @@ _WORK_ITEM_FUNCTIONS = (
 )
 
 
-def grid_groups(compute_units: int) -> int:
-    """Work groups of a persistent kernel's grid on a device of `compute_units`."""
-    return GROUPS if GROUPS is not None else compute_units * GROUPS_PER_CU
+def grid_sizes(compute_units: int) -> list[int]:
+    """Work groups of a persistent kernel's grid on a device of `compute_units`, to try
+    in turn: GROUPS_PER_CU per unit, then half as many, down to one per unit."""
+    if GROUPS is not None:
+        return [GROUPS]
+    per, sizes = GROUPS_PER_CU, []
+    while per >= 1:
+        sizes.append(compute_units * per)
+        per //= 2
+    return sizes
 
 
 def enabled(platform: str, is_gpu: bool, specialized: bool) -> bool:
@@ -251,7 +262,7 @@ inline void pk_grid_sync(volatile __global int* state, int target) {
     PK_FENCE();
     atomic_inc(state + PK_COUNT);
     for (int spins = 0; state[PK_COUNT] < target && !state[PK_FAILED]; ++spins) {
-      if (spins > PK_SPIN_LIMIT) state[PK_FAILED] = 1;
+      if (spins > state[PK_LIMIT]) state[PK_FAILED] = 1;
     }
     PK_FENCE();
   }
@@ -306,6 +317,6 @@ def _defines(ptx_fence: bool) -> str:
     """The macros the persistent kernels' prelude reads."""
     out = (
         f"#define PK_COUNT {COUNT}\n#define PK_OUT {OUT}\n#define PK_FAILED {FAILED}\n"
-        f"#define PK_SPIN_LIMIT {SPIN_LIMIT}\n"
+        f"#define PK_LIMIT {LIMIT}\n"
     )
     return out + ("#define PK_PTX_FENCE 1\n" if ptx_fence else "")
