@@ -152,33 +152,22 @@ def main() -> int:
     for groups, local in ((1, 256), (cu, 256)):
         g = (groups * local,)
         base = behind_spin(lambda: None)
-        for k in (1, N):
+        for what, kernel in (("empty kernels", empty), ("stencil layers", layer)):
+            for k in (1, N):
 
-            def more(g=g, local=local, k=k):
-                for i in range(k):
-                    cl.enqueue_nd_range_kernel(q, empty, g, (local,))
-                    if i % 6 == 0:
-                        q.flush()
+                def more(g=g, local=local, k=k, kernel=kernel):
+                    for i in range(k):
+                        if kernel is layer:
+                            layer.set_args(bufs[i & 1], bufs[1 - (i & 1)], np.int32(n))
+                        cl.enqueue_nd_range_kernel(q, kernel, g, (local,))
+                        if i % 6 == 0:
+                            q.flush()
 
-            t = behind_spin(more)
-            print(
-                f"behind a busy kernel ({base:.1f} us alone): {k} empty kernels of {groups} "
-                f"groups add {t - base:.1f} us, {(t - base) / k:.2f} us a kernel"
-            )
-        for k in (1, N):
-
-            def more(g=g, local=local, k=k):
-                for i in range(k):
-                    layer.set_args(bufs[i & 1], bufs[1 - (i & 1)], np.int32(n))
-                    cl.enqueue_nd_range_kernel(q, layer, g, (local,))
-                    if i % 6 == 0:
-                        q.flush()
-
-            t = behind_spin(more)
-            print(
-                f"behind a busy kernel: {k} stencil layers of {groups} groups add {t - base:.1f} us, "
-                f"{(t - base) / k:.2f} us a layer"
-            )
+                t = behind_spin(more)
+                print(
+                    f"behind a busy kernel ({base:.1f} us alone): {k} {what} of {groups} "
+                    f"groups add {t - base:.1f} us, {(t - base) / k:.2f} us each"
+                )
 
     for groups, local in ((1, 256), (cu, 256), (2 * cu, 256)):
         g = (groups * local,)

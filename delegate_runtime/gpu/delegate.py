@@ -201,11 +201,12 @@ class GpuSession:
         source = own.source
         info = self.device_info
         if persistent.enabled(info.platform, info.is_gpu, specialized=True):
+            texts = []
             for p, out in enumerate(lowered):
-                ptx = "NVIDIA" in info.platform
-                runs, text = persistent.plan_runs(source, out.launches, f"persistent{p}_", ptx)
-                out.runs = runs
-                source += text
+                out.runs, text = persistent.plan_runs(source, out.launches, f"persistent{p}_")
+                texts.append(text)
+            if any(out.runs for out in lowered):
+                source += persistent.prelude("NVIDIA" in info.platform) + "".join(texts)
         return source, "model"
 
     def _covers_whole_graph(self) -> bool:

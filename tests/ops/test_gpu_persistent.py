@@ -24,10 +24,11 @@ F = np.float32
 SHAPE = (1, 10, 12, 32)  #: the blocks' input (NHWC)
 
 
-def separable_blocks(blocks: int = 2) -> tuple[bytes, list[np.ndarray]]:
+def separable_blocks(blocks: int = 2, cumsum: bool = False) -> tuple[bytes, list[np.ndarray]]:
     """A 1x1 convolution, then `blocks` of 3x3 depthwise + RELU6 and 1x1 convolution +
     RELU6 (MobileNet's separable blocks), then a 1x1 convolution with K long enough to
-    split: GEMM and depthwise launches in one run."""
+    split: GEMM and depthwise launches in one run. With `cumsum`, a CUMSUM (no GPU
+    kernel) and the same again after it: two GPU partitions."""
     b = ModelBuilder()
     g = b.main
     x = g.input("x", SHAPE, F)
@@ -47,9 +48,18 @@ def separable_blocks(blocks: int = 2) -> tuple[bytes, list[np.ndarray]]:
         _same_depthwise(g, [x, wt, bias], y, "RELU6")
         return y
 
-    t = conv(x, c, 64, "in")
-    for i in range(blocks):
-        t = conv(depthwise(t, 64, f"d{i}"), 64, 64, f"p{i}")
+    def part(t, cin, tag):
+        t = conv(t, cin, 64, tag + "in")
+        for i in range(blocks):
+            t = conv(depthwise(t, 64, f"{tag}d{i}"), 64, 64, f"{tag}p{i}")
+        return t
+
+    t = part(x, c, "")
+    if cumsum:
+        axis = g.const("axis", np.array(3, np.int32))
+        summed = g.tensor("summed", (n, h, w, 64), F)
+        g.op("CUMSUM", [t, axis], [summed])
+        t = part(summed, 64, "b")
     g.output(conv(t, 64, 512, "out", act="NONE"))
     x0 = np.random.default_rng(3).uniform(-1, 1, SHAPE).astype(F)
     return b.build(), [x0]
@@ -120,3 +130,26 @@ def test_groups_the_device_cannot_hold_at_once_fall_back_to_launches(opencl_devi
     assert session.persistent_runs == (0, 0)
     for got, w in zip(session.invoke(inputs), want, strict=True):
         np.testing.assert_array_equal(got, w)
+
+
+def test_two_partitions_each_with_a_run_share_one_program(opencl_device, monkeypatch):
+    """A CUMSUM between two runs: two GPU partitions, a persistent kernel each in one
+    program (what the kernels share is defined once), the outputs those of the launches."""
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    model, inputs = separable_blocks(blocks=1, cumsum=True)
+    _one_group_per_unit(monkeypatch)
+    monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "1")
+    outs = {}
+    for flag in ("0", "1"):
+        monkeypatch.setenv("DEVICEFARM_GPU_PERSISTENT", flag)
+        session = GpuSession(read_model(model), max_delegated_partitions=2, log=io.StringIO())
+        assert len(session.executors) == 2
+        outs[flag] = session.invoke(inputs)
+    assert session.persistent_runs[1] == 2
+    assert [run.kernel for ex in session.executors for run, _ in ex.persistent] == [
+        "persistent0_0",
+        "persistent1_0",
+    ]
+    for got, want in zip(outs["1"], outs["0"], strict=True):
+        np.testing.assert_array_equal(got, want)

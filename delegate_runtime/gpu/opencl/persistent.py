@@ -105,7 +105,6 @@ class Run:
     start: int
     end: int
     kernel: str
-    vectors: tuple[int, ...]  #: each layer's int16 offset vectors (its copy's `offs*_`)
 
 
 @dataclass(frozen=True)
@@ -118,13 +117,11 @@ class _Layer:
     vectors: int
 
 
-def plan_runs(
-    source: str, launches: list[Launch], prefix: str, ptx_fence: bool = False
-) -> tuple[list[Run], str]:
+def plan_runs(source: str, launches: list[Launch], prefix: str) -> tuple[list[Run], str]:
     """The runs of `launches` (positions in one partition) that become persistent kernels
     and the source of those kernels, named `prefix`0, `prefix`1, ... `source` is the
-    model's program holding the launches' copies; `ptx_fence`: the grid barrier's fence
-    as NVIDIA's PTX (else OpenCL's mem_fence, enough on a CPU)."""
+    model's program holding the launches' copies; the program needs `prelude()` once
+    before the first such source."""
     text, _, spans = read_source(source)
     layers: list[_Layer | None] = []
     made: dict[tuple, _Layer | None] = {}
@@ -142,13 +139,13 @@ def plan_runs(
             name = f"{prefix}{len(runs)}"
             run_layers = [layer for layer in layers[start:end] if layer is not None]
             parts.append(_kernel(name, run_layers))
-            runs.append(Run(start, end, name, tuple(layer.vectors for layer in run_layers)))
+            runs.append(Run(start, end, name))
         start = end + 1
     if not runs:
         return [], ""
     used = {layers[i].name for run in runs for i in range(run.start, run.end)}  # type: ignore[union-attr]
     functions = [la.function for la in made.values() if la is not None and la.name in used]
-    return runs, _defines(ptx_fence) + _PRELUDE + "\n".join(functions) + "\n" + "\n".join(parts)
+    return runs, "\n".join(functions) + "\n" + "\n".join(parts)
 
 
 def _layer(text: str, spans: dict, launch: Launch, name: str) -> _Layer | None:
@@ -313,10 +310,11 @@ def _kernel(name: str, layers: list[_Layer]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _defines(ptx_fence: bool) -> str:
-    """The macros the persistent kernels' prelude reads."""
+def prelude(ptx_fence: bool) -> str:
+    """What every persistent kernel uses (once per program); `ptx_fence`: the grid
+    barrier's fence as NVIDIA's PTX (else OpenCL's mem_fence, enough on a CPU)."""
     out = (
         f"#define PK_COUNT {COUNT}\n#define PK_OUT {OUT}\n#define PK_FAILED {FAILED}\n"
         f"#define PK_LIMIT {LIMIT}\n"
     )
-    return out + ("#define PK_PTX_FENCE 1\n" if ptx_fence else "")
+    return out + ("#define PK_PTX_FENCE 1\n" if ptx_fence else "") + _PRELUDE
