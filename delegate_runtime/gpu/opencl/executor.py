@@ -179,13 +179,9 @@ class PartitionExecutor:
         cl = self.cl
         sizes = persistent.grid_sizes(self.queue.device.max_compute_units)
         for run in sorted(runs, key=lambda r: -r.start):  # later first: positions before hold
-            vectors = []
-            for launch in self.launches[run.start : run.end]:
-                copy = launch.copy_args
-                units = [self.arena.units(self._region(launch.args[p])) for p in copy.offsets]
-                block = np.zeros((-(-len(units) // OFFSETS_PER_PARAM), OFFSETS_PER_PARAM), np.int32)
-                block.reshape(-1)[: len(units)] = units
-                vectors.append(block.reshape(-1))
+            vectors = [
+                self._offset_vectors(ln).reshape(-1) for ln in self.launches[run.start : run.end]
+            ]
             header = np.zeros(persistent.HEADER, np.int32)
             header[persistent.LIMIT] = persistent.CHECK_SPINS
             flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
@@ -254,12 +250,17 @@ class PartitionExecutor:
         positions = range(len(launch.args)) if copy is None else copy.kept
         args = [self._arg(launch.args[p]) for p in positions]
         if copy is not None and copy.offsets:
-            units = [self.arena.units(self._region(launch.args[p])) for p in copy.offsets]
-            vectors = np.zeros((-(-len(units) // OFFSETS_PER_PARAM), OFFSETS_PER_PARAM), np.int32)
-            vectors.reshape(-1)[: len(units)] = units
-            args = [self.arena.buffer, *vectors, *args]
+            args = [self.arena.buffer, *self._offset_vectors(launch), *args]
         kernel.set_args(*args)
         return kernel, launch.gsize, launch.lsize
+
+    def _offset_vectors(self, launch: Any) -> np.ndarray:
+        """A specialized copy's buffer offsets in the arena, as its int16 parameters take
+        them: [vectors, OFFSETS_PER_PARAM] in ARENA_UNITs, zero past the last."""
+        units = [self.arena.units(self._region(launch.args[p])) for p in launch.copy_args.offsets]
+        vectors = np.zeros((-(-len(units) // OFFSETS_PER_PARAM), OFFSETS_PER_PARAM), np.int32)
+        vectors.reshape(-1)[: len(units)] = units
+        return vectors
 
     def _region(self, arg: Any) -> tuple:
         """The arena region holding a buffer argument."""

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from .cl_source import read_source
 from .launch import Launch
+from .specialize import OFFSETS_PER_PARAM
 
 #: Work items of a persistent kernel's group (the GEMM tiles' 16 x 16).
 GROUP_ITEMS = 256
@@ -131,6 +132,7 @@ def plan_runs(source: str, launches: list[Launch], prefix: str) -> tuple[list[Ru
             made[key] = _layer(text, spans, launch, f"pk_{len(made)}_{prefix}")
         layers.append(made[key])
     runs, parts, start = [], [], 0
+    functions: dict[str, str] = {}  # the layer functions the runs call, by name
     while start < len(layers):
         end = start
         while end < len(layers) and layers[end] is not None:
@@ -138,14 +140,14 @@ def plan_runs(source: str, launches: list[Launch], prefix: str) -> tuple[list[Ru
         if end - start >= MIN_LAYERS:
             name = f"{prefix}{len(runs)}"
             run_layers = [layer for layer in layers[start:end] if layer is not None]
+            for layer in run_layers:
+                functions.setdefault(layer.name, layer.function)
             parts.append(_kernel(name, run_layers))
             runs.append(Run(start, end, name))
         start = end + 1
     if not runs:
         return [], ""
-    used = {layers[i].name for run in runs for i in range(run.start, run.end)}  # type: ignore[union-attr]
-    functions = [la.function for la in made.values() if la is not None and la.name in used]
-    return runs, "\n".join(functions) + "\n" + "\n".join(parts)
+    return runs, "\n".join(functions.values()) + "\n" + "\n".join(parts)
 
 
 def _layer(text: str, spans: dict, launch: Launch, name: str) -> _Layer | None:
@@ -181,7 +183,7 @@ def _layer(text: str, spans: dict, launch: Launch, name: str) -> _Layer | None:
         f"  const int pk_l_[3] = {{vitem_ % {lsize[0]}, (vitem_ / {lsize[0]}) % {lsize[1]}, "
         f"vitem_ / {lsize[0] * lsize[1]}}};\n"
     )
-    vectors = len(re.findall(r"\bint16\s+offs\d*_", params))
+    vectors = -(-len(copy.offsets) // OFFSETS_PER_PARAM)  # its `offs*_` int16 parameters
     return _Layer(
         head + body + "\n}\n",
         name,
