@@ -26,6 +26,7 @@ import ast
 import contextlib
 import importlib
 import io
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,7 +42,8 @@ def parse_variant(text: str) -> tuple[str, list[tuple[Any, str, Any]]]:
     """'NAME=MODULE.CONST=VALUE,...' -> (NAME, [(module, CONST, value), ...])."""
     name, _, settings = text.partition("=")
     changes = []
-    for setting in settings.split(","):
+    # settings apart at commas that start the next MODULE.CONST= (values may hold commas)
+    for setting in re.split(r",(?=[A-Za-z_][\w.]*\.[A-Za-z_]\w*=)", settings):
         target, _, value = setting.partition("=")
         module_name, _, const = target.rpartition(".")
         module = importlib.import_module(f"delegate_runtime.gpu.{module_name}")

@@ -211,6 +211,21 @@ def test_wide_pointwise_after_a_stride1_depthwise_keeps_two_kernels(
     assert (session.fused_kernels().get(1) == (1, 0)) is fused, session.fused_kernels()
 
 
+@pytest.mark.parametrize("cout,fused", [(64, True), (128, False)], ids=["64", "128"])
+def test_depthwise_work_past_the_gemm_budget_keeps_two_kernels(opencl_device, cout, fused):
+    """A 5x5 depthwise over 40x40x32 is 1.28 million multiply-adds, done again for every
+    32-wide tile of the GEMM's output channels: 2.56 million at 64 channels (absorbed),
+    5.12 million at 128, past fusion.DEPTHWISE_MAX_GEMM_MACS (two kernels, as a
+    persistent kernel's layers on an H200 ran faster)."""
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl import fusion
+
+    assert 2_560_000 <= fusion.DEPTHWISE_MAX_GEMM_MACS < 5_120_000
+    model = separable((1, 40, 40, 32), cout, (40, 40), k=5, padding="SAME")().model
+    session = GpuSession(read_model(model), log=io.StringIO())
+    assert (session.fused_kernels().get(1) == (1, 0)) is fused, session.fused_kernels()
+
+
 def test_odd_channels_off_a_small_map_keep_two_kernels(opencl_device):
     """Channels not a multiple of four: the GEMM would compute the depthwise outputs one
     at a time, slower than the launch it saves (fusion.DEPTHWISE_ALIGNED)."""

@@ -52,6 +52,14 @@ MAX_STEPS = 3
 #: stride-2 depthwise (18-23 us against 22-26, 128-1024 channels), and lost at 256-1024
 #: channels after a stride-1 one (36-38 us against 31-34).
 DEPTHWISE_MAX_READER_CHANNELS = 128
+#: Off a small map, the most depthwise multiply-adds a GEMM absorbing the depthwise
+#: convolution may do: its window times its outputs, times the 32-wide tiles of output
+#: channels that each compute them again. Inside a persistent kernel a layer boundary
+#: costs about 1.2 us, not a launch's 3-4 us, and on an H200 (bench/ab_knobs.py,
+#: 2026-11-28, g) MobileNet v1 (7.2-14.5 million a GEMM) and palm_detection_lite (3.7-7.4)
+#: ran faster with their depthwise convolutions apart, face_detection_short_range (at
+#: most 0.9), hand_landmark_lite (3.8) and MobileNetV2 (4.1) slower.
+DEPTHWISE_MAX_GEMM_MACS = 5_000_000
 #: On a map of at most this many pixels, a stride-1 depthwise convolution is absorbed by
 #: a 1x1 convolution of up to DEPTHWISE_SMALL_MAP_CHANNELS output channels: recomputing a
 #: 7x7 map's depthwise outputs per tile of channels costs less than a launch (NASNet's
@@ -533,7 +541,7 @@ def _sole_input_producer(
 
 def _recomputes_too_often(depthwise: Operator, conv: Operator, sg: Subgraph) -> bool:
     """Whether fusing `depthwise` into `conv` would cost more than it saves (see
-    DEPTHWISE_MAX_READER_CHANNELS and DEPTHWISE_SMALL_MAP_PIXELS)."""
+    DEPTHWISE_MAX_READER_CHANNELS, DEPTHWISE_MAX_GEMM_MACS and DEPTHWISE_SMALL_MAP_PIXELS)."""
     o = depthwise.options
     strided = o.get("stride_h", 1) > 1 or o.get("stride_w", 1) > 1
     channels = sg.tensors[conv.outputs[0]].shape[-1]
@@ -541,6 +549,9 @@ def _recomputes_too_often(depthwise: Operator, conv: Operator, sg: Subgraph) -> 
     if h * w <= DEPTHWISE_SMALL_MAP_PIXELS and channels <= DEPTHWISE_SMALL_MAP_CHANNELS:
         return False
     if c % DEPTHWISE_ALIGNED:
+        return True
+    _, kh, kw, _ = sg.tensors[depthwise.inputs[1]].shape  # [1, kh, kw, channels]
+    if kh * kw * h * w * c * -(-channels // 32) > DEPTHWISE_MAX_GEMM_MACS:
         return True
     return not strided and channels > DEPTHWISE_MAX_READER_CHANNELS
 
