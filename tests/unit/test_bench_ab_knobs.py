@@ -1,0 +1,40 @@
+"""bench/ab_knobs.py's --variant parsing: settings apart at the commas that start the next
+MODULE.CONST=, so a value may hold commas of its own (a dict of GEMM variants)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from delegate_runtime.gpu.opencl import fusion, program
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "ab_knobs.py"
+
+
+def _ab_knobs():
+    spec = importlib.util.spec_from_file_location("ab_knobs", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_value_holding_commas_is_one_setting():
+    text = (
+        'tk32=opencl.program.GEMM_VARIANTS={"gemm64": (64, 4, 32), "gemm32": (32, 2, 32)},'
+        "opencl.fusion.DEPTHWISE_MAX_GEMM_MACS=7"
+    )
+    name, changes = _ab_knobs().parse_variant(text)
+    assert name == "tk32"
+    assert changes == [
+        (program, "GEMM_VARIANTS", {"gemm64": (64, 4, 32), "gemm32": (32, 2, 32)}),
+        (fusion, "DEPTHWISE_MAX_GEMM_MACS", 7),
+    ]
+
+
+def test_an_unknown_constant_is_refused():
+    with pytest.raises(SystemExit, match="has no NO_SUCH"):
+        _ab_knobs().parse_variant("x=opencl.fusion.NO_SUCH=1")
