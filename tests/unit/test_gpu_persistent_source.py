@@ -51,3 +51,44 @@ def test_grid_sizes_halve_down_to_one_group_per_compute_unit(monkeypatch):
 def test_where_persistent_kernels_are_used(monkeypatch, env, platform, is_gpu, specialized, want):
     monkeypatch.setenv(persistent.ENV, env)
     assert persistent.enabled(platform, is_gpu, specialized) is want
+
+
+def _layers() -> list:
+    """Two layer functions as plan_runs makes them (only what _kernel reads matters)."""
+    return [
+        persistent._Layer("", "pk_0_x", groups=8, items=256, local_bytes=64, vectors=1),
+        persistent._Layer("", "pk_1_x", groups=3, items=64, local_bytes=0, vectors=2),
+    ]
+
+
+def test_layers_meet_at_a_barrier_between_them_and_stamps_come_off_by_default():
+    text = persistent._kernel("persistent0_x", _layers())
+    assert text.count("pk_grid_sync(state, 1);") == 1
+    assert "pk_grid_sync(state, 2);" not in text  # nothing after the last layer waits
+    assert "PK_STAMP" not in text and "stamps_" not in text
+
+
+def test_layer_stamps_open_the_kernel_and_follow_every_barrier(monkeypatch):
+    """With LAYER_STAMPS a barrier follows the last layer too, so each stamp marks when
+    every group was done with its layer; the stamps lie past the layers' offset vectors."""
+    monkeypatch.setattr(persistent, "LAYER_STAMPS", True)
+    text = persistent._kernel("persistent0_x", _layers())
+    at, words = persistent.stamp_words(2, 3)
+    assert (at, words) == (persistent.HEADER + 3 * 16, 3 * persistent.STAMP_WORDS)
+    assert at % 2 == 0  # 64-bit words
+    assert f"(__global ulong*)(state + {at})" in text
+    order = ["PK_STAMP(0)", "pk_0_x(", "pk_grid_sync(state, 1)", "PK_STAMP(1)", "pk_1_x("]
+    order += ["pk_grid_sync(state, 2)", "PK_STAMP(2)", "pk_leave(state)"]
+    at_text = [text.index(piece) for piece in order]
+    assert at_text == sorted(at_text)
+
+
+@pytest.mark.parametrize("release_acquire", [True, False])
+def test_the_barrier_arrival_is_chosen_in_the_prelude(monkeypatch, release_acquire):
+    """NVIDIA's programs say which arrival their barriers use; a CPU device's program has
+    no PTX at all, whatever the setting."""
+    monkeypatch.setattr(persistent, "BARRIER_RELEASE_ACQUIRE", release_acquire)
+    nvidia = persistent.prelude(ptx_fence=True)
+    assert f"#define PK_RELACQ {int(release_acquire)}\n" in nvidia
+    assert "#define PK_PTX_FENCE 1" in nvidia
+    assert "#define PK_PTX_FENCE" not in persistent.prelude(ptx_fence=False)

@@ -184,8 +184,14 @@ class PartitionExecutor:
             ]
             header = np.zeros(persistent.HEADER, np.int32)
             header[persistent.LIMIT] = persistent.CHECK_SPINS
+            words = np.concatenate([header, *vectors])
+            if persistent.LAYER_STAMPS:
+                at, n = persistent.stamp_words(
+                    len(vectors), (len(words) - len(header)) // OFFSETS_PER_PARAM
+                )
+                words = np.concatenate([words, np.zeros(at + n - len(words), np.int32)])
             flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
-            state = cl.Buffer(ctx, flags, hostbuf=np.concatenate([header, *vectors]))
+            state = cl.Buffer(ctx, flags, hostbuf=words)
             kernel = cl.Kernel(program, run.kernel)
             kernel.set_args(self.arena.buffer, state)
             for groups in sizes:

@@ -57,6 +57,17 @@ RUN_SPINS = 1 << 30
 ON = True
 #: "1"/"0" forces persistent runs on/off on every device (tests on PoCL).
 ENV = "DEVICEFARM_GPU_PERSISTENT"
+#: Diagnostics (bench/persistent_layers.py): group 0 writes NVIDIA's clocks into the state
+#: buffer past the offsets at the start and after each layer's barrier (a last barrier is
+#: added after the last layer). Each stamp is STAMP_WORDS ints: %globaltimer (ns) then
+#: %clock64 (its SM's cycles), as two 64-bit words. NVIDIA only (inline PTX).
+LAYER_STAMPS = False
+STAMP_WORDS = 4
+#: On NVIDIA, a group arrives at a grid barrier with a release reduction (no fence, no
+#: returned count) and polls with acquire loads; else (and off NVIDIA) a fence, an atomic,
+#: volatile loads and a fence, as CUDA's cooperative groups once did (bench/ab_knobs.py
+#: measures both: docs/benchmarks.md).
+BARRIER_RELEASE_ACQUIRE = True
 #: The persistent kernels' state, one int buffer per run: barrier count, groups out,
 #: failed, spin limit, then each layer's arena offsets (16 ints a vector).
 COUNT, OUT, FAILED, LIMIT, HEADER = 0, 1, 2, 3, 4
@@ -250,20 +261,42 @@ _PRELUDE = r"""
 #define pk_global_size(d) ((size_t)(pk_ng_[d] * pk_ls_[d]))
 #ifdef PK_PTX_FENCE
 #define PK_FENCE() asm volatile("fence.acq_rel.gpu;" ::: "memory")
+// Group 0's first item writes stamp i: the global nanosecond timer, then its SM's clock.
+#define PK_STAMP(i) do { if (g == 0 && t == 0) { ulong ns_, ck_; \
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns_)); \
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(ck_)); \
+  stamps_[2 * (i)] = ns_; stamps_[2 * (i) + 1] = ck_; } } while (0)
+#if PK_RELACQ  // arrive with a release reduction, poll with acquire loads
+#define PK_ARRIVE(p) asm volatile("red.release.gpu.global.add.s32 [%0], 1;" :: "l"((ulong)(p)) : "memory")
+inline int pk_poll(volatile __global int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"((ulong)(p)) : "memory");
+  return v;
+}
+#define PK_POLL(p) pk_poll(p)
+#define PK_AFTER_POLL() do { } while (0)
+#endif
 #else
 #define PK_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#define PK_STAMP(i) do { } while (0)
 #endif
-// Every group arrives, then all leave: barrier `target` waits for that many arrivals in
-// all; a spin past the limit marks the run failed, which releases every barrier after.
-inline void pk_grid_sync(volatile __global int* state, int target) {
+#ifndef PK_ARRIVE  // a fence, then an atomic; volatile loads, then a fence
+#define PK_ARRIVE(p) do { PK_FENCE(); atomic_inc(p); } while (0)
+#define PK_POLL(p) (*(p))
+#define PK_AFTER_POLL() PK_FENCE()
+#endif
+// Every group arrives, then all leave: barrier `b` (1, 2, ...) waits until the count holds
+// b arrivals of every group; a spin past the limit marks the run failed, which releases
+// every barrier after.
+inline void pk_grid_sync(volatile __global int* state, int b) {
   barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
   if (get_local_id(0) == 0) {
-    PK_FENCE();
-    atomic_inc(state + PK_COUNT);
-    for (int spins = 0; state[PK_COUNT] < target && !state[PK_FAILED]; ++spins) {
+    PK_ARRIVE(state + PK_COUNT);
+    int target = b * get_num_groups(0);
+    for (int spins = 0; PK_POLL(state + PK_COUNT) < target && !state[PK_FAILED]; ++spins) {
       if (spins > state[PK_LIMIT]) state[PK_FAILED] = 1;
     }
-    PK_FENCE();
+    PK_AFTER_POLL();
   }
   barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
 }
@@ -281,6 +314,14 @@ inline void pk_leave(volatile __global int* state) {
 """
 
 
+def stamp_words(layers: int, vectors: int) -> tuple[int, int]:
+    """Where a run's stamps start in its state buffer (ints, 64-bit aligned) and how many
+    ints they take: one stamp before the first of `layers` and one after each."""
+    start = HEADER + vectors * OFFSETS_PER_PARAM
+    start += start % 2
+    return start, (layers + 1) * STAMP_WORDS
+
+
 def _kernel(name: str, layers: list[_Layer]) -> str:
     """The persistent kernel walking `layers` in order."""
     local_bytes = max([layer.local_bytes for layer in layers] + [32])
@@ -291,6 +332,10 @@ def _kernel(name: str, layers: list[_Layer]) -> str:
         "  int g = get_group_id(0), G = get_num_groups(0), t = get_local_id(0);",
         f"  __global const int* offs = (__global const int*)state + {HEADER};",
     ]
+    if LAYER_STAMPS:
+        at, _ = stamp_words(len(layers), sum(layer.vectors for layer in layers))
+        lines.append(f"  __global ulong* stamps_ = (__global ulong*)(state + {at});")
+        lines.append("  PK_STAMP(0);")
     vector = 0
     for i, layer in enumerate(layers):
         at = GROUP_ITEMS // layer.items  # virtual groups at a time
@@ -305,8 +350,10 @@ def _kernel(name: str, layers: list[_Layer]) -> str:
             lines.append(f"    int v = base + t / {layer.items};")
             lines.append(f"    if (v < {layer.groups}) {call};")
         lines.append("  }")
-        if i + 1 < len(layers):
-            lines.append(f"  pk_grid_sync(state, {i + 1} * G);")
+        if i + 1 < len(layers) or LAYER_STAMPS:
+            lines.append(f"  pk_grid_sync(state, {i + 1});")
+        if LAYER_STAMPS:
+            lines.append(f"  PK_STAMP({i + 1});")
     lines.append("  pk_leave(state);")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -317,6 +364,6 @@ def prelude(ptx_fence: bool) -> str:
     barrier's fence as NVIDIA's PTX (else OpenCL's mem_fence, enough on a CPU)."""
     out = (
         f"#define PK_COUNT {COUNT}\n#define PK_OUT {OUT}\n#define PK_FAILED {FAILED}\n"
-        f"#define PK_LIMIT {LIMIT}\n"
+        f"#define PK_LIMIT {LIMIT}\n#define PK_RELACQ {int(BARRIER_RELEASE_ACQUIRE)}\n"
     )
     return out + ("#define PK_PTX_FENCE 1\n" if ptx_fence else "") + _PRELUDE
