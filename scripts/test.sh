@@ -3,8 +3,10 @@
 #   1. makes a fresh virtualenv (.venv-test) and installs the project with its test extras
 #      there, so an undeclared import fails here as it would on a user's machine;
 #   2. installs and starts the services the tiers use (scripts/setup-services.sh);
-#   3. lints, runs every test tier and the shared conformance cases (../shared);
-#   4. in a second fresh virtualenv with only the extras the README's main job names
+#   3. builds the Keras half of the model zoo where files are missing, in its own fresh
+#      virtualenv (.venv-zoo, extras: zoo: TensorFlow stays out of the tested one);
+#   4. lints, runs every test tier and the shared conformance cases (../shared);
+#   5. in a third fresh virtualenv with only the extras the README's main job names
 #      (farm, gpu), runs the README's main job and the dataset/accuracy tools.
 # Under CI=true nothing is skipped: a missing service, oracle or ../shared fails the run.
 set -euo pipefail
@@ -25,6 +27,19 @@ fresh_venv .venv-test dev
 # shellcheck disable=SC1091
 . .venv-test/bin/activate
 bash scripts/setup-services.sh
+
+# the folder tests/models reads the Keras files from, if any file of the zoo is missing
+keras_out=$(python -c '
+from tests.models import zoo
+missing = [m for m in zoo.KERAS_MODELS if zoo.keras_model(*m) is None]
+print(zoo.zoo_dir() / "keras" if missing else "")')
+if [ -n "$keras_out" ]; then
+  echo "== Keras zoo (scripts/make_keras_zoo.py into $keras_out; fresh virtualenv .venv-zoo, extras: zoo)"
+  fresh_venv .venv-zoo zoo
+  .venv-zoo/bin/python scripts/make_keras_zoo.py --out "$keras_out"
+else
+  echo "== Keras zoo: every file present"
+fi
 
 echo "== lint"
 ruff check .
