@@ -37,7 +37,7 @@ def layer_table(path: str, precision: str, device: str | None, invokes: int) -> 
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
     from delegate_runtime.gpu.opencl import persistent
-    from delegate_runtime.gpu.opencl.specialize import OFFSETS_PER_PARAM, generic_name
+    from delegate_runtime.gpu.opencl.specialize import generic_name
 
     persistent.LAYER_STAMPS = True
     model = load_model(path)
@@ -46,15 +46,7 @@ def layer_table(path: str, precision: str, device: str | None, invokes: int) -> 
     runs = [(ex, run, state) for ex in session.executors for run, state in ex.persistent]
     if not runs:
         raise SystemExit(f"{path}: no persistent kernel on this device ({session.device_info})")
-    layouts = []
-    for ex, run, state in runs:
-        layers = run.end - run.start
-        vectors = sum(
-            -(-len(ln.copy_args.offsets) // OFFSETS_PER_PARAM)
-            for ln in ex.launches[run.start : run.end]
-        )
-        at, n = persistent.stamp_words(layers, vectors)
-        layouts.append((at, n, np.empty(state.size // 4, np.int32)))
+    hosts = [np.empty(state.size // 4, np.int32) for _, _, state in runs]
     deltas = [[[] for _ in range(run.end - run.start)] for _, run, _ in runs]
     cycles = [[[] for _ in range(run.end - run.start)] for _, run, _ in runs]
     after_start: list[float] = []
@@ -64,9 +56,9 @@ def layer_table(path: str, precision: str, device: str | None, invokes: int) -> 
         t0 = time.perf_counter_ns()
         session.invoke(xs)
         wall = (time.perf_counter_ns() - t0) / 1e3
-        for r, ((_, _, state), (at, n, host)) in enumerate(zip(runs, layouts, strict=True)):
+        for r, ((ex, run, state), host) in enumerate(zip(runs, hosts, strict=True)):
             cl.enqueue_copy(session.queue, host, state)
-            stamps = host[at : at + n].view(np.uint64).reshape(-1, 2).astype(np.int64)
+            stamps = host[ex.stamps[run.kernel]].view(np.uint64).reshape(-1, 2).astype(np.int64)
             if i < 20:
                 continue  # warm-up
             for k in range(len(stamps) - 1):
@@ -111,7 +103,7 @@ def layer_table(path: str, precision: str, device: str | None, invokes: int) -> 
         (i, ln)
         for ex in session.executors
         for i, ln in enumerate(ex.launches)
-        if not any(run.start <= i < run.end for _, run, _ in runs)
+        if not any(owner is ex and run.start <= i < run.end for owner, run, _ in runs)
     ]
     print(
         "\nlaunches outside persistent kernels: "

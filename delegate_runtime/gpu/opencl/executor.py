@@ -156,6 +156,8 @@ class PartitionExecutor:
             self.enqueued = list(self.kernels)
             #: the runs that became persistent kernels, each with its state buffer
             self.persistent: list[tuple[Run, Any]] = []
+            #: with persistent.LAYER_STAMPS, where each run's stamps lie in its state (ints)
+            self.stamps: dict[str, slice] = {}
             if lowered.runs and not profiling:
                 self._persist(ctx, program, lowered.runs)
         except cl.Error as exc:
@@ -190,6 +192,7 @@ class PartitionExecutor:
                     len(vectors), (len(words) - len(header)) // OFFSETS_PER_PARAM
                 )
                 words = np.concatenate([words, np.zeros(at + n - len(words), np.int32)])
+                self.stamps[run.kernel] = slice(at, at + n)
             flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
             state = cl.Buffer(ctx, flags, hostbuf=words)
             kernel = cl.Kernel(program, run.kernel)
