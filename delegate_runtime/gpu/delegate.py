@@ -86,6 +86,9 @@ class GpuSession:
         #: (an event per launch: profiling); "" with no GPU partition
         self.launch_loop = ""
         self.launch_loop_why = ""  #: why "python" rather than "c", where it is
+        #: whether the partitions' inputs and outputs lie in host memory the GPU reads and
+        #: writes itself (opencl/host_edges.py), rather than being copied in and out
+        self.host_edges = False
         self._phase("fold_and_partition", start)
         if self.delegation.delegated_nodes:
             self._prepare_gpu(model.sha256)
@@ -106,6 +109,7 @@ class GpuSession:
         from .opencl.const_types import float32_consts, weights_in_half
         from .opencl.edges import with_edges
         from .opencl.executor import PartitionExecutor
+        from .opencl.host_edges import host_edges_for
         from .opencl.lowering import Lowerer
         from .opencl.native_loop import native_loop, unavailable
         from .opencl.program import build_program, program_source
@@ -123,6 +127,8 @@ class GpuSession:
         self.queue = guarded(
             "creating a command queue", lambda: cl.CommandQueue(self.ctx, device, properties=props)
         )
+        edges = None if opts.profiling else host_edges_for(self.ctx, self.queue)
+        self.host_edges = edges is not None
         t = self._phase("context", t)
         sg = self.model.main
         lowered = []
@@ -131,7 +137,7 @@ class GpuSession:
             ins, outs = _boundary(sg, nodes)
             lowerer.lower_partition(nodes, set(outs))
             out = lowerer.out
-            if opts.precision == "fp16":
+            if opts.precision == "fp16" or edges is not None:
                 out = with_edges(out, {t: sg.tensors[t].size for t in (*ins, *outs)}, ins, outs)
             lowered.append((out, ins, outs))
         t = self._phase("lower", t)
@@ -175,6 +181,7 @@ class GpuSession:
                     pinned_host=self.device_info.is_gpu,
                     native=native,
                     float_consts=frozenset(floats),
+                    host_edges=edges,
                 )
             )
         self._phase("upload", t)
@@ -290,6 +297,7 @@ class GpuSession:
             "program_from_cache": self.program_from_cache,
             "launch_loop": self.launch_loop,
             "persistent_runs": list(self.persistent_runs),
+            "host_edges": self.host_edges,
             "init_seconds": self.init_seconds,
         }
 

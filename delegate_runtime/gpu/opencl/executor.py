@@ -95,6 +95,7 @@ class PartitionExecutor:
         pinned_host: bool = False,
         native: Any = None,
         float_consts: frozenset[str] = frozenset(),
+        host_edges: Any = None,
     ):
         import pyopencl as cl
 
@@ -136,15 +137,22 @@ class PartitionExecutor:
                 scratch,
                 whole=any(ln.copy_args and ln.copy_args.offsets for ln in rooted.launches),
             )
-            #: float32 buffers that half-storage inputs and outputs pass through (edges.py)
-            self.staging = {
-                a.tensor: cl.Buffer(
-                    ctx, cl.mem_flags.READ_WRITE, max(4 * self.sg.tensors[a.tensor].size, 4)
-                )
-                for ln in rooted.launches
-                for a in ln.args
-                if isinstance(a, Staging)
-            }
+            #: float32 buffers that inputs and outputs pass through (edges.py)
+            self.staging: dict[int, Any] = {}
+            #: the staging buffers in host memory, as the host sees them (host_edges.py)
+            self.mapped: dict[int, np.ndarray] = {}
+            for t in dict.fromkeys(
+                a.tensor for ln in rooted.launches for a in ln.args if isinstance(a, Staging)
+            ):
+                tensor = self.sg.tensors[t]
+                if host_edges is not None:
+                    buf, mapped = host_edges.buffer(4 * tensor.size)
+                    self.mapped[t] = (
+                        mapped[: 4 * tensor.size].view(np.float32).reshape(tensor.shape)
+                    )
+                else:
+                    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(4 * tensor.size, 4))
+                self.staging[t] = buf
             self.launches = rooted.launches
             self.kernels = [self._bind(program, launch) for launch in rooted.launches]
             self.nodes = [launch.node for launch in rooted.launches]
@@ -162,13 +170,16 @@ class PartitionExecutor:
                 self._persist(ctx, program, lowered.runs)
         except cl.Error as exc:
             raise device_error(exc, "preparing the GPU partition") from exc
-        self.sources = [self._edge_buffer(t) for t in self.outputs]
-        self.destinations = [self._edge_buffer(t) for t in inputs]
+        #: the copies an invoke enqueues: inputs in, outputs out (not those in host memory)
+        self.uploaded = [t for t in inputs if t not in self.mapped]
+        self.downloaded = [t for t in self.outputs if t not in self.mapped]
+        self.sources = [self._edge_buffer(t) for t in self.downloaded]
+        self.destinations = [self._edge_buffer(t) for t in self.uploaded]
         lib = None if profiling else opencl_library()
         self.hot = HotPath(lib, queue, self.enqueued, native) if lib is not None else None
         pin = pinned_host and self.hot is not None
-        self.pinned = self._pin(ctx, self.input_tensors) if pin else {}
-        self.pinned_out = self._pin(ctx, self.outputs) if pin else {}
+        self.pinned = self._pin(ctx, self.uploaded) if pin else {}
+        self.pinned_out = self._pin(ctx, self.downloaded) if pin else {}
         self.last_events: list[Any] = []
 
     def _persist(self, ctx: Any, program: Any, runs: list[Run]) -> None:
@@ -196,7 +207,7 @@ class PartitionExecutor:
             flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
             state = cl.Buffer(ctx, flags, hostbuf=words)
             kernel = cl.Kernel(program, run.kernel)
-            kernel.set_args(self.arena.buffer, state)
+            kernel.set_args(self.arena.buffer, state, *[self.staging[t] for t in run.edges])
             for groups in sizes:
                 entry = (kernel, (groups * persistent.GROUP_ITEMS,), (persistent.GROUP_ITEMS,))
                 cl.enqueue_nd_range_kernel(self.queue, *entry)
@@ -311,6 +322,8 @@ class PartitionExecutor:
         return self.arena.locate(("buffer", self.plan.buffer_of[self.root(t)]))
 
     def _output_host(self, t: int) -> np.ndarray:
+        if t in self.mapped:
+            return self.mapped[t]
         if t in self.pinned_out:
             return self.pinned_out[t]
         staged = t in self.staging
@@ -318,19 +331,25 @@ class PartitionExecutor:
 
     def run(self, values: dict[int, np.ndarray]) -> None:
         """Read the partition's inputs from `values` and write its outputs there."""
-        hosts = [self._to_host(t, values[t]) for t in self.input_tensors]
-        for i, t in enumerate(self.input_tensors):
-            if t in self.pinned:
-                np.copyto(self.pinned[t], hosts[i])
-                hosts[i] = self.pinned[t]
-        # _from_storage copies, so a pinned array is free again once its result is made
-        results = [(t, self._output_host(t)) for t in self.outputs]
+        hosts = []
+        for t in self.input_tensors:
+            x = self._to_host(t, values[t])
+            if t in self.mapped:  # the device reads it there: no copy to enqueue
+                np.copyto(self.mapped[t], x)
+            elif t in self.pinned:
+                np.copyto(self.pinned[t], x)
+                hosts.append(self.pinned[t])
+            else:
+                hosts.append(x)
+        # _from_storage copies, so a pinned or mapped array is free again once its result is made
+        results = [(t, self._output_host(t)) for t in self.downloaded]
         if self.hot is not None:
             self._run_hot(hosts, results)
         else:
             self._run_pyopencl(hosts, results)
-        for t, host in results:
-            values[t] = self._from_storage(t, host)
+        read = dict(results)
+        for t in self.outputs:
+            values[t] = self._from_storage(t, read[t] if t in read else self.mapped[t])
 
     def _run_hot(self, hosts: list[np.ndarray], results: list[tuple[int, np.ndarray]]) -> None:
         hot = self.hot

@@ -35,8 +35,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from .cl_source import read_source
-from .launch import Launch
+from .cl_source import kernel_params, read_source
+from .launch import Launch, Staging
 from .specialize import OFFSETS_PER_PARAM
 
 #: Work items of a persistent kernel's group (the GEMM tiles' 16 x 16).
@@ -112,11 +112,13 @@ def enabled(platform: str, is_gpu: bool, specialized: bool) -> bool:
 
 @dataclass(frozen=True)
 class Run:
-    """Launches start .. end - 1 of a partition, run as persistent kernel `kernel`."""
+    """Launches start .. end - 1 of a partition, run as persistent kernel `kernel`, which
+    takes the arena, its state and then the staging buffers of `edges` (tensors)."""
 
     start: int
     end: int
     kernel: str
+    edges: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -150,11 +152,14 @@ def plan_runs(source: str, launches: list[Launch], prefix: str) -> tuple[list[Ru
             end += 1
         if end - start >= MIN_LAYERS:
             name = f"{prefix}{len(runs)}"
-            run_layers = [layer for layer in layers[start:end] if layer is not None]
-            for layer in run_layers:
+            calls = []
+            for launch, layer in zip(launches[start:end], layers[start:end], strict=True):
+                assert layer is not None  # the run holds layers only
                 functions.setdefault(layer.name, layer.function)
-            parts.append(_kernel(name, run_layers))
-            runs.append(Run(start, end, name))
+                calls.append((layer, _edge_args(source, launch)))
+            edges = tuple(dict.fromkeys(t for _, args in calls for t, _ in args))
+            parts.append(_kernel(name, calls, edges))
+            runs.append(Run(start, end, name, edges))
         start = end + 1
     if not runs:
         return [], ""
@@ -162,9 +167,12 @@ def plan_runs(source: str, launches: list[Launch], prefix: str) -> tuple[list[Ru
 
 
 def _layer(text: str, spans: dict, launch: Launch, name: str) -> _Layer | None:
-    """`launch`'s copy as a layer function, None where it cannot be one."""
+    """`launch`'s copy as a layer function, None where it cannot be one: it must take
+    the arena and, besides, staging buffers only (a partition's edges: edges.py)."""
     copy = launch.copy_args
-    if copy is None or copy.kept or not copy.offsets or launch.lsize is None:
+    if copy is None or not copy.offsets or launch.lsize is None:
+        return None
+    if not all(isinstance(launch.args[i], Staging) for i in copy.kept):
         return None
     span = spans.get(launch.kernel)
     if span is None:
@@ -203,6 +211,16 @@ def _layer(text: str, spans: dict, launch: Launch, name: str) -> _Layer | None:
         local_bytes,
         vectors,
     )
+
+
+def _edge_args(source: str, launch: Launch) -> tuple[tuple[int, str], ...]:
+    """The staging buffers a layer's copy takes after its offsets: (tensor, parameter
+    type) each, in its parameters' order."""
+    kept = launch.copy_args.kept if launch.copy_args else ()
+    if not kept:
+        return ()
+    params = kernel_params(source, launch.kernel)[-len(kept) :]
+    return tuple((launch.args[i].tensor, p.type) for i, p in zip(kept, params, strict=True))
 
 
 def _dims3(size: tuple[int, ...]) -> tuple[int, int, int]:
@@ -322,12 +340,17 @@ def stamp_words(layers: int, vectors: int) -> tuple[int, int]:
     return start, (layers + 1) * STAMP_WORDS
 
 
-def _kernel(name: str, layers: list[_Layer]) -> str:
-    """The persistent kernel walking `layers` in order."""
+def _kernel(
+    name: str, calls: list[tuple[_Layer, tuple[tuple[int, str], ...]]], edges: tuple[int, ...]
+) -> str:
+    """The persistent kernel calling each layer in order, each with its staging buffers
+    (`edges`: the kernel's parameters `edge0_` ... after the state)."""
+    layers = [layer for layer, _ in calls]
     local_bytes = max([layer.local_bytes for layer in layers] + [32])
+    edge_params = "".join(f", __global uchar* edge{i}_" for i in range(len(edges)))
     lines = [
         f"__kernel __attribute__((reqd_work_group_size({GROUP_ITEMS}, 1, 1)))",
-        f"void {name}(__global uchar* arena_, volatile __global int* state) {{",
+        f"void {name}(__global uchar* arena_, volatile __global int* state{edge_params}) {{",
         f"  __local float4 lmem_[{-(-local_bytes // 16)}] __attribute__((aligned(32)));",
         "  int g = get_group_id(0), G = get_num_groups(0), t = get_local_id(0);",
         f"  __global const int* offs = (__global const int*)state + {HEADER};",
@@ -337,9 +360,10 @@ def _kernel(name: str, layers: list[_Layer]) -> str:
         lines.append(f"  __global ulong* stamps_ = (__global ulong*)(state + {at});")
         lines.append("  PK_STAMP(0);")
     vector = 0
-    for i, layer in enumerate(layers):
+    for i, (layer, edge_args) in enumerate(calls):
         at = GROUP_ITEMS // layer.items  # virtual groups at a time
         offsets = ", ".join(f"vload16({vector + v}, offs)" for v in range(layer.vectors))
+        offsets += "".join(f", ({kind})edge{edges.index(t)}_" for t, kind in edge_args)
         vector += layer.vectors
         call = f"{layer.name}(arena_, {offsets}, (__local uchar*)lmem_, v, t % {layer.items})"
         lines.append(f"  for (int base = g * {at}; base < {layer.groups}; base += G * {at}) {{")

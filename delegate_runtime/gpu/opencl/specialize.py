@@ -37,8 +37,10 @@ from .cl_source import KERNEL_HEAD, Param, kernel_params, read_source
 from .launch import IN_ARENA, CopyArgs, Launch
 
 #: Kernels whose int and float arguments are fixed (name prefixes): the convolution
-#: kernels, where the time is. Other kernels get one copy, shared by their launches.
-SPECIALIZED_PREFIXES = ("gemm", "depthwise")
+#: kernels, where the time is, and those ending a classifier and at a partition's edges,
+#: whose copies then take nothing but buffers and can join a persistent kernel
+#: (persistent.py). Other kernels get one copy, shared by their launches.
+SPECIALIZED_PREFIXES = ("gemm", "depthwise", "mean_axis", "softmax", "to_storage", "from_storage")
 #: Copies read their buffers through the arena (ab_knobs can turn it off to compare).
 ARENA = True
 #: Buffer offsets per int16 parameter of a copy.
