@@ -61,8 +61,12 @@ def _layers() -> list:
     ]
 
 
+def _calls(edges: tuple = ((), ())) -> list:
+    return list(zip(_layers(), edges, strict=True))
+
+
 def test_layers_meet_at_a_barrier_between_them_and_stamps_come_off_by_default():
-    text = persistent._kernel("persistent0_x", _layers())
+    text = persistent._kernel("persistent0_x", _calls(), ())
     assert text.count("pk_grid_sync(state, 1);") == 1
     assert "pk_grid_sync(state, 2);" not in text  # nothing after the last layer waits
     assert "PK_STAMP" not in text and "stamps_" not in text
@@ -72,7 +76,7 @@ def test_layer_stamps_open_the_kernel_and_follow_every_barrier(monkeypatch):
     """With LAYER_STAMPS a barrier follows the last layer too, so each stamp marks when
     every group was done with its layer; the stamps lie past the layers' offset vectors."""
     monkeypatch.setattr(persistent, "LAYER_STAMPS", True)
-    text = persistent._kernel("persistent0_x", _layers())
+    text = persistent._kernel("persistent0_x", _calls(), ())
     at, words = persistent.stamp_words(2, 3)
     assert (at, words) == (persistent.HEADER + 3 * 16, 3 * persistent.STAMP_WORDS)
     assert at % 2 == 0  # 64-bit words
@@ -92,3 +96,15 @@ def test_the_barrier_arrival_is_chosen_in_the_prelude(monkeypatch, release_acqui
     assert f"#define PK_RELACQ {int(release_acquire)}\n" in nvidia
     assert "#define PK_PTX_FENCE 1" in nvidia
     assert "#define PK_PTX_FENCE" not in persistent.prelude(ptx_fence=False)
+
+
+def test_staging_buffers_are_the_kernels_parameters_after_its_state():
+    """A layer taking a partition's edge (a staging buffer) is passed the kernel's own
+    parameter for it, cast to the layer's parameter type, one parameter per tensor."""
+    calls = _calls((((7, "__global const float*"),), ((9, "__global float*"),)))
+    text = persistent._kernel("persistent0_x", calls, (7, 9))
+    head = "volatile __global int* state, __global uchar* edge0_, __global uchar* edge1_)"
+    assert head in text
+    assert "vload16(0, offs), (__global const float*)edge0_, (__local uchar*)lmem_" in text
+    assert "(__global float*)edge1_, (__local uchar*)lmem_" in text
+
