@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from delegate_runtime.builder import ModelBuilder
+from delegate_runtime.gpu.opencl.edges import CONVERSIONS
 from tests.conftest import require_module
 from tests.ops.test_gpu_fusion import check_against_litert
 from tests.ops.test_gpu_ops import PRECISIONS, opencl_device, randn
@@ -24,7 +25,7 @@ __all__ = ["opencl_device"]  # the fixture, re-exported for this module's tests
 
 F = np.float32
 #: The kernels half storage adds at a partition's edges (not the layers').
-BOUNDARY_CONVERSIONS = ("to_storage", "from_storage")
+BOUNDARY_CONVERSIONS = CONVERSIONS
 
 
 def conv_model(

@@ -25,7 +25,7 @@ SHAPE = (1, 10, 12, 32)  #: the blocks' input (NHWC)
 
 
 def separable_blocks(
-    blocks: int = 2, cumsum: bool = False, classifier: bool = False
+    blocks: int = 2, cumsum: bool = False, classifier: bool = False, shape: tuple = SHAPE
 ) -> tuple[bytes, list[np.ndarray]]:
     """A 1x1 convolution, then `blocks` of 3x3 depthwise + RELU6 and 1x1 convolution +
     RELU6 (MobileNet's separable blocks), then a 1x1 convolution with K long enough to
@@ -35,8 +35,8 @@ def separable_blocks(
     classes, SOFTMAX."""
     b = ModelBuilder()
     g = b.main
-    x = g.input("x", SHAPE, F)
-    n, h, w, c = SHAPE
+    x = g.input("x", shape, F)
+    n, h, w, c = shape
 
     def conv(x, cin, cout, name, act="RELU6"):
         wt = g.const(name + "w", randn(name + "w", cout, 1, 1, cin, scale=1 / np.sqrt(cin)))
@@ -74,7 +74,7 @@ def separable_blocks(
         t = g.tensor("probs", (n, 10), F)
         g.op("SOFTMAX", [logits], [t], beta=1.0)
     g.output(t)
-    x0 = np.random.default_rng(3).uniform(-1, 1, SHAPE).astype(F)
+    x0 = np.random.default_rng(3).uniform(-1, 1, shape).astype(F)
     return b.build(), [x0]
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from delegate_runtime import litert, read_model
 from delegate_runtime.builder import ModelBuilder, Quant
+from delegate_runtime.gpu.opencl.edges import CONVERSIONS
 from tests.conftest import require, require_module
 from tests.ops.test_gpu_ops import PRECISIONS, TOL, opencl_device
 
@@ -78,7 +79,7 @@ def _session(model: bytes, precision: str):
 
 def _kernels(session) -> list[str]:
     names = [n for ex in session.executors for n in ex.kernel_names]
-    return [n for n in names if n not in ("to_storage", "from_storage", "qdq")]
+    return [n for n in names if n not in (*CONVERSIONS, "qdq")]
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)

@@ -17,6 +17,9 @@ import numpy as np
 
 from .launch import LOCAL_1D, Buf, Launch, Lowered, Staging, round_up
 
+#: The conversion kernels at a partition's edges (fp16, or inputs and outputs in host
+#: memory: host_edges.py).
+CONVERSIONS = ("to_storage", "from_storage")
 #: (kernel, argument position, is input) -> the variant reading/writing float32 there.
 FLOAT32_EDGE_VARIANTS = {
     ("conv2d_direct", 0, True): "conv2d_direct_f32in",
