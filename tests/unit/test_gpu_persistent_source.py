@@ -107,4 +107,3 @@ def test_staging_buffers_are_the_kernels_parameters_after_its_state():
     assert head in text
     assert "vload16(0, offs), (__global const float*)edge0_, (__local uchar*)lmem_" in text
     assert "(__global float*)edge1_, (__local uchar*)lmem_" in text
-
