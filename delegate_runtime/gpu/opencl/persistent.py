@@ -68,9 +68,12 @@ STAMP_WORDS = 4
 #: volatile loads and a fence, as CUDA's cooperative groups once did (bench/ab_knobs.py
 #: measures both: docs/benchmarks.md).
 BARRIER_RELEASE_ACQUIRE = True
-#: The persistent kernels' state, one int buffer per run: barrier count, groups out,
-#: failed, spin limit, then each layer's arena offsets (16 ints a vector).
-COUNT, OUT, FAILED, LIMIT, HEADER = 0, 1, 2, 3, 4
+#: The persistent kernels' state, one int buffer per run: in its first 128-byte line the
+#: groups out, failed and the spin limit; the barrier count alone in the second line (the
+#: groups poll it, and loads of other words in its line slow the arrivals and the polls:
+#: bench/barrier_probe.py, docs/benchmarks.md); then each layer's arena offsets (16 ints
+#: a vector) from HEADER on.
+OUT, FAILED, LIMIT, COUNT, HEADER = 1, 2, 3, 32, 64
 #: Bytes of the element types local arrays may have.
 _LOCAL_TYPE_BYTES = {
     "char": 1, "uchar": 1, "short": 2, "ushort": 2, "half": 2, "int": 4, "uint": 4,
@@ -304,15 +307,18 @@ inline int pk_poll(volatile __global int* p) {
 #define PK_AFTER_POLL() PK_FENCE()
 #endif
 // Every group arrives, then all leave: barrier `b` (1, 2, ...) waits until the count holds
-// b arrivals of every group; a spin past the limit marks the run failed, which releases
-// every barrier after.
+// b arrivals of every group; a spin past the limit (checked every 1024 spins, the limit
+// read once) marks the run failed, which releases every barrier after.
 inline void pk_grid_sync(volatile __global int* state, int b) {
   barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
   if (get_local_id(0) == 0) {
     PK_ARRIVE(state + PK_COUNT);
-    int target = b * get_num_groups(0);
-    for (int spins = 0; PK_POLL(state + PK_COUNT) < target && !state[PK_FAILED]; ++spins) {
-      if (spins > state[PK_LIMIT]) state[PK_FAILED] = 1;
+    int target = b * get_num_groups(0), limit = state[PK_LIMIT];
+    for (int spins = 1; PK_POLL(state + PK_COUNT) < target; ++spins) {
+      if (!(spins & 1023) && (state[PK_FAILED] || spins > limit)) {
+        state[PK_FAILED] = 1;
+        break;
+      }
     }
     PK_AFTER_POLL();
   }
@@ -388,6 +394,7 @@ def prelude(ptx_fence: bool) -> str:
     barrier's fence as NVIDIA's PTX (else OpenCL's mem_fence, enough on a CPU)."""
     out = (
         f"#define PK_COUNT {COUNT}\n#define PK_OUT {OUT}\n#define PK_FAILED {FAILED}\n"
-        f"#define PK_LIMIT {LIMIT}\n#define PK_RELACQ {int(BARRIER_RELEASE_ACQUIRE)}\n"
+        f"#define PK_LIMIT {LIMIT}\n"
+        f"#define PK_RELACQ {int(BARRIER_RELEASE_ACQUIRE)}\n"
     )
     return out + ("#define PK_PTX_FENCE 1\n" if ptx_fence else "") + _PRELUDE
