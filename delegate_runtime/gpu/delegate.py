@@ -112,6 +112,7 @@ class GpuSession:
         from .opencl.host_edges import host_edges_for
         from .opencl.lowering import Lowerer
         from .opencl.native_loop import native_loop, unavailable
+        from .opencl.persistent import GROUPS_PER_CU
         from .opencl.program import build_program, program_source
         from .opencl.runtime import describe, guarded, select_device, shared_context
 
@@ -132,8 +133,11 @@ class GpuSession:
         t = self._phase("context", t)
         sg = self.model.main
         lowered = []
+        info = self.device_info
+        # GEMMs aim to fill the persistent kernels' grid where those run (they hold most)
+        per_cu = GROUPS_PER_CU if self._persistent_kernels() else None
         for nodes in self.delegation.partitions:
-            lowerer = Lowerer(sg, self.device_info.compute_units, opts.precision)
+            lowerer = Lowerer(sg, info.compute_units, opts.precision, per_cu)
             ins, outs = _boundary(sg, nodes)
             lowerer.lower_partition(nodes, set(outs))
             out = lowerer.out
@@ -206,15 +210,24 @@ class GpuSession:
             launches[pos].copy_args = own.args[pos]
         self.specialized_kernels = own.specialized
         source = own.source
-        info = self.device_info
-        if persistent.enabled(info.platform, info.is_gpu, specialized=True):
+        if self._persistent_kernels():
             texts = []
             for p, out in enumerate(lowered):
                 out.runs, text = persistent.plan_runs(source, out.launches, f"persistent{p}_")
                 texts.append(text)
             if any(out.runs for out in lowered):
-                source += persistent.prelude("NVIDIA" in info.platform) + "".join(texts)
+                nvidia = "NVIDIA" in self.device_info.platform
+                source += persistent.prelude(nvidia) + "".join(texts)
         return source, "model"
+
+    def _persistent_kernels(self) -> bool:
+        """Whether this session runs runs of its launches as persistent kernels."""
+        from .opencl import persistent, specialize
+
+        info = self.device_info
+        if not specialize.enabled(info.is_gpu, self.options.specialize):
+            return False
+        return persistent.enabled(info.platform, info.is_gpu, specialized=True)
 
     def _covers_whole_graph(self) -> bool:
         """True when one GPU partition runs every node, reading only the model's inputs

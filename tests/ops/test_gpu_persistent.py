@@ -90,13 +90,15 @@ def _session(model: bytes, precision: str, persistent: str, monkeypatch):
 def _one_group_per_unit(monkeypatch) -> None:
     """One group on a CPU device (PoCL may hand two groups to one thread, which then
     never meet at a barrier); one per compute unit on a GPU, which holds them all."""
-    from delegate_runtime.gpu.opencl import persistent
+    from delegate_runtime.gpu.opencl import lowering, persistent
     from delegate_runtime.gpu.opencl.runtime import describe, select_device
 
     if describe(select_device(None)).is_gpu:
         monkeypatch.setattr(persistent, "GROUPS_PER_CU", 1)
     else:
         monkeypatch.setattr(persistent, "GROUPS", 1)
+    # the launches one by one plan their GEMMs as the persistent kernel's do
+    monkeypatch.setattr(lowering, "GEMM_GROUPS_PER_CU", persistent.GROUPS_PER_CU)
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)

@@ -55,7 +55,9 @@ MIN_STEPS_PER_SPLIT = 2
 #: Where A is computed as it is loaded (a depthwise convolution's or a mean's output), a k
 #: step costs far more than a split's tail: K splits down to slices of this many.
 MIN_COMPUTED_SPLIT_K = 32
-#: Work groups per compute unit a GEMM aims for before it splits K.
+#: Work groups per compute unit a GEMM aims for before it splits K, where its launch is its
+#: own; inside a persistent kernel it aims for that kernel's resident groups instead
+#: (persistent.GROUPS_PER_CU: the Lowerer's `gemm_groups_per_cu`).
 GEMM_GROUPS_PER_CU = 4
 #: A GEMM computing its A from a depthwise window takes the 16-wide tile where the 32-wide
 #: one, K split included, launches fewer work groups than this per compute unit: each of
@@ -68,33 +70,46 @@ DEPTHWISE_SMALL_TILE_GROUPS_PER_CU = 1.6
 
 
 def gemm_plan(
-    m: int, n: int, k: int, compute_units: int, computed_a: bool = False, depthwise: bool = False
+    m: int,
+    n: int,
+    k: int,
+    compute_units: int,
+    computed_a: bool = False,
+    depthwise: bool = False,
+    groups_per_cu: int | None = None,
 ) -> tuple[str, int, int]:
     """The GEMM variant (a GEMM_VARIANTS key), the number of K slices and K per slice for
     an [m, k] x [k, n] product: the larger tile where it fills the device, else the
     smaller, and K split where even that leaves compute units idle and K is long (or A
     is `computed_a`, dearer to load). A computed from a `depthwise` window takes the
     16-wide tile where the 32-wide one leaves compute units idle
-    (DEPTHWISE_SMALL_TILE_GROUPS_PER_CU)."""
-    target = GEMM_GROUPS_PER_CU * compute_units  # work groups wanted in flight
+    (DEPTHWISE_SMALL_TILE_GROUPS_PER_CU). `groups_per_cu`: work groups wanted in flight
+    per compute unit (GEMM_GROUPS_PER_CU unless given)."""
+    target = (groups_per_cu or GEMM_GROUPS_PER_CU) * compute_units
     tiles64 = -(-m // 64) * -(-n // 64)
     name = "gemm64" if tiles64 >= target else "gemm32"
-    splits, kps = k_split(name, m, n, k, compute_units, computed_a)
+    splits, kps = k_split(name, m, n, k, compute_units, computed_a, groups_per_cu)
     if depthwise and name == "gemm32":
         groups = -(-m // 32) * -(-n // 32) * splits
         if groups < DEPTHWISE_SMALL_TILE_GROUPS_PER_CU * compute_units:
             name = "gemm16"
-            splits, kps = k_split(name, m, n, k, compute_units, computed_a)
+            splits, kps = k_split(name, m, n, k, compute_units, computed_a, groups_per_cu)
     return name, splits, kps
 
 
 def k_split(
-    name: str, m: int, n: int, k: int, compute_units: int, computed_a: bool = False
+    name: str,
+    m: int,
+    n: int,
+    k: int,
+    compute_units: int,
+    computed_a: bool = False,
+    groups_per_cu: int | None = None,
 ) -> tuple[int, int]:
     """The number of K slices and K per slice of an [m, k] x [k, n] product on the tile of
     GEMM variant `name`: K split where the tiles leave compute units idle and K is long
-    (or A is `computed_a`, dearer to load)."""
-    target = GEMM_GROUPS_PER_CU * compute_units
+    (or A is `computed_a`, dearer to load); `groups_per_cu` as gemm_plan's."""
+    target = (groups_per_cu or GEMM_GROUPS_PER_CU) * compute_units
     ts, _, tk = program.GEMM_VARIANTS[name]
     tiles = -(-m // ts) * -(-n // ts)
     splits, steps = 1, -(-k // tk)
@@ -110,9 +125,16 @@ def k_split(
 class Lowerer:
     """Turns the nodes of one partition into launches."""
 
-    def __init__(self, sg: Subgraph, compute_units: int, precision: str = "fp32"):
+    def __init__(
+        self,
+        sg: Subgraph,
+        compute_units: int,
+        precision: str = "fp32",
+        gemm_groups_per_cu: int | None = None,
+    ):
         self.sg = sg
         self.compute_units = compute_units
+        self.gemm_groups_per_cu = gemm_groups_per_cu
         self.precision = precision
         self.out = Lowered()
         self.steps: list[StepSpec] = []  #: the epilogue of the node being lowered
@@ -387,7 +409,9 @@ class Lowerer:
         A plain `a` living in a concatenation's output is read with its row stride."""
         computed_a = a_depthwise is not None or a_mean is not None
         depthwise = a_depthwise is not None
-        name, splits, kps = gemm_plan(m, n, k, self.compute_units, computed_a, depthwise)
+        name, splits, kps = gemm_plan(
+            m, n, k, self.compute_units, computed_a, depthwise, self.gemm_groups_per_cu
+        )
         ts, wpt, _ = program.GEMM_VARIANTS[name]
         rts = ts // wpt
         gsize = (-(-n // ts) * rts, -(-m // ts) * rts, splits)

@@ -41,8 +41,13 @@ from .specialize import OFFSETS_PER_PARAM
 
 #: Work items of a persistent kernel's group (the GEMM tiles' 16 x 16).
 GROUP_ITEMS = 256
-#: Resident groups per compute unit (bench/ab_knobs.py measures the alternatives).
-GROUPS_PER_CU = 4
+#: Resident groups per compute unit, and what the GEMMs of a session with persistent
+#: kernels plan for (lowering.gemm_plan). A persistent kernel takes the registers of its
+#: neediest layer: 128 an item on an H200 where a stem's patch GEMM is one (MobileNet v1;
+#: bench/kernel_registers.py), which leaves room for two groups of 256 per SM. Four, with
+#: registers capped at 64, measured 0.994x; GEMMs planned for four on a grid of two run in
+#: two rounds (bench/ab_knobs.py: docs/benchmarks.md).
+GROUPS_PER_CU = 2
 #: The grid's groups when set, whatever the compute units (tests on a CPU device, where
 #: two groups may share a thread and never meet at a barrier).
 GROUPS: int | None = None
