@@ -186,3 +186,34 @@ def test_two_partitions_each_with_a_run_share_one_program(opencl_device, monkeyp
     ]
     for got, want in zip(outs["1"], outs["0"], strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def test_gemms_plan_for_the_persistent_grid_where_one_runs(opencl_device, monkeypatch):
+    """A session that runs persistent kernels lowers its GEMMs for their grid
+    (persistent.GROUPS_PER_CU groups a compute unit); one that does not, for launches of
+    their own (lowering.GEMM_GROUPS_PER_CU). Stopped once lowered: no program is built."""
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl import lowering, persistent
+
+    class Lowered(Exception):
+        pass
+
+    planned = []
+    lowerer_init = lowering.Lowerer.__init__
+
+    def init(self, sg, compute_units, precision="fp32", gemm_groups_per_cu=None):
+        planned.append(gemm_groups_per_cu)
+        lowerer_init(self, sg, compute_units, precision, gemm_groups_per_cu)
+
+    def stop(self, source, lowered):
+        raise Lowered
+
+    monkeypatch.setattr(lowering.Lowerer, "__init__", init)
+    monkeypatch.setattr(GpuSession, "_program_source", stop)
+    monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "1")
+    model, _ = separable_blocks(blocks=1)
+    for flag, want in (("1", persistent.GROUPS_PER_CU), ("0", None)):
+        monkeypatch.setenv("DEVICEFARM_GPU_PERSISTENT", flag)
+        with pytest.raises(Lowered):
+            GpuSession(read_model(model), log=io.StringIO())
+        assert planned[-1] == want

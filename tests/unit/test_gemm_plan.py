@@ -26,3 +26,12 @@ def test_tile(m, n, k, depthwise, tile, splits):
     name, got_splits, kps = gemm_plan(m, n, k, H100_UNITS, depthwise, depthwise)
     assert (name, got_splits) == (tile, splits)
     assert got_splits * kps >= k and kps % 32 == 0
+
+
+@pytest.mark.parametrize("per_cu, splits", [(4, 4), (2, 3), (1, 2)])
+def test_k_splits_aim_for_the_groups_the_grid_holds(per_cu, splits):
+    """MobileNet v1's 14x14 1x1 convolutions (112 tiles of 32, K 512): K split until the
+    tiles fill `per_cu` groups a compute unit, the persistent kernel's grid where one runs."""
+    name, got, kps = gemm_plan(196, 512, 512, H100_UNITS, groups_per_cu=per_cu)
+    assert (name, got) == ("gemm32", splits)
+    assert got * kps >= 512 > (got - 1) * kps
