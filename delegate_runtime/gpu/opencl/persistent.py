@@ -20,7 +20,8 @@ GROUP_ITEMS items that stay resident:
   at zero for the next invoke.
 
 A grid barrier needs every group resident at once: `groups` stays at the compute unit
-count times GROUPS_PER_CU, each group small in registers and local memory, and a spin
+count times GROUPS_PER_CU (what the kernel's registers, its neediest layer's, allow), and
+a spin
 that outlasts its limit marks the run failed (the word at FAILED) and releases every
 barrier, so a device that cannot hold the groups is caught when the session starts
 (PartitionExecutor._persist runs each kernel once, with fewer groups after a failure,
