@@ -8,11 +8,11 @@ numpy for every way and grid (a barrier that lets a group run ahead reads stale 
 Counts and flags only grow (each launch passes the epoch it starts from), so nothing is
 reset between launches.
 
-- shipped: each group's first item arrives with a release reduction on one counter and
-  polls it with acquire loads, reading the failure word and the spin limit every spin
-  (opencl/persistent.py as of this probe);
+- before: each group's first item arrives with a release reduction on one counter and
+  polls it with acquire loads, reading the failure word and the spin limit (in the
+  counter's line) every spin (opencl/persistent.py until 2026-11-29);
 - lean: the same, the limit in a register and the failure word read every 1024 spins;
-- lean_line: lean, the counter alone in its 128-byte line;
+- lean_line: lean, the counter alone in its 128-byte line (what persistent.py does now);
 - go_flag: arrivals on a counter (an atomic that returns the count); the last to arrive
   stores the barrier's number to a flag in another line, which the others poll;
 - flags_master: each group stores its number to its own line; group 0's items poll all
@@ -39,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 WAYS = (
-    "shipped", "lean", "lean_line", "go_flag", "flags_master", "flags_all", "relaxed_line",
+    "before", "lean", "lean_line", "go_flag", "flags_master", "flags_all", "relaxed_line",
     "spread4", "spread8", "spread16", "spread32", "spread8_relaxed",
 )  # fmt: skip
 
@@ -78,7 +78,7 @@ inline int atom_acq_rel(volatile __global int* p) {
 inline void grid_sync(volatile __global int* state, int e, int G, int g, int t) {
   barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
   int lim = state[LIMIT];
-#if WAY == 0  // shipped
+#if WAY == 0  // before
   if (t == 0) {
     red_rel(state);
     int target = e * G;
