@@ -7,6 +7,7 @@ import importlib.util
 import os
 import shutil
 import stat
+import time
 
 import pytest
 
@@ -92,8 +93,12 @@ def test_unplugged_phone_goes_offline(phone, server) -> None:
     ph = phone("pixel-7")
     dev = _status(discovery.scan("lab1", server), ph.serial).device
     assert discovery.present([dev]) == {dev.key}
-    ph.stop()  # the cable is pulled
+    ph.stop()  # the cable is pulled: adb's server sees the transport close on its own time
+    deadline = time.monotonic() + 10
     status = _status(discovery.scan("lab1", server), ph.serial)
+    while status.state == "device" and time.monotonic() < deadline:  # a busy machine: later
+        time.sleep(0.05)
+        status = _status(discovery.scan("lab1", server), ph.serial)
     assert status.state == "offline" and "reconnect" in status.fix
     assert discovery.present([dev]) == set()
 
