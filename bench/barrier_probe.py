@@ -37,6 +37,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from persistent_probe import stencil  # noqa: E402 (the same layer, checked the same way)
 
 WAYS = (
     "before", "lean", "lean_line", "go_flag", "flags_master", "flags_all", "relaxed_line",
@@ -146,14 +149,6 @@ void persistent(__global float* a, __global float* b, int n, int layers, int wor
   }
 }
 """
-
-
-def stencil(x: np.ndarray, layers: int) -> np.ndarray:
-    n = x.size
-    other = (np.arange(n, dtype=np.int64) * 7 + 1) % n
-    for _ in range(layers):
-        x = (np.float32(0.5) * (x + x[other]) + np.float32(1.0)).astype(np.float32)
-    return x
 
 
 def measure(ctx, q, prg, groups: int, x0: np.ndarray, want: np.ndarray, layers: int, runs: int):

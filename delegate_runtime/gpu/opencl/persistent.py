@@ -21,8 +21,7 @@ GROUP_ITEMS items that stay resident:
 
 A grid barrier needs every group resident at once: `groups` stays at the compute unit
 count times GROUPS_PER_CU (what the kernel's registers, its neediest layer's, allow), and
-a spin
-that outlasts its limit marks the run failed (the word at FAILED) and releases every
+a spin that outlasts its limit marks the run failed (the word at FAILED) and releases every
 barrier, so a device that cannot hold the groups is caught when the session starts
 (PartitionExecutor._persist runs each kernel once, with fewer groups after a failure,
 and keeps the launches if even one group per compute unit fails) instead of hanging.
@@ -400,7 +399,6 @@ def prelude(ptx_fence: bool) -> str:
     barrier's fence as NVIDIA's PTX (else OpenCL's mem_fence, enough on a CPU)."""
     out = (
         f"#define PK_COUNT {COUNT}\n#define PK_OUT {OUT}\n#define PK_FAILED {FAILED}\n"
-        f"#define PK_LIMIT {LIMIT}\n"
-        f"#define PK_RELACQ {int(BARRIER_RELEASE_ACQUIRE)}\n"
+        f"#define PK_LIMIT {LIMIT}\n#define PK_RELACQ {int(BARRIER_RELEASE_ACQUIRE)}\n"
     )
     return out + ("#define PK_PTX_FENCE 1\n" if ptx_fence else "") + _PRELUDE
