@@ -7,8 +7,13 @@ against LiteRT's reference kernels (max |out - ref| over the reference's range; 
 CPU kernels' own, XNNPACK's, is the fp32 noise floor beside ours).
 
     python bench/bench_zoo.py MODEL_OR_DIR [...] [--runs 200] [--repeat 3] [--device SPEC]
+        [--prebuild JOBS]
 
-A model that fails in a runtime gets its error in that cell; the others go on.
+A model that fails in a runtime gets its error in that cell; the others go on. A cold
+kernel cache costs each model tens of seconds of program builds; `--prebuild JOBS` fills
+it first in JOBS processes at once (the builds are single-threaded), so a whole zoo fits
+in one sitting, and measures only after the pool is gone. The inputs and the reference
+outputs are made once per model and kept over `--repeat`.
 Zoo: MediaPipe's models (`pip download --no-deps mediapipe==0.10.14`, the .tflite files
 under mediapipe/modules/), the Keras applications models the official converter makes, and
 ../shared/models/mobilenet_v1_1.0_224_fp32.tflite.
@@ -22,8 +27,11 @@ import importlib.util
 import io
 import json
 import math
+import multiprocessing
 import sys
+import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -194,15 +202,30 @@ def _abs_diff(got: np.ndarray, want: np.ndarray) -> float:
     return float(d.max()) if np.isfinite(d).all() else math.inf  # max() would drop a NaN
 
 
-def measure(path: str, runs: int, threads: int, device: str | None) -> Row:
-    row = Row(Path(path).stem)
+@dataclass
+class Prepared:
+    """A model's inputs and LiteRT's reference outputs for them (None where its reference
+    kernels fail, with why), made once and kept over repeats."""
+
+    xs: list[np.ndarray]
+    want: list[np.ndarray] | None
+    why: str = ""
+
+
+def prepare(path: str) -> Prepared:
     xs = inputs_for(path)
     try:
-        want = reference(path, xs)
+        return Prepared(xs, reference(path, xs))
     except Exception as exc:  # noqa: BLE001 - the row reports it
-        want = None
-        row.failed["reference"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:80]
-        row.failed["reference"] += " (errors against LiteRT's default CPU kernels)"
+        why = f"{type(exc).__name__}: {exc}".splitlines()[0][:80]
+        return Prepared(xs, None, why + " (errors against LiteRT's default CPU kernels)")
+
+
+def measure(path: str, runs: int, threads: int, device: str | None, prepared: Prepared) -> Row:
+    row = Row(Path(path).stem)
+    xs, want = prepared.xs, prepared.want
+    if want is None:
+        row.failed["reference"] = prepared.why
     makers: dict[str, Callable[[], tuple[Callable[[], object], list[np.ndarray]]]] = {
         "ours fp32": lambda: ours(path, xs, "fp32", device, row),
         "ours fp16": lambda: ours(path, xs, "fp16", device, row),
@@ -289,6 +312,43 @@ def print_table(rows: list[Row], threads: int) -> None:
             print(f"  {r.model}: " + "; ".join(notes))
 
 
+def build_session(path: str, precision: str, device: str | None) -> tuple[float, str]:
+    """(seconds, why it failed or "") to build one GPU session: run in a pool's process,
+    where what it leaves is the kernel cache's entries."""
+    from delegate_runtime import load_model
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    start = time.perf_counter()
+    try:
+        GpuSession(load_model(path), precision=precision, device=device, log=io.StringIO())
+    except Exception as exc:  # noqa: BLE001 - measure() reports it again, in its row
+        return time.perf_counter() - start, f"{type(exc).__name__}: {exc}".splitlines()[0][:80]
+    return time.perf_counter() - start, ""
+
+
+def prebuild(paths: list[str], device: str | None, jobs: int) -> None:
+    """Every model's sessions in both precisions built once in `jobs` processes, the
+    largest files first, so that measuring finds the kernel cache warm."""
+    tasks = [
+        (p, prec)
+        for p in sorted(paths, key=lambda p: -Path(p).stat().st_size)
+        for prec in ("fp32", "fp16")
+    ]
+    start = time.perf_counter()
+    print(f"prebuilding {len(tasks)} sessions in {jobs} processes", flush=True)
+    # spawn: a forked child would inherit this process's OpenCL state, if any
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(build_session, p, prec, device): (p, prec) for p, prec in tasks}
+        for done, future in enumerate(as_completed(futures), 1):
+            (path, precision), (seconds, why) = futures[future], future.result()
+            note = f": {why}" if why else ""
+            print(
+                f"  [{done}/{len(tasks)}] {Path(path).stem} {precision} {seconds:.0f} s{note}",
+                flush=True,
+            )
+    print(f"prebuilt in {time.perf_counter() - start:.0f} s", flush=True)
+
+
 def model_paths(args: list[str]) -> list[str]:
     paths: list[str] = []
     for a in args:
@@ -304,12 +364,24 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1, help="whole tables, one after another")
     ap.add_argument("--threads", type=int, default=16, help="LiteRT CPU threads")
     ap.add_argument("--device", default=None)
+    ap.add_argument(
+        "--prebuild",
+        type=int,
+        default=0,
+        metavar="JOBS",
+        help="fill the kernel cache first, JOBS builds at once (0: build as measured)",
+    )
     a = ap.parse_args()
     paths = model_paths(a.models)
+    if a.prebuild > 0:
+        prebuild(paths, a.device, a.prebuild)
+    prepared: dict[str, Prepared] = {}
     for run in range(a.repeat):
         rows = []
         for path in paths:
-            rows.append(measure(path, a.runs, a.threads, a.device))
+            if path not in prepared:
+                prepared[path] = prepare(path)
+            rows.append(measure(path, a.runs, a.threads, a.device, prepared[path]))
             gc.collect()  # release one model's sessions before the next
             print(f"  measured {rows[-1].model}: {rows[-1].ms}", flush=True)
         print(f"\n## run {run + 1} of {a.repeat}: median of {a.runs} per runtime, interleaved")
