@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from . import host_copy
+
 _lib: ctypes.CDLL | None = None
 _lib_lock = threading.Lock()
 _i32 = ctypes.c_int32
@@ -179,8 +181,14 @@ class HotPath:
             gws = (_size * len(gsize))(*gsize)
             lws = (_size * len(lsize))(*lsize) if lsize else None
             self.launches.append((_vp(kernel.int_ptr), ctypes.c_uint32(len(gsize)), gws, lws))
+        self.native = native
+        self.copy_settings = host_copy.Settings.current()
         self._native = self._native_args(native) if native is not None else None
         self.loop = "c" if self._native is not None else "python"
+
+    def copy_in(self, dst: np.ndarray, src: np.ndarray) -> None:
+        """An input into host memory the device reads (host_copy.py: C helper threads)."""
+        host_copy.copy(self.native, dst, src, self.copy_settings)
 
     def _native_args(self, native: ctypes.CDLL) -> tuple[Any, list[Any]]:
         """launch_loop.c's function and its arguments, each a ready ctypes object."""

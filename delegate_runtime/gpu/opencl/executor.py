@@ -335,7 +335,10 @@ class PartitionExecutor:
         for t in self.input_tensors:
             x = self._to_host(t, values[t])
             if t in self.mapped:  # the device reads it there: no copy to enqueue
-                np.copyto(self.mapped[t], x)
+                if self.hot is not None:
+                    self.hot.copy_in(self.mapped[t], x)
+                else:
+                    np.copyto(self.mapped[t], x)
             elif t in self.pinned:
                 np.copyto(self.pinned[t], x)
                 hosts.append(self.pinned[t])

@@ -1,9 +1,10 @@
-"""The launch loop compiled to C, where a C compiler is at hand.
+"""The hot path's C helpers (the launch loop, the input copy), where a C compiler is at hand.
 
 NVIDIA's driver takes about 10 us a launch on the H200's hosts and Python's loop around it
 (ctypes) another 1.5-2 (docs/benchmarks.md). `launch_loop.c` runs the loop in C, calling the
-entry points of the OpenCL library capi.py loaded, so it builds without OpenCL's headers.
-It is compiled once per source, machine and compiler into the kernel cache's folder (private,
+entry points of the OpenCL library capi.py loaded, so it builds without OpenCL's headers;
+`host_copy.c` copies an input into host memory with helper threads. Both are compiled into
+one library, once per source, machine and compiler, into the kernel cache's folder (private,
 written through a rename, a broken file rebuilt). Without a compiler, or with
 DEVICEFARM_NATIVE_LOOP=0, `native_loop()` is None and the Python loop runs; `unavailable()`
 says why.
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from .cache import default_cache_dir, ensure_private_dir
 
-SOURCE = Path(__file__).with_name("launch_loop.c")
+SOURCES = tuple(Path(__file__).with_name(n) for n in ("launch_loop.c", "host_copy.c"))
 COMPILE_TIMEOUT_S = 60
 _lock = threading.Lock()
 _state: dict[str, object] = {}  #: "lib" (CDLL or None) and "why" once decided
@@ -38,12 +39,13 @@ def compiler() -> str | None:
 
 def library_path(cache_dir: Path, cc: str) -> Path:
     """Where the build for this source, machine and compiler lives."""
-    key = hashlib.sha256(SOURCE.read_bytes() + f"|{cc}|{platform.machine()}".encode())
+    key = hashlib.sha256(b"".join(s.read_bytes() for s in SOURCES))
+    key.update(f"|{cc}|{platform.machine()}".encode())
     return cache_dir / "native" / f"launch_loop-{key.hexdigest()[:16]}.so"
 
 
 def build(cache_dir: Path, cc: str) -> Path:
-    """Compile launch_loop.c unless its build is cached; raises on a failed build."""
+    """Compile the sources unless their build is cached; raises on a failed build."""
     target = library_path(cache_dir, cc)
     if target.exists():
         return target
@@ -51,7 +53,7 @@ def build(cache_dir: Path, cc: str) -> Path:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
     try:
-        cmd = [*cc.split(), "-O2", "-shared", "-fPIC", "-o", tmp, str(SOURCE)]
+        cmd = [*cc.split(), "-O2", "-shared", "-fPIC", "-pthread", "-o", tmp, *map(str, SOURCES)]
         subprocess.run(cmd, check=True, capture_output=True, timeout=COMPILE_TIMEOUT_S)
         os.replace(tmp, target)  # concurrent builders each rename a whole file
     finally:
@@ -75,9 +77,21 @@ def _load(cache_dir: Path) -> tuple[ctypes.CDLL | None, str]:
             lib = ctypes.CDLL(str(build(cache_dir, cc)))
     except (OSError, subprocess.SubprocessError) as exc:
         detail = getattr(exc, "stderr", b"") or b""
-        return None, f"building {SOURCE.name} failed: {exc} {detail.decode(errors='replace')}"
+        names = ", ".join(s.name for s in SOURCES)
+        return None, f"building {names} failed: {exc} {detail.decode(errors='replace')}"
     fn = lib.enqueue_launches  # no argtypes: called with ready ctypes objects only
     fn.restype = ctypes.c_int32
+    copy = lib.host_copy
+    copy.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_size_t,
+        ctypes.c_int32,
+        ctypes.c_int32,
+        ctypes.c_uint32,
+    ]
+    copy.restype = ctypes.c_uint32
     return lib, ""
 
 
