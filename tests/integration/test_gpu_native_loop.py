@@ -171,7 +171,7 @@ def test_a_failing_compiler_is_reported(tmp_path, monkeypatch, decide_again):
     monkeypatch.setenv("CC", str(fake))
     assert decide_again.native_loop(tmp_path) is None
     why = decide_again.unavailable()
-    assert "building launch_loop.c failed" in why and "badcc: cannot compile" in why
+    assert "building launch_loop.c, host_copy.c failed" in why and "badcc: cannot compile" in why
     assert not list((tmp_path / "native").glob("*.so")), "no half-written build is kept"
 
 

@@ -44,6 +44,7 @@ typedef struct {
 
 static copy_state state;
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t caller_lock = PTHREAD_MUTEX_INITIALIZER; /* one copy in flight */
 
 static uint64_t now_us(void) {
   struct timespec ts;
@@ -102,6 +103,9 @@ static uint32_t copy_chunks(uint32_t job) {
   }
 }
 
+static uint32_t shared_copy(char *dst, const char *src, size_t size, size_t chunk,
+                            int32_t helpers, int32_t streaming, uint32_t spin_us);
+
 static void *helper_main(void *arg) {
   int32_t index = (int32_t)(intptr_t)arg;
   uint32_t seen = atomic_load_explicit(&state.job, memory_order_acquire);
@@ -146,10 +150,24 @@ static void start_helpers(int32_t want) {
 
 /* Copy `size` bytes from `src` to `dst` with up to `helpers` helper threads, in chunks of
  * `chunk` bytes, non-temporal stores when `streaming`; helpers spin `spin_us` after it.
- * One caller at a time (the executor's invoke holds its session). Returns the chunks the
- * caller copied itself. */
+ * Returns the chunks the caller copied itself; a caller that finds another's copy in
+ * flight (sessions invoked from several threads) copies alone. */
 uint32_t host_copy(char *dst, const char *src, size_t size, size_t chunk, int32_t helpers,
                    int32_t streaming, uint32_t spin_us) {
+  if (pthread_mutex_trylock(&caller_lock) != 0) {
+    if (streaming)
+      copy_streaming(dst, src, size);
+    else
+      memcpy(dst, src, size);
+    return 1;
+  }
+  uint32_t mine = shared_copy(dst, src, size, chunk, helpers, streaming, spin_us);
+  pthread_mutex_unlock(&caller_lock);
+  return mine;
+}
+
+static uint32_t shared_copy(char *dst, const char *src, size_t size, size_t chunk,
+                            int32_t helpers, int32_t streaming, uint32_t spin_us) {
   if (helpers > MAX_HELPERS) helpers = MAX_HELPERS;
   if (helpers < 0) helpers = 0;
   if (helpers > 0 && atomic_load_explicit(&state.helpers, memory_order_relaxed) < helpers)

@@ -16,16 +16,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Helper threads beside the caller (0: the caller copies alone, in C).
-HELPERS = 1
+#: Helper threads beside the caller, at most a quarter of the machine's cores (0: numpy).
+HELPERS = 3
 #: Copies below this many bytes stay with numpy (a helper's wake-up costs more).
 MIN_BYTES = 128 * 1024
 #: Bytes a thread claims at a time.
 CHUNK_BYTES = 32 * 1024
 #: Non-temporal stores (the lines leave the cores' caches on the way).
 STREAMING = False
-#: How long a helper spins for the next copy before it sleeps (microseconds).
-SPIN_US = 2000
+#: How long a helper spins for the next copy before it sleeps (microseconds): back-to-back
+#: invokes find it awake; a camera's 33 ms between frames does not (the caller then wakes
+#: it and starts alone).
+SPIN_US = 500
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,8 @@ class Settings:
 
     @classmethod
     def current(cls) -> Settings:
-        # spinning helpers want cores of their own: at most one fewer than the machine has
-        helpers = max(0, min(HELPERS, (os.cpu_count() or 1) - 1))
+        # spinning helpers want cores of their own: a quarter of the machine at most
+        helpers = max(0, min(HELPERS, (os.cpu_count() or 1) // 4))
         return cls(helpers, MIN_BYTES, CHUNK_BYTES, STREAMING, SPIN_US)
 
 
