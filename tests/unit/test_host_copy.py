@@ -161,3 +161,16 @@ def test_a_large_copy_goes_through_the_helpers(lib, monkeypatch):
     host_copy.copy(Counting(), dst, src, how)
     np.testing.assert_array_equal(dst, src)
     assert len(calls) == 1 and calls[0][2] == src.nbytes
+
+
+def test_the_environment_sets_the_helpers(monkeypatch):
+    monkeypatch.setattr(host_copy.os, "cpu_count", lambda: 64)
+    monkeypatch.setenv(host_copy.ENV, "0")
+    assert host_copy.Settings.current().helpers == 0
+    monkeypatch.setenv(host_copy.ENV, "2")
+    assert host_copy.Settings.current().helpers == 2
+    monkeypatch.setenv(host_copy.ENV, "99")  # still a quarter of the cores at most
+    assert host_copy.Settings.current().helpers == 16
+    monkeypatch.setenv(host_copy.ENV, "many")
+    with pytest.raises(ValueError, match="DEVICEFARM_GPU_COPY_HELPERS"):
+        host_copy.Settings.current()

@@ -18,6 +18,8 @@ import numpy as np
 
 #: Helper threads beside the caller, at most a quarter of the machine's cores (0: numpy).
 HELPERS = 3
+#: Overrides HELPERS (e.g. 0 on a host whose cores are all spoken for).
+ENV = "DEVICEFARM_GPU_COPY_HELPERS"
 #: Copies below this many bytes stay with numpy (a helper's wake-up costs more).
 MIN_BYTES = 128 * 1024
 #: Bytes a thread claims at a time.
@@ -42,8 +44,14 @@ class Settings:
 
     @classmethod
     def current(cls) -> Settings:
+        wanted = HELPERS
+        if os.environ.get(ENV, "").strip():
+            try:
+                wanted = int(os.environ[ENV])
+            except ValueError:
+                raise ValueError(f"{ENV} must be a whole number of threads") from None
         # spinning helpers want cores of their own: a quarter of the machine at most
-        helpers = max(0, min(HELPERS, (os.cpu_count() or 1) // 4))
+        helpers = max(0, min(wanted, (os.cpu_count() or 1) // 4))
         return cls(helpers, MIN_BYTES, CHUNK_BYTES, STREAMING, SPIN_US)
 
 
