@@ -202,6 +202,11 @@ def _abs_diff(got: np.ndarray, want: np.ndarray) -> float:
     return float(d.max()) if np.isfinite(d).all() else math.inf  # max() would drop a NaN
 
 
+def first_line(exc: Exception) -> str:
+    """An error as a table cell: its type and the first 80 characters of its first line."""
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:80]
+
+
 @dataclass
 class Prepared:
     """A model's inputs and LiteRT's reference outputs for them (None where its reference
@@ -217,7 +222,7 @@ def prepare(path: str) -> Prepared:
     try:
         return Prepared(xs, reference(path, xs))
     except Exception as exc:  # noqa: BLE001 - the row reports it
-        why = f"{type(exc).__name__}: {exc}".splitlines()[0][:80]
+        why = first_line(exc)
         return Prepared(xs, None, why + " (errors against LiteRT's default CPU kernels)")
 
 
@@ -238,7 +243,7 @@ def measure(path: str, runs: int, threads: int, device: str | None, prepared: Pr
         try:
             step, out = make()
         except Exception as exc:  # noqa: BLE001 - the row reports it and goes on
-            row.failed[name] = f"{type(exc).__name__}: {exc}".splitlines()[0][:80]
+            row.failed[name] = first_line(exc)
             continue
         steps[name] = step
         if want is None and name.startswith("LiteRT CPU"):
@@ -322,7 +327,7 @@ def build_session(path: str, precision: str, device: str | None) -> tuple[float,
     try:
         GpuSession(load_model(path), precision=precision, device=device, log=io.StringIO())
     except Exception as exc:  # noqa: BLE001 - measure() reports it again, in its row
-        return time.perf_counter() - start, f"{type(exc).__name__}: {exc}".splitlines()[0][:80]
+        return time.perf_counter() - start, first_line(exc)
     return time.perf_counter() - start, ""
 
 

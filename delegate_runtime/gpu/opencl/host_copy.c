@@ -76,6 +76,13 @@ static void copy_streaming(char *dst, const char *src, size_t n) {
 #endif
 }
 
+static void copy_span(char *dst, const char *src, size_t n, int streaming) {
+  if (streaming)
+    copy_streaming(dst, src, n);
+  else
+    memcpy(dst, src, n);
+}
+
 /* Claim and copy chunks of job `job` until none is left; returns the chunks copied. */
 static uint32_t copy_chunks(uint32_t job) {
   uint32_t copied = 0;
@@ -94,17 +101,11 @@ static uint32_t copy_chunks(uint32_t job) {
     size_t n = at + chunk > size ? size - at : chunk;
     char *dst = atomic_load_explicit(&state.dst, memory_order_relaxed) + at;
     const char *src = atomic_load_explicit(&state.src, memory_order_relaxed) + at;
-    if (atomic_load_explicit(&state.streaming, memory_order_relaxed))
-      copy_streaming(dst, src, n);
-    else
-      memcpy(dst, src, n);
+    copy_span(dst, src, n, (int)atomic_load_explicit(&state.streaming, memory_order_relaxed));
     atomic_fetch_add_explicit(&state.finished, 1, memory_order_release);
     ++copied;
   }
 }
-
-static uint32_t shared_copy(char *dst, const char *src, size_t size, size_t chunk,
-                            int32_t helpers, int32_t streaming, uint32_t spin_us);
 
 static void *helper_main(void *arg) {
   int32_t index = (int32_t)(intptr_t)arg;
@@ -148,24 +149,7 @@ static void start_helpers(int32_t want) {
   pthread_mutex_unlock(&start_lock);
 }
 
-/* Copy `size` bytes from `src` to `dst` with up to `helpers` helper threads, in chunks of
- * `chunk` bytes, non-temporal stores when `streaming`; helpers spin `spin_us` after it.
- * Returns the chunks the caller copied itself; a caller that finds another's copy in
- * flight (sessions invoked from several threads) copies alone. */
-uint32_t host_copy(char *dst, const char *src, size_t size, size_t chunk, int32_t helpers,
-                   int32_t streaming, uint32_t spin_us) {
-  if (pthread_mutex_trylock(&caller_lock) != 0) {
-    if (streaming)
-      copy_streaming(dst, src, size);
-    else
-      memcpy(dst, src, size);
-    return 1;
-  }
-  uint32_t mine = shared_copy(dst, src, size, chunk, helpers, streaming, spin_us);
-  pthread_mutex_unlock(&caller_lock);
-  return mine;
-}
-
+/* host_copy's copy with the helpers, the caller holding caller_lock. */
 static uint32_t shared_copy(char *dst, const char *src, size_t size, size_t chunk,
                             int32_t helpers, int32_t streaming, uint32_t spin_us) {
   if (helpers > MAX_HELPERS) helpers = MAX_HELPERS;
@@ -192,5 +176,20 @@ static uint32_t shared_copy(char *dst, const char *src, size_t size, size_t chun
       syscall(SYS_futex, &state.asleep[i], FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
   uint32_t mine = copy_chunks(job);
   while (atomic_load_explicit(&state.finished, memory_order_acquire) < chunks) CPU_RELAX();
+  return mine;
+}
+
+/* Copy `size` bytes from `src` to `dst` with up to `helpers` helper threads, in chunks of
+ * `chunk` bytes, non-temporal stores when `streaming`; helpers spin `spin_us` after it.
+ * Returns the chunks the caller copied itself; a caller that finds another's copy in
+ * flight (sessions invoked from several threads) copies alone. */
+uint32_t host_copy(char *dst, const char *src, size_t size, size_t chunk, int32_t helpers,
+                   int32_t streaming, uint32_t spin_us) {
+  if (pthread_mutex_trylock(&caller_lock) != 0) {
+    copy_span(dst, src, size, streaming);
+    return 1;
+  }
+  uint32_t mine = shared_copy(dst, src, size, chunk, helpers, streaming, spin_us);
+  pthread_mutex_unlock(&caller_lock);
   return mine;
 }
