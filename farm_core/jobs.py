@@ -91,7 +91,7 @@ _RESULT_COLUMNS = tuple(c.name for c in Result.__table__.c if c.name != "id")
 _JOB_COPIED = ("campaign_id", "model_sha256", "device_key", "config")
 _RESULT_OWN_COLUMNS = tuple(c for c in _RESULT_COLUMNS if c not in _JOB_COPIED)
 _RESULT_DEFAULTS: dict[str, Any] = {"error": "", "log": "", "worker": ""} | {
-    k: {} for k in ("benchmark", "diff", "delegation", "device_facts", "versions")
+    k: {} for k in ("benchmark", "diff", "delegation", "device_facts", "versions", "measurement")
 }
 _INSERT_RESULT = insert(Result.__table__)
 _FINISHED = _FINISH.cte("finished")

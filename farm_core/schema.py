@@ -188,6 +188,13 @@ class Result(Base):
     device_facts: Mapped[dict[str, Any]] = mapped_column(default=dict)
     versions: Mapped[dict[str, Any]] = mapped_column(default=dict)
     log: Mapped[str] = mapped_column(Text, default="")
+    #: how the figures were measured: the configuration record, the conditions (driver,
+    #: clocks, host load, CPUs), the timing path and the uncertainty (farm_core.measurement)
+    measurement: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    #: a digest of the configuration record: results with different ones are never compared
+    config_fingerprint: Mapped[str] = mapped_column(
+        String(64), default="", server_default="", index=True
+    )
     worker: Mapped[str] = mapped_column(String(255), default="")
     duration_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
