@@ -42,6 +42,7 @@ from .schema import (
 )
 from .selectors import parse_selector
 from .settings import BACKOFF_BASE_S, BACKOFF_MAX_S, MAX_FAILURES, Timing
+from .text_safety import storable, storable_text
 
 WAITING = "waiting for a matching device"
 #: Core tables: statements on them skip the ORM's per-statement value coercion (hot path).
@@ -90,9 +91,12 @@ _RESULT_COLUMNS = tuple(c.name for c in Result.__table__.c if c.name != "id")
 #: Result columns copied from the job row; the rest come from the runner's outcome.
 _JOB_COPIED = ("campaign_id", "model_sha256", "device_key", "config")
 _RESULT_OWN_COLUMNS = tuple(c for c in _RESULT_COLUMNS if c not in _JOB_COPIED)
-_RESULT_DEFAULTS: dict[str, Any] = {"error": "", "log": "", "worker": ""} | {
-    k: {} for k in ("benchmark", "diff", "delegation", "device_facts", "versions", "measurement")
-}
+_RESULT_DEFAULTS: dict[str, Any] = {
+    "error": "",
+    "log": "",
+    "worker": "",
+    "config_fingerprint": "",
+} | {k: {} for k in ("benchmark", "diff", "delegation", "device_facts", "versions", "measurement")}
 _INSERT_RESULT = insert(Result.__table__)
 _FINISHED = _FINISH.cte("finished")
 _FINISH_AND_INSERT = insert(Result.__table__).from_select(
@@ -132,6 +136,7 @@ def record_attempt(
     now: datetime,
 ) -> None:
     """Note what happened to one dispatch (kept for failures, moves and lost messages)."""
+    reason = storable_text(reason)  # may quote a device's output
     exists = conn.execute(
         select(Attempt.id).where(Attempt.job_id == job_id, Attempt.attempt == attempt)
     ).first()
@@ -252,6 +257,7 @@ def finish(
     One statement on PostgreSQL (safe under autocommit); a transaction is needed elsewhere.
     """
     now = now or utcnow()
+    result = storable(result)  # a tool's output: NUL and bytes that are not UTF-8 escaped
     params = {
         "jid": job_id,
         "att": attempt,
@@ -366,6 +372,7 @@ def place(
     expires it when no device turns up).
     """
     now = now or utcnow()
+    reason = storable_text(reason)  # may quote a device's output (a DeviceError's message)
     job = conn.execute(
         select(Job.__table__, Campaign.selector, Campaign.settings)
         .join(Campaign, Campaign.id == Job.campaign_id)

@@ -22,6 +22,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from delegate_runtime.errors import DeviceError, JobError, JobTimeout, ModelError
+from farm_core.text_safety import storable_text
 
 from ..devices import DeviceInfo
 from ..runners.base import CanaryReading, JobSpec, Runner, RunOutcome
@@ -157,7 +158,7 @@ class AdbRunner(Runner):
         """Run a tool's command line; its output, or ToolTimeout / DeviceError."""
         name = remote_tool.rsplit("/", 1)[-1]
         out, late = adb.shell(self.client, self.serial, invocations.line(argv), timeout_s)
-        text = out.decode("utf-8", "replace")
+        text = storable_text(out)  # as stored: NUL and bytes not UTF-8 escaped (\xNN)
         if late:
             with contextlib.suppress(DeviceError):
                 adb.shell(self.client, self.serial, invocations.kill(remote_tool), SMALL_COMMAND_S)
