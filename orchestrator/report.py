@@ -1,5 +1,6 @@
 """Campaign results as rows, and those rows as a table, CSV or JSON; derived figures
-(speed-up over the CPU) come from farm_core.metrics."""
+(speed-up over the CPU) come from farm_core.metrics, how each was measured (configuration
+fingerprint, timing path, uncertainty) from orchestrator.provenance."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from sqlalchemy import Engine, func, select
 
 from farm_core import metrics
 from farm_core.schema import Campaign, Device, Job, Result, StoredModel
+
+from . import provenance
 
 #: Columns of the comparison table: (header, row key, format).
 TABLE_COLUMNS = (
@@ -28,6 +31,9 @@ TABLE_COLUMNS = (
     ("vs cpu", "speedup", "{:.2f}x"),
     ("gpu ops", "delegated", "{}"),
     ("diff", "max_avg_error", "{:.2e}"),
+    ("median ± ci95 ms", "median_ci_ms", "{}"),
+    ("timing", "timing", "{}"),
+    ("config id", "fingerprint", "{}"),
     ("note", "note", "{}"),
 )
 
@@ -61,6 +67,9 @@ def campaign_rows(engine: Engine, campaign_id: int, full: bool = False) -> list[
         Result.delegated_ops,
         Result.total_ops,
         Result.error,
+        Result.id.label("result"),
+        Result.config_fingerprint,
+        Result.measurement,
         Device.host,
         Device.kind,
     ]
@@ -106,6 +115,13 @@ def campaign_rows(engine: Engine, campaign_id: int, full: bool = False) -> list[
             "max_avg_error": r["max_avg_error"],
             "delegated": (f"{r['delegated_ops']}/{r['total_ops']}" if r["total_ops"] else None),
             "reason": r["error"] or r["reason"] or "",
+            # how it was measured ({} and "" for results from before the record, or none)
+            "result": r["result"],
+            "config_fingerprint": r["config_fingerprint"] or "",
+            "measurement": r["measurement"] or {},
+            "fingerprint": provenance.short_fingerprint(r["config_fingerprint"]),
+            "timing": provenance.timing_path(r["measurement"]),
+            "median_ci_ms": provenance.median_ci_ms(r["measurement"]),
         }
         if full:
             d.update(
@@ -147,6 +163,24 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def format_configs(rows: Sequence[dict[str, Any]]) -> str:
+    """Each configuration record of the rows' results once (switches with values and
+    sources), with the jobs measured under it; jobs without a result are left out."""
+    groups: dict[str, tuple[list[str], list[str]]] = {}
+    for r in rows:
+        if r.get("result") is None:
+            continue
+        m = r.get("measurement") or {}
+        key = json.dumps([r.get("config_fingerprint") or "", m.get("config")], sort_keys=True)
+        lines, used = groups.setdefault(
+            key, (provenance.describe(r.get("config_fingerprint") or "", m), [])
+        )
+        used.append(f"job {r['job']} ({r['model']} {r['device']} {r['config']})")
+    return "\n\n".join(
+        "\n".join([*lines, "  jobs: " + ", ".join(used)]) for lines, used in groups.values()
+    )
 
 
 def format_csv(rows: Sequence[dict[str, Any]]) -> str:

@@ -315,7 +315,7 @@ def status(args: argparse.Namespace, api: Client) -> int:
 
 
 def results(args: argparse.Namespace, api: Client) -> int:
-    from orchestrator.report import format_json, format_table
+    from .results import show
 
     path = f"/v1/campaigns/{args.campaign}/results"
     if args.format == "csv":
@@ -324,7 +324,7 @@ def results(args: argparse.Namespace, api: Client) -> int:
         print(text)
         return _failed(list(csv.DictReader(io.StringIO(text))))
     rows = api.json("GET", path, query={"full": args.full})["results"]
-    print(format_table(rows) if args.format == "table" else format_json(rows))
+    show(rows, args)
     return _failed(rows)
 
 

@@ -1,4 +1,5 @@
-"""`devicefarm results CAMPAIGN --format table|csv|json` (exit 1 when a job failed)."""
+"""`devicefarm results CAMPAIGN --format table|csv|json [--show-config]` (exit 1 when a job
+failed)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="json: include every figure, the device facts and versions (default: key figures)",
     )
+    p.add_argument(
+        "--show-config",
+        action="store_true",
+        help="table: after the rows, each configuration the results were measured under "
+        "(every switch with its value and source: default, env, option...), with its jobs; "
+        "json carries it as `measurement`",
+    )
     common.add_db(p)
     p.epilog = (
         "exit status: 1 when a job of the campaign failed, timed out or was cancelled (or on "
@@ -31,11 +39,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from delegate_runtime.errors import JobError
-    from orchestrator.report import campaign_rows, format_csv, format_json, format_table
+    from orchestrator.report import campaign_rows
 
     rows = campaign_rows(common.engine(args), args.campaign, full=args.full)
     if not rows:
         raise JobError(f"campaign {args.campaign} has no jobs (or does not exist)")
+    show(rows, args)
+    return 1 if common.failed_jobs(rows) else 0
+
+
+def show(rows: list[dict], args: argparse.Namespace) -> None:
+    """Print the rows in `--format`; with --show-config, a table is followed by the
+    configuration records (here and through the API's client)."""
+    from orchestrator.report import format_configs, format_csv, format_json, format_table
+
     fmt = {"table": format_table, "csv": format_csv, "json": format_json}[args.format]
     print(fmt(rows))
-    return 1 if common.failed_jobs(rows) else 0
+    if args.show_config and args.format == "table":
+        print()
+        print(format_configs(rows) or "(no results yet)")
