@@ -35,7 +35,7 @@ from farm_core.schema import (
 )
 
 from .lease import JobLost
-from .limits import job_memory_mb, memory_limit, over_limit_message
+from .limits import RuntimeOpened, job_memory_mb, over_limit_message, under_job_limits
 from .runners.base import JobSpec, RunOutcome
 
 if TYPE_CHECKING:
@@ -110,6 +110,19 @@ def result_values(outcome: RunOutcome, facts: dict[str, Any], duration_s: float)
         "versions": outcome.versions,
         "log": outcome.log,
         "duration_s": duration_s,
+        **measurement_values(b),
+    }
+
+
+def measurement_values(benchmark: dict[str, Any]) -> dict[str, Any]:
+    """`measurement` and `config_fingerprint` from the benchmark's record; a tool that
+    keeps none (a phone's benchmark_model) gives its timing alone and no fingerprint."""
+    record = dict(benchmark.get("measurement") or {})
+    if not record and benchmark.get("timing"):
+        record = {"timing": benchmark["timing"]}
+    return {
+        "measurement": _jsonable(record),
+        "config_fingerprint": str(record.get("fingerprint") or ""),
     }
 
 
@@ -122,6 +135,17 @@ def _jsonable(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return value.tolist()
     return value
+
+
+def _note_job_conditions(outcome: RunOutcome, opened: RuntimeOpened) -> None:
+    """Add what the job ran under to its measurement: the memory limit and the address
+    space the driver reserved before it (worker_agent.limits)."""
+    record = outcome.benchmark.get("measurement")
+    if isinstance(record, dict):
+        record.setdefault("conditions", {}).update(
+            job_memory_mb=job_memory_mb(),
+            driver_reserved_mb=round(opened.driver_reserved_mb, 1),
+        )
 
 
 def _settings(ctx: ConsumerContext, campaign_id: int) -> dict[str, Any]:
@@ -191,8 +215,9 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
             CONFIGS[claimed.config],
             input_paths(ctx, _settings(ctx, claimed.campaign_id)),
         )
-        with ctx.lease.abortable(), memory_limit(job_memory_mb()):
+        with ctx.lease.abortable(), under_job_limits(ctx.runner) as opened:
             outcome = ctx.runner.run(spec)
+        _note_job_conditions(outcome, opened)
     except JobLost as exc:  # cancelled or moved meanwhile: nothing to write
         log.warning("job %s: %s", job_id, exc)
         return STALE

@@ -5,8 +5,16 @@
     json.dumps(result.to_dict()) # every figure
 
 The loop follows TFLite's `BenchmarkModel::Run`: at least `num_runs` runs and `min_secs`
-seconds, stopping once `max_secs` have passed; warm-up likewise with its own minimums.
-Timings are integer microseconds from `time.perf_counter_ns`.
+seconds, stopping once `max_secs` have passed; warm-up likewise with its own minimums,
+then on until the latency is stable (uncertainty.py). Timings are integer microseconds
+from `time.perf_counter_ns`.
+
+The timed runs take the path the runtime ships: with `enable_op_profiling`, the per-op
+profile comes from a pass of its own after them (a profiling GPU session enqueues with an
+event per launch, which is slower). Each result carries its `measurement`: the
+configuration record (config_record.py), the conditions before and after the timed runs
+(conditions.py), how it was timed and the median's uncertainty with the CPU time per
+inference.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import numpy as np
 from ..errors import ModelError
 from ..reader import load_model
 from . import benchmark_format as fmt
+from . import conditions, config_record, uncertainty
 from .inputs import benchmark_inputs
 from .memory import MemoryReport, PeakMonitor, delta_mb, hwm_bytes, rss_bytes, session_device_bytes
 from .process_init import init_split_line, prepare_process
@@ -33,6 +42,12 @@ from .stats import Stat
 
 #: Seed of the random inputs (benchmark_model's generator is deterministic too).
 INPUT_SEED = 0
+#: Most runs of the separate op-profiling pass (its tables average over them).
+PROFILE_MAX_RUNS = 20
+#: Options recorded in the configuration record: they change what the timed runs run.
+RECORDED_OPTIONS = ("use_gpu", "precision", "enable_quant", "max_delegated_partitions")
+#: The timed runs' path, as results record it: the shipped one, never a profiling one.
+TIMED_PATH = "shipped"
 #: BenchmarkOptions fields that choose and configure the delegate (the rest run the loop).
 DELEGATE_FIELDS = (
     "use_gpu",
@@ -54,6 +69,10 @@ class BenchmarkOptions:
     max_secs: float = 150.0
     warmup_runs: int = 1
     warmup_min_secs: float = 0.5
+    #: warm-up goes on until the latency is stable, for at most this long (ours)
+    warmup_max_secs: float = 5.0
+    #: print our `Measured on ...` line (a simulated official tool prints only its own)
+    report_measurement: bool = True
     use_gpu: bool = False
     precision: str = "fp32"  #: "fp16" when gpu_precision_loss_allowed
     enable_quant: bool = True
@@ -146,6 +165,8 @@ class BenchmarkResult:
     options: dict[str, Any] = field(default_factory=dict)
     #: GPU only: whether the delegate's program came from the kernel cache (warm init)
     program_from_cache: bool | None = None
+    #: how it was measured: configuration record, conditions, timing path, uncertainty
+    measurement: dict[str, Any] = field(default_factory=dict)
     source: str = "devicefarm"  #: or "benchmark_model" when parsed from the official tool
     log: str = ""
 
@@ -205,6 +226,7 @@ class BenchmarkResult:
             "op_profile": self.op_profile,
             "options": self.options,
             "program_from_cache": self.program_from_cache,
+            "measurement": self.measurement,
             "log": self.log,
         }
 
@@ -240,9 +262,10 @@ def _loop(
     max_secs: float,
     reporter: Reporter,
     profiler: OpProfiler | None = None,
+    stat: Stat | None = None,
 ) -> Stat:
     """TFLite's run loop: until min_runs and min_secs are both met, or max_secs passed."""
-    stat = Stat()
+    stat = stat if stat is not None else Stat()
     now = time.perf_counter_ns()
     min_finish = now + int(min_secs * 1e9)
     max_finish = now + int(max_secs * 1e9)
@@ -321,8 +344,6 @@ def run_benchmark(
             notes=notes,
             **(_gpu_kwargs(model, options) if options.use_gpu else {}),
         )
-        if profiler is not None:
-            profiler.attach(session, model)
         end = time.perf_counter_ns()
         result.init_us = (end - t0) // 1000
         result.init_process_us = process_us
@@ -358,10 +379,21 @@ def run_benchmark(
             else benchmark_inputs(model, np.random.default_rng(INPUT_SEED))
         )
 
-        warm = _timed_phase(log, reporter, "warm-up", session, inputs, options, warmup=True)
-        timed = _timed_phase(
-            log, reporter, "benchmark", session, inputs, options, profiler=profiler
+        warm, stable = _warm_up(log, reporter, session, inputs, options)
+        before = conditions.snapshot(result.device, options.use_gpu)
+        cpu_start = time.process_time_ns()
+        timed = _timed_phase(log, reporter, "benchmark", session, inputs, options)
+        cpu_us = (time.process_time_ns() - cpu_start) / 1e3 / max(timed.count, 1)
+        after = conditions.snapshot(result.device, options.use_gpu)
+        result.measurement = _measurement(options, session, before, after)
+        result.measurement["uncertainty"] = uncertainty.summary(
+            timed.values, warm.count, stable, round(cpu_us, 1)
         )
+        if profiler is not None:
+            runs = _profile_pass(model, session, inputs, options, reporter, profiler)
+            result.measurement["timing"]["profile"] = f"separate pass ({runs} runs)"
+        if options.report_measurement:
+            log.line(fmt.measurement_line(result.measurement))
         result.warmup = RunStats.from_stat(warm)
         result.inference = RunStats.from_stat(timed)
         result.first_inference_us = warm.first if not warm.empty else 0
@@ -396,11 +428,77 @@ def run_benchmark(
     return result
 
 
-def _gpu_kwargs(model: Any, options: BenchmarkOptions) -> dict[str, Any]:
+def _gpu_kwargs(model: Any, options: BenchmarkOptions, profiling: bool = False) -> dict[str, Any]:
     kwargs = options.gpu_session_options(model)
-    if options.enable_op_profiling:
-        kwargs["profiling"] = True  # OpenCL profiling events per node
+    if profiling:
+        kwargs["profiling"] = True  # OpenCL profiling events per node: a slower path
     return kwargs
+
+
+def _settle(
+    session: Any,
+    inputs: list[np.ndarray],
+    options: BenchmarkOptions,
+    reporter: Reporter,
+    warm: Stat,
+) -> bool:
+    """Warm up on (into `warm`) until two windows' medians agree; whether they did."""
+    deadline = time.perf_counter() + options.warmup_max_secs
+    previous: list[int] = []
+    while True:
+        size = uncertainty.window_runs(warm.newest or 1)
+        if not previous:
+            previous = warm.values[-size:]
+        start = warm.count
+        _loop(session, inputs, size, 0.0, options.max_secs, reporter, stat=warm)
+        current = warm.values[start:]
+        if uncertainty.settled(previous, current):
+            return True
+        if time.perf_counter() >= deadline:
+            return False
+        previous = current
+
+
+def _measurement(
+    options: BenchmarkOptions, session: Any, before: dict[str, Any], after: dict[str, Any]
+) -> dict[str, Any]:
+    """The record of how the timed runs were measured (uncertainty added by the caller)."""
+    chosen = {k: getattr(options, k) for k in RECORDED_OPTIONS}
+    record = config_record.configuration(chosen, session)
+    return {
+        "fingerprint": config_record.fingerprint(record),
+        "config": record,
+        "timing": {"path": TIMED_PATH, "profile": "none"},
+        "conditions": before | {"after": after},
+    }
+
+
+def _profile_pass(
+    model: Any,
+    session: Any,
+    inputs: list[np.ndarray],
+    options: BenchmarkOptions,
+    reporter: Reporter,
+    profiler: OpProfiler,
+) -> int:
+    """The op profile from runs of their own after the timed ones (a profiling GPU session
+    is another path: it is opened for this pass alone); returns the runs it took."""
+    target = session
+    if options.use_gpu:
+        target = open_session(
+            model,
+            "gpu",
+            precision=options.precision,
+            device=options.device,
+            log=io.StringIO(),
+            **_gpu_kwargs(model, options, profiling=True),
+        )
+    profiler.attach(target, model)
+    runs = max(1, min(options.num_runs, PROFILE_MAX_RUNS))
+    reporter.start("op profile", runs)
+    _loop(target, inputs, runs, 0.0, options.max_secs, reporter, profiler)
+    profiler.detach(target)
+    return profiler.num_runs
 
 
 def _timed_phase(
@@ -410,14 +508,28 @@ def _timed_phase(
     session: Any,
     inputs: list[np.ndarray],
     options: BenchmarkOptions,
-    warmup: bool = False,
-    profiler: OpProfiler | None = None,
 ) -> Stat:
-    runs = options.warmup_runs if warmup else options.num_runs
-    secs = options.warmup_min_secs if warmup else options.min_secs
-    log.line(fmt.running(runs, secs, options.max_secs))
-    reporter.start(stage, runs or None)
-    stat = _loop(session, inputs, runs, secs, options.max_secs, reporter, profiler)
+    log.line(fmt.running(options.num_runs, options.min_secs, options.max_secs))
+    reporter.start(stage, options.num_runs or None)
+    stat = _loop(session, inputs, options.num_runs, options.min_secs, options.max_secs, reporter)
     log.line(fmt.stat_line(stat))
     log.write("\n")
     return stat
+
+
+def _warm_up(
+    log: _Log,
+    reporter: Reporter,
+    session: Any,
+    inputs: list[np.ndarray],
+    options: BenchmarkOptions,
+) -> tuple[Stat, bool]:
+    """benchmark_model's warm-up, then on until the latency is stable; (runs, stable)."""
+    runs, secs = options.warmup_runs, options.warmup_min_secs
+    log.line(fmt.running(runs, secs, options.max_secs))
+    reporter.start("warm-up", runs or None)
+    stat = _loop(session, inputs, runs, secs, options.max_secs, reporter)
+    stable = _settle(session, inputs, options, reporter, stat) if not stat.empty else False
+    log.line(fmt.stat_line(stat))
+    log.write("\n")
+    return stat, stable

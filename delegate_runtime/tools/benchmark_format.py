@@ -102,3 +102,20 @@ def applied(fully: bool, kernels: int) -> str:
 def with_prefix(line: str, prefix: str = PREFIX) -> str:
     """A log line as a desktop build prints it (blank lines stay blank)."""
     return f"{prefix}{line}" if line else ""
+
+
+def measurement_line(measurement: dict) -> str:
+    """Ours: how the figures above were measured (configuration, path, uncertainty)."""
+    u = measurement.get("uncertainty") or {}
+    ci = u.get("ci95_us")
+    ci_text = f" (95% CI {ci[0]:g}-{ci[1]:g})" if ci else ""
+    cpu = u.get("cpu_time_per_inference_us")
+    timing = measurement.get("timing") or {}
+    return (
+        f"Measured on the {timing.get('path', '?')} path, configuration "
+        f"{measurement.get('fingerprint', '?')}: median {u.get('median_us', float('nan')):g} us"
+        f"{ci_text}, warm-up {u.get('warmup_runs', 0)} runs "
+        f"({'stable' if u.get('stable') else 'not stable'}), "
+        f"CPU {'?' if cpu is None else f'{cpu:g}'} us per inference; "
+        f"op profile: {timing.get('profile', 'none')}"
+    )

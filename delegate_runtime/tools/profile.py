@@ -127,6 +127,13 @@ class OpProfiler:
             if target is not None and hasattr(target, "op_hook"):
                 target.op_hook = self.hook_for(getattr(target, "model", None) or model)
 
+    @staticmethod
+    def detach(session: Any) -> None:
+        """Remove the hooks `attach` set."""
+        for target in (session, getattr(session, "cpu", None)):
+            if target is not None and hasattr(target, "op_hook"):
+                target.op_hook = None
+
     def collect_session(self, session: Any) -> None:
         """Record a session's own per-op timings of its last invoke, when it reports them.
 

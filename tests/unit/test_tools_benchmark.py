@@ -322,3 +322,80 @@ def test_delegation_summary_normalises(raw):
     assert d["nodes_delegated"] == 3 and d["nodes_total"] == 4 and d["partitions"] == 1
     assert d["fully_delegated"] is False
     assert d["unsupported"] == [{"op": "CUMSUM", "reason": "no"}]
+
+
+# -- how the figures were measured (issue: figures a lab can trust) ----------------------
+
+
+def test_every_result_records_how_it_was_measured(tiny_model):
+    out = io.StringIO()
+    r = run_benchmark(tiny_model, BenchmarkOptions(**{**FAST, "num_runs": 40}), out=out)
+    m = r.to_dict()["measurement"]
+    assert m["timing"] == {"path": "shipped", "profile": "none"}
+    assert len(m["fingerprint"]) == 16
+    assert m["config"]["option.use_gpu"] == {"value": False, "source": "option"}
+    u = m["uncertainty"]
+    assert u["runs"] == r.inference.count and u["median_us"] == r.inference.median_us
+    lo, hi = u["ci95_us"]
+    assert lo <= u["median_us"] <= hi
+    assert u["warmup_runs"] == r.warmup.count >= 1
+    assert u["cpu_time_per_inference_us"] > 0
+    assert m["conditions"]["allowed_cpus"] >= 1 and "after" in m["conditions"]
+    assert "Measured on the shipped path, configuration " + m["fingerprint"] in out.getvalue()
+
+
+def test_warm_up_goes_on_until_two_windows_agree(tiny_model, monkeypatch):
+    """A session whose first 30 runs are slow (a cold cache) is warmed past them."""
+    calls = {"n": 0}
+    real_invoke = None
+
+    def slow_then_fast(self, inputs):
+        calls["n"] += 1
+        if calls["n"] <= 30:
+            time.sleep(0.002)
+        return real_invoke(self, inputs)
+
+    from delegate_runtime.interpreter import Interpreter
+
+    real_invoke = Interpreter.invoke
+    monkeypatch.setattr(Interpreter, "invoke", slow_then_fast)
+    r = run_benchmark(tiny_model, BenchmarkOptions(**FAST))
+    u = r.measurement["uncertainty"]
+    assert u["stable"] is True
+    assert r.warmup.count > 30  # the slow runs were warm-up, not timed
+    assert max(r.inference.runs_us) < 2000
+
+
+def test_the_op_profile_is_a_pass_after_the_timed_runs(tiny_model, monkeypatch):
+    """The timed runs run no op hook; the profile comes from runs of its own."""
+    from delegate_runtime.interpreter import Interpreter
+
+    hooked_runs = []
+    real_invoke = Interpreter.invoke
+
+    def spy(self, inputs):
+        hooked_runs.append(self.op_hook is not None)
+        return real_invoke(self, inputs)
+
+    monkeypatch.setattr(Interpreter, "invoke", spy)
+    r = run_benchmark(tiny_model, BenchmarkOptions(enable_op_profiling=True, **FAST))
+    profiled = r.op_profile["num_runs"]
+    timed_and_warm = r.inference.count + r.warmup.count
+    assert hooked_runs == [False] * timed_and_warm + [True] * profiled
+    assert r.measurement["timing"]["profile"] == f"separate pass ({profiled} runs)"
+
+
+def test_a_gpu_timed_session_never_profiles(tiny_model):
+    """On OpenCL (PoCL here) the timed session is the shipped one; the profiling session
+    is opened for the profile's pass alone."""
+    pytest.importorskip("pyopencl")
+    from delegate_runtime.gpu.opencl.runtime import list_devices
+
+    if not list_devices():
+        pytest.skip("no OpenCL device")
+    r = run_benchmark(tiny_model, BenchmarkOptions(use_gpu=True, enable_op_profiling=True, **FAST))
+    config = r.measurement["config"]
+    assert config["gpu.session.profiling"] == {"value": False, "source": "session"}
+    assert config["option.use_gpu"]["value"] is True
+    assert {n["backend"] for n in r.op_profile["nodes"]} == {"gpu"}
+    assert r.measurement["conditions"]["platform"]

@@ -4,6 +4,7 @@ A backend (one file per backend: cpu.py, opencl.py, noop.py; the adb runner in
 worker_agent/android) subclasses Runner and fills in a few hooks:
 
     setup()               open the device (runs in the process that will run the jobs)
+    open_runtime() -> int pay the runtime's once-per-process costs (driver context) now
     prepare(spec) -> str  make the model reachable on the device (e.g. adb push); a path
     benchmark(spec, path) -> dict   every figure of the benchmark tool
     diff(spec, path) -> dict        inference diff against the CPU reference
@@ -88,6 +89,12 @@ class Runner:
 
     def setup(self) -> None:
         """Open the device; called once, in the process that runs the jobs."""
+
+    def open_runtime(self) -> int:
+        """Pay the once-per-process costs of this device's runtime (modules, the driver's
+        context) before any job or canary, outside their memory limit; returns the
+        microseconds spent. Called once per process (worker_agent.limits)."""
+        return 0
 
     def prepare(self, spec: JobSpec) -> str:
         """Make the model reachable where the tools run; returns its path there."""

@@ -174,6 +174,7 @@ def benchmark_model(ctx: Context) -> int:
         enable_op_profiling=v["enable_op_profiling"],
         report_peak_memory=v["report_peak_memory_footprint"],
         require_full_delegation=v["require_full_delegation"],
+        report_measurement=False,
     )
 
     def body(path: str, out: _Output) -> None:

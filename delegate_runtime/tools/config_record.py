@@ -1,0 +1,218 @@
+"""The configuration a figure was measured under: every switch and tuning constant of the
+runtime, with its value and where it came from, frozen when the session opened.
+
+    record = configuration(options, session)    # {name: {"value": v, "source": s}}
+    fingerprint(record)                          # 16 hex digits; equal records, equal digits
+
+Sources: `default` (the value the code ships), `env` (a DEVICEFARM_* variable), `option`
+(the caller's, e.g. a benchmark flag), `override` (a module constant changed in this
+process, as bench/ab_knobs.py does), `session` (what the session actually did: the launch
+loop it got, whether host edges or persistent kernels were available on this device).
+
+Two results are comparable only when their fingerprints agree: the fingerprint covers the
+values (not the sources) of everything that changes the timed path. Conditions (driver,
+clocks, load) are recorded beside it (conditions.py), not in it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_GPU = "delegate_runtime.gpu"
+_CL = f"{_GPU}.opencl"
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A module constant the runtime reads, optionally overridden by an environment
+    variable (`env`: "0"/"1" for booleans, a whole number for integers)."""
+
+    name: str
+    module: str
+    attr: str
+    env: str | None = None
+
+
+#: The GPU delegate's switches (an environment variable can set them).
+GPU_SWITCHES = (
+    Switch("gpu.specialize", f"{_CL}.specialize", "ON_GPU", "DEVICEFARM_GPU_SPECIALIZE"),
+    Switch("gpu.persistent", f"{_CL}.persistent", "ON", "DEVICEFARM_GPU_PERSISTENT"),
+    Switch("gpu.host_edges", f"{_CL}.host_edges", "ON", "DEVICEFARM_GPU_HOST_EDGES"),
+    Switch("gpu.copy_helpers", f"{_CL}.host_copy", "HELPERS", "DEVICEFARM_GPU_COPY_HELPERS"),
+)
+#: Environment switches without a module constant: (name, variable, default).
+GPU_ENV_ONLY = (("gpu.native_loop", "DEVICEFARM_NATIVE_LOOP", True),)
+
+#: The GPU delegate's tuning constants, by module.
+GPU_CONSTANTS: dict[str, tuple[str, ...]] = {
+    f"{_CL}.persistent": (
+        "GROUP_ITEMS",
+        "GROUPS_PER_CU",
+        "GROUPS",
+        "MIN_LAYERS",
+        "CHECK_SPINS",
+        "RUN_SPINS",
+        "LAYER_STAMPS",
+        "BARRIER_RELEASE_ACQUIRE",
+    ),
+    f"{_CL}.specialize": ("ARENA", "OFFSETS_PER_PARAM"),
+    f"{_CL}.host_copy": ("MIN_BYTES", "CHUNK_BYTES", "STREAMING", "SPIN_US"),
+    f"{_CL}.lowering": (
+        "MIN_SPLIT_STEPS",
+        "MIN_STEPS_PER_SPLIT",
+        "MIN_COMPUTED_SPLIT_K",
+        "GEMM_GROUPS_PER_CU",
+        "DEPTHWISE_SMALL_TILE_GROUPS_PER_CU",
+    ),
+    f"{_CL}.fusion": (
+        "MAX_STEPS",
+        "DEPTHWISE_MAX_READER_CHANNELS",
+        "DEPTHWISE_MAX_GEMM_MACS",
+        "DEPTHWISE_SMALL_MAP_PIXELS",
+        "DEPTHWISE_SMALL_MAP_CHANNELS",
+        "DEPTHWISE_ALIGNED",
+        "MEAN_MAX_READER_CHANNELS",
+    ),
+    f"{_CL}.squeeze_excite": (
+        "MAX_CHANNELS",
+        "MAX_WEIGHTS",
+        "DW_GROUPS_PER_CU",
+        "DW_TAIL_LOADS",
+        "DW_MAX_CHANNELS",
+    ),
+    f"{_CL}.executor": ("FLUSH_EVERY",),
+    f"{_CL}.launch": ("LOCAL_1D",),
+    f"{_CL}.arena": ("ARENA_UNIT",),
+    f"{_GPU}.records.conv": ("PATCH_GEMM_MIN_N", "PATCH_GEMM_MIN_K"),
+    f"{_GPU}.records.mean": ("WIDE_FROM",),
+    f"{_GPU}.records.softmax": ("ROW_GROUP",),
+    f"{_GPU}.fold": ("MAX_FOLDED_ELEMENTS",),
+}
+
+#: Environment variables that set the CPU reference's BLAS threads (numpy's matmuls).
+BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+#: The GpuSession attributes that say which path it took on this device.
+SESSION_PATH = ("launch_loop", "host_edges", "specialized_kernels", "half_weights")
+
+#: Record entries left out of the fingerprint: they say how init went, not what is timed.
+NOT_FINGERPRINTED = frozenset({"gpu.session.program_from_cache", "gpu.copy_helpers.why"})
+
+#: Each constant's value when this module first read it: later differences are overrides.
+_SHIPPED: dict[tuple[str, str], Any] = {}
+
+
+def _entry(value: Any, source: str) -> dict[str, Any]:
+    return {"value": _plain(value), "source": source}
+
+
+def _plain(value: Any) -> Any:
+    """JSON-able, stable across processes (tuples as lists, numpy scalars as Python's)."""
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def _constant(module: str, attr: str) -> tuple[Any, str] | None:
+    """A module constant and whether it is as shipped; None when the module is absent
+    (the GPU extra is not installed)."""
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        return None
+    value = getattr(mod, attr)
+    shipped = _SHIPPED.setdefault((module, attr), value)
+    return value, "default" if value == shipped else "override"
+
+
+def _env_value(raw: str, default: Any) -> Any:
+    """An environment override parsed as the module parses it."""
+    if isinstance(default, bool):
+        return raw == "1" if raw in ("0", "1") else default
+    try:
+        return int(raw)
+    except ValueError:
+        return raw
+
+
+def gpu_switches() -> dict[str, dict[str, Any]]:
+    """The GPU delegate's switches and tuning constants, each with its source."""
+    out: dict[str, dict[str, Any]] = {}
+    for s in GPU_SWITCHES:
+        found = _constant(s.module, s.attr)
+        if found is None:
+            continue
+        value, source = found
+        raw = os.environ.get(s.env or "", "").strip()
+        if raw:
+            value, source = _env_value(raw, value), "env"
+        out[s.name] = _entry(value, source)
+    for name, var, default in GPU_ENV_ONLY:
+        raw = os.environ.get(var, "").strip()
+        out[name] = _entry(_env_value(raw, default), "env") if raw else _entry(default, "default")
+    for module, attrs in GPU_CONSTANTS.items():
+        short = module.rsplit(".", 1)[-1]
+        for attr in attrs:
+            found = _constant(module, attr)
+            if found is not None:
+                out[f"gpu.{short}.{attr}"] = _entry(*found)
+    return out
+
+
+def _copy_helpers(out: dict[str, dict[str, Any]]) -> None:
+    """The helper threads the input copy really gets on this host (host_copy's plan)."""
+    try:
+        from ..gpu.opencl import host_copy
+    except ImportError:
+        return
+    plan = getattr(host_copy, "helper_plan", None)
+    if callable(plan):
+        p = plan()
+        out["gpu.copy_helpers"] = _entry(p.get("helpers"), str(p.get("source", "default")))
+        out["gpu.copy_helpers.why"] = _entry(p.get("why", ""), "session")
+
+
+def session_path(session: Any) -> dict[str, dict[str, Any]]:
+    """What a GPU session did on this device (launch loop, host edges, persistent runs)."""
+    out = {f"gpu.session.{a}": _entry(getattr(session, a), "session") for a in SESSION_PATH}
+    launches, kernels = getattr(session, "persistent_runs", (0, 0)) or (0, 0)
+    out["gpu.session.persistent_kernels"] = _entry(kernels, "session")
+    out["gpu.session.profiling"] = _entry(bool(session.options.profiling), "session")
+    out["gpu.session.program_from_cache"] = _entry(session.program_from_cache, "session")
+    return out
+
+
+def cpu_switches() -> dict[str, dict[str, Any]]:
+    """The CPU reference's switches: the BLAS thread variables numpy's matmuls obey."""
+    out = {}
+    for var in BLAS_THREAD_VARS:
+        raw = os.environ.get(var, "").strip()
+        out[f"cpu.{var}"] = _entry(raw, "env") if raw else _entry("", "default")
+    return out
+
+
+def configuration(options: Mapping[str, Any], session: Any = None) -> dict[str, dict[str, Any]]:
+    """The whole record for a run with `options` (name -> value, the caller's) on
+    `session` (a GpuSession, or the CPU interpreter)."""
+    record = {f"option.{k}": _entry(v, "option") for k, v in sorted(options.items())}
+    record |= cpu_switches()
+    if hasattr(session, "launch_loop"):  # the GPU delegate (its partitions may be empty)
+        record |= gpu_switches()
+        _copy_helpers(record)
+        record |= session_path(session)
+    return record
+
+
+def fingerprint(record: Mapping[str, Mapping[str, Any]]) -> str:
+    """16 hex digits of the record's values (sources and init-only entries left out)."""
+    values = {k: v.get("value") for k, v in record.items() if k not in NOT_FINGERPRINTED}
+    text = json.dumps(values, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

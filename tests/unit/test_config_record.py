@@ -1,0 +1,89 @@
+"""The configuration record and its fingerprint (delegate_runtime.tools.config_record)."""
+
+from __future__ import annotations
+
+import pytest
+
+from delegate_runtime.tools import config_record as cr
+
+pytest.importorskip("pyopencl")  # the GPU delegate's modules
+
+
+class FakeGpuSession:
+    """The attributes a GpuSession exposes about the path it took."""
+
+    class options:  # noqa: N801 - as GpuSession.options reads
+        profiling = False
+
+    launch_loop = "c"
+    host_edges = True
+    specialized_kernels = 23
+    half_weights = False
+    persistent_runs = (40, 2)
+    program_from_cache = False
+
+
+def test_every_switch_is_recorded_with_its_default_source(monkeypatch):
+    for s in cr.GPU_SWITCHES:
+        monkeypatch.delenv(s.env, raising=False)
+    record = cr.configuration({"precision": "fp32"}, FakeGpuSession())
+    assert record["gpu.persistent"] == {"value": True, "source": "default"}
+    assert record["gpu.specialize"] == {"value": True, "source": "default"}
+    assert record["gpu.persistent.GROUPS_PER_CU"]["source"] == "default"
+    assert record["option.precision"] == {"value": "fp32", "source": "option"}
+    assert record["gpu.session.persistent_kernels"] == {"value": 2, "source": "session"}
+    assert record["gpu.session.launch_loop"]["value"] == "c"
+    constants = sum(len(v) for v in cr.GPU_CONSTANTS.values())
+    assert sum(k.count(".") == 2 and k.split(".")[2].isupper() for k in record) == constants
+
+
+def test_an_environment_switch_is_recorded_as_env_and_changes_the_fingerprint(monkeypatch):
+    monkeypatch.delenv("DEVICEFARM_GPU_PERSISTENT", raising=False)
+    plain = cr.configuration({}, FakeGpuSession())
+    monkeypatch.setenv("DEVICEFARM_GPU_PERSISTENT", "0")
+    off = cr.configuration({}, FakeGpuSession())
+    assert off["gpu.persistent"] == {"value": False, "source": "env"}
+    assert cr.fingerprint(off) != cr.fingerprint(plain)
+
+
+def test_the_same_value_from_another_source_keeps_the_fingerprint(monkeypatch):
+    monkeypatch.delenv("DEVICEFARM_GPU_HOST_EDGES", raising=False)
+    plain = cr.configuration({}, FakeGpuSession())
+    monkeypatch.setenv("DEVICEFARM_GPU_HOST_EDGES", "1")  # the default, said explicitly
+    said = cr.configuration({}, FakeGpuSession())
+    assert said["gpu.host_edges"]["source"] == "env"
+    assert cr.fingerprint(said) == cr.fingerprint(plain)
+
+
+def test_a_constant_changed_in_process_is_an_override(monkeypatch):
+    from delegate_runtime.gpu.opencl import persistent
+
+    before = cr.configuration({}, FakeGpuSession())
+    monkeypatch.setattr(persistent, "GROUPS_PER_CU", persistent.GROUPS_PER_CU + 1)
+    after = cr.configuration({}, FakeGpuSession())
+    assert after["gpu.persistent.GROUPS_PER_CU"]["source"] == "override"
+    assert cr.fingerprint(after) != cr.fingerprint(before)
+
+
+def test_a_warm_kernel_cache_does_not_change_the_fingerprint():
+    cold = cr.configuration({}, FakeGpuSession())
+    warm_session = FakeGpuSession()
+    warm_session.program_from_cache = True
+    warm = cr.configuration({}, warm_session)
+    assert warm != cold
+    assert cr.fingerprint(warm) == cr.fingerprint(cold)
+
+
+def test_a_profiling_session_has_another_fingerprint():
+    shipped = cr.configuration({}, FakeGpuSession())
+    profiling = FakeGpuSession()
+    profiling.options = type("o", (), {"profiling": True})
+    assert cr.fingerprint(cr.configuration({}, profiling)) != cr.fingerprint(shipped)
+
+
+def test_the_cpu_reference_records_no_gpu_switches(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    record = cr.configuration({"use_gpu": False}, object())
+    assert not any(k.startswith("gpu.") for k in record)
+    assert record["cpu.OMP_NUM_THREADS"] == {"value": "1", "source": "env"}
+    assert len(cr.fingerprint(record)) == 16
