@@ -32,7 +32,7 @@ from farm_core.schema import (
     utcnow,
 )
 from farm_core.settings import Timing
-from orchestrator import regression
+from orchestrator import provenance, regression
 from orchestrator.allowlist.collect import Allowlist, decide_models
 from orchestrator.allowlist.rules import Thresholds
 from orchestrator.report import campaign_counts
@@ -208,9 +208,17 @@ def _latest_ids(model: str, gpu_only: bool = True) -> Any:
 # -- compare devices -----------------------------------------------------------------------
 
 
+#: `configuration` of a compare row measured under the newest configuration record of its
+#: device and configuration, and of one measured under an older, different one.
+CURRENT, OTHER = "current", "other configuration"
+
+
 def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
-    """Per device and configuration: latency, speed-up over the CPU, init cold vs cached
-    (programs from the kernel cache or not), peak memory."""
+    """Per device, configuration and configuration fingerprint (results measured under
+    different switches are never averaged together): latency, speed-up over the CPU, init
+    cold vs cached (programs from the kernel cache or not), peak memory, the timing path,
+    and `configuration`: CURRENT for the newest fingerprint of the device and
+    configuration, OTHER for older ones. Speed-ups use the CURRENT rows' CPU baselines."""
     cached = Result.benchmark["program_from_cache"].as_boolean()
     # the stored figure (farm_core.metrics.peak_memory_mb); results older than its column
     # fall back to their record's, where it was measured (the tools print -1 otherwise)
@@ -221,6 +229,8 @@ def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
             select(
                 Result.device_key.label("device"),
                 Result.config,
+                Result.config_fingerprint,
+                func.max(Result.id).label("newest"),
                 func.count().label("runs"),
                 func.avg(Result.avg_us).label("avg_us"),
                 func.min(Result.avg_us).label("best_us"),
@@ -232,11 +242,23 @@ def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
                 func.avg(peak).label("peak_mb"),
             )
             .where(Result.model_sha256 == model, Result.outcome == SUCCEEDED)
-            .group_by(Result.device_key, Result.config)
-            .order_by(Result.device_key, Result.config)
+            .group_by(Result.device_key, Result.config, Result.config_fingerprint)
         ).mappings()
         rows = [dict(r) for r in rows]
+        timing = dict(  # JSON read for the newest result of each row only
+            conn.execute(
+                select(Result.id, Result.measurement["timing"]["path"].as_string()).where(
+                    Result.id.in_([r["newest"] for r in rows])
+                )
+            ).all()
+        )
         places = {r.key: r for r in conn.execute(select(Device.key, Device.host, Device.kind))}
+    rows.sort(key=lambda r: (r["device"], r["config"], -r["newest"]))
+    newest: dict[tuple[str, str], int] = {}  # the newest result of each device and config
+    for r in rows:
+        newest.setdefault((r["device"], r["config"]), r["newest"])
+    current_ids = set(newest.values())
+    current = [r for r in rows if r["newest"] in current_ids]
     measured = [
         {"model": model, "device": r["device"], "config": r["config"], "avg_us": r["avg_us"]}
         | (
@@ -244,7 +266,7 @@ def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
             if r["device"] in places
             else {}
         )
-        for r in rows
+        for r in current
     ]
     base = metrics.baselines(measured)
     out = []
@@ -253,6 +275,10 @@ def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
             {
                 "device": r["device"],
                 "config": r["config"],
+                "configuration": CURRENT if r["newest"] in current_ids else OTHER,
+                "config_fingerprint": r["config_fingerprint"] or "",
+                "timing": timing.get(r["newest"]),
+                "result": r["newest"],
                 "runs": r["runs"],
                 "avg_ms": _ms(r["avg_us"]),
                 "best_ms": _ms(r["best_us"]),
@@ -268,10 +294,13 @@ def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
     return out
 
 
-def op_profile(engine: Engine, model: str, device: str, config: str) -> list[dict[str, Any]]:
+def op_profile(
+    engine: Engine, model: str, device: str, config: str, result: int | None = None
+) -> list[dict[str, Any]]:
     """The per-op profile of the latest successful result of a model on a device in a
-    configuration: one row per node in run order (node, op, backend, avg_ms, first_ms,
-    times_called), as the runners store it; empty when that result has none."""
+    configuration (or of result `result`): one row per node in run order (node, op,
+    backend, avg_ms, first_ms, times_called), as the runners store it; empty when that
+    result has none."""
     with engine.begin() as conn:
         record = conn.execute(
             select(Result.benchmark["op_profile_nodes"])
@@ -280,11 +309,43 @@ def op_profile(engine: Engine, model: str, device: str, config: str) -> list[dic
                 Result.device_key == device,
                 Result.config == config,
                 Result.outcome == SUCCEEDED,
+                *([] if result is None else [Result.id == result]),
             )
             .order_by(Result.id.desc())
             .limit(1)
         ).scalar()
     return [dict(r) for r in record or [] if isinstance(r, dict)]
+
+
+def measurement(engine: Engine, result_id: int) -> dict[str, Any] | None:
+    """How one result was measured: its fingerprint and timing path, its configuration
+    record (switch, value, source), conditions (flat: `clocks_mhz.sm`) and uncertainty;
+    empty parts for results from before the record; None when there is no such result."""
+    with engine.begin() as conn:
+        r = conn.execute(
+            select(
+                Result.device_key,
+                Result.config,
+                Result.created_at,
+                Result.config_fingerprint,
+                Result.measurement,
+            ).where(Result.id == result_id)
+        ).first()
+    if r is None:
+        return None
+    m = r.measurement or {}
+    return {
+        "result": result_id,
+        "device": r.device_key,
+        "config": r.config,
+        "measured": r.created_at,
+        "config_fingerprint": r.config_fingerprint or "",
+        "timing": provenance.timing_path(m),
+        "median_ci_ms": provenance.median_ci_ms(m),
+        "switches": provenance.config_rows(m),
+        "conditions": provenance.conditions(m),
+        "uncertainty": provenance.uncertainty(m),
+    }
 
 
 # -- accuracy ------------------------------------------------------------------------------
@@ -449,6 +510,8 @@ def _history(engine: Engine, where: Any, device: str) -> list[dict[str, Any]]:
                 Result.outcome,
                 Result.model_sha256,
                 Result.max_avg_error,
+                Result.config_fingerprint,
+                Result.measurement["timing"]["path"].as_string().label("timing"),
                 driver.label("driver"),
                 *regression.SAMPLE_COLUMNS,
             )
@@ -469,6 +532,8 @@ def _history(engine: Engine, where: Any, device: str) -> list[dict[str, Any]]:
                 "median_ms": _ms(r["median_us"]),
                 "max_avg_error": r["max_avg_error"],
                 "driver": r["driver"] or "",
+                "config_fingerprint": r["config_fingerprint"] or "",
+                "timing": r["timing"],
                 "sample": regression.sample_or_none(r),
             }
             for r in rows
@@ -481,14 +546,16 @@ def flag_regressions(
     alpha: float = regression.DEFAULT_ALPHA,
 ) -> list[dict[str, Any]]:
     """Rows with `regression` set where a run is slower than the last good run of its
-    configuration before it, by orchestrator.regression's test (median slower by more than
-    `threshold` and significantly so, one-sided p < `alpha`); `change` is the median's
-    relative change, `p` the test's p-value. The page starts at 10%, not the CLI gate's 5%:
-    phones keep no raw runs, and their campaign-to-campaign jitter is often over 5%. Rows without a `sample` (from `history`) are
-    judged on `avg_ms` alone (no spread known: the threshold only)."""
-    by_config: dict[str, list[int]] = {}
+    configuration before it (the same name and `config_fingerprint`: a run under other
+    switches is no baseline), by orchestrator.regression's test (median slower by more
+    than `threshold` and significantly so, one-sided p < `alpha`); `change` is the
+    median's relative change, `p` the test's p-value. The page starts at 10%, not the CLI
+    gate's 5%: phones keep no raw runs, and their campaign-to-campaign jitter is often over
+    5%. Rows without a `sample` (from `history`) are judged on `avg_ms` alone (no spread
+    known: the threshold only)."""
+    by_config: dict[tuple[str, str], list[int]] = {}
     for i, r in enumerate(rows):
-        by_config.setdefault(r["config"], []).append(i)
+        by_config.setdefault((r["config"], r.get("config_fingerprint") or ""), []).append(i)
     out = [dict(r, change=None, p=None, regression=False) for r in rows]
     for idx in by_config.values():
         samples = [_sample(rows[i]) for i in idx]

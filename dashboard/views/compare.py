@@ -1,5 +1,6 @@
 """Compare devices: latency per device and configuration, speed-up over the CPU, init cold
-vs cached, memory."""
+vs cached, memory; each row's configuration fingerprint and timing path, and how a result
+was measured (its configuration record, conditions and uncertainty)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,12 @@ configs = st.multiselect(
     default=sorted(df["config"].unique()),
 )
 df = df[df["config"].isin(configs)]
+older = df["configuration"] != queries.CURRENT
+if older.any() and not st.checkbox(
+    f"Include {int(older.sum())} row(s) measured under an older, different configuration",
+    key="other_configs",
+):
+    df = df[~older]
 st.dataframe(
     df,
     hide_index=True,
@@ -41,6 +48,8 @@ st.dataframe(
         "init_cached_ms": st.column_config.NumberColumn("init cached ms", format="%.0f"),
         "init_ms": st.column_config.NumberColumn("init ms", format="%.0f"),
         "peak_mb": st.column_config.NumberColumn("peak MB", format="%.1f"),
+        "config_fingerprint": "config id",
+        "result": None,  # the detail below picks by it
     },
 )
 tooltip = [
@@ -126,12 +135,17 @@ chart(
 )
 
 st.subheader("Per-op profile")
-pairs = [f"{r.device} · {r.config}" for r in df.itertuples()]
-picked = st.selectbox("Result", pairs, key="profile_of") if pairs else None
+pairs = {
+    f"{r.device} · {r.config}" + (f" · {r.config_fingerprint}" if older.any() else ""): r
+    for r in df.itertuples()
+}
+picked = st.selectbox("Result", list(pairs), key="profile_of") if pairs else None
 profile = []
 if picked:
-    device, config = picked.split(" · ")
-    profile = queries.op_profile(ui.engine(), model["sha256"], device, config)
+    row = pairs[picked]
+    profile = queries.op_profile(
+        ui.engine(), model["sha256"], row.device, row.config, int(row.result)
+    )
 if not profile:
     st.info("No per-op profile stored for this result.")
 else:
@@ -154,5 +168,25 @@ else:
             color="backend:N",
             tooltip=["node", "op", "backend", alt.Tooltip("avg_ms", format=".3f")],
         ),
+        width="stretch",
+    )
+
+st.subheader("How it was measured")
+record = queries.measurement(ui.engine(), int(pairs[picked].result)) if picked else None
+if record is None or not (record["switches"] or record["conditions"] or record["uncertainty"]):
+    st.caption("No configuration record for this result (measured before results kept one).")
+else:
+    st.caption(
+        f"result {record['result']} · config id {record['config_fingerprint'] or '-'} · "
+        f"timing path {record['timing'] or '-'} · median ± ci95 {record['median_ci_ms'] or '-'} ms"
+    )
+    readings = record["conditions"] | {
+        f"uncertainty.{k}": v for k, v in record["uncertainty"].items()
+    }
+    left, right = st.columns(2)
+    left.dataframe(pd.DataFrame(record["switches"]), hide_index=True, width="stretch")
+    right.dataframe(
+        pd.DataFrame({"condition": list(readings), "value": [str(v) for v in readings.values()]}),
+        hide_index=True,
         width="stretch",
     )

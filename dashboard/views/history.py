@@ -1,6 +1,7 @@
 """History: one model (by name, every version) on one device over time; each run judged
-against the last good run before it (orchestrator.regression: median slower beyond the
-threshold and significantly so on the raw runs)."""
+against the last good run of its configuration (name and fingerprint) before it
+(orchestrator.regression: median slower beyond the threshold and significantly so on the
+raw runs)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ base = alt.Chart(ok).encode(
     x=alt.X("at:T", title="measured"),
     y=alt.Y("median_ms:Q", title="median latency (ms)"),
     color="config:N",
+    detail="config_fingerprint:N",  # one line per configuration record: never joined
     tooltip=[
         "at",
         "campaign_name",
@@ -58,6 +60,8 @@ base = alt.Chart(ok).encode(
         alt.Tooltip("change", format="+.1%"),
         alt.Tooltip("p", format=".2g"),
         "driver",
+        "config_fingerprint",
+        "timing",
     ],
 )
 points = base.mark_point(filled=True, size=70).encode(
@@ -76,5 +80,6 @@ st.dataframe(
         "change": st.column_config.NumberColumn("median change", format="percent"),
         "p": st.column_config.NumberColumn("p (one-sided)", format="%.2g"),
         "max_avg_error": st.column_config.NumberColumn("diff error", format="%.2e"),
+        "config_fingerprint": "config id",
     },
 )
