@@ -93,12 +93,12 @@ def describe(fingerprint: str, measurement: Any) -> list[str]:
     """Lines for people: the fingerprint, the timing path, then each switch with its value
     and source (aligned); one line saying so when the result has no record."""
     rows = config_rows(measurement)
-    if not rows and not fingerprint:
-        return ["no configuration record (measured before results kept one)"]
     timing = _part(measurement, "timing")
+    if not rows and not fingerprint and not timing:
+        return ["no configuration record (measured before results kept one)"]
     lines = [f"configuration {fingerprint or '(no fingerprint)'}"]
     if timing:
         lines.append("  timing: " + ", ".join(f"{k} {_value(v)}" for k, v in timing.items()))
     width = max((len(r["switch"]) for r in rows), default=0)
     lines += [f"  {r['switch'].ljust(width)} = {_value(r['value'])}  ({r['source']})" for r in rows]
-    return lines
+    return lines if rows else [*lines, "  no switches recorded (the tool keeps none)"]

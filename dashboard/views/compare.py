@@ -173,13 +173,17 @@ else:
 
 st.subheader("How it was measured")
 record = queries.measurement(ui.engine(), int(pairs[picked].result)) if picked else None
-if record is None or not (record["switches"] or record["conditions"] or record["uncertainty"]):
-    st.caption("No configuration record for this result (measured before results kept one).")
-else:
+if record is not None:
     st.caption(
         f"result {record['result']} · config id {record['config_fingerprint'] or '-'} · "
         f"timing path {record['timing'] or '-'} · median ± ci95 {record['median_ci_ms'] or '-'} ms"
     )
+if record is None or not (record["switches"] or record["conditions"] or record["uncertainty"]):
+    st.caption(
+        "No configuration record stored with this result (results from before the record, "
+        "and phone tools, keep none)."
+    )
+else:
     readings = record["conditions"] | {
         f"uncertainty.{k}": v for k, v in record["uncertainty"].items()
     }

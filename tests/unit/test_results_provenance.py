@@ -68,6 +68,15 @@ def test_a_missing_or_odd_record_reads_as_nothing(m: object) -> None:
     ]
 
 
+def test_a_phone_record_with_timing_alone_says_it_has_no_switches() -> None:
+    m = {"timing": {"path": "shipped", "profile": "none"}}  # benchmark_model keeps no record
+    assert provenance.describe("", m) == [
+        "configuration (no fingerprint)",
+        "  timing: path shipped, profile none",
+        "  no switches recorded (the tool keeps none)",
+    ]
+
+
 # -- the report's rows and formats --------------------------------------------------------
 
 
