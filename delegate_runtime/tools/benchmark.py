@@ -387,7 +387,7 @@ def run_benchmark(
         after = conditions.snapshot(result.device, options.use_gpu)
         result.measurement = _measurement(options, session, before, after)
         result.measurement["uncertainty"] = uncertainty.summary(
-            timed.values, warm.count, stable, round(cpu_us, 1)
+            timed.values, warm.count, stable, round(cpu_us, 1), timed.percentile(50)
         )
         if profiler is not None:
             runs = _profile_pass(model, session, inputs, options, reporter, profiler)

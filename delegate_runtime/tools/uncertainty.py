@@ -62,10 +62,16 @@ def trial_medians(values: Sequence[float], trials: int = TRIALS) -> list[float]:
 
 
 def summary(
-    values: Sequence[float], warmup_runs: int, stable: bool, cpu_us: float | None
+    values: Sequence[float],
+    warmup_runs: int,
+    stable: bool,
+    cpu_us: float | None,
+    median: float | None = None,
 ) -> dict[str, Any]:
-    """The uncertainty record stored with a result."""
-    median = float(np.median(values)) if len(values) else None
+    """The uncertainty record stored with a result; `median`: the caller's own (TFLite's
+    percentile, so that both figures agree), else numpy's."""
+    if median is None and len(values):
+        median = float(np.median(values))
     interval = median_interval(values)
     trials = trial_medians(values)
     spread = (max(trials) - min(trials)) / median if trials and median else None

@@ -1,0 +1,153 @@
+"""The farm's own flows on the GPU machine, default settings: the embedded run, a worker
+with the reconciler, results read back; each stored figure against `devicefarm benchmark`
+(the un-profiled path the delegate ships) measured in the same call."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: A stored median may differ from the benchmark command's by this much.
+AGREEMENT = 0.05
+CONFIGS = ("gpu-fp32", "gpu-fp16")
+RUNS = "300"
+
+
+def devicefarm(home: Path, *args: str, timeout: float = 900.0) -> subprocess.CompletedProcess:
+    env = os.environ | {"DEVICEFARM_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "devicefarm", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+    print(f"$ devicefarm {' '.join(args)}  (rc {done.returncode})\n{done.stdout[-6000:]}")
+    print(done.stderr[-3000:], file=sys.stderr)
+    return done
+
+
+def stored_results(home: Path, campaign: int) -> list[dict[str, Any]]:
+    done = devicefarm(home, "results", str(campaign), "--format", "json", "--full")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def benchmark_median(home: Path, model: Path, precision: str, out: Path) -> dict[str, Any]:
+    flags = ["--gpu_precision_loss_allowed=" + ("true" if precision == "fp16" else "false")]
+    done = devicefarm(
+        home,
+        "benchmark",
+        "--graph",
+        str(model),
+        "--use_gpu=true",
+        "--device=NVIDIA",
+        *flags,
+        "--num_runs",
+        RUNS,
+        "--json",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory, gpu_model, nvidia_device) -> dict[str, Any]:
+    """One embedded run of both GPU configurations, default settings, and the benchmark
+    command's un-profiled figures on the same machine right after it."""
+    home = tmp_path_factory.mktemp("farm")
+    run = devicefarm(
+        home, "run", str(gpu_model), "--devices", "opencl", "--configs", ",".join(CONFIGS),
+        "--runs", RUNS, timeout=1500.0,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    rows = stored_results(home, 1)
+    bench = {
+        p: benchmark_median(home, gpu_model, p, home / f"bench-{p}.json") for p in ("fp32", "fp16")
+    }
+    return {"rows": rows, "bench": bench, "home": home}
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_the_embedded_run_stores_the_shipped_paths_median(embedded, config):
+    rows = [r for r in embedded["rows"] if r["config"] == config]
+    assert len(rows) == 1 and rows[0]["state"] == "succeeded", rows
+    row = rows[0]
+    bench = embedded["bench"][config.split("-")[1]]
+    stored, reference = row["median_ms"] * 1000.0, bench["median_us"]
+    print(f"{config}: stored median {stored} us, benchmark {reference} us")
+    assert abs(stored / reference - 1.0) <= AGREEMENT
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_the_row_carries_its_configuration_record(embedded, config):
+    row = next(r for r in embedded["rows"] if r["config"] == config)
+    m = row["measurement"]
+    bench = embedded["bench"][config.split("-")[1]]["measurement"]
+    assert m["timing"]["path"] == "shipped"
+    assert m["timing"]["profile"].startswith("separate pass")
+    assert row["config_fingerprint"] == m["fingerprint"] == bench["fingerprint"]
+    config_record = m["config"]
+    assert config_record["gpu.session.profiling"]["value"] is False
+    assert config_record["gpu.session.persistent_kernels"]["value"] > 0
+    assert config_record["gpu.session.host_edges"]["value"] is True
+    assert config_record["gpu.session.launch_loop"]["value"] == "c"
+    conditions = m["conditions"]
+    assert conditions["platform"].startswith("NVIDIA")
+    assert conditions["driver"] and conditions["job_memory_mb"] > 0
+    assert conditions["driver_reserved_mb"] > 0
+    assert "sm_clock_mhz" in conditions and "temperature_c" in conditions
+    u = m["uncertainty"]
+    assert u["stable"] is True and u["ci95_us"][0] <= u["median_us"] <= u["ci95_us"][1]
+    assert u["cpu_time_per_inference_us"] > 0
+
+
+def test_a_worker_with_the_reconciler_runs_a_submitted_job(tmp_path, gpu_model, nvidia_device):
+    home = tmp_path / "lab"
+    env = os.environ | {"DEVICEFARM_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    log = (tmp_path / "worker.log").open("w")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "devicefarm", *args],
+            env=env,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )  # fmt: skip
+        for args in (("worker", "--devices", "opencl"), ("reconcile", "--every", "2"))
+    ]
+    try:
+        time.sleep(5)  # the agent registers its devices (the submission needs them)
+        deadline = time.monotonic() + 120
+        while True:
+            done = devicefarm(
+                home, "submit", str(gpu_model), "--devices", "kind=opencl",
+                "--configs", "gpu-fp32", "--runs", "200", "--wait", "--wait-timeout", "600",
+            )  # fmt: skip
+            if done.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(5)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        rows = stored_results(home, 1)
+        assert [r["state"] for r in rows] == ["succeeded"]
+        assert rows[0]["measurement"]["timing"]["path"] == "shipped"
+        assert rows[0]["median_ms"] > 0
+    finally:
+        for p in procs:
+            os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+        log.close()
+        print((tmp_path / "worker.log").read_text()[-4000:])
