@@ -149,10 +149,12 @@ def run_local(
     timeout_s: float | None = None,
     inputs: Sequence[str] = (),
     model_name: str = "",
+    pin_cpus: bool | None = None,
 ) -> LocalRun:
     """Run models on this machine's devices through the farm's own path; returns results.
     `inputs`: the user's input values (`LAYER:SHAPE:FILE` or an .npz), as submit takes;
-    `model_name`: the model's lineage name, as submit takes."""
+    `model_name`: the model's lineage name, as submit takes; `pin_cpus`: each device's
+    consumer on CPUs of its own (default: $DEVICEFARM_PIN_CPUS; worker_agent/cpu_sets.py)."""
     from worker_agent.agent import Agent
     from worker_agent.discovery import discover
     from worker_agent.runners.job_progress import latest_line
@@ -176,6 +178,7 @@ def run_local(
         timing=timing,
         say=say,
         log_dir=log_dir,
+        pin_cpus=pin_cpus,
     )
     dispatcher = CeleryDispatcher(broker_url)
     probe = probe_for(broker_url)

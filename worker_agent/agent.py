@@ -6,6 +6,9 @@ canaries, consumer restarts and a loaded host never delay them past `offline_aft
 
 A device whose canary fails is quarantined: its consumer is stopped (it receives no jobs)
 and its canary is retried every `health_retry_s` until it passes.
+
+Consumers share the host's CPUs within a helper budget for GPU input copies, or, with
+`pin_cpus`, each runs on a set of its own (cpu_sets.py).
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ from pathlib import Path
 from sqlalchemy import Engine, insert, or_, select, update
 
 from delegate_runtime.errors import JobError
+from delegate_runtime.gpu.opencl.host_copy import BUDGET_ENV
 from farm_core.celery_app import queue_for
 from farm_core.database import open_database
 from farm_core.schema import QUARANTINED, Device, utcnow
 from farm_core.settings import Timing
 
-from . import health
+from . import cpu_sets, health
 from .devices import DeviceInfo, host_name
 from .discovery import present
 from .runners import make_runner
@@ -57,10 +61,14 @@ class Agent:
         say: Callable[[str], None] | None = None,
         log_dir: Path | None = None,
         rediscover: Callable[[], Sequence[DeviceInfo]] | None = None,
+        pin_cpus: bool | None = None,
     ):
         self.db_url = db_url
         self.broker_url = broker_url
         self.devices = {d.key: d for d in devices}
+        #: each consumer on CPUs of its own (default: cpu_sets.PIN_ENV)
+        self.pin_cpus = cpu_sets.pin_default() if pin_cpus is None else pin_cpus
+        self.cpu_layout()  # a host too small to pin is refused now, before anything starts
         self.name = name or f"{host_name()}:{os.getpid()}"
         self.timing = timing or Timing.from_env()
         self.loglevel = loglevel
@@ -200,7 +208,23 @@ class Agent:
 
     # -- consumers ----------------------------------------------------------------------
 
+    def cpu_layout(self) -> dict[str, cpu_sets.ConsumerCpus]:
+        """Each served device's consumer CPUs and copy-helper budget (cpu_sets.py)."""
+        kinds = {k: d.kind for k, d in self.devices.items()}
+        return cpu_sets.host_layout(kinds, self.pin_cpus)
+
+    def describe_cpus(self) -> list[str]:
+        """One line per consumer: its CPUs and helper budget, for the agent's output."""
+        lines = []
+        for key, place in sorted(self.cpu_layout().items()):
+            where = f"CPUs {cpu_sets.format_list(place.cpus)}" if place.cpus else "shared CPUs"
+            budget = place.helper_budget
+            extra = f", input-copy helper budget {budget}" if budget is not None else ""
+            lines.append(f"{key}: {where}{extra}")
+        return lines
+
     def _start_consumer(self, key: str) -> None:
+        place = self.cpu_layout()[key]
         cmd = [
             sys.executable,
             "-m",
@@ -214,7 +238,12 @@ class Agent:
             "--loglevel",
             self.loglevel,
         ]
+        if place.cpus:
+            cmd += ["--cpus", cpu_sets.format_list(place.cpus)]
         env = dict(os.environ)
+        env.pop(BUDGET_ENV, None)  # the agent's to set, per consumer
+        if place.helper_budget is not None:
+            env[BUDGET_ENV] = str(place.helper_budget)
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
         )

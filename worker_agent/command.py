@@ -1,4 +1,5 @@
-"""`devicefarm worker --broker URL --db URL [--devices SPEC,...]`: run this host's agent."""
+"""`devicefarm worker --broker URL --db URL [--devices SPEC,...] [--pin-cpus]`: run this
+host's agent."""
 
 from __future__ import annotations
 
@@ -30,6 +31,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--name", default="", help="agent name (default host:pid)")
     p.add_argument("--no-canary", action="store_true", help="skip the start-up health check")
+    p.add_argument(
+        "--pin-cpus",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run each device's consumer on CPUs of its own: the CPU reference a core, the "
+        "GPUs the rest split evenly (default: $DEVICEFARM_PIN_CPUS, else off: the consumers "
+        "share the CPUs, GPU input-copy helpers within a budget)",
+    )
     p.add_argument(
         "--loglevel",
         default="WARNING",
@@ -63,12 +72,15 @@ def run(args: argparse.Namespace) -> int:
         loglevel=args.loglevel,
         say=lambda m: print(m, flush=True),
         rediscover=(lambda: rediscover_phones(specs, tags)) if phones_wanted else None,
+        pin_cpus=args.pin_cpus,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     agent.start(canary=not args.no_canary)
     print(f"agent {agent.name}: serving {', '.join(sorted(agent.devices))}", flush=True)
+    for line in agent.describe_cpus():
+        print(f"  {line}", flush=True)
     try:
         while not stop.wait(1.0):
             pass

@@ -1,9 +1,10 @@
 """One device's consumer: a Celery worker process on that device's queue, one job at a time.
 
 The agent starts one per device: `python -m worker_agent.consumer --device JSON --db URL
---broker URL`. It installs the device context, then runs a prefork worker with a single
-child (hard time limits need the pool), prefetch 1 and acks_late, so a device never holds
-more than the job it runs.
+--broker URL [--cpus LIST]`. With `--cpus` (the agent's `--pin-cpus`, cpu_sets.py) it
+first confines itself to those CPUs, which its threads and pool child inherit. It installs
+the device context, then runs a prefork worker with a single child (hard time limits need
+the pool), prefetch 1 and acks_late, so a device never holds more than the job it runs.
 """
 
 from __future__ import annotations
@@ -142,7 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--broker", required=True)
     p.add_argument("--worker", default="", help="identity (default host:pid:key)")
     p.add_argument("--loglevel", default="WARNING")
+    p.add_argument("--cpus", default="", help="run only on these CPUs (e.g. 0-3,8)")
     args = p.parse_args(argv)
+    if args.cpus:  # first: the threads and the pool child started later inherit it
+        from worker_agent.cpu_sets import parse_list, pin
+
+        pin(parse_list(args.cpus))
     device = DeviceInfo.from_json(args.device)
     worker = args.worker or f"{host_name()}:{os.getpid()}:{device.key}"
     from billiard.util import set_pdeathsig

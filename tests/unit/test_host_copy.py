@@ -1,11 +1,19 @@
 """host_copy.c: an input's copy shared with helper threads, against numpy's copy, byte for
 byte: sizes around its chunks, unaligned ends, streaming stores, callers in several threads
-at once, and a forked child that inherits no helper threads."""
+at once, and a forked child that inherits no helper threads. host_copy.py: the helpers
+sized from the usable CPUs, the agent's budget and the user's override, and their spin
+after a copy only in a back-to-back stream."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
+import os
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +23,17 @@ from tests.conftest import require
 
 CHUNK = 32 * 1024
 SPIN_US = 500
+
+
+@pytest.fixture(autouse=True)
+def _no_helper_switches(monkeypatch):
+    """The tests set the user's override and the agent's budget themselves."""
+    monkeypatch.delenv(host_copy.ENV, raising=False)
+    monkeypatch.delenv(host_copy.BUDGET_ENV, raising=False)
+
+
+def usable(monkeypatch, cpus: int) -> None:
+    monkeypatch.setattr(host_copy.host_cpus, "usable_cpus", lambda: cpus)
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +155,7 @@ def test_small_copies_and_machines_of_few_cores_stay_with_numpy(lib, monkeypatch
     host_copy.copy(Refusing(), dst, src, host_copy.Settings.current())
     np.testing.assert_array_equal(dst, src)
 
-    monkeypatch.setattr(host_copy.os, "cpu_count", lambda: 2)
+    usable(monkeypatch, 2)
     few = host_copy.Settings.current()
     assert few.helpers == 0
     big = np.arange(host_copy.MIN_BYTES, dtype=np.float32)
@@ -146,7 +165,7 @@ def test_small_copies_and_machines_of_few_cores_stay_with_numpy(lib, monkeypatch
 
 
 def test_a_large_copy_goes_through_the_helpers(lib, monkeypatch):
-    monkeypatch.setattr(host_copy.os, "cpu_count", lambda: 16)
+    usable(monkeypatch, 16)
     how = host_copy.Settings.current()
     assert how.helpers == min(host_copy.HELPERS, 4)
     calls = []
@@ -164,13 +183,135 @@ def test_a_large_copy_goes_through_the_helpers(lib, monkeypatch):
 
 
 def test_the_environment_sets_the_helpers(monkeypatch):
-    monkeypatch.setattr(host_copy.os, "cpu_count", lambda: 64)
+    usable(monkeypatch, 64)
     monkeypatch.setenv(host_copy.ENV, "0")
     assert host_copy.Settings.current().helpers == 0
     monkeypatch.setenv(host_copy.ENV, "2")
     assert host_copy.Settings.current().helpers == 2
-    monkeypatch.setenv(host_copy.ENV, "99")  # still a quarter of the cores at most
-    assert host_copy.Settings.current().helpers == 16
+    monkeypatch.setenv(host_copy.ENV, "99")  # a quarter of the CPUs, and host_copy.c's 15
+    assert host_copy.Settings.current().helpers == 15
+    usable(monkeypatch, 8)
+    assert host_copy.Settings.current().helpers == 2
     monkeypatch.setenv(host_copy.ENV, "many")
     with pytest.raises(ValueError, match="DEVICEFARM_GPU_COPY_HELPERS"):
         host_copy.Settings.current()
+
+
+@pytest.mark.parametrize(
+    ("cpus", "env", "budget", "plan"),
+    [
+        (16, None, None, (3, "default", "3 (16 usable CPUs: a quarter, at most 3)")),
+        (8, None, None, (2, "default", "2 (8 usable CPUs: a quarter)")),
+        (2, None, None, (0, "default", "0 (2 usable CPUs)")),
+        (
+            16,
+            None,
+            "14",
+            (
+                3,
+                "default",
+                "3 (16 usable CPUs: a quarter, at most 3; within the agent's budget of 14)",
+            ),
+        ),
+        (
+            16,
+            None,
+            "1",
+            (1, "agent", "1 (16 usable CPUs; the agent's budget beside its other consumers)"),
+        ),
+        (
+            16,
+            None,
+            "-2",
+            (0, "agent", "0 (16 usable CPUs; the agent's budget beside its other consumers)"),
+        ),
+        (16, "2", "0", (2, "env", f"2 ({host_copy.ENV}=2; the agent's budget of 0 overridden)")),
+        (16, "9", None, (4, "env", f"4 ({host_copy.ENV}=9: a quarter of 16 usable CPUs at most)")),
+    ],
+)
+def test_the_helper_plan_says_how_many_and_why(monkeypatch, cpus, env, budget, plan):
+    usable(monkeypatch, cpus)
+    for name, value in ((host_copy.ENV, env), (host_copy.BUDGET_ENV, budget)):
+        if value is not None:
+            monkeypatch.setenv(name, value)
+    helpers, source, why = plan
+    assert host_copy.helper_plan() == {
+        "helpers": helpers,
+        "usable_cpus": cpus,
+        "source": source,
+        "why": why,
+    }
+    assert host_copy.Settings.current().helpers == helpers
+
+
+def test_a_bad_budget_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv(host_copy.BUDGET_ENV, "lots")
+    with pytest.raises(ValueError, match=host_copy.BUDGET_ENV):
+        host_copy.helper_plan()
+
+
+def test_helpers_are_sized_from_the_cpus_the_process_may_use():
+    """A process confined to one CPU of a big machine (os.cpu_count() says 64) starts no
+    helper: they would queue for the caller's CPU."""
+    code = (
+        "import json, os\n"
+        f"os.sched_setaffinity(0, {{{min(os.sched_getaffinity(0))}}})\n"
+        "os.cpu_count = lambda: 64\n"
+        "from delegate_runtime.gpu.opencl import host_copy\n"
+        "print(host_copy.Settings.current().helpers)\n"
+        "print(json.dumps(host_copy.helper_plan()))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in (host_copy.ENV, host_copy.BUDGET_ENV)}
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True
+    )
+    lines = out.stdout.splitlines()
+    assert lines[:1] == ["0"], out.stderr
+    assert out.returncode == 0, out.stderr
+    assert json.loads(lines[1]) == {
+        "helpers": 0,
+        "usable_cpus": 1,
+        "source": "default",
+        "why": "0 (1 usable CPU)",
+    }
+
+
+class Recording:
+    """A native library that records host_copy's arguments and copies nothing."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    def host_copy(self, *args):
+        self.calls.append(args)
+
+
+def test_helpers_spin_only_after_a_copy_in_a_back_to_back_stream():
+    """The spin passed to host_copy.c: SPIN after a copy that came within the spin of the
+    one before, none after a longer gap (the helpers were asleep anyway)."""
+    spin_us = 100_000  # long, so that this machine's load never makes quick copies slow
+    how = host_copy.Settings(3, host_copy.MIN_BYTES, CHUNK, False, spin_us)
+    src = np.zeros(host_copy.MIN_BYTES, np.uint8)
+    dst = np.zeros_like(src)
+    native = Recording()
+    for gap_s in (0.3, 0, 0, 0.3, 0):
+        time.sleep(gap_s)
+        host_copy.copy(native, dst, src, how)
+    assert [call[-1] for call in native.calls] == [0, spin_us, spin_us, 0, spin_us]
+
+
+def test_copies_far_apart_leave_the_helpers_asleep(lib):
+    """CPU time of copies 30 ms apart with a 20 ms spin: the helper no longer spins 20 ms
+    after each (10 copies: 200 ms of CPU before, 2 ms now)."""
+    how = host_copy.Settings(1, host_copy.MIN_BYTES, CHUNK, False, 20_000)
+    src = source(602_112, seed=5)
+    dst = np.zeros_like(src)
+    time.sleep(0.05)  # the spins of copies before this test are over
+    start = time.process_time()
+    for _ in range(10):
+        host_copy.copy(lib, dst, src, how)
+        time.sleep(0.03)
+    spent_s = time.process_time() - start
+    np.testing.assert_array_equal(dst, src)
+    assert spent_s < 0.05, f"{spent_s * 1000:.0f} ms of CPU for 10 copies"

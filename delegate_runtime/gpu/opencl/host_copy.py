@@ -2,34 +2,116 @@
 
 With host edges the invoke copies each input into its mapping before the launch, and the
 GPU then reads it across the bus. `host_copy.c` (built with the launch loop,
-native_loop.py) shares a large copy with helper threads that spin a while after each copy
-and sleep after that, and may write it with non-temporal stores, which the GPU reads
-without snooping a core's cache. Smaller copies, and processes without the C helpers,
-copy with numpy.
+native_loop.py) shares a large copy with helper threads, and may write it with
+non-temporal stores, which the GPU reads without snooping a core's cache. Smaller copies,
+and processes without the C helpers, copy with numpy.
+
+The helpers' CPU. A helper spins (busy, one core) for SPIN_US after each copy so that the
+next invoke finds it awake, then sleeps on a futex until a copy wakes it. In a stream of
+back-to-back invokes the helpers therefore never sleep: each costs a core for the whole
+stream (MobileNet v1 on an H200 host: 0.95-1.0 ms of CPU per 0.26 ms invoke with three
+helpers, 0.29 ms per 0.29 ms with none). They spin only after a copy that followed the one
+before within SPIN_US: after a longer gap (a camera's 33 ms between frames, an idle
+server) they sleep at once, and the next copy wakes them and starts alone, as it would
+have found them asleep anyway.
+
+How many. `helper_plan()` decides, and says why, for the result records: a quarter of the
+CPUs this process may use (`delegate_runtime.host_cpus`: affinity and cgroup quota, not
+the machine's count), at most HELPERS, none under 4 usable CPUs; a worker agent lowers it
+with BUDGET_ENV so that the consumers of its host's devices fit its CPUs beside the CPU
+reference (worker_agent/cpu_sets.py); ENV, the user's explicit choice, overrides both.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-#: Helper threads beside the caller, at most a quarter of the machine's cores (0: numpy).
+from delegate_runtime import host_cpus
+
+#: Helper threads beside the caller by default, at most a quarter of the usable CPUs.
 HELPERS = 3
-#: Overrides HELPERS (e.g. 0 on a host whose cores are all spoken for).
+#: The most helpers host_copy.c starts (its MAX_HELPERS), whatever is asked.
+MAX_HELPERS = 15
+#: The user's explicit helper count (0: the caller alone), still a quarter of the usable
+#: CPUs at most; overrides HELPERS and the agent's budget.
 ENV = "DEVICEFARM_GPU_COPY_HELPERS"
+#: Set by the worker agent for its GPU consumers: the most helpers a job there may start,
+#: so that the host's consumers, their helpers and the CPU reference fit its CPUs.
+BUDGET_ENV = "DEVICEFARM_GPU_COPY_HELPER_BUDGET"
 #: Copies below this many bytes stay with numpy (a helper's wake-up costs more).
 MIN_BYTES = 128 * 1024
 #: Bytes a thread claims at a time.
 CHUNK_BYTES = 32 * 1024
 #: Non-temporal stores (the lines leave the cores' caches on the way).
 STREAMING = False
-#: How long a helper spins for the next copy before it sleeps (microseconds): back-to-back
-#: invokes find it awake; a camera's 33 ms between frames does not (the caller then wakes
-#: it and starts alone).
+#: How long a helper spins for the next copy before it sleeps (microseconds), after a copy
+#: that came within this long of the one before (back-to-back invokes find it awake); after
+#: a longer gap it sleeps at once (the next copy wakes it and starts alone).
 SPIN_US = 500
+
+#: time.monotonic() when this process's last shared copy ended.
+_last_end = float("-inf")
+
+
+def _whole(name: str) -> int | None:
+    """The whole number in environment variable `name`; None when unset or blank."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number of threads, not {raw!r}") from None
+
+
+def helper_plan() -> dict[str, Any]:
+    """The helper threads a session made now starts, and why: {"helpers": n,
+    "usable_cpus": m, "source": "default" | "env" | "agent", "why": "3 (16 usable CPUs: a
+    quarter, at most 3)"}. `source` names the rule that set n: ENV (the user's), the
+    agent's BUDGET_ENV where it lowered the default, or the default."""
+    usable = host_cpus.usable_cpus()
+    quarter = min(usable // 4, MAX_HELPERS)  # spinning helpers want CPUs of their own
+    wanted, budget = _whole(ENV), _whole(BUDGET_ENV)
+    if wanted is not None:
+        n = max(0, min(wanted, quarter))
+        why = f"{ENV}={wanted}"
+        why += f": a quarter of {_cpus(usable)} at most" if n < wanted else ""
+        why += f"; the agent's budget of {budget} overridden" if budget is not None else ""
+        return _plan(n, usable, "env", why)
+    n = min(HELPERS, quarter)
+    if quarter == 0:  # under 4 usable CPUs
+        why = _cpus(usable)
+    else:
+        why = f"{_cpus(usable)}: a quarter" + (f", at most {HELPERS}" if n < quarter else "")
+    if budget is not None and max(0, budget) < n:
+        n = max(0, budget)
+        return _plan(
+            n,
+            usable,
+            "agent",
+            f"{_cpus(usable)}; the agent's budget beside its other consumers",
+        )
+    why += f"; within the agent's budget of {budget}" if budget is not None else ""
+    return _plan(n, usable, "default", why)
+
+
+def _cpus(n: int) -> str:
+    return f"{n} usable CPU" + ("" if n == 1 else "s")
+
+
+def _plan(helpers: int, usable: int, source: str, why: str) -> dict[str, Any]:
+    return {
+        "helpers": helpers,
+        "usable_cpus": usable,
+        "source": source,
+        "why": f"{helpers} ({why})",
+    }
 
 
 @dataclass(frozen=True)
@@ -44,19 +126,13 @@ class Settings:
 
     @classmethod
     def current(cls) -> Settings:
-        wanted = HELPERS
-        if os.environ.get(ENV, "").strip():
-            try:
-                wanted = int(os.environ[ENV])
-            except ValueError:
-                raise ValueError(f"{ENV} must be a whole number of threads") from None
-        # spinning helpers want cores of their own: a quarter of the machine at most
-        helpers = max(0, min(wanted, (os.cpu_count() or 1) // 4))
+        helpers = helper_plan()["helpers"]
         return cls(helpers, MIN_BYTES, CHUNK_BYTES, STREAMING, SPIN_US)
 
 
 def copy(native: ctypes.CDLL | None, dst: np.ndarray, src: np.ndarray, how: Settings) -> None:
     """dst[...] = src, through the C helpers where they are and the copy is large."""
+    global _last_end
     if (
         native is None
         or how.helpers == 0  # the C copy alone is no faster than numpy's
@@ -68,6 +144,8 @@ def copy(native: ctypes.CDLL | None, dst: np.ndarray, src: np.ndarray, how: Sett
     ):
         np.copyto(dst, src)
         return
+    # helpers spin after this copy only if it came while they would still be spinning
+    back_to_back = (time.monotonic() - _last_end) * 1e6 <= how.spin_us
     native.host_copy(
         dst.ctypes.data,
         src.ctypes.data,
@@ -75,5 +153,6 @@ def copy(native: ctypes.CDLL | None, dst: np.ndarray, src: np.ndarray, how: Sett
         how.chunk_bytes,
         how.helpers,
         how.streaming,
-        how.spin_us,
+        how.spin_us if back_to_back else 0,
     )
+    _last_end = time.monotonic()
