@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import shlex
 import shutil
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from delegate_runtime.errors import DeviceError, ModelError
+from delegate_runtime.tools.benchmark_parser import parse_benchmark_output
 from farm_core.configs import CONFIGS
 from tests.conftest import require
 from tests.support.farm import write_model
@@ -92,14 +94,16 @@ def _spec(path: Path, config: str = "gpu-fp32", **settings) -> JobSpec:
     return JobSpec(1, 1, path, sha, CONFIGS[config], FAST | settings)
 
 
-def _bench_line(runner: AdbRunner, spec: JobSpec, tool_sha: str, gpu: bool = True) -> str:
+def _bench_line(spec: JobSpec, tool_sha: str, profile: bool = False) -> str:
+    """The timed invocation (the shipped path: no profiling), or the profiling pass."""
+    gpu = spec.config.use_gpu
     flags = (f" --use_gpu=true --gpu_precision_loss_allowed={str(spec.config.precision == 'fp16').lower()}"
              if gpu else " --use_gpu=false")  # fmt: skip
+    last = " --enable_op_profiling=true" if profile else " --report_peak_memory_footprint=true"
     return (
         f"/data/local/tmp/devicefarm/tools/{tool_sha[:16]}/benchmark_model "
         f"--graph=/data/local/tmp/devicefarm/{spec.model_sha256}.tflite --num_runs=3 "
-        f"--warmup_runs=1 --min_secs=0 --max_secs=5 --warmup_min_secs=0{flags}"
-        " --enable_op_profiling=true --report_peak_memory_footprint=true"
+        f"--warmup_runs=1 --min_secs=0 --max_secs=5 --warmup_min_secs=0{flags}{last}"
     )
 
 
@@ -148,7 +152,8 @@ def test_job_gives_the_record_of_a_local_run(phone, tmp_path) -> None:
     )
     assert not ph.fs.exists(f"/data/local/tmp/devicefarm/{spec.model_sha256}.tflite")
     assert ph.commands == [
-        _bench_line(runner, spec, bench_sha),
+        _bench_line(spec, bench_sha),
+        _bench_line(spec, bench_sha, profile=True),
         f"/data/local/tmp/devicefarm/tools/{eval_sha[:16]}/run_eval "
         f"--model_file=/data/local/tmp/devicefarm/{spec.model_sha256}.tflite "
         "--num_runs=2 --num_interpreter_threads=1 --delegate=gpu "
@@ -161,6 +166,26 @@ def test_job_gives_the_record_of_a_local_run(phone, tmp_path) -> None:
     assert [p for kind, p in ph.sync_requests if kind == "SEND"] == [
         f"/data/local/tmp/devicefarm/{spec.model_sha256}.tflite,33188"
     ]
+
+
+def test_timed_runs_are_not_profiled_and_the_profile_is_a_pass_of_its_own(phone, tmp_path) -> None:
+    ph, runner = phone("pixel-7")
+    spec = _spec(write_model(tmp_path / "m.tflite"), "gpu-fp16", diff_runs=0)
+    b = runner.run(spec).benchmark
+    bench_sha = hashlib.sha256(ARM64_BENCH).hexdigest()
+    timed_line, profile_line = _bench_line(spec, bench_sha), _bench_line(spec, bench_sha, True)
+    assert ph.commands == [timed_line, profile_line, _rm_line(spec)]
+    assert b["timing"] == {"path": "shipped", "profile": "separate pass"}
+    assert b["tool"]["argv"] == shlex.split(timed_line)
+    assert b["tool"]["profile_argv"] == shlex.split(profile_line)
+    # the figures are the timed invocation's, which printed no profile
+    timed = parse_benchmark_output(b["log"])
+    assert timed.op_profile is None and "Run Order" in b["profile_log"]
+    assert (b["avg_us"], b["count"]) == (timed.inference.avg_us, timed.inference.count)
+    # with the GPU delegate the profile times the delegate's node, as the real tool's does
+    nodes = [(r["op"], r["node"], r["backend"]) for r in b["op_profile_nodes"]]
+    assert nodes == [("TfLiteGpuDelegateV2", "[y]:1", "gpu")]
+    assert b["op_profile"]["nodes_executed"] == 1
 
 
 def test_a_32_bit_phone_gets_the_32_bit_tool(phone, tmp_path) -> None:
@@ -211,8 +236,11 @@ def test_slow_phone_times_out_and_its_tool_is_stopped(phone, tmp_path) -> None:
     ph, runner = phone("pixel-7", slow_s=60.0)
     spec = _spec(write_model(tmp_path / "m.tflite"), "cpu", tool_timeout_s=1.0)
     start = time.monotonic()
-    with pytest.raises(ToolTimeout, match="ran past its 1 s deadline"):
+    with pytest.raises(ToolTimeout, match="ran past its 1 s deadline") as e:
         runner.run(spec)
+    # the host's fault as much as the phone's: retried as infrastructure, never evidence
+    assert isinstance(e.value, DeviceError) and e.value.retryable
+    assert "STARTING!" in e.value.log
     assert time.monotonic() - start < 10.0
     tool = ph.commands[0].split()[0]
     assert ph.commands[1:] == [f"pkill -f {tool}", _rm_line(spec)]
@@ -261,7 +289,11 @@ def test_injection_corpus_runs_only_the_intended_commands(corpus_phone, tmp_path
     spec = _spec(model, "gpu-fp16", diff_runs=0)
     runner.run(spec)
     bench_sha = hashlib.sha256(ARM64_BENCH).hexdigest()
-    assert ph.commands == [_bench_line(runner, spec, bench_sha), _rm_line(spec)]
+    assert ph.commands == [
+        _bench_line(spec, bench_sha),
+        _bench_line(spec, bench_sha, profile=True),
+        _rm_line(spec),
+    ]
     assert ph.violations == []
     pushed = {p for kind, p in ph.sync_requests if kind == "SEND"}
     model_push = f"/data/local/tmp/devicefarm/{spec.model_sha256}.tflite,33188"

@@ -40,6 +40,12 @@ def _benchmark(config: str, settings: str) -> list[str]:
     )
 
 
+def _profile(config: str, settings: str) -> list[str]:
+    return invocations.profile_argv(
+        TOOL["benchmark_model"], MODEL, CONFIGS[config], SETTINGS[settings]
+    )
+
+
 def _run_eval(config: str) -> list[str]:
     return invocations.run_eval_argv(TOOL["run_eval"], MODEL, CONFIGS[config], 50)
 
@@ -56,9 +62,24 @@ def _check(argv: list[str], table: dict) -> dict:
 def test_benchmark_lines_use_only_official_flags(config: str, settings: str) -> None:
     v = _check(_benchmark(config, settings), BENCHMARK_MODEL_FLAGS)
     assert v["graph"] == MODEL and v["use_gpu"] == (config != "cpu")
-    assert v["enable_op_profiling"] is True and v["report_peak_memory_footprint"] is True
+    # the timed runs are the shipped path: never profiled (a separate pass profiles)
+    assert v["enable_op_profiling"] is False and v["report_peak_memory_footprint"] is True
+    assert not any("profiling" in a for a in _benchmark(config, settings))
     if config != "cpu":
         assert v["gpu_precision_loss_allowed"] == (config == "gpu-fp16")
+
+
+@pytest.mark.parametrize("settings", list(SETTINGS))
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_the_profile_pass_is_the_same_job_with_profiling(config: str, settings: str) -> None:
+    timed = _check(_benchmark(config, settings), BENCHMARK_MODEL_FLAGS)
+    v = _check(_profile(config, settings), BENCHMARK_MODEL_FLAGS)
+    assert v["enable_op_profiling"] is True
+    # what it runs is what was timed: model, delegate, precision, threads and inputs
+    same = ("graph", "use_gpu", "gpu_precision_loss_allowed", "num_threads", "input_layer",
+            "input_layer_shape", "input_layer_value_files", "warmup_runs")  # fmt: skip
+    assert {k: v[k] for k in same} == {k: timed[k] for k in same}
+    assert v["num_runs"] == min(timed["num_runs"], invocations.PROFILE_MAX_RUNS)
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))

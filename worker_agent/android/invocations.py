@@ -19,6 +19,8 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _LAYER = re.compile(r"^[A-Za-z0-9_./;-]+$")
 #: The job setting with the user's own inputs (see `user_inputs`).
 INPUTS = "inputs"
+#: Most timed runs of the op-profiling pass (its tables average over them).
+PROFILE_MAX_RUNS = 20
 
 
 def _checked(sha256: str) -> str:
@@ -68,15 +70,30 @@ def _flag(name: str, value: Any) -> str:
 
 
 def benchmark_argv(tool: str, model: str, config: RunConfig, settings: dict) -> list[str]:
-    """benchmark_model's arguments for one job (flags of benchmark_model.cc,
-    benchmark_tflite_model.cc and the GPU provider): every job asks for the op profile
-    and the peak memory footprint."""
+    """benchmark_model's arguments for one job's timed runs (flags of benchmark_model.cc,
+    benchmark_tflite_model.cc and the GPU provider): the path an app ships, never
+    profiled (the profiler times every node, which is not what an app runs), with the
+    peak memory footprint (a sampling thread beside the runs)."""
+    return _benchmark_argv(tool, model, config, settings, profile=False)
+
+
+def profile_argv(tool: str, model: str, config: RunConfig, settings: dict) -> list[str]:
+    """The job's op-profiling pass: the same model, delegate and inputs with
+    `--enable_op_profiling`, at most PROFILE_MAX_RUNS runs; its latencies are not the
+    job's."""
+    return _benchmark_argv(tool, model, config, settings, profile=True)
+
+
+def _benchmark_argv(
+    tool: str, model: str, config: RunConfig, settings: dict, profile: bool
+) -> list[str]:
+    runs = int(settings.get("num_runs", 50))
     argv = [
         tool,
         _flag("graph", model),
-        _flag("num_runs", int(settings.get("num_runs", 50))),
+        _flag("num_runs", min(runs, PROFILE_MAX_RUNS) if profile else runs),
         _flag("warmup_runs", int(settings.get("warmup_runs", 1))),
-        _flag("min_secs", float(settings.get("min_secs", 1.0))),
+        _flag("min_secs", 0.0 if profile else float(settings.get("min_secs", 1.0))),
         _flag("max_secs", float(settings.get("max_secs", 150.0))),
     ]
     if settings.get("warmup_min_secs") is not None:
@@ -84,7 +101,10 @@ def benchmark_argv(tool: str, model: str, config: RunConfig, settings: dict) -> 
     argv += _delegate_flags(config)
     if settings.get("num_threads"):
         argv.append(_flag("num_threads", int(settings["num_threads"])))
-    argv += [_flag("enable_op_profiling", True), _flag("report_peak_memory_footprint", True)]
+    if profile:
+        argv.append(_flag("enable_op_profiling", True))
+    else:
+        argv.append(_flag("report_peak_memory_footprint", True))
     inputs = user_inputs(settings)
     if inputs:
         argv += [

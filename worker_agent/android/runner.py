@@ -3,11 +3,12 @@
 prepare: push the model as /data/local/tmp/devicefarm/<sha256>.tflite.
 benchmark: push benchmark_model for the phone's ABI (once per build), cool down, read
 temperatures and clocks, run it with quoted arguments under a deadline, read them again,
-and parse its output into the record local runs produce.
+and parse its output into the record local runs produce. The timed runs are unprofiled;
+a second run with `--enable_op_profiling` gives the op profile, never the latency.
 diff: the same with inference_diff's run_eval, when the lab host has one.
-Afterwards the model is removed. A phone lost on the way is a DeviceError (the job moves
-to another phone); output that does not parse from a phone still online fails the job with
-the raw output kept.
+Afterwards the model is removed. A phone lost on the way, adb's errors and a tool past its
+deadline are DeviceErrors (the job moves to another phone); output that does not parse
+from a phone still online fails the job with the raw output kept.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from delegate_runtime.errors import DeviceError, JobError, JobTimeout, ModelError
+from delegate_runtime.errors import DeviceError, JobError, ModelError
 from farm_core.text_safety import storable_text
 
 from ..devices import DeviceInfo
@@ -44,6 +45,9 @@ TIMEOUT_SHARE = 0.8
 #: Seconds for small commands (kill, rm) and for a phone's state to settle after a drop.
 SMALL_COMMAND_S = 10.0
 STATE_SETTLE_S = 0.5
+#: How a phone job's figures were timed (a result's `timing`): the path an app ships,
+#: unprofiled; the op profile comes from a benchmark_model run of its own.
+TIMING = {"path": "shipped", "profile": "separate pass"}
 
 
 class ToolOutputError(ModelError):
@@ -56,8 +60,15 @@ class ToolOutputError(ModelError):
         self.log = log
 
 
-class ToolTimeout(JobTimeout):
-    """A phone tool ran past the job's deadline and was stopped."""
+class ToolTimeout(DeviceError):
+    """A phone tool ran past its deadline and was stopped. A loaded lab host or a slow
+    transport does that as well as a hung phone, so it is infrastructure's error: the job
+    is retried on another device, and no result counts it against this phone. `log`
+    keeps what the tool printed."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
 
 
 class AdbRunner(Runner):
@@ -219,9 +230,16 @@ class AdbRunner(Runner):
                 after = conditions.read(s, self._zone_types)
         except DeviceError as exc:  # the figures are complete; only the reading is lost
             after = {"at": time.time(), "error": str(exc)}
+        profile_argv = invocations.profile_argv(tool, path, spec.config, settings)
+        profiled = self._run_and_parse(
+            "benchmark_model (op profile)", tool, profile_argv, spec, parse_benchmark_output
+        )
         record = result.to_dict()
         record |= {
-            "op_profile_nodes": op_profile_rows(result.op_profile),
+            "timing": dict(TIMING),
+            "op_profile": profiled.op_profile,
+            "op_profile_nodes": op_profile_rows(profiled.op_profile),
+            "profile_log": profiled.log,
             "peak_memory_mb": result.memory.peak_mb,
             "user_inputs": [i["layer"] for i in settings.get(invocations.INPUTS) or []],
             "model_path": path,
@@ -233,6 +251,7 @@ class AdbRunner(Runner):
                 "abi": tools.abi,
                 "sha256": tools.benchmark_model.sha256,
                 "argv": argv,
+                "profile_argv": profile_argv,
             },  # fmt: skip
             "conditions": {"before": before, "after": after},
         }

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from delegate_runtime.errors import DevicefarmError
 
-from . import flags
+from . import delegate_profile, flags
 from .fs import FsError
 from .shell import CANNOT_EXECUTE, Command, Context
 from .transport import StreamClosed
@@ -135,6 +135,7 @@ def _missing_value_files(ctx: Context, spec: str) -> list[str]:
 
 
 def benchmark_model(ctx: Context) -> int:
+    from delegate_runtime.reader import load_model
     from delegate_runtime.tools.benchmark import BenchmarkOptions, run_benchmark
 
     parsed = _parse_flags(ctx, "benchmark_model")
@@ -178,7 +179,22 @@ def benchmark_model(ctx: Context) -> int:
     )
 
     def body(path: str, out: _Output) -> None:
-        run_benchmark(path, options, progress=_cancel_check(ctx), out=out)
+        if not options.enable_op_profiling:
+            run_benchmark(path, options, progress=_cancel_check(ctx), out=out)
+            return
+        # the profile as a phone's TFLite prints it: a node per delegated partition
+        held = delegate_profile.HeldProfile(out)
+        result = run_benchmark(path, options, progress=_cancel_check(ctx), out=held)
+        model = load_model(path)
+        delegates = (
+            delegate_profile.delegate_nodes(
+                model, options.enable_quant, options.max_delegated_partitions
+            )
+            if options.use_gpu
+            else []
+        )
+        profile = delegate_profile.regroup(result.op_profile or {}, delegates, model)
+        out.write(delegate_profile.format_like_tflite(held.text, profile))
 
     status = _run_on_model(ctx, v["graph"], body)
     if status == 1:
