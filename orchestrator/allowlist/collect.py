@@ -13,12 +13,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Integer, case, cast, func, or_, select
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Integer,
+    and_,
+    case,
+    cast,
+    distinct,
+    func,
+    not_,
+    or_,
+    select,
+)
 
 from delegate_runtime.errors import JobError
 from farm_core import metrics
 from farm_core.schema import CANCELLED, FAILED, SUCCEEDED, TIMED_OUT, Device, Result, StoredModel
 
+from .causes import device_caused
 from .facts import list_variables, signature
 from .rules import NOT_MEASURED, UNKNOWN, ConfigStats, Decision, Evidence, Thresholds, decide
 
@@ -57,11 +70,15 @@ class _Acc:
     ok: int = 0
     failed: int = 0
     timed_out: int = 0
+    infra: int = 0
     error: str = ""
+    infra_error: str = ""
     sum_us: float = 0.0
     sum_sq: float = 0.0
     worst_run_cv: float | None = None
     max_error: float | None = None
+    min_error: float | None = None
+    diffs: int = 0
     fell_back: int | None = None
     total_ops: int | None = None
     quant: int | None = None
@@ -69,9 +86,10 @@ class _Acc:
     def add(self, r: Mapping[str, Any]) -> None:
         ok = int(r["ok"] or 0)
         self.ok += ok
-        self.failed += int(r["failed"] or 0)
-        self.timed_out += int(r["timed_out"] or 0)
+        for name in ("failed", "timed_out", "infra", "diffs"):
+            setattr(self, name, getattr(self, name) + int(r[name] or 0))
         self.error = self.error or (r["error"] or "")
+        self.infra_error = self.infra_error or (r["infra_error"] or "")
         if ok and r["mean_us"] is not None:
             self.sum_us += float(r["mean_us"]) * ok
             self.sum_sq += float(r["mean_sq"] or 0.0) * ok
@@ -79,6 +97,9 @@ class _Acc:
             if r[name] is not None:
                 mine = getattr(self, name)
                 setattr(self, name, r[name] if mine is None else max(mine, r[name]))
+        if r["min_error"] is not None:
+            mine = self.min_error
+            self.min_error = r["min_error"] if mine is None else min(mine, r["min_error"])
         if r["quant"] is not None:
             self.quant = int(r["quant"]) if self.quant is None else min(self.quant, r["quant"])
 
@@ -90,24 +111,30 @@ class _Acc:
             cv = math.sqrt(var) / mean
         return ConfigStats(
             config,
-            self.ok,
-            self.failed,
-            self.timed_out,
-            self.error,
-            mean,
-            cv,
-            self.worst_run_cv,
-            self.max_error,
-            self.fell_back,
-            self.total_ops,
-            self.quant != 0,
+            ok=self.ok,
+            failed=self.failed,
+            timed_out=self.timed_out,
+            error=self.error,
+            mean_us=mean,
+            cv=cv,
+            worst_run_cv=self.worst_run_cv,
+            max_error=self.max_error,
+            fell_back=self.fell_back,
+            total_ops=self.total_ops,
+            enable_quant=self.quant != 0,
+            infra=self.infra,
+            infra_error=self.infra_error,
+            min_error=self.min_error,
+            diffs=self.diffs,
         )
 
 
 def evidence_query(models: Sequence[str] | None = None) -> Any:
     """Results aggregated per model, device, configuration and facts-as-they-ran."""
     ok = Result.outcome == SUCCEEDED
-    bad = Result.outcome.in_((FAILED, TIMED_OUT))
+    device = device_caused()
+    infra = and_(Result.outcome == FAILED, not_(device))
+    diff = and_(ok, Result.max_avg_error.is_not(None))
     std = Result.benchmark["std_us"].as_float()
     quant = cast(Result.benchmark["options"]["enable_quant"].as_boolean(), Integer)
     q = (
@@ -117,13 +144,20 @@ def evidence_query(models: Sequence[str] | None = None) -> Any:
             Result.config,
             Result.device_facts,
             func.sum(case((ok, 1), else_=0)).label("ok"),
-            func.sum(case((Result.outcome == FAILED, 1), else_=0)).label("failed"),
+            # independent device-caused failures: one per job
+            func.count(distinct(case((device, Result.job_id)))).label("failed"),
             func.sum(case((Result.outcome == TIMED_OUT, 1), else_=0)).label("timed_out"),
-            func.max(case((bad, Result.error))).label("error"),
+            func.sum(case((infra, 1), else_=0)).label("infra"),
+            func.max(case((device, Result.error))).label("error"),
+            func.max(case((or_(infra, Result.outcome == TIMED_OUT), Result.error))).label(
+                "infra_error"
+            ),
             func.avg(case((ok, Result.avg_us))).label("mean_us"),
             func.avg(case((ok, Result.avg_us * Result.avg_us))).label("mean_sq"),
             func.max(case((ok, std / func.nullif(Result.avg_us, 0)))).label("worst_run_cv"),
             func.max(case((ok, Result.max_avg_error))).label("max_error"),
+            func.min(case((ok, Result.max_avg_error))).label("min_error"),
+            func.sum(case((diff, 1), else_=0)).label("diffs"),
             func.max(case((ok, Result.total_ops - Result.delegated_ops))).label("fell_back"),
             func.max(Result.total_ops).label("total_ops"),
             func.min(case((ok, quant))).label("quant"),
@@ -235,11 +269,14 @@ def build_allowlists(
             configs = {c: a.stats(c) for c, a in accs.get(key, {}).items()}
             keys = sorted(seen.get(key, set()) | set(current.get(sig, [])))
             cpu = configs.get(metrics.CPU_CONFIG)
+            kind = _kind(keys, devices)
             cpu_us = metrics.cpu_baseline(
                 cpu.mean_us if cpu and cpu.ok else None,
                 _host_baseline(model, keys, devices, host_cpu),
+                kind,
             )
-            evidence = Evidence(configs, cpu_us)
+            why = f"no CPU baseline ({metrics.no_baseline_reason(kind)})"
+            evidence = Evidence(configs, cpu_us, why)
             decision = (
                 decide(evidence, thresholds)
                 if configs
@@ -250,6 +287,12 @@ def build_allowlists(
             )
         out[model] = Allowlist(model, name, thresholds, entries)
     return out
+
+
+def _kind(keys: Sequence[str], devices: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The device kind of an entry's devices (None when unknown or mixed)."""
+    kinds = {devices[k].get("kind") for k in keys if k in devices}
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def _host_baseline(

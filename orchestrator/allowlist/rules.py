@@ -2,11 +2,17 @@
 (with the reason) or unknown (not measured enough), from aggregated evidence.
 
 A GPU configuration is judged in this order; the first failed check is its reason:
-crashed (a run failed or timed out) → too few runs (no data) → ops fell back (with
-`require_full_delegation`) → unstable (latency spread) → error too large (inference diff)
-→ slower than CPU (speed-up below the threshold). The device is supported when a
-configuration passes (the fastest one is the best option), unsupported when every
-configuration with data failed a check, and unknown otherwise.
+failed results (crashed: the tool or the delegate failed by the device's fault, see
+`causes`; error too large: wrong outputs by the inference diff) → too few runs (no data)
+→ ops fell back (with `require_full_delegation`) → unstable (latency spread) → slower
+than CPU (speed-up below the threshold). The device is supported when a configuration
+passes (the fastest one is the best option), unsupported when every configuration with
+data failed a check, and unknown otherwise.
+
+An unsupported verdict overrides LiteRT's shipped answer in a merged list, so it needs
+repeated evidence: MIN_DEVICE_EVIDENCE independent results behind it, and for failed
+results no passing result on the same facts (failures beside a pass are undecided).
+Infrastructure failures (timeouts, a lost phone, adb, our bugs) are never evidence.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ NOT_MEASURED = "not_measured"
 GPU_CONFIGS = {c.name: c.precision for c in CONFIGS.values() if c.use_gpu}
 #: Inference-diff limits (mean absolute error, worst output) when --max-error is not given.
 DEFAULT_MAX_ERROR = {"fp32": 1e-3, "fp16": 1e-2}
+#: Independent results (jobs) an unsupported verdict needs: one may be chance.
+MIN_DEVICE_EVIDENCE = 2
 
 
 @dataclass(frozen=True)
@@ -57,9 +65,9 @@ class ConfigStats:
 
     config: str
     ok: int = 0
-    failed: int = 0
-    timed_out: int = 0
-    error: str = ""  #: one failed run's error
+    failed: int = 0  #: independent results failed by the device's fault (causes.py)
+    timed_out: int = 0  #: results that timed out (never evidence)
+    error: str = ""  #: one device-caused failure's error
     mean_us: float | None = None  #: mean of the successful runs' avg latency
     cv: float | None = None  #: relative std dev of those
     worst_run_cv: float | None = None  #: max std/avg within a run
@@ -67,6 +75,10 @@ class ConfigStats:
     fell_back: int | None = None  #: most ops left to the CPU in a successful run
     total_ops: int | None = None
     enable_quant: bool = True
+    infra: int = 0  #: other failed results: the farm's trouble (never evidence)
+    infra_error: str = ""  #: one infrastructure failure's error
+    min_error: float | None = None  #: best inference-diff avg error of a successful run
+    diffs: int = 0  #: successful runs with an inference diff
 
 
 @dataclass
@@ -75,6 +87,7 @@ class Evidence:
 
     configs: dict[str, ConfigStats] = field(default_factory=dict)
     cpu_us: float | None = None  #: CPU baseline (mean avg latency)
+    no_cpu: str = "no CPU baseline to compare with"  #: why cpu_us is None, when it is
 
 
 @dataclass(frozen=True)
@@ -105,16 +118,86 @@ def _first_line(text: str) -> str:
     return (text or "").strip().splitlines()[0][:200] if (text or "").strip() else ""
 
 
-def judge(stats: ConfigStats, cpu_us: float | None, th: Thresholds) -> Verdict:
-    """One GPU configuration against the thresholds."""
+def _wrong(stats: ConfigStats, limit: float) -> tuple[int, bool]:
+    """(successful results with outputs beyond `limit`, whether one is within it); when
+    both kinds exist the count is a lower bound (1)."""
+
+    def beyond(x: float | None) -> bool:
+        return x is not None and (not math.isfinite(x) or x > limit)
+
+    if not beyond(stats.max_error):
+        return 0, stats.diffs > 0
+    if stats.min_error is None or beyond(stats.min_error):
+        return max(stats.diffs, 1), False
+    return 1, True
+
+
+def _failures(stats: ConfigStats, th: Thresholds) -> Verdict | None:
+    """The verdict from failed results (device-caused failures and wrong outputs), or
+    None when there are none."""
     c = stats.config
-    bad = stats.failed + stats.timed_out
-    if bad:
-        what = "timed out" if stats.timed_out and not stats.failed else "crashed"
-        runs = bad + stats.ok
-        why = f"{c}: {what} in {bad} of {runs} runs"
-        err = _first_line(stats.error)
-        return Verdict(c, False, CRASHED, f"{why} ({err})" if err else why)
+    limit = th.error_limit(GPU_CONFIGS[c])
+    wrong, right = _wrong(stats, limit)
+    bad = stats.failed + wrong
+    if not bad:
+        return None
+    err = _first_line(stats.error)
+    parts = []
+    if stats.failed:
+        crashed = f"crashed in {stats.failed} of {stats.failed + stats.ok} results"
+        parts.append(f"{crashed} ({err})" if err else crashed)
+    if wrong:
+        some = "some" if right else f"{wrong} of {stats.ok}"
+        parts.append(f"error {stats.max_error:.3g} above {limit:.3g} in {some} results")
+    why = f"{c}: " + "; ".join(parts)
+    mixed = bool(wrong and right)  # outputs beyond the limit in some results only
+    if mixed or stats.ok > wrong:  # a passing result on the same facts outweighs them
+        passed = "others" if mixed else str(stats.ok - wrong)
+        return Verdict(c, None, NOT_MEASURED, f"{why}, passed in {passed}: undecided")
+    if bad < MIN_DEVICE_EVIDENCE:
+        return Verdict(
+            c,
+            None,
+            NOT_MEASURED,
+            f"{why}: {bad} device-caused failure{'s' if bad > 1 else ''}, "
+            f"{MIN_DEVICE_EVIDENCE} needed before it counts",
+        )
+    return Verdict(c, False, CRASHED if stats.failed else ERROR_TOO_LARGE, why)
+
+
+def _repeated(stats: ConfigStats, v: Verdict) -> Verdict:
+    """An unsupported verdict from successful results needs MIN_DEVICE_EVIDENCE of them."""
+    if v.ok is False and stats.ok < MIN_DEVICE_EVIDENCE:
+        return Verdict(
+            v.config,
+            None,
+            NOT_MEASURED,
+            f"{v.reason} in {stats.ok} result; {MIN_DEVICE_EVIDENCE} needed before it counts",
+            v.speedup,
+        )
+    return v
+
+
+def judge(
+    stats: ConfigStats,
+    cpu_us: float | None,
+    th: Thresholds,
+    no_cpu: str = "no CPU baseline to compare with",
+) -> Verdict:
+    """One GPU configuration against the thresholds (`no_cpu`: why cpu_us is None)."""
+    failed = _failures(stats, th)
+    return failed if failed is not None else _repeated(stats, _measured(stats, cpu_us, th, no_cpu))
+
+
+def _measured(stats: ConfigStats, cpu_us: float | None, th: Thresholds, no_cpu: str) -> Verdict:
+    """The checks on the successful results (there are no failed ones)."""
+    c = stats.config
+    infra = stats.infra + stats.timed_out
+    if not stats.ok and infra:
+        err = _first_line(stats.infra_error)
+        plural = "s" if infra > 1 else ""
+        why = f"{infra} infrastructure failure{plural}" + (f" ({err})" if err else "")
+        return Verdict(c, None, NOT_MEASURED, f"{c}: {why}, not evidence")
     if stats.ok < max(th.min_runs, 1) or stats.mean_us is None:
         return Verdict(c, None, NOT_MEASURED, f"{c}: {stats.ok} of {th.min_runs} runs needed")
     if th.require_full_delegation and stats.fell_back:
@@ -128,15 +211,10 @@ def judge(stats: ConfigStats, cpu_us: float | None, th: Thresholds) -> Verdict:
         )
     if stats.max_error is None:
         return Verdict(c, None, NOT_MEASURED, f"{c}: no inference diff measured")
-    limit = th.error_limit(GPU_CONFIGS[c])
-    if not math.isfinite(stats.max_error) or stats.max_error > limit:
-        return Verdict(
-            c, False, ERROR_TOO_LARGE, f"{c}: error {stats.max_error:.3g} above {limit:.3g}"
-        )
     speedup = metrics.speedup(cpu_us, stats.mean_us)
     if th.min_speedup > 0:
         if speedup is None:
-            return Verdict(c, None, NOT_MEASURED, f"{c}: no CPU baseline to compare with")
+            return Verdict(c, None, NOT_MEASURED, f"{c}: {no_cpu}")
         if speedup < th.min_speedup:
             return Verdict(
                 c,
@@ -151,7 +229,7 @@ def judge(stats: ConfigStats, cpu_us: float | None, th: Thresholds) -> Verdict:
 def decide(evidence: Evidence, th: Thresholds) -> Decision:
     """The decision for one device from its evidence."""
     verdicts = [
-        judge(s, evidence.cpu_us, th)
+        judge(s, evidence.cpu_us, th, evidence.no_cpu)
         for c, s in sorted(evidence.configs.items())
         if c in GPU_CONFIGS
     ]

@@ -483,8 +483,11 @@ def _op_profile(m: DemoModel, config: str, avg_us: float) -> list[dict[str, Any]
 def _crash(rng: random.Random, d: DemoDevice) -> tuple[str, str]:
     if rng.random() < 0.2:
         return TIMED_OUT, "the job ran past its soft time limit"
-    if d.renderer.startswith("Mali"):
-        return FAILED, "DeviceError: clEnqueueNDRangeKernel: CL_OUT_OF_RESOURCES"
+    if d.renderer.startswith("Mali"):  # what the adb runner records for a delegate crash
+        return FAILED, (
+            f"ToolOutputError: benchmark_model on {d.key} gave no result: incomplete "
+            "benchmark_model output: TfLiteGpuDelegate Invoke: CL_OUT_OF_RESOURCES"
+        )
     return FAILED, "ModelError: GPU delegate failed to prepare: Unsupported tensor shape"
 
 
