@@ -168,7 +168,7 @@ class Agent:
         try:
             runner = make_runner(self.devices[key])
             runner.setup()
-            report = health.check(runner, baseline)
+            report = health.check_guarded(runner, baseline)
             runner.teardown()
         except Exception as exc:  # noqa: BLE001 - any failure to even start is unhealthy
             report = health.HealthReport(False, f"canary failed: {type(exc).__name__}: {exc}")

@@ -94,7 +94,7 @@ class ConsumerContext:
             baseline = conn.execute(
                 select(Device.health_baseline).where(Device.key == self.device.key)
             ).scalar()
-        report = health.check(self.runner, baseline)
+        report = health.check_guarded(self.runner, baseline)
         health.record(self.engine, self.device.key, report, baseline)
         self.quarantined = not report.ok
         if not report.ok:
