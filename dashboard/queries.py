@@ -218,7 +218,9 @@ def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
     different switches are never averaged together): latency, speed-up over the CPU, init
     cold vs cached (programs from the kernel cache or not), peak memory, the timing path,
     and `configuration`: CURRENT for the newest fingerprint of the device and
-    configuration, OTHER for older ones. Speed-ups use the CURRENT rows' CPU baselines."""
+    configuration, OTHER for older ones. Speed-ups use the CURRENT rows' CPU baselines;
+    `no_baseline` says why a row has none (`metrics.no_baseline_reason`: a phone without a
+    cpu run of its own), "" where it has one."""
     cached = Result.benchmark["program_from_cache"].as_boolean()
     # the stored figure (farm_core.metrics.peak_memory_mb); results older than its column
     # fall back to their record's, where it was measured (the tools print -1 otherwise)
@@ -271,6 +273,8 @@ def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
     base = metrics.baselines(measured)
     out = []
     for r in rows:
+        cpu_us = base.get((model, r["device"]))
+        kind = places[r["device"]].kind if r["device"] in places else None
         out.append(
             {
                 "device": r["device"],
@@ -284,7 +288,8 @@ def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
                 "best_ms": _ms(r["best_us"]),
                 "median_ms": _ms(r["median_us"]),
                 "p95_ms": _ms(r["p95_us"]),
-                "speedup": metrics.speedup(base.get((model, r["device"])), r["avg_us"]),
+                "speedup": metrics.speedup(cpu_us, r["avg_us"]),
+                "no_baseline": "" if cpu_us else metrics.no_baseline_reason(kind),
                 "init_cold_ms": _ms(r["cold_us"]),
                 "init_cached_ms": _ms(r["cached_us"]),
                 "init_ms": _ms(r["init_us"]),
@@ -427,7 +432,8 @@ def allowlists(
 
 
 def matrix(lists: dict[str, Allowlist]) -> list[dict[str, Any]]:
-    """Models × current devices: status, reason code and text, best precision."""
+    """Models × current devices: status, reason code and text, best precision, and the
+    results set aside as measured under other configuration records."""
     out = []
     for a in lists.values():
         for e in a.entries:
@@ -442,6 +448,7 @@ def matrix(lists: dict[str, Allowlist]) -> list[dict[str, Any]]:
                         "reason": d.reason or (f"best: {d.config}" if d.config else ""),
                         "precision": d.precision,
                         "speedup": d.speedup,
+                        "set_aside": e.evidence.set_aside,  # other configurations' results
                     }
                 )
     return out

@@ -134,20 +134,24 @@ def campaign_rows(engine: Engine, campaign_id: int, full: bool = False) -> list[
         for r in rows
     ]
     base = metrics.baselines(measured)
+    no_cpu = []  # why a measured row has no speed-up (a phone without a cpu run of its own)
     for d, m in zip(out, measured, strict=True):
-        d["speedup"] = metrics.speedup(base.get((m["model"], m["device"])), m["avg_us"])
-    _add_notes(out)
+        cpu_us = base.get((m["model"], m["device"]))
+        d["speedup"] = metrics.speedup(cpu_us, m["avg_us"])
+        missing = cpu_us is None and m["avg_us"] is not None
+        no_cpu.append(metrics.no_baseline_reason(m["kind"]) if missing else "")
+    _add_notes(out, no_cpu)
     return out
 
 
-def _add_notes(rows: list[dict[str, Any]]) -> None:
-    """Where a job ran when it moved, and the first line of why it did not succeed."""
-    for r in rows:
+def _add_notes(rows: list[dict[str, Any]], no_cpu: Sequence[str]) -> None:
+    """Where a job ran when it moved, why a measured row has no speed-up (`no_cpu`), and
+    the first line of why it did not succeed."""
+    for r, why in zip(rows, no_cpu, strict=True):
         moved = r["device"] != r["planned_device"]
         note = f"ran on {r['device']} (planned {r['planned_device']})" if moved else ""
-        r["note"] = "; ".join(
-            x for x in (note, r["reason"].splitlines()[0] if r["reason"] else "") if x
-        )
+        reason = r["reason"].splitlines()[0] if r["reason"] else ""
+        r["note"] = "; ".join(x for x in (note, why, reason) if x)
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:

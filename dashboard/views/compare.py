@@ -44,6 +44,7 @@ st.dataframe(
         "median_ms": st.column_config.NumberColumn("median ms", format="%.2f"),
         "p95_ms": st.column_config.NumberColumn("p95 ms", format="%.2f"),
         "speedup": st.column_config.NumberColumn("vs CPU", format="%.2fx"),
+        "no_baseline": "why no vs CPU",
         "init_cold_ms": st.column_config.NumberColumn("init cold ms", format="%.0f"),
         "init_cached_ms": st.column_config.NumberColumn("init cached ms", format="%.0f"),
         "init_ms": st.column_config.NumberColumn("init ms", format="%.0f"),

@@ -41,7 +41,7 @@ st.altair_chart(
         x=alt.X("device:N", axis=ui.full_labels(None)),
         y=alt.Y("model:N", axis=ui.full_labels(None)),
         color=alt.Color("status:N", scale=colors),
-        tooltip=["model", "device", "status", "code", "reason", "precision"],
+        tooltip=["model", "device", "status", "code", "reason", "precision", "set_aside"],
     ),
     width="stretch",
 )

@@ -123,9 +123,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         Path(args.out).write_bytes(data)
     counts = summary({str(i): e.decision for i, e in enumerate(allowlist.entries)})
+    aside = sum(e.evidence.set_aside for e in allowlist.entries)
     print(
         f"{allowlist.model_name} ({allowlist.model_sha256[:12]}): "
         + ", ".join(f"{n} {s}" for s, n in counts.items())
+        + (f"; {aside} results of other configurations set aside" if aside else "")
         + ("" if args.out == "-" else f"; wrote {args.format} to {args.out}"),
         file=sys.stderr,
     )

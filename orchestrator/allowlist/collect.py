@@ -1,8 +1,11 @@
 """Evidence from the farm's database, and the allowlist it decides.
 
 Results are grouped by the facts they ran with (`Result.device_facts`), so a driver update
-starts a new entry: the list is decided per (device model, driver), as measured. One
-aggregate query reads every figure the rules need; no result row crosses into Python.
+starts a new entry: the list is decided per (device model, driver), as measured. Within
+an entry, each configuration's figures (and the host's CPU reference) come from its
+newest configuration record only (`config_records`); the others are set aside and
+counted. One aggregate query reads every figure the rules need; no result row crosses
+into Python.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from farm_core import metrics
 from farm_core.schema import CANCELLED, FAILED, SUCCEEDED, TIMED_OUT, Device, Result, StoredModel
 
 from .causes import device_caused
+from .config_records import MEASURED_UNDER, NEWEST_OK, keep_newest
 from .facts import list_variables, signature
 from .rules import NOT_MEASURED, UNKNOWN, ConfigStats, Decision, Evidence, Thresholds, decide
 
@@ -103,7 +107,7 @@ class _Acc:
         if r["quant"] is not None:
             self.quant = int(r["quant"]) if self.quant is None else min(self.quant, r["quant"])
 
-    def stats(self, config: str) -> ConfigStats:
+    def stats(self, config: str, set_aside: int = 0) -> ConfigStats:
         mean = self.sum_us / self.ok if self.ok and self.sum_us else None
         cv = None
         if mean and self.ok > 1:
@@ -126,11 +130,13 @@ class _Acc:
             infra_error=self.infra_error,
             min_error=self.min_error,
             diffs=self.diffs,
+            set_aside=set_aside,
         )
 
 
 def evidence_query(models: Sequence[str] | None = None) -> Any:
-    """Results aggregated per model, device, configuration and facts-as-they-ran."""
+    """Results aggregated per model, device, configuration, facts-as-they-ran and the
+    configuration record their figures were measured under (`config_records`)."""
     ok = Result.outcome == SUCCEEDED
     device = device_caused()
     infra = and_(Result.outcome == FAILED, not_(device))
@@ -143,6 +149,8 @@ def evidence_query(models: Sequence[str] | None = None) -> Any:
             Result.device_key,
             Result.config,
             Result.device_facts,
+            MEASURED_UNDER.label("measured_under"),
+            NEWEST_OK.label("newest_ok"),
             func.sum(case((ok, 1), else_=0)).label("ok"),
             # independent device-caused failures: one per job
             func.count(distinct(case((device, Result.job_id)))).label("failed"),
@@ -163,7 +171,13 @@ def evidence_query(models: Sequence[str] | None = None) -> Any:
             func.min(case((ok, quant))).label("quant"),
         )
         .where(Result.outcome != CANCELLED)
-        .group_by(Result.model_sha256, Result.device_key, Result.config, Result.device_facts)
+        .group_by(
+            Result.model_sha256,
+            Result.device_key,
+            Result.config,
+            Result.device_facts,
+            MEASURED_UNDER,
+        )
     )
     if models is not None:
         q = q.where(Result.model_sha256.in_(list(models)))
@@ -243,17 +257,25 @@ def build_allowlists(
     seen: dict[tuple[str, Signature], set[str]] = defaultdict(set)
     variables: dict[Signature, dict[str, str]] = {}
     host_cpu: dict[tuple[str, str], _Acc] = defaultdict(_Acc)
+    placed = []
     for r in rows:
         dev = devices.get(r["device_key"], {})
         facts = r["device_facts"] or dev or {"model": r["device_key"]}
         var = list_variables(facts)
         sig = signature(var)
         variables[sig] = var
-        key = (r["model"], sig)
-        accs[key].setdefault(r["config"], _Acc()).add(r)
-        seen[key].add(r["device_key"])
-        if dev.get("kind") == metrics.CPU_REFERENCE_KIND and r["config"] == metrics.CPU_CONFIG:
-            host_cpu[(r["model"], dev.get("host") or "")].add(r)
+        seen[(r["model"], sig)].add(r["device_key"])
+        placed.append({**r, "sig": sig, "kind": dev.get("kind"), "host": dev.get("host") or ""})
+    kept, set_aside = keep_newest(placed, lambda r: (r["model"], r["sig"], r["config"]))
+    for r in kept:
+        accs[(r["model"], r["sig"])].setdefault(r["config"], _Acc()).add(r)
+    reference = [
+        r
+        for r in placed
+        if r["kind"] == metrics.CPU_REFERENCE_KIND and r["config"] == metrics.CPU_CONFIG
+    ]
+    for r in keep_newest(reference, lambda r: (r["model"], r["host"]))[0]:
+        host_cpu[(r["model"], r["host"])].add(r)
     current: dict[Signature, list[str]] = defaultdict(list)
     for k, dev in devices.items():
         var = list_variables(dev)
@@ -266,7 +288,9 @@ def build_allowlists(
         entries = []
         for sig in sorted(sigs):
             key = (model, sig)
-            configs = {c: a.stats(c) for c, a in accs.get(key, {}).items()}
+            configs = {
+                c: a.stats(c, set_aside.get((*key, c), 0)) for c, a in accs.get(key, {}).items()
+            }
             keys = sorted(seen.get(key, set()) | set(current.get(sig, [])))
             cpu = configs.get(metrics.CPU_CONFIG)
             kind = _kind(keys, devices)

@@ -72,6 +72,8 @@ def to_json(allowlist: Allowlist) -> str:
                         "devices": e.devices,
                         "current_devices": e.current,
                         "decision": asdict(e.decision),
+                        # results under other configuration records, not counted
+                        "set_aside": e.evidence.set_aside,
                     }
                     for e in listed(allowlist)
                 ],

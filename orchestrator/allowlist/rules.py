@@ -79,6 +79,7 @@ class ConfigStats:
     infra_error: str = ""  #: one infrastructure failure's error
     min_error: float | None = None  #: best inference-diff avg error of a successful run
     diffs: int = 0  #: successful runs with an inference diff
+    set_aside: int = 0  #: successful results under other configuration records, not counted
 
 
 @dataclass
@@ -88,6 +89,11 @@ class Evidence:
     configs: dict[str, ConfigStats] = field(default_factory=dict)
     cpu_us: float | None = None  #: CPU baseline (mean avg latency)
     no_cpu: str = "no CPU baseline to compare with"  #: why cpu_us is None, when it is
+
+    @property
+    def set_aside(self) -> int:
+        """Successful results measured under other configuration records, not counted."""
+        return sum(s.set_aside for s in self.configs.values())
 
 
 @dataclass(frozen=True)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, select
 
 from dashboard import queries
-from farm_core.schema import Campaign
+from farm_core import jobs, metrics
+from farm_core.schema import FAILED, SUCCEEDED, Campaign, Job
 from orchestrator.allowlist.rules import Thresholds
-from orchestrator.submit import SubmissionError
+from orchestrator.submit import SubmissionError, submit
 from tests.support.demo_lab import MODELS, SeedSummary, seed
-from tests.support.farm import RecordingDispatcher, sqlite_engine, write_model
+from tests.support.farm import RecordingDispatcher, add_device, sqlite_engine, write_model
 
 
 @pytest.fixture(scope="module")
@@ -166,3 +168,29 @@ def test_compare_peak_memory_of_rows_older_than_its_column(tmp_path: Path) -> No
     }
     assert got["cpu"] is None
     assert got["gpu-fp32"] == 42.0
+
+
+def test_compare_says_why_a_row_has_no_speedup(tmp_path: Path) -> None:
+    engine = sqlite_engine(tmp_path)
+    add_device(engine, "android:own", "android")  # runs cpu: its own baseline
+    add_device(engine, "android:none", "android")  # its cpu run failed: no figure
+    model = write_model(tmp_path / "m.tflite")
+    submit(engine, RecordingDispatcher(), [model], "all", "cpu,gpu-fp32")
+    with engine.begin() as c:
+        ids = c.execute(select(Job.id, Job.device_key, Job.config)).all()
+    for job_id, device, config in ids:
+        failed = (device, config) == ("android:none", "cpu")
+        values = {"error": "ToolOutputError: no result"} if failed else {"avg_us": 2000.0}
+        with engine.begin() as c:
+            jobs.claim(c, job_id, 1, "w", 60)
+            jobs.finish(c, job_id, 1, "w", FAILED if failed else SUCCEEDED, values)
+    rows = {(r["device"], r["config"]): r for r in queries.compare(engine, sha256(model))}
+    none = rows[("android:none", "gpu-fp32")]
+    assert none["speedup"] is None
+    assert none["no_baseline"] == metrics.no_baseline_reason("android")
+    own = rows[("android:own", "gpu-fp32")]
+    assert (own["speedup"], own["no_baseline"]) == (1.0, "")
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
