@@ -2,10 +2,10 @@
 
 A float model (MobileNet v1) through the OpenCL delegate, invoked back to back and paced (an
 invoke every --every-ms, as a camera or a server between requests), three ways in
-alternating rounds: the helpers helper_plan() gives, spinning only in a back-to-back stream
-(shipped); the same helpers spinning SPIN_US after every copy (the policy before); no
-helper (DEVICEFARM_GPU_COPY_HELPERS=0, the anchor). Prints median wall time and process CPU
-time per invoke, CPU/wall, and each way's ratios to the anchor.
+alternating rounds: the helpers helper_plan() gives, spinning after a copy only in a
+back-to-back stream (shipped); the same helpers spinning SPIN_US after every copy (the
+policy before); no helper (DEVICEFARM_GPU_COPY_HELPERS=0, the anchor). Prints median wall
+time and process CPU time per invoke, CPU/wall, and each way's ratios to the anchor.
 
     python bench/copy_helpers_cpu.py --model MODEL [--runs 400] [--every-ms 2] [--device SPEC]
 """
@@ -87,7 +87,7 @@ def main() -> int:
     print("helper plan:", host_copy.helper_plan())
     shipped = session_invoke(args.model, x, args.device, None)
     ways = {
-        "helpers, spin when back to back": shipped,
+        "helpers, spin back to back only": shipped,
         "helpers, spin after every copy": spinning_always(shipped),
         "no helper (anchor)": session_invoke(args.model, x, args.device, "0"),
     }

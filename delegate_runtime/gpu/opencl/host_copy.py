@@ -6,14 +6,15 @@ native_loop.py) shares a large copy with helper threads, and may write it with
 non-temporal stores, which the GPU reads without snooping a core's cache. Smaller copies,
 and processes without the C helpers, copy with numpy.
 
-The helpers' CPU. A helper spins (busy, one core) for SPIN_US after each copy so that the
+The helpers' CPU. A helper spins (busy, one core) for SPIN_US after a copy so that the
 next invoke finds it awake, then sleeps on a futex until a copy wakes it. In a stream of
 back-to-back invokes the helpers therefore never sleep: each costs a core for the whole
-stream (MobileNet v1 on an H200 host: 0.95-1.0 ms of CPU per 0.26 ms invoke with three
-helpers, 0.29 ms per 0.29 ms with none). They spin only after a copy that followed the one
-before within SPIN_US: after a longer gap (a camera's 33 ms between frames, an idle
-server) they sleep at once, and the next copy wakes them and starts alone, as it would
-have found them asleep anyway.
+stream (MobileNet v1 on an H200 host: 1.0-1.1 ms of CPU per 0.27 ms invoke with three
+helpers, 0.33-0.35 ms with none). They spin only after a copy that came within SPIN_US of
+the one before: a paced stream (a camera's 33 ms between frames, a server between
+requests) wakes them for each copy, and they sleep again at once: a quarter to two fifths
+of the CPU that spinning after every copy cost, at the same wall time within 2% (6% slower
+paced just past the spin; docs/benchmarks.md, 2026-12-02).
 
 How many. `helper_plan()` decides, and says why, for the result records: a quarter of the
 CPUs this process may use (`delegate_runtime.host_cpus`: affinity and cgroup quota, not
@@ -51,8 +52,7 @@ CHUNK_BYTES = 32 * 1024
 #: Non-temporal stores (the lines leave the cores' caches on the way).
 STREAMING = False
 #: How long a helper spins for the next copy before it sleeps (microseconds), after a copy
-#: that came within this long of the one before (back-to-back invokes find it awake); after
-#: a longer gap it sleeps at once (the next copy wakes it and starts alone).
+#: that came within this long of the one before: back-to-back invokes find it awake.
 SPIN_US = 500
 
 #: time.monotonic() when this process's last shared copy ended.
@@ -144,7 +144,7 @@ def copy(native: ctypes.CDLL | None, dst: np.ndarray, src: np.ndarray, how: Sett
     ):
         np.copyto(dst, src)
         return
-    # helpers spin after this copy only if it came while they would still be spinning
+    # the helpers spin after this copy only if it came while they would still be spinning
     back_to_back = (time.monotonic() - _last_end) * 1e6 <= how.spin_us
     native.host_copy(
         dst.ctypes.data,
