@@ -15,6 +15,8 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
+from .. import host_cpus
+
 #: nvidia-smi's query: field -> the record's key.
 NVIDIA_FIELDS = {
     "clocks.sm": "sm_clock_mhz",
@@ -28,12 +30,15 @@ NVIDIA_FIELDS = {
 NVIDIA_SMI_TIMEOUT_S = 5.0
 
 
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity), not the machine's count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+def cpu_list(cpus: frozenset[int]) -> str:
+    """A CPU set as Linux writes it: "0-3,8,10-11"."""
+    spans: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if spans and cpu == spans[-1][1] + 1:
+            spans[-1][1] = cpu
+        else:
+            spans.append([cpu, cpu])
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def _cpu_mhz() -> float | None:
@@ -66,7 +71,8 @@ def host_conditions() -> dict[str, Any]:
         load = None
     return {
         "host_load": load,
-        "allowed_cpus": usable_cpus(),
+        "allowed_cpus": host_cpus.usable_cpus(),
+        "cpu_set": cpu_list(host_cpus.affinity()),
         "cpu_count": os.cpu_count(),
         "cpu_mhz": _cpu_mhz(),
         "host_temperature_c": _host_temperature_c(),
