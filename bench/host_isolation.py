@@ -52,8 +52,10 @@ class Lab:
 
     def submit(self, model: str, config: str, runs: int, wait: bool) -> int:
         kind = "cpu" if config == "cpu" else "opencl"
+        # each its own lineage: no job is another's regression baseline
         args = ["submit", model, "--devices", f"kind={kind}", "--configs", config,
-                "--runs", str(runs), "--diff-runs", "0"]  # fmt: skip
+                "--runs", str(runs), "--diff-runs", "0",
+                "--name", f"isolation-{self.campaigns}"]  # fmt: skip
         deadline = time.monotonic() + AGENT_READY_S
         while True:  # the agent registers its devices first
             out = self.cli(*args, *(["--wait"] if wait else []), check=False)
