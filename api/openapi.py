@@ -183,6 +183,12 @@ OPENAPI: dict[str, Any] = {
                         "baseline", {"type": "string"}, "a campaign id or name to judge against"
                     ),
                     _query("regression_threshold", {"type": "number", "default": 5}, "percent"),
+                    _query(
+                        "no_confirm",
+                        {"type": "boolean"},
+                        "a suspect is a regression without a confirmation (default: one is "
+                        "needed, POST .../confirm)",
+                    ),
                 ],
                 "responses": {
                     "200": _json(
@@ -199,6 +205,23 @@ OPENAPI: dict[str, Any] = {
                     )
                 }
                 | _errors(400, 401, 404),
+            }
+        },
+        "/v1/campaigns/{campaign}/confirm": {
+            "post": {
+                "summary": "start paired runs (baseline, candidate, alternating) for each "
+                "suspect of the campaign that has none; the confirmation campaigns to wait for",
+                "security": _WRITE,
+                "parameters": [
+                    _CAMPAIGN,
+                    _query(
+                        "baseline", {"type": "string"}, "a campaign id or name to judge against"
+                    ),
+                    _query("regression_threshold", {"type": "number", "default": 5}, "percent"),
+                    _query("pairs", {"type": "integer", "default": 3}, "pairs per suspect"),
+                ],
+                "responses": {"200": _json(_OBJECT, "{campaign, suspects, confirmations}")}
+                | _errors(400, 401, 403, 404, 415),
             }
         },
         "/v1/campaigns/{campaign}/cancel": {

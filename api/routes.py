@@ -35,6 +35,8 @@ ALLOWLIST_MEDIA = {
     "csv": ("text/csv; charset=utf-8", "csv"),
     "json": ("application/json", "json"),
 }
+#: The most pairs a confirmation may ask for (each pair is two jobs on one device).
+MAX_CONFIRM_PAIRS = 20
 #: The response header carrying the allowlist's one-line summary (percent-encoded UTF-8).
 SUMMARY_HEADER = "X-Devicefarm-Summary"
 
@@ -227,11 +229,13 @@ async def campaign_results(request: Request) -> Response:
     return Json({"campaign": campaign, "results": rows})
 
 
-def _gate(engine: Any, campaign: int, baseline: str | None, threshold: float) -> dict:
+def _gate(
+    engine: Any, campaign: int, baseline: str | None, threshold: float, confirm: bool
+) -> dict:
     from orchestrator import gate, junit
 
     try:
-        report = gate.evaluate(engine, campaign, baseline, threshold=threshold)
+        report = gate.evaluate(engine, campaign, baseline, threshold=threshold, confirm=confirm)
     except JobError as exc:  # the campaign or the baseline campaign is unknown
         raise ApiError(404, str(exc)) from exc
     return {
@@ -243,19 +247,64 @@ def _gate(engine: Any, campaign: int, baseline: str | None, threshold: float) ->
     }
 
 
-async def campaign_gate(request: Request) -> Response:
-    """The CI gate's verdict on a campaign: exit code, summary lines and JUnit XML."""
+def _gate_params(request: Request) -> tuple[Params, str | None, float]:
+    """The gate's query: its baseline campaign and its threshold (a fraction)."""
     from orchestrator.regression import DEFAULT_THRESHOLD
 
-    farm = _farm(request)
-    authenticate(request, farm.tokens, write=False)
     params = Params(request.query_params)
     baseline = params.text("baseline") or None
     percent = params.number("regression_threshold", DEFAULT_THRESHOLD * 100)
     if percent is None or percent < 0:
         params.errors.append("regression_threshold must be 0 or more (percent)")
+    return params, baseline, (percent or 0.0) / 100
+
+
+async def campaign_gate(request: Request) -> Response:
+    """The CI gate's verdict on a campaign: exit code, summary lines and JUnit XML."""
+    farm = _farm(request)
+    authenticate(request, farm.tokens, write=False)
+    params, baseline, threshold = _gate_params(request)
+    confirm = not params.flag("no_confirm")
     params.check()
-    body = await _call(_gate, farm.engine, request.path_params["campaign"], baseline, percent / 100)
+    campaign = request.path_params["campaign"]
+    body = await _call(_gate, farm.engine, campaign, baseline, threshold, confirm)
+    return Json(body)
+
+
+def _confirm(farm: Any, campaign: int, baseline: str | None, threshold: float, pairs: int) -> dict:
+    from orchestrator import gate
+
+    with farm.send_lock:  # one caller at a time sees a suspect without its confirmation
+        try:
+            report = gate.evaluate(farm.engine, campaign, baseline, threshold=threshold)
+        except JobError as exc:
+            raise ApiError(404, str(exc)) from exc
+        pending = [c for c in report.cells if c.pending]
+        started = gate.confirm_pending(farm.engine, farm.dispatcher, report, pairs)
+    return {
+        "campaign": campaign,
+        "suspects": [f"{c.model} {c.device} {c.config}: {c.verdict.describe()}" for c in pending],
+        "confirmations": started,
+    }
+
+
+async def confirm_campaign(request: Request) -> Response:
+    """Start a confirmation (paired runs) for each of the campaign's suspects that has none;
+    the confirmation campaigns to wait for."""
+    from orchestrator.confirm import DEFAULT_PAIRS
+
+    farm = _farm(request)
+    user = authenticate(request, farm.tokens, write=True)
+    _no_body(request)
+    params, baseline, threshold = _gate_params(request)
+    pairs = params.integer("pairs", DEFAULT_PAIRS)
+    if not 1 <= pairs <= MAX_CONFIRM_PAIRS:
+        params.errors.append(f"pairs must be 1 to {MAX_CONFIRM_PAIRS}")
+    params.check()
+    campaign = request.path_params["campaign"]
+    body = await _call(_confirm, farm, campaign, baseline, threshold, pairs)
+    if body["confirmations"]:
+        log.info("%s confirms campaign %d: %s", user.name, campaign, body["confirmations"])
     return Json(body)
 
 

@@ -1,6 +1,7 @@
 """A gate report as JUnit XML, the format CI systems show: one testsuite per campaign, one
 testcase per job (`classname` the model, `name` device and configuration), a `failure`
-element for a job that did not succeed and for a latency that regressed.
+element for a job that did not succeed, for a latency that regressed, and for a suspect
+latency that its confirmation could not decide (`unconfirmed`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def _text(value: object) -> str:
 
 def to_xml(report: GateReport) -> bytes:
     """The report as a JUnit XML document (UTF-8)."""
-    failures = len(report.failed) + len(report.regressions)
+    failures = len(report.failed) + len(report.regressions) + len(report.undecided)
     total_s = sum(c.seconds or 0.0 for c in report.cells)
     counts = {
         "tests": str(len(report.cells)),
@@ -53,11 +54,12 @@ def to_xml(report: GateReport) -> bytes:
                 case, "failure", {"type": c.state, "message": _text(f"{c.state}: {first}")}
             )
             failure.text = _text(c.reason)
-        elif c.regressed:
-            what = f"latency regressed: {c.verdict.describe()}"  # type: ignore[union-attr]
-            against = f" against campaign {c.baseline_campaign} ({report.baseline})"
+        elif c.regressed or c.undecided:
+            kind = "regression" if c.regressed else "unconfirmed"
+            what = f"latency {c.describe()}"
+            against = f" (baseline: {report.baseline})"
             failure = ET.SubElement(
-                case, "failure", {"type": "regression", "message": _text(what + against)}
+                case, "failure", {"type": kind, "message": _text(what + against)}
             )
             failure.text = _text(what + against)
     ET.indent(root)

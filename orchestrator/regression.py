@@ -1,20 +1,17 @@
-"""Latency regressions, judged on the raw runs with a noise-aware test.
+"""Latency regressions within runs: one result's raw runs against another's.
 
-A run regressed against its baseline when both hold:
+A run regressed against a reference run when both hold:
 - it is slower beyond noise: a one-sided Mann-Whitney U test on the raw per-run latencies
   (`benchmark.runs_us`) gives p < `alpha` (0.01); results that kept only aggregates
   (benchmark_model prints no per-run times) use a one-sided Welch z-test on mean, std and
   count instead;
-- it is slower by enough to matter: its median latency exceeds the baseline's by more
+- it is slower by enough to matter: its median latency exceeds the reference's by more
   than `threshold` (0.05: 5%).
 
-A significant test alone flags a 0.5% shift on 1,000 runs; a threshold alone flags an
-idle machine's jitter (the old "10% over the median of the last 5" flagged 3 of 6 runs).
-
-The baseline of a run is a named campaign's result for the same cell, or by default the
-last good run of the same model lineage (job `model_name`) on the same device in the same
-configuration: good means it succeeded and did not itself regress, so a regression stays
-flagged until it is fixed.
+This sees the noise within one run only, not from run to run (a busy host moves a whole
+run), so it judges the dashboard's History page but not a build: the CI gate judges a run
+against its cell's history (orchestrator.history) and confirms a suspect with paired runs
+(orchestrator.confirm).
 """
 
 from __future__ import annotations
@@ -25,9 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, select
 
-from farm_core.schema import SUCCEEDED, Job, Result
+from farm_core.schema import SUCCEEDED, Result
 
 #: A run regressed when its median is slower than its baseline's by more than this ...
 DEFAULT_THRESHOLD = 0.05
@@ -35,9 +31,6 @@ DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.01
 #: Both samples this small and without ties: the exact U distribution, else the normal one.
 EXACT_MAX_RUNS = 8
-#: How many earlier results of a cell the default baseline's chain looks back over.
-HISTORY_LIMIT = 20
-
 MANN_WHITNEY, WELCH_Z, THRESHOLD_ONLY = "mann-whitney", "welch-z", "threshold only"
 
 
@@ -50,6 +43,7 @@ class Sample:
     mean: float | None = None
     std: float | None = None
     count: int | None = None
+    low: float | None = None  #: the fastest run, where only aggregates were kept
 
     @property
     def center(self) -> float | None:
@@ -60,7 +54,8 @@ class Sample:
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> Sample:
-        """From a result's columns: `runs_us`, `median_us`, `avg_us`, `std_us`, `count`."""
+        """From a result's columns: `runs_us`, `median_us`, `avg_us`, `std_us`, `count`,
+        `min_us`."""
         runs = row.get("runs_us") or ()
         clean = tuple(float(r) for r in runs if isinstance(r, int | float) and math.isfinite(r))
         return cls(
@@ -69,6 +64,7 @@ class Sample:
             _num(row.get("avg_us")),
             _num(row.get("std_us")),
             int(row["count"]) if isinstance(row.get("count"), int | float) else None,
+            _num(row.get("min_us")),
         )
 
 
@@ -222,28 +218,8 @@ SAMPLE_COLUMNS = (
     Result.benchmark["std_us"].as_float().label("std_us"),
     Result.benchmark["count"].as_float().label("count"),
     Result.benchmark["runs_us"].label("runs_us"),
+    Result.benchmark["min_us"].as_float().label("min_us"),
 )
-
-
-def cell_history(
-    conn: Connection, lineage: str, device: str, config: str, up_to_result: int
-) -> list[dict[str, Any]]:
-    """Results of a cell (lineage, device, configuration) up to and including one result,
-    oldest first (at most HISTORY_LIMIT + 1): `id`, `campaign`, `outcome` and the
-    sample's figures."""
-    rows = conn.execute(
-        select(Result.id, Result.campaign_id.label("campaign"), Result.outcome, *SAMPLE_COLUMNS)
-        .join(Job, Job.id == Result.job_id)
-        .where(
-            Job.model_name == lineage,
-            Result.device_key == device,
-            Result.config == config,
-            Result.id <= up_to_result,
-        )
-        .order_by(Result.id.desc())
-        .limit(HISTORY_LIMIT + 1)
-    ).mappings()
-    return [dict(r) for r in rows][::-1]
 
 
 def sample_or_none(row: Mapping[str, Any]) -> Sample | None:
@@ -256,19 +232,3 @@ def _fix_counts(row: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(out.get("count"), float):
         out["count"] = int(out["count"])
     return out
-
-
-def against_history(
-    rows: Sequence[Mapping[str, Any]],
-    threshold: float = DEFAULT_THRESHOLD,
-    alpha: float = DEFAULT_ALPHA,
-) -> tuple[Verdict | None, int | None]:
-    """The last of a cell's results (`cell_history`) against the last good run before it,
-    and that run's campaign (None, None when there is none)."""
-    samples = [sample_or_none(r) for r in rows]
-    verdicts = chain(samples, threshold, alpha)
-    good: int | None = None
-    for r, s, v in zip(rows[:-1], samples[:-1], verdicts[:-1], strict=True):
-        if s is not None and s.center is not None and (v is None or not v.regressed):
-            good = r["campaign"]
-    return verdicts[-1] if good is not None else None, good

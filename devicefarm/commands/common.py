@@ -8,6 +8,8 @@ from sqlalchemy import Engine
 
 from farm_core.settings import ENV_BROKER, ENV_DB, default_broker_url, default_db_url
 
+from . import argtypes
+
 
 def add_db(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -58,9 +60,11 @@ def engine(args: argparse.Namespace) -> Engine:
 #: The gate's exit codes, for --help (orchestrator.gate defines them).
 EXIT_CODES = """exit status:
   0  every job succeeded and no latency regressed
-  1  a job failed, timed out or was cancelled (or an error, or --wait-timeout passed)
+  1  a job failed, timed out or was cancelled (or an error, or --wait-timeout passed), or
+     a suspect's confirmation could not decide
   2  a usage error
-  3  every job succeeded, but a latency regressed against its baseline"""
+  3  every job succeeded, but a latency regressed against its baseline (confirmed by
+     paired runs unless --confirm-pairs 0)"""
 
 
 def failed_jobs(rows: list[dict]) -> int:
@@ -71,23 +75,37 @@ def failed_jobs(rows: list[dict]) -> int:
 
 
 def add_gate(p: argparse.ArgumentParser) -> None:
-    """Options of the CI gate: the regression baseline, the threshold, a JUnit file."""
+    """Options of the CI gate: the regression baseline, the threshold, the confirmation, a
+    JUnit file."""
+    from orchestrator.confirm import DEFAULT_PAIRS
+    from orchestrator.history import BASELINE_RUNS, K_NOISE
     from orchestrator.regression import DEFAULT_THRESHOLD
 
     p.add_argument(
         "--baseline",
         default=None,
         metavar="CAMPAIGN",
-        help="judge latencies against this campaign (an id or a name) instead of the last "
-        "good run of each model name, device and configuration",
+        help="judge latencies against this campaign (an id or a name) instead of the median "
+        f"of the last {BASELINE_RUNS} good runs of each model name, device and configuration",
     )
     p.add_argument(
         "--regression-threshold",
         type=_percent,
         default=DEFAULT_THRESHOLD * 100,
         metavar="PERCENT",
-        help=f"a median slowdown beyond this (and significant at p<0.01, one-sided "
-        f"Mann-Whitney U on the raw runs) is a regression (default {DEFAULT_THRESHOLD * 100:g}%%)",
+        help="a job is suspect when its fastest run is slower than its baseline by more than "
+        f"this and by more than {K_NOISE:g}x the run-to-run noise (default "
+        f"{DEFAULT_THRESHOLD * 100:g}%%); a confirmed suspect is a regression",
+    )
+    p.add_argument(
+        "--confirm-pairs",
+        type=argtypes.int_in(0, MAX_PAIRS),
+        default=None,
+        metavar="N",
+        help="confirm each suspect with N pairs of runs, the baseline's version then this "
+        "one, alternating on the suspect's device: a regression only when slower in every "
+        f"pair and beyond the threshold (default {DEFAULT_PAIRS}; 0: no confirmation, a "
+        "suspect fails the build as regressed)",
     )
     p.add_argument(
         "--junit",
@@ -104,15 +122,70 @@ def _percent(text: str) -> float:
     return float_over(0.0, inclusive=True)(text.rstrip("%"))
 
 
+#: The most pairs --confirm-pairs takes (each pair is two jobs on one device).
+MAX_PAIRS = 20
+
+
+def confirm_pairs(args: argparse.Namespace) -> int:
+    """--confirm-pairs, or its default."""
+    from orchestrator.confirm import DEFAULT_PAIRS
+
+    return DEFAULT_PAIRS if args.confirm_pairs is None else args.confirm_pairs
+
+
 def gate(args: argparse.Namespace, engine: Engine, campaign_id: int) -> int:
-    """Judge a finished campaign: print failures and a regressions section, write the JUnit
-    file when asked; the exit code (orchestrator.gate)."""
+    """Judge a finished campaign: confirm its suspects (unless --confirm-pairs 0), print
+    failures and a regressions section, write the JUnit file when asked; the exit code
+    (orchestrator.gate)."""
     from orchestrator import gate, junit
 
-    report = gate.evaluate(
-        engine, campaign_id, args.baseline, threshold=args.regression_threshold / 100.0
-    )
+    def judge() -> gate.GateReport:
+        return gate.evaluate(
+            engine,
+            campaign_id,
+            args.baseline,
+            threshold=args.regression_threshold / 100.0,
+            confirm=confirm_pairs(args) > 0,
+        )
+
+    report = judge()
+    if any(c.pending for c in report.cells):
+        if not _confirm(args, engine, report):
+            return 1
+        report = judge()
     print("\n".join(gate.summary_lines(report)), flush=True)
     if args.junit:
         print(f"JUnit report: {junit.write(report, args.junit)}", flush=True)
     return report.exit_code
+
+
+def _confirm(args: argparse.Namespace, engine: Engine, report) -> bool:
+    """Start the report's confirmations and wait for them, showing each job as it ends;
+    False when a wait gave up."""
+    from farm_core.dispatch import CeleryDispatcher
+    from orchestrator.gate import confirm_pending
+
+    from ..embedded import wait_for_campaign
+
+    for c in report.cells:
+        if c.pending:
+            print(f"suspect: {c.model} {c.device} {c.config}: {c.verdict.describe()}", flush=True)
+    dispatcher = CeleryDispatcher(broker_url(args))
+    try:
+        campaigns = confirm_pending(engine, dispatcher, report, confirm_pairs(args))
+    finally:
+        dispatcher.close()
+    for cid in campaigns:
+        print(f"confirmation campaign {cid}: baseline and candidate alternating", flush=True)
+        try:
+            wait_for_campaign(
+                engine,
+                cid,
+                lambda m: print(m, flush=True),
+                reconcile_pass=lambda: None,
+                timeout_s=args.wait_timeout,
+            )
+        except TimeoutError as exc:
+            print(f"{exc}; its jobs go on (`devicefarm status {cid}`)", flush=True)
+            return False
+    return True

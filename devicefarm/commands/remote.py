@@ -203,6 +203,7 @@ def _read_models(args: argparse.Namespace) -> list[tuple[str, bytes]]:
 def submit(args: argparse.Namespace, api: Client) -> int:
     gate_only = {"--baseline": args.baseline, "--junit": args.junit}
     gate_only["--wait-timeout"] = args.wait_timeout
+    gate_only["--confirm-pairs"] = args.confirm_pairs
     if not args.wait and any(v is not None for v in gate_only.values()):
         given = [k for k, v in gate_only.items() if v is not None]
         raise JobError(f"{', '.join(given)} need(s) --wait")
@@ -267,11 +268,29 @@ def wait(api: Client, campaign: int, timeout_s: float | None) -> None:
 
 
 def judge(args: argparse.Namespace, api: Client, campaign: int) -> int:
-    """The server's gate verdict: its lines printed, its JUnit XML written; its exit code."""
+    """The server's gate verdict, its suspects confirmed first (unless --confirm-pairs 0):
+    its lines printed, its JUnit XML written; its exit code."""
+    from .common import confirm_pairs
+
+    pairs = confirm_pairs(args)
+    query = {"baseline": args.baseline, "regression_threshold": args.regression_threshold}
+    if pairs:
+        started = api.json(
+            "POST", f"/v1/campaigns/{campaign}/confirm", query=query | {"pairs": pairs}
+        )
+        for line in started["suspects"]:
+            print(f"suspect: {line}", flush=True)
+        for cid in started["confirmations"]:
+            print(f"confirmation campaign {cid}: baseline and candidate alternating", flush=True)
+            try:
+                wait(api, cid, args.wait_timeout)
+            except TimeoutError as exc:
+                print(f"{exc}; its jobs go on (`devicefarm status {cid}`)", flush=True)
+                return 1
     verdict = api.json(
         "GET",
         f"/v1/campaigns/{campaign}/gate",
-        query={"baseline": args.baseline, "regression_threshold": args.regression_threshold},
+        query=query | {"no_confirm": not pairs},
     )
     print("\n".join(verdict["lines"]), flush=True)
     if args.junit:

@@ -124,7 +124,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 #: Options that only --wait uses: option -> attribute.
-_GATE_ONLY = {"--baseline": "baseline", "--junit": "junit", "--wait-timeout": "wait_timeout"}
+_GATE_ONLY = {
+    "--baseline": "baseline",
+    "--junit": "junit",
+    "--wait-timeout": "wait_timeout",
+    "--confirm-pairs": "confirm_pairs",
+}
 
 
 def wait_and_judge(args: argparse.Namespace, campaign_id: int) -> int:

@@ -296,10 +296,21 @@ def test_a_clean_run_passes_and_a_slowed_model_of_its_name_regresses(lab: Lab, t
 
         slowed = lab.ci_step(tmp_path / "ci2", slow, "net", cpu)
         assert slowed.returncode == 3, slowed.stdout + slowed.stderr
-        assert f"net {lab.cpu_key} cpu: median +" in slowed.stdout
-        assert f"against campaign {campaign_of(clean.stdout)}" in slowed.stdout
+        assert f"suspect: net {lab.cpu_key} cpu: fastest run" in slowed.stdout
+        assert f"net {lab.cpu_key} cpu: regressed, confirmed" in slowed.stdout
+        assert "(the median of 1 run(s); noise ±10.0%, a prior" in slowed.stdout
         report = tmp_path / "ci2" / "farm-junit.xml"
         assert junit(report) == [(f"{lab.cpu_key} cpu", "regression")]
+        # the confirmation ran through the API: the first version, then this one, 3 times
+        found = re.search(r"confirmation campaign (\d+): 3 pairs of version (\w+)", slowed.stdout)
+        pairs = lab.rows(int(found[1]))
+        first = lab.rows(campaign_of(clean.stdout))[0]["sha256"]
+        now = lab.rows(campaign_of(slowed.stdout))[0]["sha256"]
+        assert first.startswith(found[2]) and first != now
+        assert [r["sha256"] for r in sorted(pairs, key=lambda r: r["job"])] == [first, now] * 3
+        assert {(r["state"], r["device"], r["model"]) for r in pairs} == {
+            ("succeeded", lab.cpu_key, "net")
+        }
     finally:
         lab.stop_agent()
 

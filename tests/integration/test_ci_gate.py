@@ -1,11 +1,13 @@
 """The CI gate on a real farm (PostgreSQL, Redis, agents with Celery consumers): `submit
 --wait` exit codes, progress and JUnit; `status`/`results` exit 1 on failed jobs; `rerun`
 re-attempts exactly the failed cells; a slowed model of the same name (lineage) is a
-regression (exit 3) measured on the host CPU's real runs."""
+regression (exit 3) once paired runs on the host CPU confirm it, and a suspect its paired
+runs clear passes (exit 0)."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -13,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
-from farm_core.schema import Attempt, Job
+from farm_core.schema import Attempt, Job, Result
 from tests.conftest import require
 from tests.integration.conftest import PG_ADMIN_URL, REPO
 from worker_agent.devices import host_name
@@ -106,17 +108,28 @@ def test_rerun_of_an_unknown_campaign_exits_1(farm) -> None:
     assert done.returncode == 1 and "no campaign 999" in done.stderr
 
 
+def example(path: Path, size: int) -> Path:
+    made = subprocess.run(
+        [sys.executable, "-m", "devicefarm.cli", "example", str(path), "--size", str(size)],
+        capture_output=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
+    assert made.returncode == 0, made.stderr
+    return path
+
+
+def confirmation_jobs(farm, campaign: int) -> list:
+    """The jobs of a confirmation campaign, in the order they ran."""
+    jobs = farm.jobs(campaign)
+    assert all(j.state == "succeeded" for j in jobs)
+    return sorted(jobs, key=lambda j: j.started_at)
+
+
 def test_a_slowed_model_of_the_same_name_regresses(farm, start_agent, tmp_path) -> None:
     cpu = f"cpu:reference:{host_name()}"
     start_agent("a", ["cpu"], farm.db_url, farm.broker_url, ready=[cpu])
-    fast, slow = tmp_path / "net_v1.tflite", tmp_path / "net_v2.tflite"
-    for path, size in ((fast, 64), (slow, 160)):  # v2 does ~6x the work of v1
-        made = subprocess.run(
-            [sys.executable, "-m", "devicefarm.cli", "example", str(path), "--size", str(size)],
-            capture_output=True,
-            env=dict(os.environ, PYTHONPATH=str(REPO)),
-        )
-        assert made.returncode == 0, made.stderr
+    fast = example(tmp_path / "net_v1.tflite", 64)
+    slow = example(tmp_path / "net_v2.tflite", 160)  # v2 does ~6x the work of v1
     common = ["--devices", f"key={cpu}", "--configs", "cpu", "--runs", "20", "--wait"]
     first = cli(farm, "submit", str(fast), "--name", "net", *common)
     assert first.returncode == 0, first.stdout + first.stderr
@@ -124,13 +137,22 @@ def test_a_slowed_model_of_the_same_name_regresses(farm, start_agent, tmp_path) 
 
     report = tmp_path / "junit.xml"
     second = cli(farm, "submit", str(slow), "--name", "net", *common, "--junit", str(report))
-    assert second.returncode == 3, second.stdout + second.stderr
-    assert "regressions (1 of 1 judged" in second.stdout
-    assert f"net {cpu} cpu: median +" in second.stdout and "against campaign 1" in second.stdout
+    out = second.stdout + second.stderr
+    assert second.returncode == 3, out
+    assert "regressions (1 of 1 judged, 1 suspect" in out
+    assert f"suspect: net {cpu} cpu: fastest run" in out
+    assert "(the median of 1 run(s); noise ±10.0%, a prior" in out
+    assert f"net {cpu} cpu: regressed, confirmed\n" in out
+    assert "confirmation campaign 3: 3 pairs of version " in out
     assert junit_counts(report) == (1, 1, ["regression"])
+    # the confirmation ran v1 and v2 alternately, in that order, on the suspect's device
     with farm.engine.begin() as conn:
-        names = conn.execute(select(Job.model_name, Job.model_sha256)).all()
-    assert {n for n, _ in names} == {"net"} and len({s for _, s in names}) == 2
+        shas = dict(conn.execute(select(Job.campaign_id, Job.model_sha256)).all())
+    ran = confirmation_jobs(farm, 3)
+    assert [j.model_sha256 for j in ran] == [shas[1], shas[2]] * 3
+    assert {(j.device_key, j.config, j.model_name) for j in ran} == {(cpu, "cpu", "net")}
+    ratios = re.search(r"candidate/baseline ([\d. ]+) \(", out)[1].split()
+    assert len(ratios) == 3 and all(float(r) > 2 for r in ratios)
 
     # a named baseline (the newest other campaign of that name: 2, the slow version): the
     # fast version against it is no regression; without --name a file starts its own history
@@ -139,6 +161,39 @@ def test_a_slowed_model_of_the_same_name_regresses(farm, start_agent, tmp_path) 
     assert "baseline: campaign 2" in third.stdout and "regressions (0 of 1 judged" in third.stdout
     other = cli(farm, "submit", str(slow), *common)
     assert other.returncode == 0 and "regressions (0 of 0 judged" in other.stdout
+
+
+def test_a_suspect_its_confirmation_clears_passes(farm, start_agent, tmp_path) -> None:
+    """An unchanged model against a history measured faster (a quieter day: the stored runs
+    scaled by 0.7) is suspect; its paired runs against that same version clear it."""
+    cpu = f"cpu:reference:{host_name()}"
+    start_agent("a", ["cpu"], farm.db_url, farm.broker_url, ready=[cpu])
+    model = example(tmp_path / "seg.tflite", 64)
+    common = ["--devices", f"key={cpu}", "--configs", "cpu", "--runs", "20", "--wait"]
+    for _ in range(3):
+        done = cli(farm, "submit", str(model), "--name", "seg", *common)
+        assert done.returncode == 0, done.stdout + done.stderr
+    with farm.engine.begin() as conn:
+        for rid, bench in conn.execute(select(Result.id, Result.benchmark)).all():
+            quieter = {k: [v * 0.7 for v in bench[k]] if k == "runs_us" else bench[k] * 0.7
+                       for k in ("runs_us", "min_us")}  # fmt: skip
+            conn.execute(update(Result).where(Result.id == rid).values(benchmark=bench | quieter))
+
+    report = tmp_path / "junit.xml"
+    again = cli(farm, "submit", str(model), "--name", "seg", *common, "--junit", str(report))
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out
+    assert "regressions (0 of 1 judged, 1 suspect" in out and "suspect, cleared" in out
+    assert re.search(r"fastest run [\d.]+ ms, \+[3-9]\d\.\d% against", out), out
+    ran = confirmation_jobs(farm, 5)
+    assert len(ran) == 6 and len({j.model_sha256 for j in ran}) == 1  # B and C: one version
+    assert junit_counts(report) == (1, 0, [])
+
+    # without confirmation the same kind of suspect fails the build
+    off = cli(farm, "submit", str(model), "--name", "seg", *common, "--confirm-pairs", "0")
+    assert off.returncode == 3, off.stdout + off.stderr
+    assert "regressed (not confirmed: confirmation is off)" in off.stdout
+    assert len(farm.jobs(7)) == 0  # and it ran no confirmation
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

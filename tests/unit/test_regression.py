@@ -173,3 +173,187 @@ def test_sample_of_a_result_row() -> None:
     s = Sample.of({"runs_us": [3, 1, 2, "x", float("nan")], "avg_us": 2.0, "count": 3})
     assert s.runs == (3.0, 1.0, 2.0) and s.center == 2.0 and s.count == 3
     assert Sample.of({"median_us": 5.0, "avg_us": 6.0}).center == 5.0
+
+
+# -- the gate's decision: a run against its cell's history (orchestrator.history) ---------
+
+from orchestrator import confirm, history  # noqa: E402
+from orchestrator.history import Past, good_history  # noqa: E402
+
+A, B = "a" * 64, "b" * 64
+
+
+def _past(figures, sha: str = A) -> list[Past]:
+    return [Past(float(f), sha, i + 1) for i, f in enumerate(figures)]
+
+
+def _row(figure: float, i: int, sha: str = A) -> dict:
+    """A succeeded result of the cell as `history.cell_rows` gives it."""
+    return {"outcome": "succeeded", "runs_us": [figure * 1.3, figure], "model_sha256": sha,
+            "campaign": i + 1, "job": 100 + i}  # fmt: skip
+
+
+def _busy(rng: np.random.Generator, us: float, n: int, spread: float) -> np.ndarray:
+    """n figures of one model on a busy host: lognormal noise from run to run, and 1 run in
+    8 twice as slow (no run of its job got a CPU to itself)."""
+    figures = us * rng.lognormal(0.0, spread, n)
+    figures[rng.random(n) < 1 / 8] *= 2.0
+    return figures
+
+
+def test_a_lucky_fast_run_does_not_become_the_reference() -> None:
+    figures = [1000.0, 1010.0, 990.0, 700.0, 1005.0, 995.0]  # the 4th was lucky
+    v = history.judge(1000.0, _past(figures))
+    assert v.baseline_us == pytest.approx(997.5)  # the median, not the lucky 700
+    assert not v.suspect and v.change == pytest.approx(0.0025, abs=1e-4)
+    # kept as the reference (the old sticky "last good"), the lucky run made it +43%
+    assert not history.judge(1000.0, _past([700.0] * 10)).noise.prior
+    assert history.judge(1000.0, _past([700.0] * 10)).suspect
+
+
+def test_the_issue_s_resubmissions_are_not_suspect_against_their_history() -> None:
+    """The issue: one model resubmitted under one name on a busy host, each run +126% to
+    +436% against the sticky lucky run; against the median and learned noise of 20 such
+    runs, none of the six is suspect."""
+    rng = np.random.default_rng(11)
+    lucky = 1000.0
+    past = _past(lucky * np.exp(rng.uniform(np.log(1.5), np.log(5.5), 20)))
+    for resubmitted in (2.26, 3.1, 4.0, 5.36, 2.8, 3.5):
+        v = history.judge(lucky * resubmitted, past)
+        assert not v.suspect, v.describe()
+        assert resubmitted - 1 > history.DEFAULT_THRESHOLD  # what the old gate failed on
+
+
+def test_a_noisy_20_run_history_teaches_its_noise() -> None:
+    """The learned noise of 20 runs, over 500 histories of a 25% spread: centred on it, and
+    as close as 20 runs allow (the MAD's own spread)."""
+    sigmas = [
+        history.noise_of(1000.0 * np.random.default_rng(seed).lognormal(0.0, 0.25, 20)).sigma
+        for seed in range(500)
+    ]
+    assert np.median(sigmas) == pytest.approx(0.25, rel=0.1)
+    assert np.percentile(sigmas, 5) > 0.12 and np.percentile(sigmas, 95) < 0.38
+    assert not history.noise_of([1000.0] * 20).prior and history.noise_of([1000.0] * 4).prior
+
+
+def test_an_unchanged_model_on_a_noisy_20_run_history_is_not_flagged() -> None:
+    """2000 builds of an unchanged model, each against a 20-run history of the busy host:
+    few are suspect, and the suspects' paired runs (adjacent jobs: 3% apart, one in 8
+    twice as slow) confirm almost none. Its own rates, not one lucky seed."""
+    suspects = flagged = 0
+    builds = 2000
+    for seed in range(builds):
+        rng = np.random.default_rng(seed)
+        figures = _busy(rng, 1000.0, 21, spread=0.25)
+        past = good_history([_row(f, i) for i, f in enumerate(figures[:-1])])
+        if not history.judge(float(figures[-1]), past).suspect:
+            continue
+        suspects += 1
+        pairs = _busy(rng, 1000.0, 3, 0.03), _busy(rng, 1000.0, 3, 0.03)
+        flagged += confirm.decide(list(pairs[1] / pairs[0]))[0]
+    assert suspects / builds < 0.15  # each costs a confirmation
+    assert flagged / builds < 0.01, flagged
+
+
+def test_the_same_noisy_runs_against_the_last_run_alone_are_flagged() -> None:
+    """What the gate did before, one run as the reference: it fails on that noise."""
+    flagged = 0
+    for seed in range(100):
+        figures = _busy(np.random.default_rng(seed), 1000.0, 21, spread=0.25)
+        flagged += figures[-1] / figures[-2] - 1 > history.DEFAULT_THRESHOLD
+    assert flagged > 30
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_ten_percent_slowdown_with_small_noise_is_suspect(seed) -> None:
+    rng = np.random.default_rng(seed)
+    past = _past(1000.0 * rng.lognormal(0.0, 0.01, 20))
+    v = history.judge(1100.0 * float(rng.lognormal(0.0, 0.01)), past)
+    assert v.suspect and v.change == pytest.approx(0.10, abs=0.04), v.describe()
+    assert not history.judge(1000.0 * float(rng.lognormal(0.0, 0.01)), past).suspect
+
+
+def test_a_slowdown_within_the_learned_noise_is_not_suspect() -> None:
+    past = _past(1000.0 * np.random.default_rng(5).lognormal(0.0, 0.08, 20))
+    v = history.judge(1100.0, past)
+    assert v.change > history.DEFAULT_THRESHOLD and not v.suspect, v.describe()
+
+
+def test_with_too_little_history_only_a_large_change_is_suspect() -> None:
+    past = _past([1000.0, 1002.0])  # 2 runs: the noise is the prior, 10%
+    v = history.judge(1150.0, past)
+    assert v.noise.prior and v.noise.sigma == history.PRIOR_NOISE and not v.suspect
+    assert "prior" in v.describe() and "too few" in v.describe()
+    assert history.judge(1300.0, past).suspect  # log(1.3) > 2 x 10%
+
+
+def test_without_history_a_run_is_not_judged() -> None:
+    v = history.judge(5000.0, [])
+    assert not v.judged and not v.suspect and "not judged" in v.describe()
+
+
+def test_identical_figures_leave_the_noise_at_its_floor() -> None:
+    past = _past([1000.0] * 10)
+    assert history.judge(1000.0, past).noise.sigma == history.NOISE_FLOOR
+    assert not history.judge(1040.0, past).suspect  # under the 5% threshold
+    assert history.judge(1060.0, past).suspect  # over it, and over 2 x 1%
+
+
+def test_a_regression_stays_suspect_until_it_is_fixed() -> None:
+    """Confirmed regressions are no part of the good history: resubmitted, they stay
+    suspect; suspects their confirmation cleared are noise and stay in."""
+    rng = np.random.default_rng(3)
+    fast = [_row(f, i) for i, f in enumerate(1000.0 * rng.lognormal(0, 0.01, 10))]
+    slow = [_row(1300.0, 10 + i, B) for i in range(12)]  # resubmitted 12 times
+    confirmed = {r["job"] for r in slow}
+    past = good_history(fast + slow, confirmed)
+    assert len(past) == 10 and {p.model_sha256 for p in past} == {A}
+    v = history.judge(1300.0, past)
+    assert v.suspect and v.baseline_sha256 == A  # the slow runs did not become the baseline
+    assert not history.judge(1000.0, past).suspect  # fixed
+    absorbed = good_history(fast + slow)  # had no confirmation confirmed them
+    assert not history.judge(1300.0, absorbed).suspect
+
+
+def test_the_baseline_version_is_the_one_most_runs_measured() -> None:
+    assert (
+        history.judge(1000.0, _past([1000.0] * 6, A) + _past([1000.0] * 4, B)).baseline_sha256 == A
+    )
+    tie = _past([1000.0] * 5, A) + _past([1000.0] * 5, B)
+    assert history.judge(1000.0, tie).baseline_sha256 == B  # the newest on a tie
+
+
+def test_a_result_counts_by_its_fastest_run() -> None:
+    assert history.figure(Sample((1200.0, 950.0, 40000.0))) == 950.0
+    assert history.figure(Sample(median=1000.0, mean=1100.0, low=900.0)) == 900.0
+    assert history.figure(Sample(median=1000.0, mean=1100.0)) == 1000.0
+    assert history.figure(Sample()) is None and history.figure(None) is None
+
+
+# -- confirmation by paired runs (orchestrator.confirm) ------------------------------------
+
+
+def test_slower_in_every_pair_beyond_the_threshold_is_confirmed() -> None:
+    regressed, why = confirm.decide([1.09, 1.12, 1.10])
+    assert regressed and "every pair" in why and "+10.0%" in why
+
+
+@pytest.mark.parametrize(
+    ("ratios", "because"),
+    [
+        ([1.02, 1.04, 1.03], "within the 5% threshold"),  # consistent, but small
+        ([1.30, 0.98, 1.25], "1 pair(s) were not slower"),  # large, but not consistent
+        ([1.0, 1.2, 1.2], "1 pair(s) were not slower"),  # a tie is not slower
+    ],
+)
+def test_small_or_inconsistent_pairs_clear_a_suspect(ratios, because) -> None:
+    regressed, why = confirm.decide(ratios)
+    assert not regressed and because in why
+
+
+def test_the_same_model_in_pairs_is_not_confirmed() -> None:
+    """B and C the same version: 1000 confirmations of 3 pairs with 3% noise between jobs."""
+    rng = np.random.default_rng(0)
+    ratios = rng.lognormal(0.0, 0.03, (1000, 3)) / rng.lognormal(0.0, 0.03, (1000, 3))
+    confirmed = sum(confirm.decide(list(r))[0] for r in ratios)
+    assert confirmed / 1000 < 0.02
