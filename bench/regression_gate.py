@@ -1,0 +1,286 @@
+"""The CI gate on a busy host: how often it fails an unchanged model, how often it catches a
+model 10% slower, in one run.
+
+    python bench/regression_gate.py [--resubmits 20] [--tries 10] [--busy 6] [--runs 30]
+
+An embedded farm of its own (SQLite and the filesystem broker under a fresh
+DEVICEFARM_HOME, a `devicefarm worker` serving this host's CPU reference) while `--busy`
+processes spin beside it. The model is a stack of 3x3 convolutions; its slower variant has
+one more, and its true slowdown is measured first on the quiet host (the fastest of many
+runs each, the two alternating). Then, each through `devicefarm submit ... --name net
+--wait` (the CI gate, its suspects confirmed by paired runs):
+1. the model resubmitted `--resubmits` times: a build that fails (exit 3) is a false alarm;
+2. the slower variant submitted `--tries` times: a build that fails (exit 3) caught it.
+Prints each build, then both rates (targets: no false alarm, at least 9 catches in 10).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+#: The model: LAYERS 3x3 convolutions on a SIZE x SIZE x CHANNELS input (~0.6 ms on one
+#: core of the 2-core host); the slower variant has one layer more.
+LAYERS, SIZE, CHANNELS = 10, 16, 16
+#: How the true slowdown is measured: ROUNDS alternations of the two, RUNS runs each.
+TRUE_ROUNDS, TRUE_RUNS = 7, 200
+#: Targets from the issue.
+MAX_FALSE_ALARMS, MIN_CATCH_RATE = 0, 0.9
+READY_S = 120.0
+
+
+def conv_stack(layers: int) -> bytes:
+    """`layers` 3x3 convolutions with ReLU6, seeded weights (each layer's are the same in
+    both variants: the slower one is the faster one plus a layer)."""
+    from delegate_runtime.builder import ModelBuilder
+
+    rng = np.random.default_rng(0)
+    b = ModelBuilder("bench/regression_gate.py: conv stack")
+    g = b.main
+    x = g.input("input", (1, SIZE, SIZE, CHANNELS))
+    y = x
+    for i in range(layers):
+        w = rng.standard_normal((CHANNELS, 3, 3, CHANNELS)) * np.sqrt(2 / (9 * CHANNELS))
+        out = g.tensor(f"conv{i}", (1, SIZE, SIZE, CHANNELS))
+        g.op(
+            "CONV_2D",
+            [
+                y,
+                g.const(f"w{i}", w.astype(np.float32)),
+                g.const(f"b{i}", np.zeros(CHANNELS, np.float32)),
+            ],
+            [out],
+            padding="SAME",
+            stride_w=1,
+            stride_h=1,
+            fused_activation_function="RELU6",
+        )
+        y = out
+    g.output(y)
+    b.signature("serving_default", g, {"input": x}, {"output": y})
+    return b.build()
+
+
+def true_slowdown(base: bytes, slow: bytes) -> float:
+    """The slow variant's fastest run over the base's, in-process on the CPU reference, the
+    two alternating (the median over rounds)."""
+    from delegate_runtime import read_model
+    from delegate_runtime.session import make_session
+
+    x = [np.random.default_rng(1).uniform(-1, 1, (1, SIZE, SIZE, CHANNELS)).astype(np.float32)]
+    sessions = [make_session(read_model(m)) for m in (base, slow)]
+
+    def fastest(session) -> float:
+        session.invoke(x)
+        times = []
+        for _ in range(TRUE_RUNS):
+            start = time.perf_counter_ns()
+            session.invoke(x)
+            times.append(time.perf_counter_ns() - start)
+        return float(min(times))
+
+    ratios = [fastest(sessions[1]) / fastest(sessions[0]) for _ in range(TRUE_ROUNDS)]
+    return float(np.median(ratios)) - 1.0
+
+
+@dataclass
+class Build:
+    model: str
+    code: int
+    seconds: float
+    suspect: bool
+    ratios: str
+    campaign: int
+
+
+def submit(model: Path, device: str, runs: int, pairs: int) -> Build:
+    """One CI build: `devicefarm submit MODEL --name net --wait` in this process."""
+    from devicefarm.cli import main
+
+    argv = [str(model), "--name", "net", "--devices", f"key={device}", "--configs", "cpu"]
+    argv += ["--runs", str(runs), "--wait", "--confirm-pairs", str(pairs)]
+    out = io.StringIO()
+    start = time.monotonic()
+    with contextlib.redirect_stdout(out):
+        code = main(["submit", *argv])
+    text = out.getvalue()
+    found = re.search(r"candidate/baseline ([\d. ]+) \(", text)
+    return Build(
+        model.stem,
+        code,
+        time.monotonic() - start,
+        "\nsuspect: " in "\n" + text,
+        found[1] if found else "",
+        int(re.search(r"campaign (\d+): \d+ jobs", text)[1]),
+    )
+
+
+def measured(builds: list[Build]) -> dict[int, dict]:
+    """Each build's stored result (campaign -> the columns `regression.Sample.of` reads)."""
+    from sqlalchemy import select
+
+    from farm_core.database import open_database
+    from farm_core.schema import Result
+    from farm_core.settings import default_db_url
+    from orchestrator.regression import SAMPLE_COLUMNS
+
+    engine = open_database(default_db_url())
+    with engine.begin() as conn:
+        rows = conn.execute(
+            select(Result.campaign_id, Result.outcome, *SAMPLE_COLUMNS).where(
+                Result.campaign_id.in_([b.campaign for b in builds])
+            )
+        ).mappings()
+        return {r["campaign_id"]: dict(r) for r in rows}
+
+
+def spread(builds: list[Build], results: dict[int, dict]) -> str:
+    """What the builds' jobs measured: the job medians and the fastest runs."""
+    rows = [results[b.campaign] for b in builds]
+    medians = np.array([r["median_us"] for r in rows])
+    fastest = np.array([min(r["runs_us"]) for r in rows])
+    return (
+        f"  job medians {medians.min() / 1000:.3f}-{medians.max() / 1000:.3f} ms "
+        f"({medians.max() / medians.min() - 1:.0%} apart); fastest runs "
+        f"{fastest.min() / 1000:.3f}-{fastest.max() / 1000:.3f} ms "
+        f"({fastest.max() / fastest.min() - 1:.0%} apart)"
+    )
+
+
+def history_line(build: Build) -> str:
+    """A build's verdict against its cell's history (baseline, noise, change)."""
+    from farm_core.database import open_database
+    from farm_core.settings import default_db_url
+    from orchestrator import gate
+
+    [cell] = gate.evaluate(open_database(default_db_url()), build.campaign, confirm=False).cells
+    return cell.verdict.describe() if cell.verdict is not None else "not judged"
+
+
+def old_gate(builds: list[Build], results: dict[int, dict]) -> list[bool]:
+    """The anchor: what the gate before the history and the confirmation said of each build
+    (Mann-Whitney on the raw runs against the last good run, median beyond 5%)."""
+    from orchestrator.regression import chain, sample_or_none
+
+    verdicts = chain([sample_or_none(results[b.campaign]) for b in builds])
+    return [v is not None and v.regressed for v in verdicts]
+
+
+def start_worker(home: Path) -> tuple[subprocess.Popen, str]:
+    """`devicefarm worker --devices cpu` on the embedded farm; its process and device key."""
+    log = home / "worker.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "devicefarm.cli", "worker", "--devices", "cpu"],
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + READY_S
+    while time.monotonic() < deadline:
+        found = re.search(r"serving (cpu:reference:\S+)", log.read_text())
+        if found:
+            return proc, found[1].rstrip(",")
+        if proc.poll() is not None:
+            break
+        time.sleep(0.5)
+    proc.kill()
+    raise SystemExit(f"the worker did not start:\n{log.read_text()[-2000:]}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--resubmits", type=int, default=20, help="builds of the unchanged model")
+    ap.add_argument("--tries", type=int, default=10, help="builds of the 10%%-slower variant")
+    ap.add_argument("--busy", type=int, default=6, help="CPU-burning processes beside it")
+    ap.add_argument("--runs", type=int, default=30, help="timed runs per job")
+    ap.add_argument("--pairs", type=int, default=3, help="pairs per confirmation")
+    args = ap.parse_args()
+
+    t0 = time.monotonic()
+    home = Path(tempfile.mkdtemp(prefix="regression_gate_"))
+    os.environ["DEVICEFARM_HOME"] = str(home)
+    for var in ("DEVICEFARM_DB", "DEVICEFARM_BROKER", "DEVICEFARM_API"):
+        os.environ.pop(var, None)
+    base, slow = home / "net.tflite", home / "net_slower.tflite"
+    base.write_bytes(conv_stack(LAYERS))
+    slow.write_bytes(conv_stack(LAYERS + 1))
+    truth = true_slowdown(base.read_bytes(), slow.read_bytes())
+    print(f"host: {os.cpu_count()} CPUs; farm home {home}")
+    print(f"model: {LAYERS} 3x3 convolutions on 1x{SIZE}x{SIZE}x{CHANNELS}; the slower variant")
+    print(f"  ({LAYERS + 1} layers) is {truth:+.1%} on the quiet host (fastest of")
+    print(f"  {TRUE_RUNS} runs each, median of {TRUE_ROUNDS} alternations)")
+
+    worker, device = start_worker(home)
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    print(f"{args.busy} busy processes beside the farm; {args.runs} runs per job", flush=True)
+    builds: list[Build] = []
+    try:
+        plan = [base] * args.resubmits + [slow] * args.tries
+        for i, model in enumerate(plan, 1):
+            b = submit(model, device, args.runs, args.pairs)
+            builds.append(b)
+            pairs = f", pairs {b.ratios}" if b.ratios else ""
+            print(
+                f"[{i}/{len(plan)}] {b.model}: exit {b.code}"
+                f"{' (suspect)' if b.suspect else ''}{pairs}, {b.seconds:.0f} s",
+                flush=True,
+            )
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+        stop(worker)
+
+    same = [b for b in builds if b.model == base.stem]
+    slower = [b for b in builds if b.model == slow.stem]
+    false_alarms = sum(b.code == 3 for b in same)
+    caught = sum(b.code == 3 for b in slower)
+    other = [b.code for b in builds if b.code not in (0, 3)]
+    results = measured(builds)
+    old = old_gate(builds, results)
+    print()
+    print(
+        f"unchanged model: {false_alarms} of {len(same)} builds failed as regressed "
+        f"({sum(b.suspect for b in same)} suspect; the old gate on the same results: "
+        f"{sum(old[: len(same)])} of {len(same)})"
+    )
+    print(spread(same, results))
+    print(f"  the last one against its history: {history_line(same[-1])}")
+    print(
+        f"{truth:+.1%} slower model: {caught} of {len(slower)} builds flagged "
+        f"({sum(b.suspect for b in slower)} suspect; the old gate on the same results: "
+        f"{sum(old[len(same) :])} of {len(slower)})"
+    )
+    print(spread(slower, results))
+    if other:
+        print(f"builds that failed otherwise (exit 1: a job failed or undecided): {len(other)}")
+    print(f"took {time.monotonic() - t0:.0f} s")
+    ok = false_alarms <= MAX_FALSE_ALARMS and caught >= MIN_CATCH_RATE * len(slower)
+    print("targets met" if ok else "targets MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
