@@ -103,6 +103,11 @@ SESSION_PATH = ("launch_loop", "host_edges", "specialized_kernels", "half_weight
 
 #: Record entries left out of the fingerprint: they say how init went, not what is timed.
 NOT_FINGERPRINTED = frozenset({"gpu.session.program_from_cache", "gpu.copy_helpers.why"})
+#: Counts that depend on the model: the fingerprint keeps only whether there were any, so a
+#: new version of a model (other kernels) stays comparable with its lineage.
+FINGERPRINTED_AS_PRESENCE = frozenset(
+    {"gpu.session.specialized_kernels", "gpu.session.persistent_kernels"}
+)
 
 #: Each constant's value when this module first read it: later differences are overrides.
 _SHIPPED: dict[tuple[str, str], Any] = {}
@@ -212,7 +217,12 @@ def configuration(options: Mapping[str, Any], session: Any = None) -> dict[str, 
 
 
 def fingerprint(record: Mapping[str, Mapping[str, Any]]) -> str:
-    """16 hex digits of the record's values (sources and init-only entries left out)."""
-    values = {k: v.get("value") for k, v in record.items() if k not in NOT_FINGERPRINTED}
+    """16 hex digits of the record's values (sources and init-only entries left out, the
+    model's kernel counts as whether there were any)."""
+    values = {
+        k: bool(v.get("value")) if k in FINGERPRINTED_AS_PRESENCE else v.get("value")
+        for k, v in record.items()
+        if k not in NOT_FINGERPRINTED
+    }
     text = json.dumps(values, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -87,3 +87,15 @@ def test_the_cpu_reference_records_no_gpu_switches(monkeypatch):
     assert not any(k.startswith("gpu.") for k in record)
     assert record["cpu.OMP_NUM_THREADS"] == {"value": "1", "source": "env"}
     assert len(cr.fingerprint(record)) == 16
+
+
+def test_another_models_kernel_counts_keep_the_fingerprint():
+    """A new version of a model (other kernels) stays comparable with its lineage; a path
+    without persistent kernels does not."""
+    first = cr.configuration({}, FakeGpuSession())
+    other = FakeGpuSession()
+    other.specialized_kernels, other.persistent_runs = 31, (55, 3)
+    assert cr.fingerprint(cr.configuration({}, other)) == cr.fingerprint(first)
+    none = FakeGpuSession()
+    none.persistent_runs = (0, 0)
+    assert cr.fingerprint(cr.configuration({}, none)) != cr.fingerprint(first)
