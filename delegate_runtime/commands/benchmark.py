@@ -70,9 +70,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     runs.add_argument(
         "--warmup_max_secs",
         type=non_negative_float,
-        default=5.0,
+        default=2.0,
         help="warm-up then goes on until the latency is stable, for at most this many "
-        "seconds (ours; default: 5)",
+        "seconds (ours; default: 2)",
     )
     add_delegate_flags(p)
     report = p.add_argument_group("reporting")

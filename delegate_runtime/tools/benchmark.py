@@ -70,7 +70,7 @@ class BenchmarkOptions:
     warmup_runs: int = 1
     warmup_min_secs: float = 0.5
     #: warm-up goes on until the latency is stable, for at most this long (ours)
-    warmup_max_secs: float = 5.0
+    warmup_max_secs: float = 2.0
     #: print our `Measured on ...` line (a simulated official tool prints only its own)
     report_measurement: bool = True
     use_gpu: bool = False
