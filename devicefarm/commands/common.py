@@ -165,8 +165,6 @@ def _confirm(args: argparse.Namespace, engine: Engine, report) -> bool:
     from farm_core.dispatch import CeleryDispatcher
     from orchestrator.gate import confirm_pending
 
-    from ..embedded import wait_for_campaign
-
     for c in report.cells:
         if c.pending:
             print(f"suspect: {c.model} {c.device} {c.config}: {c.verdict.describe()}", flush=True)
@@ -177,15 +175,26 @@ def _confirm(args: argparse.Namespace, engine: Engine, report) -> bool:
         dispatcher.close()
     for cid in campaigns:
         print(f"confirmation campaign {cid}: baseline and candidate alternating", flush=True)
-        try:
-            wait_for_campaign(
-                engine,
-                cid,
-                lambda m: print(m, flush=True),
-                reconcile_pass=lambda: None,
-                timeout_s=args.wait_timeout,
-            )
-        except TimeoutError as exc:
-            print(f"{exc}; its jobs go on (`devicefarm status {cid}`)", flush=True)
+        if not wait_showing_jobs(engine, cid, args.wait_timeout):
             return False
+    return True
+
+
+def wait_showing_jobs(engine: Engine, campaign_id: int, timeout_s: float | None) -> bool:
+    """Show each job of a campaign as it ends (as the embedded `run` does) until all have;
+    False, said, when `timeout_s` passes first (the jobs go on). The lab's reconciler
+    (`devicefarm reconcile --every`) re-sends lost jobs meanwhile."""
+    from ..embedded import wait_for_campaign
+
+    try:
+        wait_for_campaign(
+            engine,
+            campaign_id,
+            lambda m: print(m, flush=True),
+            reconcile_pass=lambda: None,
+            timeout_s=timeout_s,
+        )
+    except TimeoutError as exc:
+        print(f"{exc}; its jobs go on (`devicefarm status {campaign_id}`)", flush=True)
+        return False
     return True

@@ -133,20 +133,8 @@ _GATE_ONLY = {
 
 
 def wait_and_judge(args: argparse.Namespace, campaign_id: int) -> int:
-    """Show each job as it ends (as the embedded `run` does), then the gate's verdict. The
-    lab's reconciler (`devicefarm reconcile --every`) re-sends lost jobs meanwhile."""
-    from ..embedded import wait_for_campaign
-
+    """Show each job as it ends, then the gate's verdict (1 when the wait gives up)."""
     engine = common.engine(args)
-    try:
-        wait_for_campaign(
-            engine,
-            campaign_id,
-            lambda m: print(m, flush=True),
-            reconcile_pass=lambda: None,
-            timeout_s=args.wait_timeout,
-        )
-    except TimeoutError as exc:
-        print(f"{exc}; its jobs go on (`devicefarm status {campaign_id}`)", flush=True)
+    if not common.wait_showing_jobs(engine, campaign_id, args.wait_timeout):
         return 1
     return common.gate(args, engine, campaign_id)
