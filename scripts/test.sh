@@ -15,6 +15,18 @@ root=$(pwd)
 in_ci=false
 case "${CI:-}" in 1 | true | TRUE | yes) in_ci=true ;; esac
 
+# Each step's wall time, printed as it ends and again, all together, at the end.
+step_name="" step_start=$SECONDS timings=""
+step() { # step TITLE: ends the step before (printing its time) and starts TITLE
+  if [ -n "$step_name" ]; then
+    local took=$((SECONDS - step_start))
+    echo "== $step_name: ${took} s"
+    timings+="$(printf '%6d s  %s' "$took" "$step_name")"$'\n'
+  fi
+  step_name=$1 step_start=$SECONDS
+  [ -z "$1" ] || echo "== $1"
+}
+
 fresh_venv() { # fresh_venv DIR EXTRAS: a new virtualenv at DIR with the project and EXTRAS
   rm -rf "$1"
   python3 -m venv "$1"
@@ -22,7 +34,7 @@ fresh_venv() { # fresh_venv DIR EXTRAS: a new virtualenv at DIR with the project
   "$1/bin/python" -m pip install -q -e ".[$2]"
 }
 
-echo "== install (fresh virtualenv .venv-test, extras: dev)"
+step "install (fresh virtualenv .venv-test, extras: dev)"
 fresh_venv .venv-test dev
 # shellcheck disable=SC1091
 . .venv-test/bin/activate
@@ -34,29 +46,29 @@ from tests.models import zoo
 missing = [m for m in zoo.KERAS_MODELS if zoo.keras_model(*m) is None]
 print(zoo.zoo_dir() / "keras" if missing else "")')
 if [ -n "$keras_out" ]; then
-  echo "== Keras zoo (scripts/make_keras_zoo.py into $keras_out; fresh virtualenv .venv-zoo, extras: zoo)"
+  step "Keras zoo (scripts/make_keras_zoo.py into $keras_out; fresh virtualenv .venv-zoo, extras: zoo)"
   fresh_venv .venv-zoo zoo
   .venv-zoo/bin/python scripts/make_keras_zoo.py --out "$keras_out"
 else
   echo "== Keras zoo: every file present"
 fi
 
-echo "== lint"
+step "lint"
 ruff check .
 ruff format --check .
 
-echo "== tests"
+step "tests"
 export DEVICEFARM_TEST_PG_URL="${DEVICEFARM_TEST_PG_URL:-postgresql+psycopg2://postgres:postgres@127.0.0.1:5432/postgres}"
-python -m pytest -q -p no:cacheprovider --timeout=600 tests
+python -m pytest -q -p no:cacheprovider --timeout=600 --durations=30 tests
 
 shared="../shared/conformance"
 if [ -d "$shared/dev" ]; then
-  echo "== conformance (CPU reference)"
+  step "conformance (CPU reference)"
   python "$shared/check.py" "$shared/dev" --delegate cpu
-  echo "== conformance (GPU delegate on OpenCL, fp32 and fp16)"
+  step "conformance (GPU delegate on OpenCL, fp32 and fp16)"
   python "$shared/check.py" "$shared/dev" --delegate gpu --precision fp32
   python "$shared/check.py" "$shared/dev" --delegate gpu --precision fp16
-  echo "== conformance (GPU delegate, kernels specialized per launch as on GPUs, fp32 and fp16)"
+  step "conformance (GPU delegate, kernels specialized per launch as on GPUs, fp32 and fp16)"
   DEVICEFARM_GPU_SPECIALIZE=1 python "$shared/check.py" "$shared/dev" --delegate gpu --precision fp32
   DEVICEFARM_GPU_SPECIALIZE=1 python "$shared/check.py" "$shared/dev" --delegate gpu --precision fp16
 elif $in_ci; then
@@ -67,7 +79,7 @@ else
 fi
 deactivate
 
-echo "== README main job (fresh virtualenv .venv-readme, extras: farm,gpu)"
+step "README main job (fresh virtualenv .venv-readme, extras: farm,gpu)"
 fresh_venv .venv-readme farm,gpu
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -82,4 +94,6 @@ trap 'rm -rf "$work"' EXIT
     --ground_truth_labels data/ground_truth_labels.txt \
     --model_output_labels data/model_output_labels.txt
 )
-echo "== done"
+step ""
+echo "== done in $SECONDS s; the steps:"
+printf '%s' "$timings"
