@@ -32,6 +32,7 @@ from farm_core.schema import (
     utcnow,
 )
 from farm_core.settings import Timing
+from orchestrator import history as cell_history
 from orchestrator import provenance, regression
 from orchestrator.allowlist.collect import Allowlist, decide_models
 from orchestrator.allowlist.rules import Thresholds
@@ -524,7 +525,12 @@ def _history(engine: Engine, where: Any, device: str) -> list[dict[str, Any]]:
             )
             .join(Campaign, Campaign.id == Result.campaign_id)
             .join(Job, Job.id == Result.job_id)
-            .where(where, Result.device_key == device)
+            .where(
+                where,
+                Result.device_key == device,
+                # a confirmation's paired runs belong to no history (orchestrator.confirm)
+                Campaign.settings[cell_history.CONFIRMS_JOB].as_integer().is_(None),
+            )
             .order_by(Result.created_at, Result.id)
         ).mappings()
         return [
@@ -548,27 +554,34 @@ def _history(engine: Engine, where: Any, device: str) -> list[dict[str, Any]]:
 
 
 def flag_regressions(
-    rows: Sequence[dict[str, Any]],
-    threshold: float = metrics.REGRESSION_THRESHOLD,
-    alpha: float = regression.DEFAULT_ALPHA,
+    rows: Sequence[dict[str, Any]], threshold: float = regression.DEFAULT_THRESHOLD
 ) -> list[dict[str, Any]]:
-    """Rows with `regression` set where a run is slower than the last good run of its
-    configuration before it (the same name and `config_fingerprint`: a run under other
-    switches is no baseline), by orchestrator.regression's test (median slower by more
-    than `threshold` and significantly so, one-sided p < `alpha`); `change` is the
-    median's relative change, `p` the test's p-value. The page starts at 10%, not the CLI
-    gate's 5%: phones keep no raw runs, and their campaign-to-campaign jitter is often over
-    5%. Rows without a `sample` (from `history`) are judged on `avg_ms` alone (no spread
-    known: the threshold only)."""
+    """Rows with `regression` set where a run is suspect as the CI gate screens it
+    (orchestrator.history.judge): its figure (its fastest run; the average where a tool
+    kept no runs) slower than the median of the runs of its configuration before it (the
+    same name and `config_fingerprint`: a run under other switches is no baseline) by more
+    than `threshold` and by more than K_NOISE times their run-to-run noise. `change` is the
+    figure's change against that median, `noise` the noise it was judged with; the first
+    run of a configuration is not judged. One lucky fast run never becomes the reference,
+    and a busy host's jitter is learned rather than flagged."""
     by_config: dict[tuple[str, str], list[int]] = {}
     for i, r in enumerate(rows):
         by_config.setdefault((r["config"], r.get("config_fingerprint") or ""), []).append(i)
-    out = [dict(r, change=None, p=None, regression=False) for r in rows]
+    out = [dict(r, change=None, noise=None, regression=False) for r in rows]
     for idx in by_config.values():
-        samples = [_sample(rows[i]) for i in idx]
-        for i, v in zip(idx, regression.chain(samples, threshold, alpha), strict=True):
-            if v is not None:
-                out[i].update(change=v.change, p=v.p_value, regression=v.regressed)
+        past: list[cell_history.Past] = []
+        for i in idx:
+            value = cell_history.figure(_sample(rows[i]))
+            if value is None:
+                continue
+            verdict = cell_history.judge(value, past, threshold)
+            if verdict.judged and verdict.noise is not None:
+                out[i].update(
+                    change=verdict.change, noise=verdict.noise.sigma, regression=verdict.suspect
+                )
+            past.append(
+                cell_history.Past(value, rows[i].get("version", ""), rows[i].get("campaign", 0))
+            )
     return out
 
 

@@ -27,8 +27,6 @@ CPU_REFERENCE_KIND = "cpu"
 #: Device kinds that sit beside their host's CPU: without a `cpu` run of their own, the
 #: host's CPU reference is theirs. Any other kind (a phone) has only its own.
 HOST_CPU_KINDS = ("opencl",)
-#: The History page's default slowdown threshold (orchestrator.regression judges a run).
-REGRESSION_THRESHOLD = 0.1
 
 
 def speedup(cpu_us: float | None, avg_us: float | None) -> float | None:

@@ -1,7 +1,7 @@
-"""History: one model (by name, every version) on one device over time; each run judged
-against the last good run of its configuration (name and fingerprint) before it
-(orchestrator.regression: median slower beyond the threshold and significantly so on the
-raw runs)."""
+"""History: one model (by name, every version) on one device over time; each run screened
+as the CI gate screens it (orchestrator.history): its fastest run against the median of the
+runs of its configuration (name and fingerprint) before it, beyond the threshold and beyond
+their run-to-run noise."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import queries, ui
-from farm_core import metrics
-from orchestrator.regression import DEFAULT_ALPHA
+from orchestrator.history import K_NOISE
+from orchestrator.regression import DEFAULT_THRESHOLD
 
 st.title("History")
 engine = ui.engine()
@@ -26,19 +26,21 @@ if not devices:
     st.info("No results for this model yet.")
     st.stop()
 device = c2.selectbox("Device", devices, key="device")
-default_pct = int(metrics.REGRESSION_THRESHOLD * 100)
+default_pct = int(DEFAULT_THRESHOLD * 100)  # the CI gate's
 threshold = c3.number_input("regression threshold %", 1, 500, default_pct, key="threshold") / 100
 rows = queries.flag_regressions(queries.lineage_history(engine, name, device), threshold)
 df = pd.DataFrame(rows).drop(columns=["sample"])
 flagged = df[df["regression"]]
-rule = f"median over {threshold:.0%} slower than the last good run, p < {DEFAULT_ALPHA:g}"
+rule = (
+    f"fastest run over {threshold:.0%} and over {K_NOISE:g}x the run-to-run noise slower "
+    "than the median of its configuration's earlier runs"
+)
 if len(flagged):
     ui.notice(
         "error",
         f"{len(flagged)} regression(s) ({rule}):",
         [
-            f"{r.config} in {r.campaign_name} ({r.change:+.1%}"
-            + ("" if pd.isna(r.p) else f", p={r.p:.2g}")
+            f"{r.config} in {r.campaign_name} ({r.change:+.1%}, noise ±{r.noise:.1%}"
             + f", version {r.version})"
             for r in flagged.itertuples()
         ],
@@ -58,7 +60,7 @@ base = alt.Chart(ok).encode(
         "config",
         alt.Tooltip("median_ms", format=".3f"),
         alt.Tooltip("change", format="+.1%"),
-        alt.Tooltip("p", format=".2g"),
+        alt.Tooltip("noise", format=".1%"),
         "driver",
         "config_fingerprint",
         "timing",
@@ -77,8 +79,8 @@ st.dataframe(
     column_config={
         "avg_ms": st.column_config.NumberColumn("avg ms", format="%.3f"),
         "median_ms": st.column_config.NumberColumn("median ms", format="%.3f"),
-        "change": st.column_config.NumberColumn("median change", format="percent"),
-        "p": st.column_config.NumberColumn("p (one-sided)", format="%.2g"),
+        "change": st.column_config.NumberColumn("change (fastest run)", format="percent"),
+        "noise": st.column_config.NumberColumn("run-to-run noise", format="percent"),
         "max_avg_error": st.column_config.NumberColumn("diff error", format="%.2e"),
         "config_fingerprint": "config id",
     },

@@ -133,16 +133,19 @@ def _runs(*pairs: tuple[float, str]) -> list[dict]:
     ]
 
 
+STEADY = ((10.0, "a"), (10.1, "a"), (9.9, "a"), (10.0, "a"), (10.05, "a"))
+
+
 def test_a_slower_run_of_the_same_fingerprint_regresses() -> None:
-    rows = _runs((10.0, "a"), (10.1, "a"), (9.9, "a"), (12.0, "a"))
-    assert [r["regression"] for r in queries.flag_regressions(rows, 0.1)] == [0, 0, 0, 1]
+    rows = _runs(*STEADY, (12.0, "a"))
+    assert [r["regression"] for r in queries.flag_regressions(rows, 0.1)] == [0] * 5 + [1]
 
 
 def test_a_slower_run_under_another_fingerprint_is_not_judged_against_the_others() -> None:
-    rows = _runs((10.0, "a"), (10.1, "a"), (9.9, "a"), (12.0, "b"))
+    rows = _runs(*STEADY, (12.0, "b"))
     flagged = queries.flag_regressions(rows, 0.1)
-    assert [r["regression"] for r in flagged] == [0, 0, 0, 0]
-    assert flagged[3]["change"] is None  # the first run of its configuration: no baseline
+    assert [r["regression"] for r in flagged] == [0] * 6
+    assert flagged[5]["change"] is None  # the first run of its configuration: no baseline
 
 
 # -- the page -----------------------------------------------------------------------------

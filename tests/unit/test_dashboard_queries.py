@@ -94,10 +94,29 @@ def test_history_flags_the_seeded_regression(farm) -> None:
     assert rows[0]["change"] is None and rows[0]["driver"].startswith("OpenGL ES")
 
 
+def _avg_rows(*values: float) -> list[dict]:
+    return [{"config": "c", "outcome": "succeeded", "avg_ms": v} for v in values]
+
+
 def test_flag_regressions_threshold() -> None:
-    rows = [{"config": "c", "outcome": "succeeded", "avg_ms": v} for v in (10.0, 10.2, 9.9, 11.5)]
-    assert [r["regression"] for r in queries.flag_regressions(rows, 0.1)] == [0, 0, 0, 1]
+    rows = _avg_rows(10.0, 10.2, 9.9, 10.1, 10.0, 11.5)
+    assert [r["regression"] for r in queries.flag_regressions(rows, 0.1)] == [0] * 5 + [1]
     assert not any(r["regression"] for r in queries.flag_regressions(rows, 0.2))
+
+
+def test_one_lucky_fast_run_is_not_the_reference() -> None:
+    """The old chain judged each run against the last good one: after a lucky 7.0 ms run,
+    an ordinary 10.3 ms run was a 47% regression."""
+    rows = queries.flag_regressions(_avg_rows(10.0, 10.1, 9.9, 10.0, 10.2, 7.0, 10.3))
+    assert not any(r["regression"] for r in rows)
+    assert abs(rows[-1]["change"] - 0.03) < 0.01  # against the median of the six before
+
+
+def test_a_few_runs_judge_with_a_conservative_prior() -> None:
+    """Under five earlier runs the noise is not learned: a 15% step is not flagged yet."""
+    rows = queries.flag_regressions(_avg_rows(10.0, 10.1, 9.9, 11.5), 0.05)
+    assert [r["regression"] for r in rows] == [0, 0, 0, 0]
+    assert rows[-1]["noise"] >= 0.10
 
 
 def test_check_upload() -> None:
