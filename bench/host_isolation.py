@@ -35,6 +35,7 @@ class Lab:
     def __init__(self, home: Path, devices: str, pin: bool):
         self.env = os.environ | {"DEVICEFARM_HOME": str(home), "PYTHONUNBUFFERED": "1"}
         self.log = (home.parent / "lab.log").open("w")
+        self.cli("db", "upgrade")  # the farm the worker and the reconciler join
         worker = ["worker", "--devices", devices] + (["--pin-cpus"] if pin else [])
         self.procs = [self._start(*worker), self._start("reconcile", "--every", "2")]
         self.campaigns = 0

@@ -182,11 +182,15 @@ def old_gate(builds: list[Build], results: dict[int, dict]) -> list[bool]:
 
 
 def start_worker(home: Path) -> tuple[subprocess.Popen, str]:
-    """`devicefarm worker --devices cpu` on the embedded farm; its process and device key."""
+    """`devicefarm worker --devices cpu` on the embedded farm (`db upgrade` makes it first);
+    its process and device key."""
     log = home / "worker.log"
+    env = os.environ | {"PYTHONPATH": str(REPO)}
+    cli = [sys.executable, "-m", "devicefarm.cli"]
+    subprocess.run([*cli, "db", "upgrade"], env=env, check=True, capture_output=True)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "devicefarm.cli", "worker", "--devices", "cpu"],
-        env=os.environ | {"PYTHONPATH": str(REPO)},
+        [*cli, "worker", "--devices", "cpu"],
+        env=env,
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
         start_new_session=True,

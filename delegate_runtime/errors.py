@@ -37,3 +37,9 @@ class JobTimeout(JobError):
     def __init__(self, message: str, log: str = ""):
         super().__init__(message)
         self.log = log
+
+
+class UsageError(DevicefarmError):
+    """The command line (or the environment standing for it) names something unusable:
+    a farm that does not exist, a setting that cannot work. The CLI exits 2, as argparse
+    does for its own usage errors, before any work starts."""

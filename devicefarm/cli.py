@@ -77,7 +77,9 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from delegate_runtime.errors import DevicefarmError
+    """Run one subcommand: its exit code; 2 for a usage error (argparse's, or a UsageError:
+    a farm or setting that cannot be used), 1 for what the farm refuses (one line)."""
+    from delegate_runtime.errors import DevicefarmError, UsageError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
@@ -93,6 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from delegate_runtime.commands._text import printable
 
         message = printable(exc, keep="\n")
+        if isinstance(exc, UsageError):  # worded as argparse words its own
+            print(f"devicefarm {args.command}: error: {message}", file=sys.stderr)
+            return 2
         print(f"devicefarm {args.command}: error: {type(exc).__name__}: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -25,6 +25,8 @@ from sqlalchemy.pool import NullPool
 
 from delegate_runtime.errors import JobError
 
+from .settings import CONNECT_TIMEOUT_S
+
 SQLITE_BUSY_TIMEOUT_MS = 60_000
 POOL_RECYCLE_S = 1800
 T = TypeVar("T")
@@ -79,9 +81,20 @@ def make_engine(url: str, durable: bool = True) -> Engine:
         engine = create_engine(url, poolclass=NullPool)
         _sqlite_pragmas(engine)
         return engine
+    # a server that does not answer is unreachable after CONNECT_TIMEOUT_S (libpq would
+    # wait on the network for minutes), unless the URL sets its own connect_timeout
+    connect_args: dict[str, Any] = {}
+    if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+        connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
     # no pre-ping (a round trip per checkout): `retrying` replays a transaction once when
     # its pooled connection turns out to be dead
-    engine = create_engine(url, pool_size=5, max_overflow=5, pool_recycle=POOL_RECYCLE_S)
+    engine = create_engine(
+        url,
+        pool_size=5,
+        max_overflow=5,
+        pool_recycle=POOL_RECYCLE_S,
+        connect_args=connect_args,
+    )
     if not durable and parsed.get_backend_name() == "postgresql":
 
         @event.listens_for(engine, "connect")

@@ -2,8 +2,9 @@
 
 Terms are separated by commas and all must hold. A term is `field OP value` with OP one of
 `=`, `!=`, `>=`, `<=`; `=`/`!=` take shell globs and `a|b` alternatives, `>=`/`<=` compare
-versions numerically part by part. A bare term is a key glob (`opencl:*`). `all` (or `*`)
-matches every device. Fields: key, kind, vendor, model, driver, renderer, host, api, tag,
+versions numerically part by part. A bare term is a key glob (`opencl:*`); one holding `<`,
+`>` or `=` (`driver>>1`) is an error naming it, never a glob that matches nothing. `all`
+(or `*`) matches every device. Fields: key, kind, vendor, model, driver, renderer, host, api, tag,
 sdk (a phone's Android SDK level: `sdk>=33`) and abi (a phone's primary ABI,
 `ro.product.cpu.abi`: `abi=arm64-v8a`). `driver>=`/`driver<=` read the driver version in
 its vendor's notation (farm_core.driver_versions: Mali `v1.r36p0`, Adreno `V@0676.0`).
@@ -35,7 +36,10 @@ FIELDS = {
 }
 #: the device fact a phone's primary ABI is read from
 ABI_FACT = "ro.product.cpu.abi"
+OPERATORS = ("=", "!=", ">=", "<=")
 _TERM = re.compile(r"^\s*([a-z_]+)\s*(!=|>=|<=|=)\s*(.*?)\s*$")
+#: A key glob never holds these (device keys are `kind:name`, globs add `*?[!]`).
+_OPERATOR_CHARS = re.compile(r"[<>=]")
 
 
 @dataclass(frozen=True)
@@ -116,11 +120,22 @@ def parse_selector(text: str) -> tuple[Selector | None, list[str]]:
             errors.append(f"empty term in selector {text!r}")
             continue
         m = _TERM.match(part)
+        if m is None and _OPERATOR_CHARS.search(part):  # `driver>>1`, `driver>1`, `Kind=x`
+            errors.append(
+                f"bad selector term {part.strip()!r}: expected FIELD OP VALUE with OP one of "
+                f"{', '.join(OPERATORS)} (fields: {', '.join(FIELDS)}), or a device key glob"
+            )
+            continue
         if m is None:
             terms.append(Term("key", "=", part.strip()))
             continue
         field, op, value = m.groups()
-        if field not in FIELDS:
+        if value and value[0] in "=<>!":  # `driver=>535`, `kind==opencl`
+            errors.append(
+                f"bad selector term {part.strip()!r}: its value starts with {value[0]!r} "
+                f"(operators: {', '.join(OPERATORS)})"
+            )
+        elif field not in FIELDS:
             errors.append(
                 f"unknown selector field {field!r} in {part.strip()!r} "
                 f"(fields: {', '.join(FIELDS)})"

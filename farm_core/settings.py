@@ -14,6 +14,10 @@ from pathlib import Path
 ENV_HOME = "DEVICEFARM_HOME"
 ENV_DB = "DEVICEFARM_DB"
 ENV_BROKER = "DEVICEFARM_BROKER"
+#: The broker transports the farm configures (celery_app.transport_options): Redis, over
+#: TLS too, and kombu's filesystem one for the embedded mode; others (amqp, memory) are
+#: refused by name.
+BROKER_TRANSPORTS = ("redis", "rediss", "filesystem")
 
 #: Redis redelivers an unacknowledged message after this long; every job limit stays below it.
 VISIBILITY_TIMEOUT_S = 4 * 3600
@@ -27,6 +31,9 @@ MAX_FAILURES = 3
 #: Retry backoff: BACKOFF_BASE_S * 2**(failures-1), capped.
 BACKOFF_BASE_S = 2.0
 BACKOFF_MAX_S = 60.0
+#: A database or Redis server that has not answered a new connection within this long is
+#: unreachable: a command says so in one line instead of waiting on the network.
+CONNECT_TIMEOUT_S = 5
 
 
 def home() -> Path:

@@ -9,22 +9,31 @@ import threading
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from farm_core import service_urls
+
+    from .discovery import SPEC_HELP, device_specs
+
     p.add_argument(
         "--broker",
         default=None,
-        help="broker URL (default: $DEVICEFARM_BROKER or the embedded filesystem broker)",
+        type=service_urls.broker_url,
+        help="broker URL (default: $DEVICEFARM_BROKER or the embedded filesystem broker); "
+        "a Redis server is reached once at start: exit 1 when it does not answer",
     )
     p.add_argument(
         "--db",
         default=None,
-        help="database URL (default: $DEVICEFARM_DB or the embedded SQLite file)",
+        type=service_urls.farm_database_url,
+        help="the farm's database URL, which must exist (`devicefarm db upgrade` makes one; "
+        "default: $DEVICEFARM_DB or the embedded SQLite file)",
     )
     p.add_argument(
         "--devices",
         default="",
+        type=device_specs,
         metavar="SPEC,...",
-        help="serve only these: kinds (opencl, cpu), key globs ('opencl:*nvidia*'), "
-        "or no-op test devices (noop:NAME?delay_s=1); default: all found",
+        help=f"serve only these: {SPEC_HELP} (no-op test devices: noop:NAME?delay_s=1); "
+        "default: all found",
     )
     p.add_argument(
         "--tags", default="", help="comma-separated tags for every device (default: none)"
@@ -49,15 +58,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from farm_core import service_urls
     from farm_core.database import open_farm
-    from farm_core.settings import default_broker_url, default_db_url
+    from farm_core.reach import reach_broker
 
     from .agent import Agent
     from .discovery import discover, rediscover_phones
 
+    broker_url = args.broker or service_urls.default_broker()
+    db_url = args.db or service_urls.default_db()  # a farm that exists
+    reach_broker(broker_url)  # once, here: Celery's consumer would retry it forever
     # a server database's schema is `devicefarm db upgrade`'s to change: refused unless current
-    open_farm(args.db or default_db_url()).dispose()
-    specs = [s for s in args.devices.split(",") if s.strip()] or None
+    open_farm(db_url).dispose()
+    specs = args.devices
     tags = [t for t in args.tags.split(",") if t.strip()]
     devices = discover(specs, tags)
     if not devices:
@@ -65,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     phones_wanted = specs is None or any(s.startswith("android") for s in specs)
     agent = Agent(
-        args.db or default_db_url(),
-        args.broker or default_broker_url(),
+        db_url,
+        broker_url,
         devices,
         name=args.name,
         loglevel=args.loglevel,

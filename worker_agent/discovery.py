@@ -3,13 +3,17 @@
 
 `--devices` specs choose among them: a kind (`opencl`, `cpu`), a key glob (`opencl:*amd*`),
 or `noop:NAME[?delay_s=0.5&error=device&canary=fail&canary_s=4&tags=a+b]` for a no-op device.
+A spec that can match nothing whatever is attached (`gpu`, `driver>>1`) is refused as the
+command line is parsed (`device_specs`), before any device is looked for.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import logging
 import platform
+import re
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from urllib.parse import parse_qs
@@ -32,6 +36,11 @@ VENDORS = {
     "imagination": "imagination",
 }
 NOOP_OPTIONS = ("delay_s", "error", "canary", "canary_s", "alloc_mb", "tags")
+#: The kinds a spec may name alone (a no-op device is named: noop:NAME).
+SPEC_KINDS = ("cpu", "opencl", "android")
+SPEC_HELP = "a kind (cpu, opencl, android), a key glob ('opencl:*nvidia*') or noop:NAME"
+#: What a key glob may hold: a key's characters (kind:name, a phone's serial) and *?[!].
+_KEY_GLOB = re.compile(r"^[\w.:@*?\[\]!-]+$")
 
 
 def vendor_name(platform_name: str, device_vendor: str) -> str:
@@ -136,6 +145,32 @@ def noop_device(spec: str, host: str) -> DeviceInfo:
         tags=tags,
         facts={"noop": options},
     )
+
+
+def spec_problem(spec: str) -> str | None:
+    """Why a `--devices` spec can match no device whatever is attached, or None."""
+    if spec.startswith("noop:"):
+        try:
+            noop_device(spec, "check")
+        except JobError as exc:
+            return str(exc)
+        return None
+    if not _KEY_GLOB.match(spec):
+        hint = " (selectors such as driver>=535 are submit's)" if re.search("[<>=]", spec) else ""
+        return f"{spec!r} is not a device spec: give {SPEC_HELP}{hint}"
+    if ":" not in spec and not re.search(r"[*?\[]", spec) and spec not in SPEC_KINDS:
+        return f"unknown device kind {spec!r}: give {SPEC_HELP}"
+    return None
+
+
+def device_specs(text: str) -> list[str] | None:
+    """`--devices SPEC,...` (an argparse type): the specs, None when none are given (every
+    device); one that can match nothing is a usage error, before any device is looked for."""
+    specs = [s.strip() for s in text.split(",") if s.strip()]
+    problems = [p for p in map(spec_problem, specs) if p]
+    if problems:
+        raise argparse.ArgumentTypeError("; ".join(problems))
+    return specs or None
 
 
 def discover_android(host: str) -> list[DeviceInfo]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from typing import Any
 
 from ..tools.progress import LINE_INTERVAL_S
@@ -54,6 +55,19 @@ def int_at_least(minimum: int):
     return parse
 
 
+def int_between(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer from `low` to `high`."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
+        return value
+
+    parse.__name__ = "int"
+    return parse
+
+
 def non_negative_float(text: str) -> float:
     value = float(text)
     if not value >= 0:
@@ -94,6 +108,22 @@ def folder_to_create(text: str) -> str:
         raise argparse.ArgumentTypeError(f"cannot create {shown}: {printable(path)} is a file")
     if not os.access(path, os.W_OK):
         raise argparse.ArgumentTypeError(f"cannot create {shown}: {printable(path)} is read-only")
+    return text
+
+
+def output_folder(text: str) -> str:
+    """A folder to write into (argparse type): an existing folder, or a new one whose
+    parent exists (no folders are made above it), writable either way."""
+    shown = printable(text)
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{shown} is a file, not a directory")
+    folder = text if os.path.isdir(text) else os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(
+            f"cannot create {shown}: folder {printable(folder)} does not exist"
+        )
+    if not os.access(folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"cannot write into {printable(folder)}: read-only")
     return text
 
 

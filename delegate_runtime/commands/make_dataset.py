@@ -8,10 +8,19 @@ from __future__ import annotations
 
 import argparse
 
-from ._flags import add_bool, non_negative_int
+from ._flags import (
+    add_bool,
+    int_at_least,
+    int_between,
+    non_negative_float,
+    non_negative_int,
+    output_folder,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..tools.accuracy.synthetic import COLOURS, MIN_CLASSIFICATION_SIZE, MIN_DETECTION_SIDE
+
     p.description = (
         "Write a small labelled synthetic dataset for the accuracy tools: an ILSVRC-style "
         "classification folder (with a matching colour classifier model) or COCO detection."
@@ -23,14 +32,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         description="Images of noisy colours with a distractor rectangle; labels are the "
         "colour names; classifier.tflite is a nearest-colour classifier.",
     )
-    c.add_argument("--out", required=True, metavar="DIR", help="folder to write into")
-    c.add_argument("--num_classes", type=int, default=4, help="2 to 12 colours (default: 4)")
     c.add_argument(
-        "--images_per_class", type=int, default=5, help="images of each class (default: 5)"
+        "--out",
+        required=True,
+        type=output_folder,
+        metavar="DIR",
+        help="folder to write into: an existing one, or a new one in a folder that exists",
     )
-    c.add_argument("--size", type=int, default=64, help="image side in pixels (default: 64)")
     c.add_argument(
-        "--noise", type=float, default=60.0, help="pixel noise standard deviation (default: 60)"
+        "--num_classes",
+        type=int_between(2, len(COLOURS)),
+        default=4,
+        help=f"2 to {len(COLOURS)} colours (default: 4)",
+    )
+    c.add_argument(
+        "--images_per_class",
+        type=int_at_least(1),
+        default=5,
+        help="images of each class (default: 5)",
+    )
+    c.add_argument(
+        "--size",
+        type=int_at_least(MIN_CLASSIFICATION_SIZE),
+        default=64,
+        help=f"image side in pixels, {MIN_CLASSIFICATION_SIZE} or more (default: 64)",
+    )
+    c.add_argument(
+        "--noise",
+        type=non_negative_float,
+        default=60.0,
+        help="pixel noise standard deviation (default: 60)",
     )
     c.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default: 0)")
     add_bool(c, "--with_model", True, "also write classifier.tflite")
@@ -41,12 +72,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "annotations.json in COCO instances format, and detector.tflite: an SSD-style "
         "detector of the rectangles ending with TFLite_Detection_PostProcess.",
     )
-    d.add_argument("--out", required=True, metavar="DIR", help="folder to write into")
-    d.add_argument("--num_images", type=int, default=8, help="number of images (default: 8)")
-    d.add_argument("--width", type=int, default=128, help="image width (default: 128)")
-    d.add_argument("--height", type=int, default=96, help="image height (default: 96)")
     d.add_argument(
-        "--max_objects", type=int, default=3, help="objects per image, at most (default: 3)"
+        "--out",
+        required=True,
+        type=output_folder,
+        metavar="DIR",
+        help="folder to write into: an existing one, or a new one in a folder that exists",
+    )
+    d.add_argument(
+        "--num_images", type=int_at_least(1), default=8, help="number of images (default: 8)"
+    )
+    side = int_at_least(MIN_DETECTION_SIDE)
+    d.add_argument(
+        "--width",
+        type=side,
+        default=128,
+        help=f"image width, {MIN_DETECTION_SIDE} or more (default: 128)",
+    )
+    d.add_argument(
+        "--height",
+        type=side,
+        default=96,
+        help=f"image height, {MIN_DETECTION_SIDE} or more (default: 96)",
+    )
+    d.add_argument(
+        "--max_objects",
+        type=int_at_least(1),
+        default=3,
+        help="objects per image, at most (default: 3)",
     )
     d.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default: 0)")
     add_bool(d, "--with_model", True, "also write detector.tflite")

@@ -66,7 +66,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="devicedb-json",
         help="devicedb-json (default), devicedb-bin, csv or json",
     )
-    p.add_argument("--out", help="file to write ('-' for stdout, text only; no default)")
+    p.add_argument(
+        "--out",
+        type=argtypes.output_file_or_stdout,
+        help="file to write, in a folder that exists ('-' for stdout, text only; no default)",
+    )
     common.add_db(p)
 
 
@@ -88,14 +92,16 @@ def model_ref(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from delegate_runtime.errors import JobError
+    from delegate_runtime.errors import JobError, UsageError
 
     if args.action:
         module, _ = ACTIONS[args.action]
         return int(importlib.import_module(f"orchestrator.allowlist.{module}").run(args) or 0)
     missing = [f"--{n}" for n in ("model", "out") if not getattr(args, n)]
     if missing:
-        raise JobError(f"exporting a list needs {' and '.join(missing)} (or give an ACTION)")
+        raise UsageError(f"exporting a list needs {' and '.join(missing)} (or give an ACTION)")
+    if args.out == "-" and args.format == "devicedb-bin":
+        raise UsageError("argument --out: devicedb-bin is binary: give --out FILE, not -")
     from orchestrator.allowlist.collect import build_allowlist
     from orchestrator.allowlist.export import render
     from orchestrator.allowlist.rules import Thresholds, summary
@@ -117,11 +123,12 @@ def run(args: argparse.Namespace) -> int:
         ) from exc
     data = render(allowlist, args.format)
     if args.out == "-":
-        if args.format == "devicedb-bin":
-            raise JobError("devicedb-bin is binary: give --out FILE")
         sys.stdout.write(data.decode())
     else:
-        Path(args.out).write_bytes(data)
+        try:
+            Path(args.out).write_bytes(data)
+        except OSError as exc:  # checked as parsed; gone or full since
+            raise JobError(f"cannot write {args.out}: {exc.strerror or exc}") from exc
     counts = summary({str(i): e.decision for i, e in enumerate(allowlist.entries)})
     aside = sum(e.evidence.set_aside for e in allowlist.entries)
     print(

@@ -8,6 +8,7 @@ devicefarm api token list|remove ...
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -16,10 +17,24 @@ from farm_core.accounts import ENV_TOKENS, ROLES
 from . import argtypes, common
 
 
+def _tokens_file(text: str) -> str:
+    """--tokens (an argparse type): a file path in a folder that exists (`token add` never
+    creates folders for a path given)."""
+    from delegate_runtime.commands._text import printable
+
+    folder = os.path.dirname(text) or "."
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{printable(text)} is a directory; give a file path")
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"folder {printable(folder)} does not exist")
+    return text
+
+
 def _add_tokens(p: argparse.ArgumentParser, default: object = None) -> None:
     p.add_argument(
         "--tokens",
         default=default,
+        type=_tokens_file,
         metavar="FILE",
         help=f"the users' tokens file (default: ${ENV_TOKENS} or tokens.json in $DEVICEFARM_HOME)",
     )
@@ -122,10 +137,13 @@ def serve(args: argparse.Namespace) -> int:
     if not len(tokens.accounts()):
         print(f"warning: {path} lists no users: every request will get 401", file=sys.stderr)
     from farm_core.dispatch import CeleryDispatcher
+    from farm_core.reach import reach_broker
 
+    broker = common.broker_url(args)
+    reach_broker(broker)  # once, at start, as the worker does
     farm = FarmApi(
         common.engine(args),
-        CeleryDispatcher(common.broker_url(args)),
+        CeleryDispatcher(broker),
         tokens,
         _mib(args.max_model_mb),
     )

@@ -1,5 +1,6 @@
-"""argparse types for the farm commands' numbers: a bad value is a usage error (exit 2,
-one line) before any work starts (discovery, health checks, a database or broker)."""
+"""argparse types for the farm commands' numbers, configurations, selectors and output
+files: a bad value is a usage error (exit 2, one line) before any work starts (discovery,
+health checks, a database or broker). The service URLs' types are farm_core.service_urls'."""
 
 from __future__ import annotations
 
@@ -53,6 +54,34 @@ port = int_in(1, 65535)
 #: Seconds: a time limit or a period (more than zero); a threshold (zero or more).
 seconds = float_over(0.0)
 non_negative = float_over(0.0, inclusive=True)
+
+
+def configs(text: str) -> list[str]:
+    """`cpu,gpu-fp32,gpu-fp16`: the configuration names, each known and given once."""
+    from farm_core.configs import parse_configs
+
+    found, errors = parse_configs(text)
+    if errors:
+        raise argparse.ArgumentTypeError("; ".join(errors))
+    return [c.name for c in found]
+
+
+def selector(text: str) -> str:
+    """A device selector (farm_core.selectors), parsed: a malformed term is named here,
+    not reported later as matching no device."""
+    from farm_core.selectors import parse_selector
+
+    _, errors = parse_selector(text)
+    if errors:
+        raise argparse.ArgumentTypeError("; ".join(errors))
+    return text
+
+
+def output_file_or_stdout(text: str) -> str:
+    """A file to write, its folder existing and writable, or `-` for stdout."""
+    from delegate_runtime.commands._flags import output_file
+
+    return text if text == "-" else output_file(text)
 
 
 #: Inference diff runs when none are asked for: each is a CPU reference inference plus a

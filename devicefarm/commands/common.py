@@ -6,14 +6,20 @@ import argparse
 
 from sqlalchemy import Engine
 
-from farm_core.settings import ENV_BROKER, ENV_DB, default_broker_url, default_db_url
+from farm_core import service_urls
+from farm_core.settings import ENV_BROKER, ENV_DB, default_db_url
 
 from . import argtypes
 
 
-def add_db(p: argparse.ArgumentParser) -> None:
+def add_db(p: argparse.ArgumentParser, existing: bool = True) -> None:
+    """--db, checked as it is parsed; `existing`: the farm must be there already (every
+    command but those that start one: a SQLite file is never created by a typo)."""
     p.add_argument(
-        "--db", default=None, help=f"database URL (default: ${ENV_DB} or the embedded SQLite file)"
+        "--db",
+        default=None,
+        type=service_urls.farm_database_url if existing else service_urls.database_url,
+        help=f"database URL (default: ${ENV_DB} or the embedded SQLite file)",
     )
 
 
@@ -21,6 +27,7 @@ def add_broker(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--broker",
         default=None,
+        type=service_urls.broker_url,
         help=f"broker URL (default: ${ENV_BROKER} or the embedded filesystem broker)",
     )
 
@@ -30,31 +37,21 @@ def db_url(args: argparse.Namespace) -> str:
 
 
 def broker_url(args: argparse.Namespace) -> str:
-    """The broker URL asked for, its transport checked (an unknown scheme is one line)."""
-    return checked_broker_url(args.broker or default_broker_url())
-
-
-def checked_broker_url(url: str) -> str:
-    """`url`, if kombu has a transport for its scheme (redis://, filesystem://, ...)."""
-    from kombu.transport import get_transport_cls
-
-    from delegate_runtime.errors import JobError
-
-    scheme, sep, _ = url.partition("://")
-    if not sep or not scheme:
-        raise JobError(f"bad broker URL {url!r}: expected SCHEME://... (redis://host:6379/0)")
-    try:
-        get_transport_cls(scheme.split("+", 1)[0])
-    except (KeyError, ImportError) as exc:
-        raise JobError(f"bad broker URL {url!r}: no transport for {scheme!r}") from exc
-    return url
+    """--broker (checked as it was parsed), else $DEVICEFARM_BROKER (checked here: a
+    UsageError) or the embedded filesystem broker, once the farm is known to exist (its
+    folder is never made for a farm that is not there)."""
+    if not args.db:
+        service_urls.default_db()
+    return args.broker or service_urls.default_broker()
 
 
 def engine(args: argparse.Namespace) -> Engine:
-    """The farm database (farm_core.database.open_farm: SQLite migrated, servers checked)."""
+    """The farm database, which must exist (--db was checked as it was parsed; the
+    default is checked here), opened by farm_core.database.open_farm: SQLite migrated,
+    servers checked."""
     from farm_core.database import open_farm
 
-    return open_farm(db_url(args))
+    return open_farm(args.db or service_urls.default_db())
 
 
 #: The gate's exit codes, for --help (orchestrator.gate defines them).

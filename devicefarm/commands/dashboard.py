@@ -55,7 +55,6 @@ def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
 
 def run(args: argparse.Namespace) -> int:
     from delegate_runtime.errors import JobError
-    from farm_core.database import open_farm
 
     try:
         import streamlit  # noqa: F401
@@ -63,8 +62,8 @@ def run(args: argparse.Namespace) -> int:
         raise JobError(
             "the dashboard needs streamlit: pip install 'devicefarm[dashboard]'"
         ) from exc
-    # fail early (bad URL, a server schema not upgraded) before serving
-    engine = open_farm(common.db_url(args))
+    # fail early (no farm there, a server schema not upgraded) before serving
+    engine = common.engine(args)
     shown = engine.url.render_as_string(hide_password=True)  # password masked
     engine.dispose()
     argv, env = command(args)

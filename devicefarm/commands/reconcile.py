@@ -1,7 +1,8 @@
 """`devicefarm reconcile [--every S]`: re-send lost jobs, expire jobs of vanished devices.
 
-With `--every`, a pass that fails (the database or the broker unreachable) is logged and
-retried with a growing pause (up to `MAX_BACKOFF_S`): the loop outlives outages.
+A Redis broker is reached once at start (exit 1 when it does not answer). With `--every`,
+a later pass that fails (the database or the broker unreachable) is logged and retried
+with a growing pause (up to `MAX_BACKOFF_S`): the loop outlives outages.
 """
 
 from __future__ import annotations
@@ -56,14 +57,15 @@ def summary(report: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from farm_core.database import open_farm
     from farm_core.dispatch import CeleryDispatcher
+    from farm_core.reach import reach_broker
     from farm_core.settings import Timing
     from orchestrator.probes import probe_for
     from orchestrator.reconciler import reconcile
 
     url = common.broker_url(args)
-    engine = open_farm(common.db_url(args))  # a server database: `devicefarm db upgrade`'s
+    reach_broker(url)  # once, at start: later outages are retried (--every)
+    engine = common.engine(args)  # a server database: `devicefarm db upgrade`'s
     dispatcher, probe, timing = CeleryDispatcher(url), probe_for(url), Timing.from_env()
     failures = 0
     if args.every:

@@ -10,20 +10,25 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import argtypes, common
+from . import argtypes
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from farm_core import service_urls
+    from worker_agent.discovery import SPEC_HELP, device_specs
+
     p.add_argument("models", nargs="+", metavar="MODEL", help=".tflite model(s)")
     p.add_argument(
         "--devices",
         default="",
+        type=device_specs,
         metavar="SPEC,...",
-        help="local devices: kinds (cpu, opencl), key globs, noop:NAME; default all",
+        help=f"local devices: {SPEC_HELP}; default all",
     )
     p.add_argument(
         "--configs",
         default=None,
+        type=argtypes.configs,
         help="cpu,gpu-fp32,gpu-fp16 (default: those the local devices run)",
     )
     argtypes.add_run_counts(p)
@@ -48,29 +53,53 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the model's name (one model): its history is kept by this name across versions "
         "(default: the model file name)",
     )
-    p.add_argument("--db", default=None, help="database URL (default: the embedded SQLite)")
-    p.add_argument("--broker", default=None, help="broker URL (default: embedded filesystem)")
+    p.add_argument(
+        "--db",
+        default=None,
+        type=service_urls.database_url,
+        help="database URL, a SQLite file created if missing, in a folder that exists "
+        "(default: the embedded SQLite file, its folder created)",
+    )
+    p.add_argument(
+        "--broker",
+        default=None,
+        type=service_urls.broker_url,
+        help="broker URL (default: embedded filesystem)",
+    )
+
+
+def input_errors(args: argparse.Namespace) -> list[str]:
+    """What is wrong with the models, their name and --input values: found before any
+    device is looked for (submitting finds the same)."""
+    from delegate_runtime import read_model
+    from farm_core.user_inputs import read_inputs
+    from orchestrator.submit import model_name_errors, read_models
+
+    errors = model_name_errors(args.name, len(args.models))
+    models = read_models(args.models, errors)
+    if args.input and not errors:
+        read_inputs(args.input, [read_model(m.data) for m in models], errors)
+    return errors
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.submit import RunSettings, SubmissionError, model_name_errors
+    from farm_core import service_urls
+    from orchestrator.submit import RunSettings, SubmissionError
 
     from ..embedded import run_local
 
-    errors = model_name_errors(args.name, len(args.models))
+    errors = input_errors(args)
     if errors:  # before any device is started
         raise SubmissionError(errors)
 
-    specs = [s for s in args.devices.split(",") if s.strip()] or None
-    configs = [c for c in args.configs.split(",") if c.strip()] if args.configs else None
     settings = RunSettings(num_runs=args.runs, diff_runs=args.diff_runs, timeout_s=args.timeout)
     result = run_local(
         args.models,
-        specs,
-        configs,
+        args.devices,
+        args.configs,
         settings,
-        args.db,
-        args.broker and common.checked_broker_url(args.broker),
+        args.db or service_urls.default_db(existing=False),  # run may start a farm
+        args.broker or service_urls.default_broker(),
         say=lambda m: print(m, flush=True),
         inputs=args.input,
         model_name=args.name,

@@ -15,6 +15,7 @@ import re
 import sys
 from collections.abc import Sequence
 
+from delegate_runtime.commands._flags import existing_file
 from delegate_runtime.errors import JobError
 
 from . import reader
@@ -47,7 +48,12 @@ def parse_facts(texts: Sequence[str]) -> dict[str, str]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("list", metavar="LIST", help="a devicedb list: .bin flatbuffer or its JSON")
+    p.add_argument(
+        "list",
+        metavar="LIST",
+        type=existing_file,
+        help="a devicedb list: .bin flatbuffer or its JSON",
+    )
     p.add_argument(
         "--facts",
         action="append",

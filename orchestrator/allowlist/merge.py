@@ -18,6 +18,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from delegate_runtime.commands._flags import existing_file, output_file
+
 from . import reader
 from .entry import standalone
 from .listfile import load_list, write_list
@@ -51,13 +53,21 @@ def merged(base: Sequence[Node], ours: Sequence[Node]) -> list[Node]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("ours", metavar="OURS", help="our list (devicedb .bin or JSON)")
+    p.add_argument(
+        "ours", metavar="OURS", type=existing_file, help="our list (devicedb .bin or JSON)"
+    )
     p.add_argument(
         "--base",
         required=True,
+        type=existing_file,
         help="the list to layer ours on: LiteRT's gpu_compatibility.bin (.bin or JSON)",
     )
-    p.add_argument("--out", required=True, help="the merged list to write")
+    p.add_argument(
+        "--out",
+        required=True,
+        type=output_file,
+        help="the merged list to write, in a folder that exists",
+    )
     p.add_argument("--format", choices=("devicedb-bin", "devicedb-json"), default="devicedb-bin")
 
 

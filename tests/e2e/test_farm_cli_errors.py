@@ -131,24 +131,35 @@ def test_a_bad_number_is_a_usage_error(home, args, message):
 # -- what the farm refuses: exit 1, one line ------------------------------------------------
 
 
-def test_cancel_an_unknown_campaign(home):
-    assert_one_line_error(farm(home, "cancel", "999"), 1, "no campaign 999")
+@pytest.fixture
+def empty_home(home: Path) -> Path:
+    """A home holding a farm with nothing in it (the commands refuse a home with none)."""
+    from farm_core.database import open_database
+
+    open_database(f"sqlite:///{home / 'farm.db'}").dispose()
+    return home
+
+
+def test_cancel_an_unknown_campaign(empty_home):
+    assert_one_line_error(farm(empty_home, "cancel", "999"), 1, "no campaign 999")
 
 
 @pytest.mark.parametrize("command", ["status", "results"])
-def test_show_an_unknown_campaign(home, command):
-    assert_one_line_error(farm(home, command, "999"), 1, "campaign 999 has no jobs")
+def test_show_an_unknown_campaign(empty_home, command):
+    assert_one_line_error(farm(empty_home, command, "999"), 1, "campaign 999 has no jobs")
 
 
 @pytest.mark.parametrize(
-    "url",
-    ["bogus://x", "postgresql://nobody@127.0.0.1:1/none"],
+    ("url", "code", "fragment"),
+    [
+        ("bogus://x", 2, "argument --db: bad database URL"),  # as parsed, before any work
+        ("postgresql://nobody@127.0.0.1:1/none", 1, "cannot reach the database"),
+    ],
     ids=["unknown-scheme", "unreachable"],
 )
 @pytest.mark.parametrize("command", ["status", "devices", "db current", "reconcile"])
-def test_a_bad_database_url(home, command, url):
-    fragment = "bad database URL" if url.startswith("bogus") else "cannot reach the database"
-    assert_one_line_error(farm(home, *command.split(), "--db", url), 1, fragment)
+def test_a_bad_database_url(home, command, url, code, fragment):
+    assert_one_line_error(farm(home, *command.split(), "--db", url), code, fragment)
 
 
 @pytest.mark.parametrize(
@@ -162,7 +173,8 @@ def test_a_bad_broker_url(home, tmp_path, command, url, fragment):
     model.write_bytes(_model(1.0))
     args = [] if command == "reconcile" else [str(model)]
     r = farm(home, command, *args, "--broker", url)
-    assert_one_line_error(r, 1, f"bad broker URL {url!r}", fragment)
+    assert_one_line_error(r, 2, f"argument --broker: bad broker URL {url!r}", fragment)
+    assert not home.exists()
 
 
 @pytest.mark.parametrize("command", ["run", "submit"])

@@ -113,6 +113,7 @@ def test_the_row_carries_its_configuration_record(embedded, config):
 
 def test_a_worker_with_the_reconciler_runs_a_submitted_job(tmp_path, gpu_model, nvidia_device):
     home = tmp_path / "lab"
+    assert devicefarm(home, "db", "upgrade").returncode == 0  # the farm the worker joins
     env = os.environ | {"DEVICEFARM_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     log = (tmp_path / "worker.log").open("w")
     procs = [

@@ -256,6 +256,9 @@ def test_sigterm_on_the_dashboard_ends_streamlit(tmp_path: Path) -> None:
         import streamlit  # noqa: F401
     except ImportError:
         require(False, "streamlit")
+    from farm_core.database import open_database
+
+    open_database(f"sqlite:///{tmp_path / 'farm.db'}").dispose()  # a farm to serve
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen(

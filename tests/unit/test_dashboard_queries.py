@@ -143,18 +143,18 @@ def test_submit_upload_uses_the_spine(farm, tmp_path: Path) -> None:
         queries.submit_upload(engine, RecordingDispatcher(), "m", data, "kind=nope", ["cpu"])
 
 
-def test_dashboard_command_line() -> None:
+def test_dashboard_command_line(tmp_path: Path) -> None:
     import argparse
 
     from devicefarm.commands import dashboard as cmd
 
+    (tmp_path / "x.db").touch()  # the farm must exist (an empty file is an empty database)
+    url = f"sqlite:///{tmp_path / 'x.db'}"
     p = argparse.ArgumentParser()
     cmd.add_arguments(p)
-    argv, env = cmd.command(
-        p.parse_args(["--db", "sqlite:///x.db", "--port", "9999", "--read-only"])
-    )
+    argv, env = cmd.command(p.parse_args(["--db", url, "--port", "9999", "--read-only"]))
     assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4].endswith("dashboard/serve.py")
-    assert "9999" in argv and env["DEVICEFARM_DB"] == "sqlite:///x.db"
+    assert "9999" in argv and env["DEVICEFARM_DB"] == url
     assert env[cmd.ENV_READ_ONLY] == "1"
 
 

@@ -46,6 +46,7 @@ POCL = {
         ("key=opencl:nvidia:*,tag=big", True, False),
         ("model=*h200*", True, False),
         ("host=h2,kind=opencl", False, True),
+        ("opencl:[!n]*", False, True),  # a glob's [!...] is no operator
     ],
 )
 def test_selector_matches(text: str, nvidia: bool, pocl: bool) -> None:
@@ -62,6 +63,11 @@ def test_selector_matches(text: str, nvidia: bool, pocl: bool) -> None:
         ("vendor=", "has no value"),
         ("driver>=abc", "needs a version number"),
         ("kind=opencl,,", "empty term"),
+        ("driver>>1", "bad selector term 'driver>>1': expected FIELD OP VALUE"),
+        ("driver>1", "bad selector term 'driver>1': expected FIELD OP VALUE"),
+        ("Kind=opencl", "bad selector term 'Kind=opencl': expected FIELD OP VALUE"),
+        ("driver=>535", "bad selector term 'driver=>535': its value starts with '>'"),
+        ("kind==opencl", "bad selector term 'kind==opencl': its value starts with '='"),
     ],
 )
 def test_selector_errors(text: str, needle: str) -> None:

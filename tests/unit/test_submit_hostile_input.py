@@ -173,7 +173,8 @@ def test_run_counts_are_bounded(farm, tmp_path: Path, settings, needle) -> None:
 )
 def test_the_cli_says_why_in_one_error(tmp_path: Path, args, needle) -> None:
     model = str(write_model(tmp_path / "m.tflite"))
-    db = tmp_path / "cli.db"
+    sqlite_engine(tmp_path).dispose()  # a farm to submit to
+    db = tmp_path / "farm.db"
     cmd = [sys.executable, "-m", "devicefarm.cli", "submit"]
     cmd += [model if a == "MODEL" else a for a in args]
     cmd += ["--db", f"sqlite:///{db}", "--broker", f"filesystem://{tmp_path / 'broker'}"]

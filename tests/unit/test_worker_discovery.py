@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from delegate_runtime.errors import JobError
 from worker_agent.devices import DeviceInfo, canonical
-from worker_agent.discovery import discover, discover_cpu, noop_device, vendor_name
+from worker_agent.discovery import (
+    device_specs,
+    discover,
+    discover_cpu,
+    noop_device,
+    vendor_name,
+)
 
 
 @pytest.mark.parametrize(
@@ -59,6 +67,42 @@ def test_specs_select_and_unknown_specs_fail() -> None:
         discover(["opencl:*no_such_gpu*"], host="h")
     # phones come and go: the agent looks for them again (issue 16, point 4)
     assert discover(["android:*"], host="h") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("", None),
+        (" cpu , opencl ", ["cpu", "opencl"]),
+        ("noop:a?delay_s=1&tags=x+y", ["noop:a?delay_s=1&tags=x+y"]),
+        ("opencl:*nvidia*", ["opencl:*nvidia*"]),
+        ("*h200*", ["*h200*"]),
+        ("android:127.0.0.1:5555", ["android:127.0.0.1:5555"]),
+        ("android:[!e]*", ["android:[!e]*"]),
+    ],
+)
+def test_device_specs_that_can_match(text: str, want: list[str] | None) -> None:
+    assert device_specs(text) == want
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("gpu", "unknown device kind 'gpu'"),
+        ("noop", "unknown device kind 'noop'"),
+        ("driver>>1", "'driver>>1' is not a device spec"),
+        ("kind=opencl", "selectors such as driver>=535 are submit's"),
+        ("cpu opencl", "'cpu opencl' is not a device spec"),
+        ("noop:", "needs a name"),
+        ("noop:x?colour=red", "unknown option(s) colour"),
+        ("cpu,gpu", "unknown device kind 'gpu'"),
+    ],
+)
+def test_device_specs_that_cannot_match_are_usage_errors(text: str, needle: str) -> None:
+    """Refused as parsed, before any device is looked for (argparse: exit 2)."""
+    with pytest.raises(argparse.ArgumentTypeError) as refused:
+        device_specs(text)
+    assert needle in str(refused.value)
 
 
 def test_phones_are_skipped_without_the_android_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -36,6 +36,9 @@ COLOURS: list[tuple[str, tuple[int, int, int]]] = [
     ("brown", (120, 70, 30)),
     ("black", (15, 15, 15)),
 ]
+#: The smallest image side of each dataset, pixels.
+MIN_CLASSIFICATION_SIZE = 8
+MIN_DETECTION_SIDE = 16
 #: COCO categories of the detection dataset: id, name, colour.
 SHAPES: list[tuple[int, str, tuple[int, int, int]]] = [
     (1, "red_box", (230, 40, 40)),
@@ -71,8 +74,12 @@ def make_classification(
     """Write an ILSVRC-style dataset; returns the paths (images, labels, model)."""
     if not 2 <= num_classes <= len(COLOURS):
         raise JobError(f"num_classes must be in [2, {len(COLOURS)}], got {num_classes}")
-    if images_per_class < 1 or size < 8:
-        raise JobError("need at least 1 image per class and a size of at least 8")
+    if images_per_class < 1 or size < MIN_CLASSIFICATION_SIZE:
+        raise JobError(
+            f"need at least 1 image per class and a size of at least {MIN_CLASSIFICATION_SIZE}"
+        )
+    if noise < 0:
+        raise JobError(f"noise is a standard deviation: 0 or more, got {noise}")
     root = _prepare(out_dir)
     rng = np.random.default_rng(seed)
     classes = COLOURS[:num_classes]
@@ -145,8 +152,9 @@ def make_detection(
     with_model: bool = True,
 ) -> dict[str, str]:
     """Write a COCO-style detection dataset; returns the paths (images, annotations, model)."""
-    if num_images < 1 or max_objects < 1 or min(width, height) < 16:
-        raise JobError("need at least 1 image, 1 object per image and 16x16 pixels")
+    if num_images < 1 or max_objects < 1 or min(width, height) < MIN_DETECTION_SIDE:
+        side = MIN_DETECTION_SIDE
+        raise JobError(f"need at least 1 image, 1 object per image and {side}x{side} pixels")
     root = _prepare(out_dir)
     rng = np.random.default_rng(seed)
     images: list[dict[str, Any]] = []
