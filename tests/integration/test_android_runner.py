@@ -11,6 +11,7 @@ import shutil
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from delegate_runtime.errors import DeviceError, ModelError
@@ -186,6 +187,39 @@ def test_timed_runs_are_not_profiled_and_the_profile_is_a_pass_of_its_own(phone,
     nodes = [(r["op"], r["node"], r["backend"]) for r in b["op_profile_nodes"]]
     assert nodes == [("TfLiteGpuDelegateV2", "[y]:1", "gpu")]
     assert b["op_profile"]["nodes_executed"] == 1
+
+
+def converter_named_model(path: Path) -> Path:
+    """y = x * 2 on (1, 4) floats whose input is named as the TFLite converter names it."""
+    import numpy as np
+
+    from delegate_runtime.builder import ModelBuilder
+
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("serving_default_input_1:0", (1, 4), np.float32)
+    y = g.tensor("StatefulPartitionedCall:0", (1, 4), np.float32)
+    g.op("MUL", [x, g.const("w", np.full((1, 4), 2.0, np.float32))], [y])
+    g.output(y)
+    path.write_bytes(b.build())
+    return path
+
+
+def test_an_input_named_with_a_colon_reaches_the_tool_escaped(phone, tmp_path) -> None:
+    ph, runner = phone("pixel-7")
+    model = converter_named_model(tmp_path / "m.tflite")
+    values = tmp_path / "x.bin"
+    values.write_bytes(np.arange(4, dtype=np.float32).tobytes())
+    sha = hashlib.sha256(values.read_bytes()).hexdigest()
+    item = {"layer": "serving_default_input_1:0", "shape": [1, 4], "dtype": "float32",
+            "sha256": sha, "path": str(values)}  # fmt: skip
+    outcome = runner.run(_spec(model, "gpu-fp16", diff_runs=0, inputs=[item]))
+    assert outcome.benchmark["avg_us"] > 0
+    assert outcome.benchmark["user_inputs"] == ["serving_default_input_1:0"]
+    remote = f"/data/local/tmp/devicefarm/inputs/{sha}.bin"
+    timed = next(c for c in ph.commands if "benchmark_model" in c and "profiling" not in c)
+    assert "--input_layer=serving_default_input_1:0 " in timed
+    assert f"--input_layer_value_files=serving_default_input_1::0:{remote}" in timed
 
 
 def test_a_32_bit_phone_gets_the_32_bit_tool(phone, tmp_path) -> None:

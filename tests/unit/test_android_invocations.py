@@ -103,12 +103,25 @@ def test_user_inputs_on_the_benchmark_line() -> None:
     assert v["input_layer_value_files"] == f"image:{remote},serving_default_mask:{remote}"
 
 
+def test_a_converter_input_name_is_escaped_where_benchmark_model_splits_on_colons() -> None:
+    # --input_layer splits on ',' only; --input_layer_value_files items on an unescaped ':'
+    # (SplitInputLayerNameAndValueFile): a name's own ':' is written '::' there alone
+    items = [{"layer": "serving_default_input_1:0", "shape": [1, 4], "sha256": INPUT_SHA}]
+    argv = invocations.benchmark_argv(
+        TOOL["benchmark_model"], MODEL, CONFIGS["gpu-fp16"], {"inputs": items}
+    )
+    v = _check(argv, BENCHMARK_MODEL_FLAGS)
+    remote = invocations.input_path(INPUT_SHA)
+    assert v["input_layer"] == "serving_default_input_1:0"
+    assert v["input_layer_shape"] == "1,4"
+    assert v["input_layer_value_files"] == f"serving_default_input_1::0:{remote}"
+
+
 @pytest.mark.parametrize(
     "item",
     [
         {"layer": "a,b", "shape": [1], "sha256": INPUT_SHA},
         {"layer": "a b", "shape": [1], "sha256": INPUT_SHA},
-        {"layer": "out:0", "shape": [1], "sha256": INPUT_SHA},  # ':' splits value files
         {"layer": "a", "shape": [], "sha256": INPUT_SHA},
         {"layer": "a", "shape": [1, -2], "sha256": INPUT_SHA},
         {"layer": "a", "shape": [1], "sha256": "../x"},
@@ -184,13 +197,79 @@ def test_benchmark_warns_on_unknown_flags_and_needs_graph(phone: SimulatedPhone)
     assert "Please specify the name of your TF Lite input file with --graph" in out
 
 
-def test_benchmark_needs_the_pushed_value_files(phone: SimulatedPhone) -> None:
+def one_input_model(name: str) -> bytes:
+    """y = x * 2 on (1, 4) floats, its input tensor called `name`."""
+    import numpy as np
+
+    from delegate_runtime.builder import ModelBuilder
+
+    b = ModelBuilder()
+    g = b.main
+    x = g.input(name, (1, 4), np.float32)
+    y = g.tensor("y", (1, 4), np.float32)
+    g.op("MUL", [x, g.const("w", np.full((1, 4), 2.0, np.float32))], [y])
+    g.output(y)
+    return b.build()
+
+
+VALUES = "/data/local/tmp/devicefarm/inputs/v.bin"
+#: benchmark_model --graph=/m.tflite with one input, as the phone's tool reads the flags.
+INPUT_LINES = {
+    "escaped": ("--input_layer=in:0 --input_layer_shape=1,4 "
+                f"--input_layer_value_files=in::0:{VALUES}"),
+    "unescaped": ("--input_layer=in:0 --input_layer_shape=1,4 "
+                  f"--input_layer_value_files=in:0:{VALUES}"),
+    "escaped in --input_layer too": ("--input_layer=in::0 --input_layer_shape=1,4 "
+                                     f"--input_layer_value_files=in::0:{VALUES}"),
+    "another name": ("--input_layer=other --input_layer_shape=1,4 "
+                     f"--input_layer_value_files=other:{VALUES}"),
+    "not an input layer": ("--input_layer=in:0 --input_layer_shape=1,4 "
+                           f"--input_layer_value_files=other:{VALUES}"),
+    "two shapes for one name": ("--input_layer=in:0 --input_layer_shape=1,4:1,4 "
+                                f"--input_layer_value_files=in::0:{VALUES}"),
+    "value file missing": ("--input_layer=in:0 --input_layer_shape=1,4 "
+                           "--input_layer_value_files=in::0:/data/local/tmp/none.bin"),
+    "value file of the wrong size": ("--input_layer=in:0 --input_layer_shape=1,4 "
+                                     f"--input_layer_value_files=in::0:{VALUES}8"),
+    "rank differs": ("--input_layer=in:0 --input_layer_shape=4 "
+                     f"--input_layer_value_files=in::0:{VALUES}"),
+}  # fmt: skip
+#: line -> (exit status, what the real tool prints: benchmark_tflite_model.cc, logging.h)
+INPUT_OUTCOMES = {
+    "escaped": (0, "count="),
+    "unescaped": (1, f"ERROR: in:0:{VALUES} contains more than one delimiter."),
+    "escaped in --input_layer too": (
+        134, "FATAL: Cannot find the corresponding input_layer name(in:0) in --input_layer as in::0"
+    ),
+    "another name": (0, "WARN: Tensor # 0 is named in:0 but flags call it other"),
+    "not an input layer": (
+        134, "FATAL: Cannot find the corresponding input_layer name(other) in --input_layer as in:0"
+    ),
+    "two shapes for one name": (1, "must match the number of items in --input_layer (in:0, with 1 items)"),
+    "value file missing": (
+        134, "FATAL: Failed to read the input_layer_value_file:/data/local/tmp/none.bin"
+    ),
+    "value file of the wrong size": (
+        134, f"FATAL: The size of {VALUES}8 is 8 bytes. It should be 16 bytes."
+    ),
+    "rank differs": (1, "ERROR: Input tensor #0 should have 2 dimensions!"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(INPUT_LINES))
+def test_benchmark_reads_input_layer_flags_as_the_real_tool(
+    phone: SimulatedPhone, case: str
+) -> None:
+    phone.fs.write("/data/local/tmp/m.tflite", one_input_model("in:0"))
+    phone.fs.write(VALUES, b"\0" * 16, mkdirs=True)
+    phone.fs.write(f"{VALUES}8", b"\0" * 8, mkdirs=True)
     line = (
-        "/data/local/tmp/benchmark_model --graph=/x --input_layer=a --input_layer_shape=1 "
-        "--input_layer_value_files=a:/data/local/tmp/devicefarm/inputs/none.bin"
+        "/data/local/tmp/benchmark_model --graph=/data/local/tmp/m.tflite --num_runs=2 "
+        f"--warmup_runs=1 --min_secs=0 --warmup_min_secs=0 {INPUT_LINES[case]}"
     )
     status, out = _run(phone, line)
-    assert status == 1 and "input layer value file" in out
+    want_status, want_text = INPUT_OUTCOMES[case]
+    assert (status, want_text in out) == (want_status, True), out
 
 
 def test_profile_rows_name_the_backend() -> None:

@@ -15,8 +15,9 @@ from farm_core.configs import RunConfig
 #: The runner's folder on the phone (the shell user can write /data/local/tmp).
 REMOTE_DIR = "/data/local/tmp/devicefarm"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-#: A layer name benchmark_model can take: its lists split on ',' and ':'.
-_LAYER = re.compile(r"^[A-Za-z0-9_./;-]+$")
+#: A layer name benchmark_model can take: --input_layer splits on ',' (a name's ':' is
+#: escaped where the tool splits on it: value_files, below).
+_LAYER = re.compile(r"^[A-Za-z0-9_./;:-]+$")
 #: The job setting with the user's own inputs (see `user_inputs`).
 INPUTS = "inputs"
 #: Most timed runs of the op-profiling pass (its tables average over them).
@@ -54,7 +55,7 @@ def user_inputs(settings: dict) -> list[dict[str, Any]]:
     for item in settings.get(INPUTS) or []:
         layer, shape = str(item.get("layer", "")), item.get("shape") or []
         if not _LAYER.match(layer):
-            raise JobError(f"input layer name {layer!r}: use letters, digits and _./;- only")
+            raise JobError(f"input layer name {layer!r}: use letters, digits and _./;:- only")
         if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
             raise JobError(f"input layer {layer}: shape {shape!r} is not positive integers")
         out.append({"layer": layer, "shape": list(shape), "sha256": _checked(item.get("sha256"))})
@@ -112,10 +113,16 @@ def _benchmark_argv(
             _flag("input_layer_shape", ":".join(",".join(map(str, i["shape"])) for i in inputs)),
             _flag(
                 "input_layer_value_files",
-                ",".join(f"{i['layer']}:{input_path(i['sha256'])}" for i in inputs),
+                ",".join(f"{_escaped(i['layer'])}:{input_path(i['sha256'])}" for i in inputs),
             ),
         ]
     return argv
+
+
+def _escaped(layer: str) -> str:
+    """A name as `--input_layer_value_files` takes it: each ':' written '::' (the tool splits
+    an item at its one unescaped ':'; SplitInputLayerNameAndValueFile)."""
+    return layer.replace(":", "::")
 
 
 def _delegate_flags(config: RunConfig) -> list[str]:

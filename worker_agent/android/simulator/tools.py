@@ -15,9 +15,11 @@ import tempfile
 import threading
 from pathlib import Path
 
+import numpy as np
+
 from delegate_runtime.errors import DevicefarmError
 
-from . import delegate_profile, flags
+from . import delegate_profile, flags, input_layers
 from .fs import FsError
 from .shell import CANNOT_EXECUTE, Command, Context
 from .transport import StreamClosed
@@ -102,6 +104,9 @@ def _run_on_model(ctx: Context, phone_path: str, body) -> int:
         try:
             body(path, out)
             status = 0
+        except input_layers.ToolExit as exc:  # the tool's own checks, with its own words
+            out.write(exc.text)
+            status = exc.status
         except DevicefarmError as exc:
             out.write(f"ERROR: {exc}\n")
             status = 1
@@ -128,15 +133,10 @@ def _parse_flags(ctx: Context, tool: str) -> flags.Parsed | None:
     return parsed
 
 
-def _missing_value_files(ctx: Context, spec: str) -> list[str]:
-    """Files of `--input_layer_value_files=name:path,...` that are not on the phone."""
-    paths = [item.partition(":")[2] for item in spec.split(",") if item]
-    return [p for p in paths if not ctx.phone.fs.exists(p)]
-
-
 def benchmark_model(ctx: Context) -> int:
     from delegate_runtime.reader import load_model
-    from delegate_runtime.tools.benchmark import BenchmarkOptions, run_benchmark
+    from delegate_runtime.tools.benchmark import INPUT_SEED, BenchmarkOptions, run_benchmark
+    from delegate_runtime.tools.inputs import benchmark_inputs
 
     parsed = _parse_flags(ctx, "benchmark_model")
     if parsed is None:
@@ -151,11 +151,16 @@ def benchmark_model(ctx: Context) -> int:
             "ERROR: Benchmarking failed.\n"
         )
         return 1
-    missing = _missing_value_files(ctx, v["input_layer_value_files"])
-    if missing:  # NOTE: our wording; the real tool fails too when a file cannot be read
-        ctx.write(f"ERROR: Could not read input layer value file {missing[0]}\n")
-        ctx.write("ERROR: Benchmarking failed.\n")
-        return 1
+    try:  # ValidateParams: the input flags are read before the model is
+        layers = input_layers.parse(
+            v["input_layer"],
+            v["input_layer_shape"],
+            v["input_layer_value_range"],
+            v["input_layer_value_files"],
+        )
+    except input_layers.ToolExit as exc:
+        ctx.write(exc.text + ("ERROR: Benchmarking failed.\n" if exc.status == 1 else ""))
+        return exc.status
     if not _start(ctx):
         return 143
     if ctx.phone.profile.faults.garbage == "noise":
@@ -178,13 +183,27 @@ def benchmark_model(ctx: Context) -> int:
         report_measurement=False,
     )
 
+    def user_values(path: str, out: _Output) -> list[np.ndarray] | None:
+        """Init and PrepareInputData's checks and values, with input flags given."""
+        if not layers:
+            return None
+        model = load_model(path)
+        return input_layers.values(
+            model,
+            layers,
+            ctx.phone.fs.read,
+            out.write,
+            lambda: benchmark_inputs(model, np.random.default_rng(INPUT_SEED)),
+        )
+
     def body(path: str, out: _Output) -> None:
+        inputs = user_values(path, out)
         if not options.enable_op_profiling:
-            run_benchmark(path, options, progress=_cancel_check(ctx), out=out)
+            run_benchmark(path, options, progress=_cancel_check(ctx), out=out, inputs=inputs)
             return
         # the profile as a phone's TFLite prints it: a node per delegated partition
         held = delegate_profile.HeldProfile(out)
-        result = run_benchmark(path, options, progress=_cancel_check(ctx), out=held)
+        result = run_benchmark(path, options, progress=_cancel_check(ctx), out=held, inputs=inputs)
         model = load_model(path)
         delegates = (
             delegate_profile.delegate_nodes(
