@@ -50,6 +50,7 @@ ROUTES = [
     Route("/v1/campaigns/{campaign:int}", routes.campaign_status, methods=["GET"]),
     Route("/v1/campaigns/{campaign:int}/results", routes.campaign_results, methods=["GET"]),
     Route("/v1/campaigns/{campaign:int}/gate", routes.campaign_gate, methods=["GET"]),
+    Route("/v1/campaigns/{campaign:int}/gate", routes.keep_gate, methods=["POST"]),
     Route("/v1/campaigns/{campaign:int}/confirm", routes.confirm_campaign, methods=["POST"]),
     Route("/v1/campaigns/{campaign:int}/cancel", routes.cancel_campaign, methods=["POST"]),
     Route("/v1/campaigns/{campaign:int}/rerun", routes.rerun_campaign, methods=["POST"]),

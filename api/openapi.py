@@ -43,6 +43,31 @@ _SUBMIT_FIELDS: dict[str, Any] = {
     "max_model_mb": {"type": "number", "description": "a model cap below the server's"},
 }
 
+_GATE_QUERY = [
+    _CAMPAIGN,
+    _query("baseline", {"type": "string"}, "a campaign id or name to judge against"),
+    _query("regression_threshold", {"type": "number", "default": 5}, "percent"),
+    _query(
+        "no_confirm",
+        {"type": "boolean"},
+        "a suspect is a regression without a confirmation (default: one is needed, POST "
+        ".../confirm)",
+    ),
+]
+_ENDED = _query(
+    "ended", {"type": "string", "maxLength": 200}, "why the wait ended early (said in the JUnit)"
+)
+_VERDICT = {
+    "type": "object",
+    "properties": {
+        "exit_code": {"type": "integer"},
+        "running": {"type": "integer"},
+        "kept": {"type": "boolean"},
+        "lines": {"type": "array", "items": {"type": "string"}},
+        "junit": {"type": "string"},
+    },
+}
+
 OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {
@@ -109,7 +134,20 @@ OPENAPI: dict[str, Any] = {
                                     "model": {
                                         "type": "array",
                                         "items": {"type": "string", "format": "binary"},
-                                    }
+                                    },
+                                    "input": {
+                                        "type": "array",
+                                        "items": {"type": "string"},
+                                        "description": "each input value file's LAYER:SHAPE "
+                                        "(as --input; empty for an .npz), its `input_file` "
+                                        "part after it",
+                                    },
+                                    "input_file": {
+                                        "type": "array",
+                                        "items": {"type": "string", "format": "binary"},
+                                        "description": "the raw values (or an .npz), after "
+                                        "its `input` field",
+                                    },
                                 }
                                 | _SUBMIT_FIELDS,
                                 "required": ["model"],
@@ -175,37 +213,19 @@ OPENAPI: dict[str, Any] = {
         "/v1/campaigns/{campaign}/gate": {
             "get": {
                 "summary": "the CI gate's verdict: exit code (0 passed, 1 failed, 3 regressed), "
-                "summary lines and JUnit XML",
+                "summary lines and JUnit XML (jobs not ended are errors)",
                 "security": _READ,
-                "parameters": [
-                    _CAMPAIGN,
-                    _query(
-                        "baseline", {"type": "string"}, "a campaign id or name to judge against"
-                    ),
-                    _query("regression_threshold", {"type": "number", "default": 5}, "percent"),
-                    _query(
-                        "no_confirm",
-                        {"type": "boolean"},
-                        "a suspect is a regression without a confirmation (default: one is "
-                        "needed, POST .../confirm)",
-                    ),
-                ],
-                "responses": {
-                    "200": _json(
-                        {
-                            "type": "object",
-                            "properties": {
-                                "exit_code": {"type": "integer"},
-                                "running": {"type": "integer"},
-                                "lines": {"type": "array", "items": {"type": "string"}},
-                                "junit": {"type": "string"},
-                            },
-                        },
-                        "the verdict",
-                    )
-                }
-                | _errors(400, 401, 404),
-            }
+                "parameters": [*_GATE_QUERY, _ENDED],
+                "responses": {"200": _json(_VERDICT, "the verdict")} | _errors(400, 401, 404),
+            },
+            "post": {
+                "summary": "the verdict as GET gives it, kept with the campaign (`kept`; not "
+                "while a job runs): `status` and `results` show it, as after `submit --wait`",
+                "security": _WRITE,
+                "parameters": _GATE_QUERY,
+                "responses": {"200": _json(_VERDICT, "the verdict")}
+                | _errors(400, 401, 403, 404, 415),
+            },
         },
         "/v1/campaigns/{campaign}/confirm": {
             "post": {

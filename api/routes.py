@@ -22,7 +22,7 @@ from delegate_runtime.errors import DevicefarmError, JobError
 from .auth import authenticate
 from .errors import ApiError
 from .openapi import OPENAPI
-from .uploads import MAX_FIELDS, MAX_MODELS, ModelFolder, Params
+from .uploads import MAX_FIELDS, MAX_MODELS, InputFolder, ModelFolder, Params
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -103,18 +103,39 @@ def _model_cap(farm: Any, params: Params) -> int:
     return cap if asked is None or asked <= 0 else min(cap, int(asked * 1024**2))
 
 
-async def _read_models(request: Request, folder_path: str) -> tuple[ModelFolder, Params]:
+async def _read_models(
+    request: Request, folder_path: str
+) -> tuple[ModelFolder, Params, InputFolder]:
+    """The models, the parameters and the input value files of a submission."""
+    from farm_core.user_inputs import MAX_INPUTS
+
     farm = _farm(request)
     ctype = _content_type(request)
+    inputs = InputFolder(Path(folder_path) / "inputs")
     if ctype == MULTIPART:
-        async with request.form(max_files=MAX_MODELS, max_fields=MAX_FIELDS) as form:
+        async with request.form(
+            max_files=MAX_MODELS + MAX_INPUTS, max_fields=MAX_FIELDS + MAX_INPUTS
+        ) as form:
             params = Params(request.query_params, form)
             folder = ModelFolder(folder_path, _model_cap(farm, params))
+            specs = [v for v in form.getlist("input") if isinstance(v, str)]
             for key, value in form.multi_items():
-                if isinstance(value, UploadFile):
-                    if key != "model":
-                        raise ApiError(400, f"unexpected file part {key[:40]!r} (models: 'model')")
+                if not isinstance(value, UploadFile):
+                    continue
+                if key == "model":
                     await folder.add_upload(value)
+                elif key == "input_file" and len(inputs.values) < len(specs):
+                    await inputs.add_upload(specs[len(inputs.values)], value)
+                elif key == "input_file":
+                    raise ApiError(400, "each 'input_file' part needs an 'input' field before it")
+                else:
+                    raise ApiError(
+                        400,
+                        f"unexpected file part {key[:40]!r} (models: 'model', inputs: "
+                        "'input_file')",
+                    )
+            if len(specs) != len(inputs.values):
+                raise ApiError(400, "each 'input' field needs its 'input_file' part")
     elif ctype == RAW:
         params = Params(request.query_params)
         folder = ModelFolder(folder_path, _model_cap(farm, params))
@@ -123,7 +144,7 @@ async def _read_models(request: Request, folder_path: str) -> tuple[ModelFolder,
         raise ApiError(415, f"submit takes {MULTIPART} or {RAW}, not {ctype or 'no type'}")
     if not folder.paths:
         raise ApiError(400, "no model: send 'model' file parts, or the model as the raw body")
-    return folder, params
+    return folder, params, inputs
 
 
 def _submit(farm: Any, paths: list[Path], **kwargs: Any) -> Any:
@@ -139,7 +160,7 @@ async def submit_campaign(request: Request) -> Response:
 
     user = authenticate(request, _farm(request).tokens, write=True)
     with tempfile.TemporaryDirectory(prefix="devicefarm-api-") as tmp:
-        folder, params = await _read_models(request, tmp)
+        folder, params, inputs = await _read_models(request, tmp)
         default = RunSettings()
         settings = RunSettings(
             num_runs=params.integer("runs", default.num_runs),
@@ -154,13 +175,18 @@ async def submit_campaign(request: Request) -> Response:
             "name": params.text("name"),
             "model_name": params.text("model_name"),
             "max_model_bytes": folder.max_bytes,
+            "inputs": inputs.values,
         }
         params.check()
         try:
             sub = await _call(_submit, _farm(request), folder.paths, **kwargs)
         except ApiError as exc:  # name the uploads as sent, not by their folder here
+
+            def unfold(text: str) -> str:
+                return _unfold(text, folder.folder, inputs.names)
+
             raise ApiError(
-                exc.status, _unfold(exc.message, tmp), [_unfold(e, tmp) for e in exc.errors]
+                exc.status, unfold(exc.message), [unfold(e) for e in exc.errors]
             ) from exc
     log.info("%s submitted campaign %d (%d jobs)", user.name, sub.campaign_id, sub.jobs)
     body = {
@@ -173,11 +199,14 @@ async def submit_campaign(request: Request) -> Response:
     return Json(body, status_code=201)
 
 
-def _unfold(text: str, folder: str) -> str:
-    """`<folder>/<i>/name.tflite` -> `name.tflite` in a message."""
+def _unfold(text: str, folder: Path, inputs: dict[str, str]) -> str:
+    """`<folder>/<i>/name.tflite` -> `name.tflite` in a message; a saved input value file
+    -> the name it was sent under."""
     import re
 
-    return re.sub(re.escape(folder.rstrip("/")) + r"/\d+/", "", text)
+    for path, name in inputs.items():
+        text = text.replace(path, name)
+    return re.sub(re.escape(str(folder).rstrip("/")) + r"/\d+/", "", text)
 
 
 # --- status, results, cancel, re-run ---------------------------------------------------
@@ -230,9 +259,17 @@ async def campaign_results(request: Request) -> Response:
 
 
 def _gate(
-    engine: Any, campaign: int, baseline: str | None, threshold: float, confirm: bool
+    engine: Any,
+    campaign: int,
+    baseline: str | None,
+    threshold: float,
+    confirm: bool,
+    ended: str = "",
+    keep: bool = False,
 ) -> dict:
-    from orchestrator import gate, junit
+    """The gate's verdict as the API serves it; `keep`: also keep it with the campaign
+    (orchestrator.verdicts), as `submit --wait` does."""
+    from orchestrator import gate, junit, verdicts
 
     try:
         report = gate.evaluate(engine, campaign, baseline, threshold=threshold, confirm=confirm)
@@ -242,9 +279,14 @@ def _gate(
         "campaign": campaign,
         "exit_code": report.exit_code,
         "running": gate.still_running(engine, campaign),
+        "kept": verdicts.record(engine, report) if keep else False,
         "lines": gate.summary_lines(report),
-        "junit": junit.to_xml(report).decode("utf-8"),
+        "junit": junit.to_xml(report, ended).decode("utf-8"),
     }
+
+
+#: The most characters of `ended` (why a client's wait ended early, said in the JUnit).
+MAX_ENDED_CHARS = 200
 
 
 def _gate_params(request: Request) -> tuple[Params, str | None, float]:
@@ -260,14 +302,35 @@ def _gate_params(request: Request) -> tuple[Params, str | None, float]:
 
 
 async def campaign_gate(request: Request) -> Response:
-    """The CI gate's verdict on a campaign: exit code, summary lines and JUnit XML."""
+    """The CI gate's verdict on a campaign: exit code, summary lines and JUnit XML (its
+    unfinished jobs as errors, saying `?ended=` why the wait ended)."""
     farm = _farm(request)
     authenticate(request, farm.tokens, write=False)
     params, baseline, threshold = _gate_params(request)
     confirm = not params.flag("no_confirm")
+    ended = params.text("ended")
+    if len(ended) > MAX_ENDED_CHARS:
+        params.errors.append(f"ended: at most {MAX_ENDED_CHARS} characters")
     params.check()
     campaign = request.path_params["campaign"]
-    body = await _call(_gate, farm.engine, campaign, baseline, threshold, confirm)
+    body = await _call(_gate, farm.engine, campaign, baseline, threshold, confirm, ended)
+    return Json(body)
+
+
+async def keep_gate(request: Request) -> Response:
+    """Judge the campaign as GET .../gate does and keep the verdict with it (`kept`: false
+    while a job has not ended), as `submit --wait` does; `status` and `results` show it."""
+    farm = _farm(request)
+    user = authenticate(request, farm.tokens, write=True)
+    _no_body(request)
+    params, baseline, threshold = _gate_params(request)
+    confirm = not params.flag("no_confirm")
+    params.check()
+    campaign = request.path_params["campaign"]
+    body = await _call(_gate, farm.engine, campaign, baseline, threshold, confirm, keep=True)
+    if body["kept"]:
+        log.info("%s kept the gate's verdict on campaign %d: exit %d", user.name, campaign,
+                 body["exit_code"])  # fmt: skip
     return Json(body)
 
 

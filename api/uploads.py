@@ -1,5 +1,6 @@
-"""Submission input from a request: model uploads (multipart parts or a raw body) saved
-under a temporary folder by checked file names, and the form's parameters typed."""
+"""Submission input from a request: model uploads (multipart parts or a raw body) and input
+value files (`input_file` parts, each after its `input` field) saved under a temporary
+folder by checked file names, and the form's parameters typed."""
 
 from __future__ import annotations
 
@@ -78,13 +79,56 @@ class ModelFolder:
         name = checked_file_name(upload.filename)
         if upload.size is not None and upload.size > self.max_bytes:
             raise self._over(name)
-        size = 0
         with self._open(name) as f:
-            while chunk := await upload.read(COPY_CHUNK_BYTES):
-                size += len(chunk)
-                if size > self.max_bytes:
-                    raise self._over(name)
-                f.write(chunk)
+            await _copy(upload, f, self.max_bytes, lambda: self._over(name))
+
+
+async def _copy(upload: UploadFile, f: Any, max_bytes: int, over: Callable[[], ApiError]) -> None:
+    size = 0
+    while chunk := await upload.read(COPY_CHUNK_BYTES):
+        size += len(chunk)
+        if size > max_bytes:
+            raise over()
+        f.write(chunk)
+
+
+class InputFolder:
+    """A submission's input value files, as `--input` takes them: each `input_file` part
+    follows its `input` field (`LAYER:SHAPE`, or empty for an .npz). Each is saved as
+    `<folder>/<index>/values.bin` (or `values.npz`), refused with 413 over the input cap;
+    `values` are the `--input` values that name the saved files, `names` maps each saved
+    path to the name it was sent under (for messages)."""
+
+    def __init__(self, folder: str | os.PathLike[str]):
+        from farm_core.user_inputs import MAX_INPUT_BYTES
+
+        self.folder, self.max_bytes = Path(folder), MAX_INPUT_BYTES
+        self.values: list[str] = []
+        self.names: dict[str, str] = {}
+
+    async def add_upload(self, spec: str, upload: UploadFile) -> None:
+        """One value file, with its `input` field's `LAYER:SHAPE` (or "" for an .npz)."""
+        from farm_core.user_inputs import MAX_INPUTS
+
+        name = checked_file_name(upload.filename)
+        if len(self.values) >= MAX_INPUTS:
+            raise ApiError(400, f"at most {MAX_INPUTS} input value files in one submission")
+        npz = not spec
+        if npz and not name.lower().endswith(".npz"):
+            raise ApiError(400, f"input file {name}: give its LAYER:SHAPE, or send an .npz")
+        sub = self.folder / str(len(self.values))
+        sub.mkdir(parents=True)
+        path = sub / ("values.npz" if npz else "values.bin")
+
+        def over() -> ApiError:
+            return ApiError(413, f"input file {name}: over the {_mib(self.max_bytes)} input cap")
+
+        if upload.size is not None and upload.size > self.max_bytes:
+            raise over()
+        with path.open("xb") as f:
+            await _copy(upload, f, self.max_bytes, over)
+        self.values.append(str(path) if npz else f"{spec}:{path}")
+        self.names[str(path)] = name
 
 
 class Params:

@@ -2,8 +2,9 @@
 
 A SQLite file and kombu's filesystem broker under DEVICEFARM_HOME (./.devicefarm), a local
 agent with its consumer processes, and the reconciler in this process: the same tasks and
-code paths as the distributed mode. Progress is printed as jobs finish, then the
-per-device, per-configuration comparison table.
+code paths as the distributed mode. Progress is printed as jobs run and finish (from the
+database, as in the distributed mode), then the per-device, per-configuration comparison
+table.
 """
 
 from __future__ import annotations
@@ -15,22 +16,21 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine, select
 
-from farm_core.celery_app import queue_for
 from farm_core.configs import DEFAULT_CONFIGS
 from farm_core.database import open_database
 from farm_core.dispatch import CeleryDispatcher
-from farm_core.schema import TERMINAL_STATES, Job
+from farm_core.schema import Job
 from farm_core.settings import Timing, default_broker_url, default_db_url, home
 from orchestrator.probes import probe_for
 from orchestrator.reconciler import reconcile
 from orchestrator.report import campaign_rows, format_table
 from orchestrator.submit import RunSettings, SubmissionError, read_models, submit
 
+from .wait_lines import CampaignLines, JobView
+
 #: How often progress is polled and the reconciler runs.
 POLL_S = 0.25
 RECONCILE_EVERY_S = 2.0
-#: How often a running job's progress is shown (its runner writes a line as often).
-RUNNING_EVERY_S = 10.0
 
 
 @dataclass
@@ -44,38 +44,48 @@ def _key_selector(keys: Sequence[str]) -> str:
     return "key=" + "|".join(sorted(keys))
 
 
-def _job_seconds(row) -> float | None:
-    """How long the job itself ran (claimed to finished), when both are known."""
-    if row.started_at is None or row.finished_at is None:
-        return None
-    return (row.finished_at - row.started_at).total_seconds()
+def _jobs(engine: Engine, campaign_id: int) -> list[JobView]:
+    """The campaign's jobs as a wait shows them."""
+    from farm_core.schema import Result, StoredModel
 
-
-def _progress_line(done: int, total: int, row, elapsed_s: float) -> str:
-    """`[3/6] cpu:ref gpu-fp32: succeeded avg 1.234 ms, took 4.2 s (t+9.4 s)`: t+ is the
-    time since the campaign started, `took` the job's own run."""
-    figure = f"avg {row.avg_us / 1000:.3f} ms" if row.avg_us is not None else ""
-    why = (row.reason or "").splitlines()[0][:100] if row.state != "succeeded" else ""
-    took = _job_seconds(row)
-    parts = [x for x in (figure or why, f"took {took:.1f} s" if took is not None else "") if x]
-    detail = f" {', '.join(parts)}" if parts else ""
-    return (
-        f"[{done}/{total}] {row.device_key} {row.config}: {row.state}{detail} (t+{elapsed_s:.1f} s)"
-    )
-
-
-def _running_line(row, progress: str | None, elapsed_s: float) -> str:
-    """`  cpu:ref cpu: running, benchmark: 12/50 runs, 3.31 s/run, 40 s (t+52.0 s)`."""
-    return f"  {row.device_key} {row.config}: running, {progress} (t+{elapsed_s:.1f} s)"
-
-
-def _waiting_line(row, elapsed_s: float) -> str:
-    """`  android:X cpu: waiting for a matching device ... (t+9.4 s)`."""
-    why = (row.reason or "").splitlines()[0][:160]
-    return (
-        f"  {row.device_key} {row.config}: {why}; it stays queued until a device of the same "
-        f"hardware is online (Ctrl-C leaves it queued) (t+{elapsed_s:.1f} s)"
-    )
+    with engine.begin() as conn:
+        rows = conn.execute(
+            select(
+                Job.id,
+                Job.state,
+                Job.device_key,
+                Job.config,
+                Job.reason,
+                Job.progress,
+                Job.model_sha256,
+                Job.model_name,
+                StoredModel.name,
+                Job.started_at,
+                Job.finished_at,
+                Result.avg_us,
+            )
+            .join(StoredModel, StoredModel.sha256 == Job.model_sha256)
+            .outerjoin(Result, (Result.job_id == Job.id) & (Result.attempt == Job.attempt))
+            .where(Job.campaign_id == campaign_id)
+            .order_by(Job.id)
+        ).all()
+    return [
+        JobView(
+            r.id,
+            r.model_sha256,
+            r.model_name or r.name,
+            r.device_key,
+            r.config,
+            r.state,
+            r.reason or "",
+            r.progress or "",
+            None if r.avg_us is None else r.avg_us / 1000,
+            (r.finished_at - r.started_at).total_seconds()
+            if r.started_at is not None and r.finished_at is not None
+            else None,
+        )
+        for r in rows
+    ]
 
 
 def wait_for_campaign(
@@ -84,52 +94,20 @@ def wait_for_campaign(
     say: Callable[[str], None],
     reconcile_pass: Callable,
     timeout_s: float | None = None,
-    progress_of: Callable[[str, int], str | None] | None = None,
 ) -> None:
-    """Print each job as it ends, and every RUNNING_EVERY_S the newest progress line
-    (`progress_of(device_key, job_id)`) of jobs still running; run the reconciler
-    meanwhile; return when all ended."""
-    from farm_core.jobs import WAITING
-    from farm_core.schema import RUNNING, Result
-
+    """Print each job as it ends, a running job's progress as its worker stores it
+    (`jobs.progress`) and a job waiting for a device (wait_lines.CampaignLines); run the
+    reconciler meanwhile; return when all ended (TimeoutError after `timeout_s`)."""
     start = time.monotonic()
-    seen: set[int] = set()
-    shown: dict[int, str] = {}  # job -> its progress line last shown
-    last_reconcile = last_running = start
+    lines = CampaignLines()
+    last_reconcile = start
     while True:
-        with engine.begin() as conn:
-            rows = conn.execute(
-                select(
-                    Job.id,
-                    Job.state,
-                    Job.device_key,
-                    Job.config,
-                    Job.reason,
-                    Job.started_at,
-                    Job.finished_at,
-                    Result.avg_us,
-                )
-                .outerjoin(Result, (Result.job_id == Job.id) & (Result.attempt == Job.attempt))
-                .where(Job.campaign_id == campaign_id)
-                .order_by(Job.id)
-            ).all()
-        for r in rows:
-            if r.state in TERMINAL_STATES and r.id not in seen:
-                seen.add(r.id)
-                say(_progress_line(len(seen), len(rows), r, time.monotonic() - start))
-            elif (r.reason or "").endswith(WAITING) and shown.get(r.id) != r.reason:
-                shown[r.id] = r.reason
-                say(_waiting_line(r, time.monotonic() - start))
-        if len(seen) == len(rows):
-            return
+        jobs = _jobs(engine, campaign_id)
         now = time.monotonic()
-        if progress_of is not None and now - last_running >= RUNNING_EVERY_S:
-            last_running = now
-            for r in rows:
-                line = progress_of(r.device_key, r.id) if r.state == RUNNING else None
-                if line and shown.get(r.id) != line:
-                    shown[r.id] = line
-                    say(_running_line(r, line, now - start))
+        for line in lines.update(jobs, now - start):
+            say(line)
+        if lines.done(jobs):
+            return
         if now - last_reconcile >= RECONCILE_EVERY_S:
             reconcile_pass()
             last_reconcile = now
@@ -157,7 +135,6 @@ def run_local(
     consumer on CPUs of its own (default: $DEVICEFARM_PIN_CPUS; worker_agent/cpu_sets.py)."""
     from worker_agent.agent import Agent
     from worker_agent.discovery import discover
-    from worker_agent.runners.job_progress import latest_line
 
     db_url = db_url or default_db_url()
     broker_url = broker_url or default_broker_url()
@@ -210,7 +187,6 @@ def run_local(
                 say,
                 lambda: reconcile(engine, dispatcher, probe, timing),
                 timeout_s,
-                progress_of=lambda key, job: latest_line(log_dir / f"{queue_for(key)}.log", job),
             )
         except BaseException:
             from farm_core.jobs import cancel

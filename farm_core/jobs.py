@@ -45,6 +45,8 @@ from .settings import BACKOFF_BASE_S, BACKOFF_MAX_S, MAX_FAILURES, Timing
 from .text_safety import storable, storable_text
 
 WAITING = "waiting for a matching device"
+#: The most characters of a progress line stored (a runner's stage name is free text).
+PROGRESS_CHARS = 200
 #: Core tables: statements on them skip the ORM's per-statement value coercion (hot path).
 JOBS = Job.__table__
 _CLAIM = (
@@ -60,6 +62,7 @@ _CLAIM = (
         lease_expires_at=bindparam("lease"),
         started_at=bindparam("now"),
         updated_at=bindparam("now"),
+        progress="",
     )
     .returning(
         JOBS.c.id,
@@ -219,6 +222,7 @@ def claim(
             failures=failures,
             reason=f"restarted: {reason}",
             updated_at=now,
+            progress="",
         )
         .returning(*cols)
     ).first()
@@ -232,13 +236,18 @@ def renew_lease(
     worker: str,
     lease_s: float,
     now: datetime | None = None,
+    progress: str | None = None,
 ) -> bool:
-    """Extend a running job's lease; False when the job is no longer this worker's."""
+    """Extend a running job's lease, and store its newest `progress` line when given;
+    False when the job is no longer this worker's."""
     now = now or utcnow()
+    values: dict[str, Any] = {"lease_expires_at": now + timedelta(seconds=lease_s)}
+    if progress is not None:
+        values["progress"] = storable_text(progress)[:PROGRESS_CHARS]
     res = conn.execute(
         update(JOBS)
         .where(Job.id == job_id, Job.attempt == attempt, Job.state == RUNNING, Job.worker == worker)
-        .values(lease_expires_at=now + timedelta(seconds=lease_s))
+        .values(**values)
     )
     return res.rowcount == 1
 

@@ -106,6 +106,8 @@ class Campaign(Base):
     settings: Mapped[dict[str, Any]]  #: num_runs, warmup_runs, diff_runs, time limits...
     priority: Mapped[int] = mapped_column(Integer, default=0)
     cancelled: Mapped[bool] = mapped_column(default=False)
+    #: the CI gate's verdict as `submit --wait` kept it (orchestrator.verdicts); {} for none
+    gate: Mapped[dict[str, Any]] = mapped_column(server_default="{}")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
@@ -135,6 +137,8 @@ class Job(Base):
     worker: Mapped[str] = mapped_column(String(255), default="")
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     reason: Mapped[str] = mapped_column(Text, default="")  #: why it is in its state
+    #: a running job's newest progress line (its worker's lease thread writes it)
+    progress: Mapped[str] = mapped_column(Text, default="", server_default="")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)

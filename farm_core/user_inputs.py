@@ -54,7 +54,9 @@ class UserInput:
         }
 
 
-def _read_capped(path: str, errors: list[str]) -> bytes | None:
+def read_file(path: str, errors: list[str]) -> bytes | None:
+    """A value file's bytes if it is a regular file of at most MAX_INPUT_BYTES; else None,
+    the problem added to `errors`."""
     try:
         info = os.stat(path)
     except OSError as exc:
@@ -83,32 +85,45 @@ def _shape(text: str) -> tuple[int, ...] | None:
     return dims if dims and all(0 < d < 2**31 for d in dims) else None
 
 
+def split_value(value: str) -> tuple[str, str, str] | None:
+    """One `--input` value as (layer, shape text, file), ("", "", file) for an .npz; None
+    when it is neither `LAYER:SHAPE:FILE` nor an .npz. The layer is everything before the
+    last two ':' (a converter's names hold ':', `serving_default_input_1:0`)."""
+    if value.lower().endswith(".npz") and value.count(":") < 2:
+        return "", "", value
+    parts = value.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0]:
+        return None
+    layer, shape_text, path = parts
+    return layer, shape_text, path
+
+
 def _given(values: Sequence[str], errors: list[str]) -> list[tuple[str, tuple | None, Any]]:
     """(layer, shape or None, raw bytes or an array) for each value of `--input`."""
     out: list[tuple[str, tuple | None, Any]] = []
     for value in values:
-        if value.lower().endswith(".npz") and value.count(":") < 2:
-            data = _read_capped(value, errors)
+        split = split_value(value)
+        if split is None:
+            errors.append(
+                f"--input {value!r}: give LAYER:SHAPE:FILE (shape 1,224,224,3) or an .npz"
+            )
+            continue
+        layer, shape_text, path = split
+        if not layer:  # an .npz: one array per layer
+            data = read_file(path, errors)
             if data is None:
                 continue
             try:
                 with np.load(io.BytesIO(data), allow_pickle=False) as npz:
                     out += [(name, None, npz[name]) for name in npz.files]
             except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-                errors.append(f"input file {value}: not a numpy .npz archive ({exc})")
+                errors.append(f"input file {path}: not a numpy .npz archive ({exc})")
             continue
-        parts = value.rsplit(":", 2)  # a layer name may hold ':' (serving_default_x:0)
-        if len(parts) != 3 or not parts[0]:
-            errors.append(
-                f"--input {value!r}: give LAYER:SHAPE:FILE (shape 1,224,224,3) or an .npz"
-            )
-            continue
-        layer, shape_text, path = parts
         shape = _shape(shape_text)
         if shape is None:
             errors.append(f"--input {value!r}: shape {shape_text!r} is not positive integers")
             continue
-        data = _read_capped(path, errors)
+        data = read_file(path, errors)
         if data is not None:
             out.append((layer, shape, data))
     return out

@@ -1,6 +1,7 @@
 """Campaign results as rows, and those rows as a table, CSV or JSON; derived figures
 (speed-up over the CPU) come from farm_core.metrics, how each was measured (configuration
-fingerprint, timing path, uncertainty) from orchestrator.provenance."""
+fingerprint, timing path, uncertainty) from orchestrator.provenance, what the CI gate
+decided of a job from the verdict kept with its campaign (orchestrator.verdicts)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 
 from farm_core import metrics
-from farm_core.schema import Campaign, Device, Job, Result, StoredModel
+from farm_core.schema import RUNNING, Campaign, Device, Job, Result, StoredModel
 
-from . import provenance
+from . import provenance, verdicts
 
 #: Columns of the comparison table: (header, row key, format).
 TABLE_COLUMNS = (
@@ -53,6 +54,7 @@ def campaign_rows(engine: Engine, campaign_id: int, full: bool = False) -> list[
         Job.attempt,
         Job.failures,
         Job.reason,
+        Job.progress,
         Job.model_name,
         StoredModel.name,
         StoredModel.sha256,
@@ -82,6 +84,7 @@ def campaign_rows(engine: Engine, campaign_id: int, full: bool = False) -> list[
             Result.versions,
         ]
     with engine.begin() as conn:
+        verdict = conn.execute(select(Campaign.gate).where(Campaign.id == campaign_id)).scalar()
         rows = (
             conn.execute(
                 select(*cols)
@@ -96,6 +99,7 @@ def campaign_rows(engine: Engine, campaign_id: int, full: bool = False) -> list[
         )
     out = []
     for r in rows:
+        decision, details = verdicts.job_decision(verdict, r["id"])
         d = {
             "job": r["id"],
             "model": r["model_name"] or r["name"],  # its lineage (`submit --name`)
@@ -115,6 +119,9 @@ def campaign_rows(engine: Engine, campaign_id: int, full: bool = False) -> list[
             "max_avg_error": r["max_avg_error"],
             "delegated": (f"{r['delegated_ops']}/{r['total_ops']}" if r["total_ops"] else None),
             "reason": r["error"] or r["reason"] or "",
+            # a running job's newest progress line; what the gate decided of it (a suspect)
+            "progress": r["progress"] if r["state"] == RUNNING else "",
+            "gate": "; ".join([decision, *details]) if decision else "",
             # how it was measured ({} and "" for results from before the record, or none)
             "result": r["result"],
             "config_fingerprint": r["config_fingerprint"] or "",
@@ -145,13 +152,14 @@ def campaign_rows(engine: Engine, campaign_id: int, full: bool = False) -> list[
 
 
 def _add_notes(rows: list[dict[str, Any]], no_cpu: Sequence[str]) -> None:
-    """Where a job ran when it moved, why a measured row has no speed-up (`no_cpu`), and
-    the first line of why it did not succeed."""
+    """What the CI gate decided of a suspect, where a job ran when it moved, why a measured
+    row has no speed-up (`no_cpu`), and the first line of why it did not succeed."""
     for r, why in zip(rows, no_cpu, strict=True):
+        gate = f"gate: {r['gate'].split('; ')[0]}" if r["gate"] else ""
         moved = r["device"] != r["planned_device"]
         note = f"ran on {r['device']} (planned {r['planned_device']})" if moved else ""
         reason = r["reason"].splitlines()[0] if r["reason"] else ""
-        r["note"] = "; ".join(x for x in (note, why, reason) if x)
+        r["note"] = "; ".join(x for x in (gate, note, why, reason) if x)
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -205,7 +213,9 @@ def format_json(rows: Sequence[dict[str, Any]]) -> str:
 def campaign_counts(engine: Engine, campaign_id: int | None = None) -> list[dict[str, Any]]:
     """Per campaign: its jobs counted by state (newest first)."""
     with engine.begin() as conn:
-        q = select(Campaign.id, Campaign.name, Campaign.created_at, Campaign.cancelled)
+        q = select(
+            Campaign.id, Campaign.name, Campaign.created_at, Campaign.cancelled, Campaign.gate
+        )
         if campaign_id is not None:
             q = q.where(Campaign.id == campaign_id)
         campaigns = conn.execute(q.order_by(Campaign.id.desc()).limit(50)).all()
@@ -224,6 +234,7 @@ def campaign_counts(engine: Engine, campaign_id: int | None = None) -> list[dict
             "name": c.name,
             "created": c.created_at,
             "cancelled": c.cancelled,
+            "gate": c.gate or {},  #: the CI gate's verdict, when `submit --wait` kept one
             "states": by.get(c.id, {}),
             "jobs": sum(by.get(c.id, {}).values()),
         }

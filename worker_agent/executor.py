@@ -37,6 +37,7 @@ from farm_core.schema import (
 from .lease import JobLost
 from .limits import RuntimeOpened, job_memory_mb, over_limit_message, under_job_limits
 from .runners.base import JobSpec, RunOutcome
+from .runners.job_progress import JobProgress
 
 if TYPE_CHECKING:
     from .consumer import ConsumerContext
@@ -203,7 +204,8 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
             f"device {ctx.device.key} is quarantined",
             count_failure=False,
         )
-    ctx.lease.hold(job_id, attempt)
+    progress = JobProgress(job_id)
+    ctx.lease.hold(job_id, attempt, progress.line)  # the lease thread stores its line
     start = time.perf_counter()
     state, error, outcome = SUCCEEDED, "", RunOutcome()
     try:
@@ -214,6 +216,7 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
             claimed.model_sha256,
             CONFIGS[claimed.config],
             input_paths(ctx, _settings(ctx, claimed.campaign_id)),
+            progress,
         )
         with ctx.lease.abortable(), under_job_limits(ctx.runner) as opened:
             outcome = ctx.runner.run(spec)

@@ -2,11 +2,14 @@
 
 If that process dies, renewals stop and the reconciler takes the job back once the lease
 expires; so the lease says "this job is really being run", not just "the host is up".
+Each renewal also stores the job's newest progress line (`jobs.progress`, at least every
+PROGRESS_EVERY_S), which a client waiting on any host shows.
 
 A renewal that finds the job no longer ours (cancelled, or moved by the reconciler) aborts
 the work: inside `abortable()` the lease thread signals the process (SIGUSR2) and the main
 thread raises `JobLost` wherever it is, so a cancelled job frees its device at the next
-renewal (every `lease_s / 3`) instead of running to its end.
+renewal (every `lease_s / 3` or PROGRESS_EVERY_S, the shorter) instead of running to its
+end.
 """
 
 from __future__ import annotations
@@ -16,15 +19,18 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from sqlalchemy import Engine
 
+from delegate_runtime.tools.progress import LINE_INTERVAL_S
 from farm_core import jobs
 
 log = logging.getLogger(__name__)
 #: The signal the lease thread sends to abort the job of its own process.
 ABORT_SIGNAL = signal.SIGUSR2
+#: The longest a new progress line waits to be stored, s (the lease is renewed as often).
+PROGRESS_EVERY_S = LINE_INTERVAL_S
 
 
 class JobLost(Exception):
@@ -32,22 +38,28 @@ class JobLost(Exception):
 
 
 class LeaseKeeper:
-    """One thread per process; `hold(job, attempt)` while a job runs, `release()` after."""
+    """One thread per process; `hold(job, attempt, progress)` while a job runs, `release()`
+    after."""
 
     def __init__(self, engine: Engine, worker: str, lease_s: float):
         self.engine = engine
         self.worker = worker
         self.lease_s = lease_s
         self._current: tuple[int, int] | None = None
+        self._progress: Callable[[], str | None] | None = None
         self._abortable = False
         self._lost: tuple[int, int] | None = None
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def hold(self, job_id: int, attempt: int) -> None:
+    def hold(
+        self, job_id: int, attempt: int, progress: Callable[[], str | None] | None = None
+    ) -> None:
+        """Keep the job's lease, storing `progress()` (its newest line) with each renewal."""
         with self._lock:
             self._current = (job_id, attempt)
+            self._progress = progress
             self._lost = None
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="lease", daemon=True)
@@ -56,6 +68,7 @@ class LeaseKeeper:
     def release(self) -> None:
         with self._lock:
             self._current = None
+            self._progress = None
 
     @contextlib.contextmanager
     def abortable(self) -> Iterator[None]:
@@ -82,15 +95,19 @@ class LeaseKeeper:
             signal.signal(ABORT_SIGNAL, previous)
 
     def _loop(self) -> None:
+        stored: tuple[tuple[int, int], str | None] | None = None  #: the line last written
         while True:
-            self._wake.wait(self.lease_s / 3)
+            self._wake.wait(min(self.lease_s / 3, PROGRESS_EVERY_S))
             with self._lock:
-                current = self._current
+                current, progress = self._current, self._progress
             if current is None:
                 continue
+            line = progress() if progress is not None else None
+            new = line if (current, line) != stored else None
             try:
                 with self.engine.begin() as conn:
-                    mine = jobs.renew_lease(conn, *current, self.worker, self.lease_s)
+                    mine = jobs.renew_lease(conn, *current, self.worker, self.lease_s, progress=new)
+                stored = (current, line)
             except Exception as exc:  # noqa: BLE001 - a DB blip must not kill the thread
                 log.warning("lease renewal failed: %s", exc)
                 continue

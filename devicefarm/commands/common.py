@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
@@ -10,6 +15,9 @@ from farm_core import service_urls
 from farm_core.settings import ENV_BROKER, ENV_DB, default_db_url
 
 from . import argtypes
+
+if TYPE_CHECKING:
+    from orchestrator.gate import GateReport
 
 
 def add_db(p: argparse.ArgumentParser, existing: bool = True) -> None:
@@ -130,30 +138,95 @@ def confirm_pairs(args: argparse.Namespace) -> int:
     return DEFAULT_PAIRS if args.confirm_pairs is None else args.confirm_pairs
 
 
+def wait_and_gate(args: argparse.Namespace, engine: Engine, campaign_id: int) -> int:
+    """`--wait`: show each job until all have ended, then the gate's verdict (`gate`); exit
+    1 when the wait gives up. The JUnit file (--junit) is written on every way out: with
+    the verdict, when a wait passes --wait-timeout, and when interrupted (Ctrl-C, or the
+    SIGTERM a CI system stops a job with), the jobs not ended then as errors."""
+    try:
+        with sigterm_interrupts():
+            if not wait_showing_jobs(engine, campaign_id, args.wait_timeout):
+                return _gave_up(args, engine, campaign_id)
+            return gate(args, engine, campaign_id)
+    except KeyboardInterrupt:
+        _junit_as_it_stands(args, engine, campaign_id, "interrupted")
+        raise
+
+
 def gate(args: argparse.Namespace, engine: Engine, campaign_id: int) -> int:
     """Judge a finished campaign: confirm its suspects (unless --confirm-pairs 0), print
-    failures and a regressions section, write the JUnit file when asked; the exit code
-    (orchestrator.gate)."""
-    from orchestrator import gate, junit
+    failures and a regressions section, keep the verdict with the campaign (for `status`
+    and `results`), write the JUnit file when asked; the exit code (orchestrator.gate)."""
+    from orchestrator import verdicts
+    from orchestrator.gate import summary_lines
 
-    def judge() -> gate.GateReport:
-        return gate.evaluate(
-            engine,
-            campaign_id,
-            args.baseline,
-            threshold=args.regression_threshold / 100.0,
-            confirm=confirm_pairs(args) > 0,
-        )
-
-    report = judge()
+    report = _evaluate(args, engine, campaign_id)
     if any(c.pending for c in report.cells):
         if not _confirm(args, engine, report):
-            return 1
-        report = judge()
-    print("\n".join(gate.summary_lines(report)), flush=True)
-    if args.junit:
-        print(f"JUnit report: {junit.write(report, args.junit)}", flush=True)
+            return _gave_up(args, engine, campaign_id)
+        report = _evaluate(args, engine, campaign_id)
+    print("\n".join(summary_lines(report)), flush=True)
+    _write_junit(args, report)
+    verdicts.record(engine, report)
     return report.exit_code
+
+
+def _evaluate(args: argparse.Namespace, engine: Engine, campaign_id: int) -> GateReport:
+    from orchestrator.gate import evaluate
+
+    return evaluate(
+        engine,
+        campaign_id,
+        args.baseline,
+        threshold=args.regression_threshold / 100.0,
+        confirm=confirm_pairs(args) > 0,
+    )
+
+
+def _write_junit(args: argparse.Namespace, report: GateReport, ended: str = "") -> None:
+    from orchestrator import junit
+
+    if args.junit:
+        print(f"JUnit report: {junit.write(report, args.junit, ended)}", flush=True)
+
+
+def _gave_up(args: argparse.Namespace, engine: Engine, campaign_id: int) -> int:
+    """A wait passed --wait-timeout: the JUnit file as the campaign stands; exit 1."""
+    from orchestrator.gate import EXIT_FAILED
+
+    _junit_as_it_stands(args, engine, campaign_id, f"--wait-timeout {args.wait_timeout:g} s passed")
+    return EXIT_FAILED
+
+
+def _junit_as_it_stands(
+    args: argparse.Namespace, engine: Engine, campaign_id: int, ended: str
+) -> None:
+    """The JUnit file of a wait that ended early: jobs not ended are errors, suspects not
+    yet confirmed unconfirmed. A failure here is said, never raised over the wait's own
+    outcome."""
+    if not args.junit:
+        return
+    try:
+        _write_junit(args, _evaluate(args, engine, campaign_id), ended)
+    except Exception as exc:  # noqa: BLE001 - the wait's outcome (exit 1, 130) stands
+        print(f"JUnit report not written: {type(exc).__name__}: {exc}", flush=True)
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt in the block (main thread only), as Ctrl-C does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_sig: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _confirm(args: argparse.Namespace, engine: Engine, report) -> bool:
@@ -178,13 +251,14 @@ def _confirm(args: argparse.Namespace, engine: Engine, report) -> bool:
 
 
 def wait_showing_jobs(engine: Engine, campaign_id: int, timeout_s: float | None) -> bool:
-    """Show each job of a campaign as it ends (as the embedded `run` does) until all have;
-    False, said, when `timeout_s` passes first (the jobs go on). The lab's reconciler
-    (`devicefarm reconcile --every`) re-sends lost jobs meanwhile."""
-    from ..embedded import wait_for_campaign
+    """Show each job of a campaign as it ends, and running jobs' progress (as the embedded
+    `run` does: the workers store it with the jobs), until all have ended; False, said,
+    when `timeout_s` passes first (the jobs go on). The lab's reconciler (`devicefarm
+    reconcile --every`) re-sends lost jobs meanwhile."""
+    from .. import embedded
 
     try:
-        wait_for_campaign(
+        embedded.wait_for_campaign(
             engine,
             campaign_id,
             lambda m: print(m, flush=True),

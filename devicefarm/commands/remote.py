@@ -147,28 +147,55 @@ def run(args: argparse.Namespace) -> int:
 # --- submit ------------------------------------------------------------------------------
 
 
-def _multipart(fields: dict[str, Any], files: list[tuple[str, bytes]]) -> tuple[bytes, str]:
-    """A multipart/form-data body: the fields, then each model as a `model` part."""
+def _multipart(
+    fields: dict[str, Any],
+    files: list[tuple[str, bytes]],
+    inputs: list[tuple[str, str, bytes]],
+) -> tuple[bytes, str]:
+    """A multipart/form-data body: the fields, each model as a `model` part, then each
+    input value file as an `input` field (`LAYER:SHAPE`, empty for an .npz) and its
+    `input_file` part (api/uploads.py's InputFolder)."""
     boundary = uuid.uuid4().hex
     out = io.BytesIO()
-    for key, value in fields.items():
-        if value is None or value == "":
-            continue
+
+    def field(key: str, value: str) -> None:
         out.write(f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"\r\n\r\n'.encode())
-        out.write(_param(value).encode("utf-8") + b"\r\n")
-    for name, data in files:
-        out.write(  # names with a quote or line break were refused (_read_models)
-            f'--{boundary}\r\nContent-Disposition: form-data; name="model"; '
+        out.write(value.encode("utf-8") + b"\r\n")
+
+    def part(key: str, name: str, data: bytes) -> None:
+        out.write(  # names with a quote or line break were refused (_read_files)
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"; '
             f'filename="{name}"\r\nContent-Type: application/octet-stream\r\n\r\n'.encode()
         )
         out.write(data + b"\r\n")
+
+    for key, value in fields.items():
+        if value is not None and value != "":
+            field(key, _param(value))
+    for name, data in files:
+        part("model", name, data)
+    for spec, name, data in inputs:
+        field("input", spec)
+        part("input_file", name, data)
     out.write(f"--{boundary}--\r\n".encode())
     return out.getvalue(), f"multipart/form-data; boundary={boundary}"
 
 
-def _read_models(args: argparse.Namespace) -> list[tuple[str, bytes]]:
-    """Each model file, checked here as the local submit checks it (a regular file under
-    the cap, read no further), before any byte is sent."""
+def _plain_name(path: Path, what: str, errors: list[str]) -> bool:
+    if any(ch in path.name for ch in '\r\n"'):
+        errors.append(f"{what} {path}: its file name holds a quote or a line break")
+        return False
+    return True
+
+
+def _read_files(
+    args: argparse.Namespace,
+) -> tuple[list[tuple[str, bytes]], list[tuple[str, str, bytes]]]:
+    """Each model file and each `--input` value file, checked here as the local submit
+    checks them (a regular file under its cap, read no further), before any byte is sent:
+    the models as (name, bytes), the inputs as (`LAYER:SHAPE` or "" for an .npz, name,
+    bytes)."""
+    from farm_core import user_inputs
     from orchestrator.submit import (
         DEFAULT_MAX_MODEL_MB,
         SubmissionError,
@@ -180,24 +207,32 @@ def _read_models(args: argparse.Namespace) -> list[tuple[str, bytes]]:
     errors = []
     if cap_mb is not None and not 0 < cap_mb <= DEFAULT_MAX_MODEL_MB:
         errors.append(f"--max-model-mb must be in (0, {DEFAULT_MAX_MODEL_MB}]")
-    if args.input:
-        errors.append("--input is not sent through --api yet: submit on the farm's host")
-    if errors:
         raise SubmissionError(errors)
     cap = max_model_bytes() if cap_mb is None else int(cap_mb * 1024**2)
     files = []
     for p in args.models:
         path = Path(p)
-        if any(ch in path.name for ch in '\r\n"'):
-            errors.append(f"model {p}: its file name holds a quote or a line break")
+        if not _plain_name(path, "model", errors):
             continue
         try:
             files.append((path.name, read_model_file(path, cap)))
         except JobError as exc:
             errors.append(f"model {p}: {exc}")
+    inputs = []
+    for value in args.input:
+        split = user_inputs.split_value(value)
+        if split is None:
+            errors.append(
+                f"--input {value!r}: give LAYER:SHAPE:FILE (shape 1,224,224,3) or an .npz"
+            )
+            continue
+        layer, shape, path = split
+        data = user_inputs.read_file(path, errors)
+        if data is not None and _plain_name(Path(path), "input file", errors):
+            inputs.append((f"{layer}:{shape}" if layer else "", Path(path).name, data))
     if errors:
         raise SubmissionError(errors)
-    return files
+    return files, inputs
 
 
 def submit(args: argparse.Namespace, api: Client) -> int:
@@ -218,7 +253,7 @@ def submit(args: argparse.Namespace, api: Client) -> int:
         "model_name": args.name,
         "max_model_mb": args.max_model_mb,
     }
-    body, content_type = _multipart(fields, _read_models(args))
+    body, content_type = _multipart(fields, *_read_files(args))
     sub = api.json("POST", "/v1/campaigns", body=body, content_type=content_type)
     for w in sub["warnings"]:
         print(f"warning: {w}")
@@ -229,47 +264,66 @@ def submit(args: argparse.Namespace, api: Client) -> int:
     )
     if not args.wait:
         return 0
+    return wait_and_judge(args, api, sub["campaign"])
+
+
+def wait_and_judge(args: argparse.Namespace, api: Client, campaign: int) -> int:
+    """As the local `--wait` (common.wait_and_gate): the jobs as they run and end, then the
+    server's verdict, kept with the campaign; the JUnit file on every way out (a passed
+    --wait-timeout, an interrupt: the jobs not ended as errors)."""
+    from .common import sigterm_interrupts
+
     try:
-        wait(api, sub["campaign"], args.wait_timeout)
-    except TimeoutError as exc:
-        print(f"{exc}; its jobs go on (`devicefarm status {sub['campaign']}`)", flush=True)
-        return 1
-    return judge(args, api, sub["campaign"])
-
-
-def _progress_line(done: int, total: int, row: dict[str, Any], elapsed_s: float) -> str:
-    """`[3/6] cpu:ref gpu-fp32: succeeded avg 1.234 ms (t+9.4 s)`, as the local wait."""
-    figure = f"avg {row['avg_ms']:.3f} ms" if row.get("avg_ms") is not None else ""
-    why = (row.get("reason") or "").splitlines()[0][:100] if row["state"] != "succeeded" else ""
-    detail = f" {figure or why}" if figure or why else ""
-    return (
-        f"[{done}/{total}] {row['device']} {row['config']}: {row['state']}{detail} "
-        f"(t+{elapsed_s:.1f} s)"
-    )
+        with sigterm_interrupts():
+            try:
+                wait(api, campaign, args.wait_timeout)
+            except TimeoutError as exc:
+                print(f"{exc}; its jobs go on (`devicefarm status {campaign}`)", flush=True)
+                return _gave_up(args, api, campaign)
+            return judge(args, api, campaign)
+    except KeyboardInterrupt:
+        _junit_as_it_stands(args, api, campaign, "interrupted")
+        raise
 
 
 def wait(api: Client, campaign: int, timeout_s: float | None) -> None:
-    """Print each job as it ends; return when all have (TimeoutError after `timeout_s`)."""
-    from farm_core.schema import TERMINAL_STATES
+    """Print each job as it ends, a running job's progress and a job waiting for a device,
+    as the local wait does (devicefarm/wait_lines.py); return when all have ended
+    (TimeoutError after `timeout_s`)."""
+    from ..wait_lines import CampaignLines, JobView
 
     start = time.monotonic()
-    seen: set[int] = set()
+    lines = CampaignLines()
     while True:
         rows = api.json("GET", f"/v1/campaigns/{campaign}")["rows"]
-        for r in rows:
-            if r["state"] in TERMINAL_STATES and r["job"] not in seen:
-                seen.add(r["job"])
-                print(_progress_line(len(seen), len(rows), r, time.monotonic() - start), flush=True)
-        if len(seen) == len(rows):
+        jobs = [
+            JobView(r["job"], r["sha256"], r["model"], r["device"], r["config"], r["state"],
+                    r.get("reason") or "", r.get("progress") or "", r.get("avg_ms"))
+            for r in rows
+        ]  # fmt: skip
+        now = time.monotonic()
+        for line in lines.update(jobs, now - start):
+            print(line, flush=True)
+        if lines.done(jobs):
             return
-        if timeout_s is not None and time.monotonic() - start > timeout_s:
+        if timeout_s is not None and now - start > timeout_s:
             raise TimeoutError(f"campaign {campaign} did not finish in {timeout_s:g} s")
         time.sleep(POLL_S)
 
 
+def _gate_query(args: argparse.Namespace) -> dict[str, Any]:
+    from .common import confirm_pairs
+
+    return {
+        "baseline": args.baseline,
+        "regression_threshold": args.regression_threshold,
+        "no_confirm": not confirm_pairs(args),
+    }
+
+
 def judge(args: argparse.Namespace, api: Client, campaign: int) -> int:
     """The server's gate verdict, its suspects confirmed first (unless --confirm-pairs 0):
-    its lines printed, its JUnit XML written; its exit code."""
+    kept with the campaign, its lines printed, its JUnit XML written; its exit code."""
     from .common import confirm_pairs
 
     pairs = confirm_pairs(args)
@@ -286,20 +340,39 @@ def judge(args: argparse.Namespace, api: Client, campaign: int) -> int:
                 wait(api, cid, args.wait_timeout)
             except TimeoutError as exc:
                 print(f"{exc}; its jobs go on (`devicefarm status {cid}`)", flush=True)
-                return 1
-    verdict = api.json(
-        "GET",
-        f"/v1/campaigns/{campaign}/gate",
-        query=query | {"no_confirm": not pairs},
-    )
+                return _gave_up(args, api, campaign)
+    verdict = api.json("POST", f"/v1/campaigns/{campaign}/gate", query=_gate_query(args))
     print("\n".join(verdict["lines"]), flush=True)
+    _write_junit(args, verdict["junit"])
+    return int(verdict["exit_code"])
+
+
+def _write_junit(args: argparse.Namespace, xml: str) -> None:
     if args.junit:
         out = Path(args.junit)
         tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(verdict["junit"], encoding="utf-8")
+        tmp.write_text(xml, encoding="utf-8")
         os.replace(tmp, out)
         print(f"JUnit report: {out}", flush=True)
-    return int(verdict["exit_code"])
+
+
+def _gave_up(args: argparse.Namespace, api: Client, campaign: int) -> int:
+    """A wait passed --wait-timeout: the JUnit file as the campaign stands; exit 1."""
+    _junit_as_it_stands(args, api, campaign, f"--wait-timeout {args.wait_timeout:g} s passed")
+    return 1
+
+
+def _junit_as_it_stands(args: argparse.Namespace, api: Client, campaign: int, ended: str) -> None:
+    """The JUnit file of a wait that ended early, from the server's verdict as the campaign
+    stands (`?ended=` says why in each unfinished job's error); a failure is said, never
+    raised over the wait's own outcome."""
+    if not args.junit:
+        return
+    query = _gate_query(args) | {"ended": ended}
+    try:
+        _write_junit(args, api.json("GET", f"/v1/campaigns/{campaign}/gate", query=query)["junit"])
+    except (DevicefarmError, OSError) as exc:
+        print(f"JUnit report not written: {type(exc).__name__}: {exc}", flush=True)
 
 
 # --- status, results, cancel, rerun ------------------------------------------------------
@@ -312,8 +385,9 @@ def _failed(rows: list[dict[str, Any]]) -> int:
 
 
 def status(args: argparse.Namespace, api: Client) -> int:
-    from farm_core.schema import ACTIVE_STATES, TERMINAL_STATES
     from orchestrator.report import format_table
+
+    from .status import overview_line
 
     if args.campaign is not None:
         rows = api.json("GET", f"/v1/campaigns/{args.campaign}")["rows"]
@@ -321,15 +395,8 @@ def status(args: argparse.Namespace, api: Client) -> int:
             raise JobError(f"campaign {args.campaign} has no jobs (or does not exist)")
         print(format_table(rows))
         return _failed(rows)
-    order = (*ACTIVE_STATES, *TERMINAL_STATES)
     for c in api.json("GET", "/v1/campaigns")["campaigns"]:
-        states = ", ".join(f"{s} {c['states'][s]}" for s in order if s in c["states"])
-        flag = " (cancelled)" if c["cancelled"] else ""
-        created = datetime.fromisoformat(c["created"])
-        print(
-            f"campaign {c['campaign']}{flag} {created:%Y-%m-%d %H:%M} "
-            f"{c['name'][:40]}: {c['jobs']} jobs: {states}"
-        )
+        print(overview_line(c, datetime.fromisoformat(c["created"])))
     return 0
 
 

@@ -1,7 +1,7 @@
 """`devicefarm submit MODEL... --devices SELECTOR --configs cpu,gpu-fp32,gpu-fp16 [--wait]`.
 
-With `--wait` it is a CI gate: progress as jobs end, then failures and a regressions
-section, and an exit code (common.EXIT_CODES; docs/ci.md).
+With `--wait` it is a CI gate: progress as jobs run and end, then failures and a
+regressions section, and an exit code (common.EXIT_CODES; docs/ci.md).
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if not args.wait:
         return 0
-    return wait_and_judge(args, sub.campaign_id)
+    return common.wait_and_gate(args, common.engine(args), sub.campaign_id)
 
 
 #: Options that only --wait uses: option -> attribute.
@@ -130,11 +130,3 @@ _GATE_ONLY = {
     "--wait-timeout": "wait_timeout",
     "--confirm-pairs": "confirm_pairs",
 }
-
-
-def wait_and_judge(args: argparse.Namespace, campaign_id: int) -> int:
-    """Show each job as it ends, then the gate's verdict (1 when the wait gives up)."""
-    engine = common.engine(args)
-    if not common.wait_showing_jobs(engine, campaign_id, args.wait_timeout):
-        return 1
-    return common.gate(args, engine, campaign_id)

@@ -339,12 +339,13 @@ def test_run_progress_lines_say_what_their_times_are(ran):
 
 
 def test_run_shows_a_long_jobs_progress(tmp_path):
-    """A job that runs for half a minute prints, every RUNNING_EVERY_S, its runs done of
-    those planned and their rate (a GPU job on PoCL can take minutes). The runs that last
-    that long on this machine are found by trying: other work shares its cores."""
-    from devicefarm.embedded import RUNNING_EVERY_S
+    """A job that runs for half a minute prints, as its worker stores it (every
+    PROGRESS_EVERY_S), its runs done of those planned and their rate (a GPU job on PoCL
+    can take minutes). The runs that last that long on this machine are found by trying:
+    other work shares its cores."""
+    from worker_agent.lease import PROGRESS_EVERY_S
 
-    long_s = 2 * RUNNING_EVERY_S + 5  # the first progress line shows at t+20 s at the latest
+    long_s = 2 * PROGRESS_EVERY_S + 5  # the first progress line shows at t+20 s at the latest
     model = tmp_path / "example.tflite"
     assert farm(tmp_path, "example", str(model)).returncode == 0
     runs, took = 2000, 0.0
@@ -354,7 +355,7 @@ def test_run_shows_a_long_jobs_progress(tmp_path):
         took = float(re.search(r"took ([\d.]+) s", r.stdout).group(1))
         if took >= long_s:
             break
-        runs = min(200_000, int(runs * 4 * RUNNING_EVERY_S / max(took, 0.1)))
+        runs = min(200_000, int(runs * 4 * PROGRESS_EVERY_S / max(took, 0.1)))
     assert took >= long_s, f"no job lasted {long_s} s: {r.stdout}"
     running = re.compile(
         rf"^  cpu:\S+ cpu: running, benchmark: \d+/{runs} runs, "

@@ -551,6 +551,106 @@ def test_the_cli_submits_waits_and_judges_through_the_api(
     assert re.search(r"^noop:a1\s+online", remote.stdout, re.M)
 
 
+def converter_named_model(path: Path) -> Path:
+    """y = x * 2 on (1, 4) floats whose input is named as the TFLite converter names it."""
+    import numpy as np
+
+    from delegate_runtime.builder import ModelBuilder
+
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("serving_default_input_1:0", (1, 4), np.float32)
+    y = g.tensor("y", (1, 4), np.float32)
+    g.op("MUL", [x, g.const("w", np.full((1, 4), 2.0, np.float32))], [y])
+    g.output(y)
+    path.write_bytes(b.build())
+    return path
+
+
+def test_the_cli_sends_input_values_through_the_api(
+    api: ApiServer, farm, start_agent, tmp_path: Path
+) -> None:
+    import numpy as np
+    from sqlalchemy import select
+
+    from farm_core.schema import Campaign, InputFile
+
+    start_agent("A", ["noop:a1"], farm.db_url, farm.broker_url)
+    model = converter_named_model(tmp_path / "conv.tflite")
+    values = tmp_path / "x.bin"
+    values.write_bytes(np.arange(4, dtype=np.float32).tobytes())
+    env = {"DEVICEFARM_API": api.url, "DEVICEFARM_API_TOKEN": api.tokens["submit"]}
+    done = cli(
+        "submit", str(model), "--devices", "kind=noop", "--configs", "cpu", "--runs", "2",
+        "--input", f"serving_default_input_1:0:1,4:{values}", "--wait", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    campaign = int(re.search(r"campaign (\d+):", done.stdout)[1])
+    with farm.engine.begin() as conn:
+        settings = conn.execute(select(Campaign.settings).where(Campaign.id == campaign)).scalar()
+        [item] = settings["inputs"]
+        stored = conn.execute(select(InputFile.data).where(InputFile.sha256 == item["sha256"]))
+        assert stored.scalar() == values.read_bytes()
+    assert (item["layer"], item["shape"], item["dtype"]) == (
+        "serving_default_input_1:0",
+        [1, 4],
+        "float32",
+    )
+    # and what the farm refuses, it refuses through the API with the local command's words
+    bad = cli(
+        "submit", str(model), "--devices", "kind=noop", "--configs", "cpu",
+        "--input", f"x:1,4:{values}", env=env,
+    )  # fmt: skip
+    local = cli(
+        "submit", str(model), "--devices", "kind=noop", "--configs", "cpu",
+        "--input", f"x:1,4:{values}", "--db", farm.db_url, "--broker", farm.broker_url,
+    )  # fmt: skip
+    assert bad.returncode == local.returncode == 1
+    assert "input 'x' is not an input of the model" in bad.stderr, bad.stderr
+    assert bad.stderr == local.stderr
+
+
+def test_the_cli_wait_through_the_api_shows_running_jobs_and_names_each_model(
+    api: ApiServer, farm, start_agent, tmp_path: Path
+) -> None:
+    start_agent("A", ["noop:slow?delay_s=4"], farm.db_url, farm.broker_url)
+    first, second = write_model(tmp_path / "a.tflite", 1.0), write_model(tmp_path / "b.tflite", 2.0)
+    env = {"DEVICEFARM_API": api.url, "DEVICEFARM_API_TOKEN": api.tokens["submit"]}
+    done = cli(
+        "submit", str(first), str(second), "--devices", "kind=noop", "--configs", "cpu",
+        "--runs", "4", "--wait", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    running = r"^  [ab]\.tflite noop:slow cpu: running, benchmark: [1-4]/4 runs, .* \(t\+"
+    assert re.search(running, done.stdout, re.M), done.stdout
+    ended = re.findall(r"^\[\d/2\] ([ab])\.tflite noop:slow cpu: succeeded", done.stdout, re.M)
+    assert sorted(ended) == ["a", "b"], done.stdout
+    campaign = int(re.search(r"campaign (\d+):", done.stdout)[1])
+    listed = cli("status", env=env)
+    assert re.search(rf"^campaign {campaign} .*gate: passed \(exit 0\)$", listed.stdout, re.M)
+
+
+def test_the_cli_wait_through_the_api_writes_junit_when_it_gives_up(
+    api: ApiServer, farm, tmp_path: Path
+) -> None:
+    import xml.etree.ElementTree as ET
+
+    from tests.support.farm import add_device
+
+    add_device(farm.engine, "noop:idle")  # registered, but no agent: its job never starts
+    junit = tmp_path / "junit.xml"
+    env = {"DEVICEFARM_API": api.url, "DEVICEFARM_API_TOKEN": api.tokens["submit"]}
+    done = cli(
+        "submit", str(write_model(tmp_path / "t.tflite")), "--devices", "key=noop:idle",
+        "--configs", "cpu", "--wait", "--wait-timeout", "2", "--junit", str(junit), env=env,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "did not finish in 2 s; its jobs go on" in done.stdout
+    [error] = ET.parse(junit).getroot().iter("error")
+    assert error.get("type") == "unfinished"
+    assert error.get("message").endswith("when the wait ended: --wait-timeout 2 s passed")
+
+
 def test_the_cli_through_the_api_exits_1_on_a_failed_job_and_reruns_it(
     api: ApiServer, farm, start_agent, tmp_path: Path
 ) -> None:

@@ -1,8 +1,9 @@
 """The CI gate on a real farm (PostgreSQL, Redis, agents with Celery consumers): `submit
---wait` exit codes, progress and JUnit; `status`/`results` exit 1 on failed jobs; `rerun`
-re-attempts exactly the failed cells; a slowed model of the same name (lineage) is a
-regression (exit 3) once paired runs on the host CPU confirm it, and a suspect its paired
-runs clear passes (exit 0)."""
+--wait` exit codes, progress (running jobs' too, from the agents' progress records) and
+JUnit; `status`/`results` exit 1 on failed jobs; `rerun` re-attempts exactly the failed
+cells; a slowed model of the same name (lineage) is a regression (exit 3) once paired runs
+on the host CPU confirm it, and shows as one in `status` and `results`; a suspect its
+paired runs clear passes (exit 0)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,23 @@ def test_a_clean_run_exits_0_with_progress_and_junit(farm, start_agent, models, 
     assert "[1/2] noop:" in done.stdout and "[2/2] noop:" in done.stdout
     assert "regressions (0 of 2 judged" in done.stdout
     assert junit_counts(report) == (2, 0, [])
+
+
+def test_the_wait_shows_running_jobs_and_names_each_model(
+    farm, start_agent, models, tmp_path
+) -> None:
+    # a no-op device that takes 4 s a job, reporting each of its 4 runs as it goes
+    start_agent("a", ["noop:slow?delay_s=4"], farm.db_url, farm.broker_url)
+    first, second = models(2)
+    done = cli(
+        farm, "submit", str(first), str(second), "--devices", "kind=noop", "--configs", "cpu",
+        "--runs", "4", "--wait",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    running = r"^  m[01]\.tflite noop:slow cpu: running, benchmark: [1-4]/4 runs, .* \(t\+"
+    assert re.search(running, done.stdout, re.M), done.stdout
+    ended = re.findall(r"^\[\d/2\] (m[01]\.tflite) noop:slow cpu: succeeded", done.stdout, re.M)
+    assert sorted(ended) == ["m0.tflite", "m1.tflite"], done.stdout
 
 
 def test_failed_cells_exit_1_and_rerun_retries_exactly_them(
@@ -145,6 +163,14 @@ def test_a_slowed_model_of_the_same_name_regresses(farm, start_agent, tmp_path) 
     assert f"net {cpu} cpu: regressed, confirmed\n" in out
     assert "confirmation campaign 3: 3 pairs of version " in out
     assert junit_counts(report) == (1, 1, ["regression"])
+    # the confirmation's lines tell its two versions apart
+    assert re.search(rf"^\[1/6\] net@[0-9a-f]{{10}} {cpu} cpu: succeeded", out, re.M), out
+    # the verdict stays with the campaign: `status` and `results` show the regression
+    listed = cli(farm, "status")
+    assert re.search(r"^campaign 2 .*gate: regressed \(exit 3\)$", listed.stdout, re.M)
+    for args in (["status", "2"], ["results", "2"]):
+        shown = cli(farm, *args)
+        assert shown.returncode == 0 and "regressed, confirmed" in shown.stdout, shown.stdout
     # the confirmation ran v1 and v2 alternately, in that order, on the suspect's device
     with farm.engine.begin() as conn:
         shas = dict(conn.execute(select(Job.campaign_id, Job.model_sha256)).all())

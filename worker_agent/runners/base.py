@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import platform
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -40,6 +41,9 @@ class JobSpec:
     model_sha256: str
     config: RunConfig
     settings: dict[str, Any]
+    #: the tools' progress(stage, done, total) callback (job_progress.JobProgress: the
+    #: executor's reaches the job's row); None reports nothing
+    progress: Callable[[str, int, int | None], None] | None = None
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """A device that does no model work: for tests and for measuring the farm's own overhead.
 
-Options (from the device spec `noop:NAME?...`): `delay_s` sleeps that long per job,
+Options (from the device spec `noop:NAME?...`): `delay_s` sleeps that long per job (as its
+`num_runs` runs, at most MAX_STEPS, each reported as progress),
 `error=device|model|bug` raises that kind of error, `canary=fail|drift` fails its canary,
 `canary_s` makes each canary take that long (a slow or loaded host), `alloc_mb` fills that
 many MiB per job (a model that asks for too much memory).
@@ -9,6 +10,7 @@ many MiB per job (a model that asks for too much memory).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,6 +21,18 @@ from .base import CanaryReading, JobSpec, Runner
 
 #: What a no-op benchmark reports (figures in microseconds, as the benchmark tool's).
 NOOP_FIGURE_US = 1.0
+#: The most runs a delay is split into.
+MAX_STEPS = 100
+
+
+def _pass(seconds: float, runs: int, progress: Callable | None) -> None:
+    """Sleep `seconds` as `runs` equal runs of a "benchmark" stage, reporting each."""
+    if progress is not None:
+        progress("benchmark", 0, runs)
+    for done in range(1, runs + 1):
+        time.sleep(seconds / runs)
+        if progress is not None:
+            progress("benchmark", done, runs)
 
 
 class NoopRunner(Runner):
@@ -30,8 +44,9 @@ class NoopRunner(Runner):
 
     def benchmark(self, spec: JobSpec, path: str) -> dict[str, Any]:
         delay_s = float(self.options.get("delay_s", 0) or 0)
+        n = int(spec.settings.get("num_runs", 1))
         if delay_s:
-            time.sleep(delay_s)
+            _pass(delay_s, min(max(n, 1), MAX_STEPS), spec.progress)
         alloc_mb = int(self.options.get("alloc_mb", 0) or 0)
         if alloc_mb:  # a model that asks for too much memory
             np.ones(alloc_mb << 20, np.uint8)
@@ -42,7 +57,6 @@ class NoopRunner(Runner):
             raise ModelError("no-op device rejects the model on purpose")
         if error == "bug":
             raise RuntimeError("no-op device hit a bug on purpose")
-        n = int(spec.settings.get("num_runs", 1))
         return {
             "init_us": NOOP_FIGURE_US,
             "first_us": NOOP_FIGURE_US,

@@ -14,7 +14,6 @@ from farm_core.metrics import peak_memory_mb
 
 from ..android.profile_output import op_profile_rows
 from .base import CanaryReading, JobSpec, Runner
-from .job_progress import JobProgress
 
 #: Canary invocations timed for its latency (the median is kept).
 CANARY_RUNS = 5
@@ -84,7 +83,7 @@ class ToolsRunner(Runner):
                 self.options(spec),
                 out=out,
                 inputs=values,
-                progress=JobProgress(spec.job_id),
+                progress=spec.progress,
             )
         )
         result["log"] = result.get("log") or out.getvalue()
@@ -113,7 +112,7 @@ class ToolsRunner(Runner):
                 num_runs=runs,
                 out=out,
                 inputs=_user_values(spec),
-                progress=JobProgress(spec.job_id),
+                progress=spec.progress,
             )
         )
         result["log"] = result.get("log") or out.getvalue()
