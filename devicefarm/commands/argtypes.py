@@ -66,6 +66,12 @@ def configs(text: str) -> list[str]:
     return [c.name for c in found]
 
 
+def configs_text(text: str) -> str:
+    """`configs`, checked, kept as the text (what submissions and the API take)."""
+    configs(text)
+    return text
+
+
 def selector(text: str) -> str:
     """A device selector (farm_core.selectors), parsed: a malformed term is named here,
     not reported later as matching no device."""

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
+from delegate_runtime.commands._flags import output_file
 from farm_core import service_urls
 from farm_core.settings import ENV_BROKER, ENV_DB, default_db_url
 
@@ -115,6 +116,7 @@ def add_gate(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--junit",
         default=None,
+        type=output_file,
         metavar="PATH",
         help="write a JUnit XML report: one testcase per job, failures for failed jobs and "
         "regressions",

@@ -18,6 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--devices",
         default="all",
+        type=argtypes.selector,
         metavar="SELECTOR",
         help="e.g. 'kind=opencl,vendor=nvidia|amd,driver>=535', 'opencl:*', "
         "'tag=lab1' (default: all)",
@@ -25,6 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--configs",
         default=",".join(DEFAULT_CONFIGS),
+        type=argtypes.configs_text,
         help="comma-separated: cpu, gpu-fp32, gpu-fp16 (default: all three)",
     )
     argtypes.add_run_counts(p)

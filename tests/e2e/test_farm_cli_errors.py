@@ -190,7 +190,8 @@ def test_a_missing_model(ran, tmp_path, command):
 def test_a_selector_with_an_unknown_field(ran, tmp_path):
     home, model = ran
     r = farm(home, "submit", str(model), "--devices", "colour=red")
-    assert_one_line_error(r, 1, "unknown selector field 'colour'", "nothing was submitted")
+    # a usage error, found as the arguments are parsed: nothing was submitted
+    assert_one_line_error(r, 2, "argument --devices: unknown selector field 'colour'")
 
 
 # -- allowlist --model: the file just run, or a unique sha256 prefix of 4+ characters ------

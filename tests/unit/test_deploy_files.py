@@ -143,7 +143,7 @@ def test_agent_env_example_parses_as_worker_options() -> None:
     assert env["DEVICEFARM_DB"].startswith("postgresql://")
     assert env["DEVICEFARM_BROKER"].startswith("redis://")
     argv = ["worker", *shlex.split(env["DEVICEFARM_AGENT_ARGS"])]
-    assert build_parser(argv).parse_args(argv).devices == "opencl,cpu,android"
+    assert build_parser(argv).parse_args(argv).devices == ["opencl", "cpu", "android"]
 
 
 def test_agent_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
