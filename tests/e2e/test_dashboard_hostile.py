@@ -168,7 +168,8 @@ def test_hostile_names_render_as_text(open_dashboard: Dashboard, browser) -> Non
         settle(page)
         choose(page, "Model", "mobilenet")
         choose(page, "Device", "android:pixel4a")
-        banner = page.locator('[data-testid="stAlert"]').filter(has_text="regression")
+        # the page re-runs for the chosen device: wait for its banner, not the one before
+        banner = page.locator('[data-testid="stAlert"]').filter(has_text="3 regression(s)")
         assert banner.first.inner_text(timeout=PAGE_TIMEOUT_MS).startswith("3 regression(s)")
         details = page.locator('[data-testid="stCode"]').first.inner_text()
         assert f"cpu in {CAMPAIGN} (+" in details, details
