@@ -191,7 +191,9 @@ def test_a_slowed_model_of_the_same_name_regresses(farm, start_agent, tmp_path) 
 
 def test_a_suspect_its_confirmation_clears_passes(farm, start_agent, tmp_path) -> None:
     """An unchanged model against a history measured faster (a quieter day: the stored runs
-    scaled by 0.7) is suspect; its paired runs against that same version clear it."""
+    scaled by 0.5) is suspect; its paired runs against that same version clear it. (At 0.7 a
+    busy CI host's own swing of the fastest run between campaigns once cleared the screen:
+    the gap must stay well past the 22 % a 3-run history's prior noise asks for.)"""
     cpu = f"cpu:reference:{host_name()}"
     start_agent("a", ["cpu"], farm.db_url, farm.broker_url, ready=[cpu])
     model = example(tmp_path / "seg.tflite", 64)
@@ -201,7 +203,7 @@ def test_a_suspect_its_confirmation_clears_passes(farm, start_agent, tmp_path) -
         assert done.returncode == 0, done.stdout + done.stderr
     with farm.engine.begin() as conn:
         for rid, bench in conn.execute(select(Result.id, Result.benchmark)).all():
-            quieter = {k: [v * 0.7 for v in bench[k]] if k == "runs_us" else bench[k] * 0.7
+            quieter = {k: [v * 0.5 for v in bench[k]] if k == "runs_us" else bench[k] * 0.5
                        for k in ("runs_us", "min_us")}  # fmt: skip
             conn.execute(update(Result).where(Result.id == rid).values(benchmark=bench | quieter))
 
@@ -210,7 +212,8 @@ def test_a_suspect_its_confirmation_clears_passes(farm, start_agent, tmp_path) -
     out = again.stdout + again.stderr
     assert again.returncode == 0, out
     assert "regressions (0 of 1 judged, 1 suspect" in out and "suspect, cleared" in out
-    assert re.search(r"fastest run [\d.]+ ms, \+[3-9]\d\.\d% against", out), out
+    change = re.search(r"fastest run [\d.]+ ms, \+(\d+\.\d)% against", out)
+    assert change and float(change.group(1)) >= 30.0, out
     ran = confirmation_jobs(farm, 5)
     assert len(ran) == 6 and len({j.model_sha256 for j in ran}) == 1  # B and C: one version
     assert junit_counts(report) == (1, 0, [])
