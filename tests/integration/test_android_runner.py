@@ -18,7 +18,7 @@ from delegate_runtime.errors import DeviceError, ModelError
 from delegate_runtime.tools.benchmark_parser import parse_benchmark_output
 from farm_core.configs import CONFIGS
 from tests.conftest import require
-from tests.support.farm import write_model
+from tests.support.farm import converter_named_model, write_model
 from worker_agent.android import adb, discovery
 from worker_agent.android.runner import AdbRunner, ToolOutputError, ToolTimeout
 from worker_agent.android.simulator import SimulatedPhone, load_profile
@@ -189,25 +189,9 @@ def test_timed_runs_are_not_profiled_and_the_profile_is_a_pass_of_its_own(phone,
     assert b["op_profile"]["nodes_executed"] == 1
 
 
-def converter_named_model(path: Path) -> Path:
-    """y = x * 2 on (1, 4) floats whose input is named as the TFLite converter names it."""
-    import numpy as np
-
-    from delegate_runtime.builder import ModelBuilder
-
-    b = ModelBuilder()
-    g = b.main
-    x = g.input("serving_default_input_1:0", (1, 4), np.float32)
-    y = g.tensor("StatefulPartitionedCall:0", (1, 4), np.float32)
-    g.op("MUL", [x, g.const("w", np.full((1, 4), 2.0, np.float32))], [y])
-    g.output(y)
-    path.write_bytes(b.build())
-    return path
-
-
 def test_an_input_named_with_a_colon_reaches_the_tool_escaped(phone, tmp_path) -> None:
     ph, runner = phone("pixel-7")
-    model = converter_named_model(tmp_path / "m.tflite")
+    model = converter_named_model(tmp_path / "m.tflite", "StatefulPartitionedCall:0")
     values = tmp_path / "x.bin"
     values.write_bytes(np.arange(4, dtype=np.float32).tobytes())
     sha = hashlib.sha256(values.read_bytes()).hexdigest()

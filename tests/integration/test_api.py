@@ -25,7 +25,7 @@ import pytest
 
 from tests.conftest import require_module
 from tests.integration.conftest import FAST_TIMING, REPO
-from tests.support.farm import free_port, kill_group, wait_until, write_model
+from tests.support.farm import converter_named_model, free_port, kill_group, wait_until, write_model
 
 require_module("uvicorn", "uvicorn (the api extra)")
 require_module("python_multipart", "python-multipart (the api extra)")
@@ -549,22 +549,6 @@ def test_the_cli_submits_waits_and_judges_through_the_api(
     assert remote.returncode == local.returncode == 0
     assert seen.sub("T", remote.stdout) == seen.sub("T", local.stdout)
     assert re.search(r"^noop:a1\s+online", remote.stdout, re.M)
-
-
-def converter_named_model(path: Path) -> Path:
-    """y = x * 2 on (1, 4) floats whose input is named as the TFLite converter names it."""
-    import numpy as np
-
-    from delegate_runtime.builder import ModelBuilder
-
-    b = ModelBuilder()
-    g = b.main
-    x = g.input("serving_default_input_1:0", (1, 4), np.float32)
-    y = g.tensor("y", (1, 4), np.float32)
-    g.op("MUL", [x, g.const("w", np.full((1, 4), 2.0, np.float32))], [y])
-    g.output(y)
-    path.write_bytes(b.build())
-    return path
 
 
 def test_the_cli_sends_input_values_through_the_api(

@@ -58,6 +58,23 @@ def write_model(path: Path, scale: float = 1.0) -> Path:
     return path
 
 
+def converter_named_model(path: Path, output: str = "y") -> Path:
+    """y = x * 2 on (1, 4) floats whose input is named as the TFLite converter names it
+    (`serving_default_input_1:0`)."""
+    import numpy as np
+
+    from delegate_runtime.builder import ModelBuilder
+
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("serving_default_input_1:0", (1, 4), np.float32)
+    y = g.tensor(output, (1, 4), np.float32)
+    g.op("MUL", [x, g.const("w", np.full((1, 4), 2.0, np.float32))], [y])
+    g.output(y)
+    path.write_bytes(b.build())
+    return path
+
+
 def wait_until(check: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.2) -> Any:
     """Poll `check` until it returns something truthy; AssertionError after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
