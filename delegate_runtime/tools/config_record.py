@@ -44,7 +44,8 @@ GPU_SWITCHES = (
     Switch("gpu.specialize", f"{_CL}.specialize", "ON_GPU", "DEVICEFARM_GPU_SPECIALIZE"),
     Switch("gpu.persistent", f"{_CL}.persistent", "ON", "DEVICEFARM_GPU_PERSISTENT"),
     Switch("gpu.host_edges", f"{_CL}.host_edges", "ON", "DEVICEFARM_GPU_HOST_EDGES"),
-    Switch("gpu.copy_helpers", f"{_CL}.host_copy", "HELPERS", "DEVICEFARM_GPU_COPY_HELPERS"),
+    # the input copy's helpers (DEVICEFARM_GPU_COPY_HELPERS, the agent's budget, the
+    # usable CPUs) are recorded as host_copy.helper_plan() decides them: _copy_helpers
 )
 #: Environment switches without a module constant: (name, variable, default).
 GPU_ENV_ONLY = (("gpu.native_loop", "DEVICEFARM_NATIVE_LOOP", True),)
@@ -178,11 +179,9 @@ def _copy_helpers(out: dict[str, dict[str, Any]]) -> None:
         from ..gpu.opencl import host_copy
     except ImportError:
         return
-    plan = getattr(host_copy, "helper_plan", None)
-    if callable(plan):
-        p = plan()
-        out["gpu.copy_helpers"] = _entry(p.get("helpers"), str(p.get("source", "default")))
-        out["gpu.copy_helpers.why"] = _entry(p.get("why", ""), "session")
+    plan = host_copy.helper_plan()
+    out["gpu.copy_helpers"] = _entry(plan["helpers"], plan["source"])
+    out["gpu.copy_helpers.why"] = _entry(plan["why"], "session")
 
 
 def session_path(session: Any) -> dict[str, dict[str, Any]]:
