@@ -58,6 +58,29 @@ def write_model(path: Path, scale: float = 1.0) -> Path:
     return path
 
 
+def finish_jobs(
+    engine: Engine,
+    failed: frozenset[tuple[str, str]] = frozenset(),
+    avg_us: float = 2000.0,
+    error: str = "ToolOutputError: no result",
+) -> None:
+    """End every job of the farm as a worker would: those whose (device, config) is in
+    `failed` failed with `error`, the rest succeeded at `avg_us`."""
+    from sqlalchemy import select
+
+    from farm_core import jobs
+    from farm_core.schema import FAILED, SUCCEEDED, Job
+
+    with engine.begin() as c:
+        ids = c.execute(select(Job.id, Job.device_key, Job.config)).all()
+    for job_id, device, config in ids:
+        bad = (device, config) in failed
+        with engine.begin() as c:
+            jobs.claim(c, job_id, 1, "w", 60)
+            values = {"error": error} if bad else {"avg_us": avg_us}
+            jobs.finish(c, job_id, 1, "w", FAILED if bad else SUCCEEDED, values)
+
+
 def converter_named_model(path: Path, output: str = "y") -> Path:
     """y = x * 2 on (1, 4) floats whose input is named as the TFLite converter names it
     (`serving_default_input_1:0`)."""

@@ -9,12 +9,18 @@ import pytest
 from sqlalchemy import Engine, select
 
 from dashboard import queries
-from farm_core import jobs, metrics
-from farm_core.schema import FAILED, SUCCEEDED, Campaign, Job
+from farm_core import metrics
+from farm_core.schema import Campaign
 from orchestrator.allowlist.rules import Thresholds
 from orchestrator.submit import SubmissionError, submit
 from tests.support.demo_lab import MODELS, SeedSummary, seed
-from tests.support.farm import RecordingDispatcher, add_device, sqlite_engine, write_model
+from tests.support.farm import (
+    RecordingDispatcher,
+    add_device,
+    finish_jobs,
+    sqlite_engine,
+    write_model,
+)
 
 
 @pytest.fixture(scope="module")
@@ -195,14 +201,7 @@ def test_compare_says_why_a_row_has_no_speedup(tmp_path: Path) -> None:
     add_device(engine, "android:none", "android")  # its cpu run failed: no figure
     model = write_model(tmp_path / "m.tflite")
     submit(engine, RecordingDispatcher(), [model], "all", "cpu,gpu-fp32")
-    with engine.begin() as c:
-        ids = c.execute(select(Job.id, Job.device_key, Job.config)).all()
-    for job_id, device, config in ids:
-        failed = (device, config) == ("android:none", "cpu")
-        values = {"error": "ToolOutputError: no result"} if failed else {"avg_us": 2000.0}
-        with engine.begin() as c:
-            jobs.claim(c, job_id, 1, "w", 60)
-            jobs.finish(c, job_id, 1, "w", FAILED if failed else SUCCEEDED, values)
+    finish_jobs(engine, failed=frozenset({("android:none", "cpu")}))
     rows = {(r["device"], r["config"]): r for r in queries.compare(engine, sha256(model))}
     none = rows[("android:none", "gpu-fp32")]
     assert none["speedup"] is None

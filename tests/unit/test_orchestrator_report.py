@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sqlalchemy import select
-
 from farm_core import jobs, metrics
-from farm_core.schema import FAILED, SUCCEEDED, Job
+from farm_core.schema import SUCCEEDED
 from orchestrator.report import campaign_rows, format_csv, format_json, format_table
 from orchestrator.submit import submit
-from tests.support.farm import RecordingDispatcher, add_device, sqlite_engine, write_model
+from tests.support.farm import (
+    RecordingDispatcher,
+    add_device,
+    finish_jobs,
+    sqlite_engine,
+    write_model,
+)
 
 
 def test_rows_and_formats(tmp_path: Path) -> None:
@@ -50,14 +54,7 @@ def test_a_row_without_a_cpu_baseline_says_why(tmp_path: Path) -> None:
     submit(
         engine, RecordingDispatcher(), [write_model(tmp_path / "m.tflite")], "all", "cpu,gpu-fp32"
     )
-    with engine.begin() as c:
-        ids = c.execute(select(Job.id, Job.device_key, Job.config)).all()
-    for job_id, device, config in ids:
-        failed = (device, config) == ("android:none", "cpu")
-        values = {"error": "ToolOutputError: no result"} if failed else {"avg_us": 2000.0}
-        with engine.begin() as c:
-            jobs.claim(c, job_id, 1, "w", 60)
-            jobs.finish(c, job_id, 1, "w", FAILED if failed else SUCCEEDED, values)
+    finish_jobs(engine, failed=frozenset({("android:none", "cpu")}))
     rows = {(r["device"], r["config"]): r for r in campaign_rows(engine, 1)}
     assert rows[("android:none", "gpu-fp32")]["speedup"] is None
     assert rows[("android:none", "gpu-fp32")]["note"] == metrics.no_baseline_reason("android")
