@@ -528,8 +528,7 @@ def _history(engine: Engine, where: Any, device: str) -> list[dict[str, Any]]:
             .where(
                 where,
                 Result.device_key == device,
-                # a confirmation's paired runs belong to no history (orchestrator.confirm)
-                Campaign.settings[cell_history.CONFIRMS_JOB].as_integer().is_(None),
+                cell_history.NOT_A_CONFIRMATION,
             )
             .order_by(Result.created_at, Result.id)
         ).mappings()

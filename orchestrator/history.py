@@ -56,6 +56,11 @@ MAD_TO_SIGMA = 1.4826
 CONFIRMS_JOB = "confirms_job"
 
 
+#: A where-clause on `campaigns`: none of a confirmation's paired runs (they belong to no
+#: history: the gate's, the dashboard's).
+NOT_A_CONFIRMATION = Campaign.settings[CONFIRMS_JOB].as_integer().is_(None)
+
+
 def figure(sample: Sample | None) -> float | None:
     """A result's figure (µs): its fastest run; without raw runs the recorded minimum, else
     its median or mean (benchmark_model's aggregates)."""
@@ -212,7 +217,7 @@ def cell_rows(
             Result.config_fingerprint == fingerprint,
             Result.id < before_result,
             Result.outcome == SUCCEEDED,
-            Campaign.settings[CONFIRMS_JOB].as_integer().is_(None),
+            NOT_A_CONFIRMATION,
         )
         .order_by(Result.id.desc())
         .limit(HISTORY_LIMIT)
