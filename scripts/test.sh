@@ -34,6 +34,37 @@ fresh_venv() { # fresh_venv DIR EXTRAS: a new virtualenv at DIR with the project
   "$1/bin/python" -m pip install -q -e ".[$2]"
 }
 
+conformance_modes() { # conformance_modes SHARED "TITLE|CHECK ARGS|ENV"...: the modes, one per
+  # CPU at a time (slowest first), each printed whole as it ends; fails if any mode failed
+  local shared=$1 failed=0 mode logs i=0 pids=()
+  shift
+  logs=$(mktemp -d)
+  for mode in "$@"; do
+    IFS='|' read -r title args env <<<"$mode"
+    while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+    # shellcheck disable=SC2086 # ARGS and ENV are word lists
+    (env $env python "$shared/check.py" "$shared/dev" $args >"$logs/$i" 2>&1; echo $? >"$logs/$i.rc") &
+    pids+=("$!")
+    i=$((i + 1))
+  done
+  wait "${pids[@]}" || true
+  i=0
+  for mode in "$@"; do
+    echo "-- conformance ${mode%%|*}: exit $(cat "$logs/$i.rc")"
+    cat "$logs/$i"
+    [ "$(cat "$logs/$i.rc")" = 0 ] || failed=1
+    i=$((i + 1))
+  done
+  rm -rf "$logs"
+  return $failed
+}
+
+# Warm or cold: whether this machine's kernel cache held anything when the run began (the
+# test step's time budget depends on it, scripts/step_budget.py).
+kernel_cache="${XDG_CACHE_HOME:-$HOME/.cache}/devicefarm/kernels"
+caches=cold
+[ -n "$(ls -A "$kernel_cache" 2>/dev/null)" ] && caches=warm
+
 step "install (fresh virtualenv .venv-test, extras: dev)"
 fresh_venv .venv-test dev
 # shellcheck disable=SC1091
@@ -57,20 +88,23 @@ step "lint"
 ruff check .
 ruff format --check .
 
-step "tests"
+step "tests (pytest-xdist, ${DEVICEFARM_TEST_WORKERS:-auto} workers; kernel caches $caches)"
 export DEVICEFARM_TEST_PG_URL="${DEVICEFARM_TEST_PG_URL:-postgresql+psycopg2://postgres:postgres@127.0.0.1:5432/postgres}"
-python -m pytest -q -p no:cacheprovider --timeout=600 --durations=30 tests
+# One worker per CPU; every test makes its own servers, ports, databases and folders, so the
+# workers share nothing but the content-keyed kernel caches (written atomically).
+python -m pytest -q -p no:cacheprovider --timeout=600 --durations=30 \
+  -n "${DEVICEFARM_TEST_WORKERS:-auto}" --dist worksteal tests
+python3 scripts/step_budget.py tests $((SECONDS - step_start)) "$caches"
 
 shared="../shared/conformance"
 if [ -d "$shared/dev" ]; then
-  step "conformance (CPU reference)"
-  python "$shared/check.py" "$shared/dev" --delegate cpu
-  step "conformance (GPU delegate on OpenCL, fp32 and fp16)"
-  python "$shared/check.py" "$shared/dev" --delegate gpu --precision fp32
-  python "$shared/check.py" "$shared/dev" --delegate gpu --precision fp16
-  step "conformance (GPU delegate, kernels specialized per launch as on GPUs, fp32 and fp16)"
-  DEVICEFARM_GPU_SPECIALIZE=1 python "$shared/check.py" "$shared/dev" --delegate gpu --precision fp32
-  DEVICEFARM_GPU_SPECIALIZE=1 python "$shared/check.py" "$shared/dev" --delegate gpu --precision fp16
+  step "conformance (CPU reference; GPU delegate fp32, fp16; kernels specialized per launch as on GPUs, fp32, fp16)"
+  conformance_modes "$shared" \
+    "cpu reference|--delegate cpu" \
+    "specialized fp32|--delegate gpu --precision fp32|DEVICEFARM_GPU_SPECIALIZE=1" \
+    "specialized fp16|--delegate gpu --precision fp16|DEVICEFARM_GPU_SPECIALIZE=1" \
+    "gpu fp32|--delegate gpu --precision fp32" \
+    "gpu fp16|--delegate gpu --precision fp16"
 elif $in_ci; then
   echo "conformance: $shared/dev is missing; CI needs ../shared beside the checkout" >&2
   exit 1
@@ -95,5 +129,6 @@ trap 'rm -rf "$work"' EXIT
     --model_output_labels data/model_output_labels.txt
 )
 step ""
-echo "== done in $SECONDS s; the steps:"
+echo "== done in $SECONDS s (kernel caches $caches at the start); the steps:"
 printf '%s' "$timings"
+python3 scripts/step_budget.py total "$SECONDS" "$caches"

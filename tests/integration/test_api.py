@@ -74,6 +74,8 @@ def api_server(pg_session_url: str, redis_server, tmp_path_factory) -> Iterator[
     """`devicefarm api` on a free port, with an admin, a submit and a read user made by
     `devicefarm api token add`."""
     folder = tmp_path_factory.mktemp("api")
+    migrated = cli("db", "upgrade", "--db", pg_session_url)  # the deploy's own first step
+    assert migrated.returncode == 0, migrated.stderr
     tokens_file = folder / "tokens.json"
     tokens = {}
     for role in ("admin", "submit", "read"):
