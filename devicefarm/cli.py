@@ -58,6 +58,39 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 #: Runs the commands that have an `--api URL` form against a farm's HTTP API.
 REMOTE = "devicefarm.commands.remote"
+#: The subcommands that read or make the embedded farm's state: they take --home too.
+FARM_STATE = (
+    *("run", "submit", "status", "results", "devices", "cancel", "rerun", "worker"),
+    *("reconcile", "db", "allowlist", "dashboard", "api"),
+)
+HOME_HELP = (
+    "the embedded farm's folder (default: $DEVICEFARM_HOME, else the user's data directory, "
+    "~/.local/share/devicefarm on Linux)"
+)
+
+
+def subcommand_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in `argv`: its first word that is not an option or --home's value."""
+    after_home = False
+    for arg in argv:
+        if after_home:
+            after_home = False
+        elif arg == "--home":
+            after_home = True
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
+def _use_home(folder: str) -> None:
+    """Point this process (and the processes it starts) at the farm in `folder`."""
+    from delegate_runtime.errors import UsageError
+    from farm_core.settings import ENV_HOME
+
+    path = os.path.abspath(os.path.expanduser(folder))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"argument --home: {path} is not a folder")
+    os.environ[ENV_HOME] = path
 
 
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
@@ -65,10 +98,13 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
         prog="devicefarm",
         description="Device-farm test harness for GPU-delegated TensorFlow Lite (LiteRT) models.",
     )
+    parser.add_argument("--home", metavar="DIR", help=HOME_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    wanted = next((a for a in argv if not a.startswith("-")), None)
+    wanted = subcommand_of(argv)
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
+        if name in FARM_STATE:  # SUPPRESS: an absent one keeps the top level's value
+            p.add_argument("--home", metavar="DIR", default=argparse.SUPPRESS, help=HOME_HELP)
         if name == wanted:  # only the chosen subcommand's module is imported
             importlib.import_module(module).add_arguments(p)
             p.set_defaults(_module=module)
@@ -88,6 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if args.home is not None:
+            _use_home(args.home)
         module = importlib.import_module(REMOTE).route(args)  # the API's client, or local
         return int(importlib.import_module(module).run(args) or 0)
     except DevicefarmError as exc:

@@ -1,6 +1,6 @@
 """The embedded default: the whole farm on one machine with no server.
 
-A SQLite file and kombu's filesystem broker under DEVICEFARM_HOME (./.devicefarm), a local
+A SQLite file and kombu's filesystem broker in the farm's home (settings.home()), a local
 agent with its consumer processes, and the reconciler in this process: the same tasks and
 code paths as the distributed mode. Progress is printed as jobs run and finish (from the
 database, as in the distributed mode), then the per-device, per-configuration comparison

@@ -147,8 +147,9 @@ def default_db(existing: bool = True) -> str:
     path = Path(url.removeprefix("sqlite:///"))  # home() is absolute
     if existing and not path.exists():
         raise UsageError(
-            f"no farm in ${ENV_HOME} ({path.parent}): `devicefarm run` or `devicefarm db "
-            "upgrade` creates one; or give --db"
+            f"no farm in {path.parent} (the farm's home: --home DIR, ${ENV_HOME} or the "
+            "user's data directory): `devicefarm run` or `devicefarm db upgrade` creates one; "
+            "or give --db"
         )
     return url
 

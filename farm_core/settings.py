@@ -1,13 +1,16 @@
 """Where the farm lives (database, broker) and its timings, from the environment.
 
-The embedded default needs no server: a SQLite file and a filesystem broker under
-`DEVICEFARM_HOME` (default `./.devicefarm`). The distributed mode sets `DEVICEFARM_DB`
+The embedded default needs no server: a SQLite file and a filesystem broker under one
+folder, the farm's home: `devicefarm --home DIR`, else `DEVICEFARM_HOME`, else the user's
+data directory as the platform names it (`~/.local/share/devicefarm` on Linux), so every
+command finds the same farm from any folder. The distributed mode sets `DEVICEFARM_DB`
 (e.g. postgresql://...) and `DEVICEFARM_BROKER` (e.g. redis://...).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -36,9 +39,41 @@ BACKOFF_MAX_S = 60.0
 CONNECT_TIMEOUT_S = 5
 
 
+def default_home() -> Path:
+    """The user's data directory for the farm, as each platform's convention names it."""
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local"
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:  # the XDG base directory spec
+        base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "devicefarm"
+
+
 def home() -> Path:
-    """The embedded mode's folder (database file, broker folder, model cache)."""
-    return Path(os.environ.get(ENV_HOME) or ".devicefarm").absolute()
+    """The embedded mode's folder (database file, broker folder, model cache, logs)."""
+    return Path(os.environ.get(ENV_HOME) or default_home()).absolute()
+
+
+#: Where the embedded farm lived before it had a home of its own: the current folder's.
+LEGACY_HOME = Path(".devicefarm")
+
+
+def new_home_notice() -> str | None:
+    """What to tell a user whose command is about to create the embedded farm (its first
+    use), or None when the farm exists or the database is not the embedded one."""
+    if os.environ.get(ENV_DB) or (home() / "farm.db").exists():
+        return None
+    notice = (
+        f"devicefarm: a new embedded farm in {home()} (database, broker, logs); every command "
+        f"finds it from any folder; --home DIR or ${ENV_HOME} chooses another"
+    )
+    legacy = LEGACY_HOME.absolute()
+    if (legacy / "farm.db").exists() and legacy != home():
+        notice += (
+            f"\n  note: {legacy} holds a farm from an earlier version: --home {legacy} uses it"
+        )
+    return notice
 
 
 def default_db_url() -> str:

@@ -29,3 +29,11 @@ def require_module(name: str, what: str = "") -> ModuleType:
         if IN_CI:
             pytest.fail(f"{what or name} is required in CI but missing ({exc})", pytrace=False)
         pytest.skip(f"{what or name} is not available here", allow_module_level=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _farm_home_of_the_tests(tmp_path_factory) -> None:
+    """A test that names no farm home gets one of this session's (each xdist worker its
+    own), never the user's data directory."""
+    if not os.environ.get("DEVICEFARM_HOME"):
+        os.environ["DEVICEFARM_HOME"] = str(tmp_path_factory.mktemp("farm-home"))

@@ -6,6 +6,7 @@ reads one that must be."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from . import common
 
@@ -24,11 +25,15 @@ def run(args: argparse.Namespace) -> int:
     from delegate_runtime.errors import UsageError
     from farm_core import service_urls
     from farm_core.database import current_revision, make_engine, migrate
+    from farm_core.settings import new_home_notice
 
     reads = args.action == "current"
     problem = args.db and service_urls.database_problem(args.db, existing=reads)
     if problem:
         raise UsageError(f"argument --db: {problem}")
+    notice = None if args.db or reads else new_home_notice()
+    if notice:
+        print(notice, file=sys.stderr)
     engine = make_engine(args.db or service_urls.default_db(existing=reads))
     if args.action == "upgrade":
         migrate(engine)

@@ -1,8 +1,9 @@
 """`devicefarm run MODEL...`: the whole farm on this machine, no server needed.
 
-Uses a SQLite file and a filesystem broker under $DEVICEFARM_HOME (default ./.devicefarm),
-runs every model on every local device in each configuration the device runs, and prints
-the per-device, per-configuration comparison table.
+Uses a SQLite file and a filesystem broker in the farm's home (--home, $DEVICEFARM_HOME, else
+the user's data directory: farm_core.settings.home), runs every model on every local device
+in each configuration the device runs, and prints the per-device, per-configuration
+comparison table.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ def input_errors(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from farm_core import service_urls
+    from farm_core.settings import new_home_notice
     from orchestrator.submit import RunSettings, SubmissionError
 
     from ..embedded import run_local
@@ -93,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
         raise SubmissionError(errors)
 
     settings = RunSettings(num_runs=args.runs, diff_runs=args.diff_runs, timeout_s=args.timeout)
+    notice = None if args.db else new_home_notice()
+    if notice:
+        print(notice, flush=True)
     result = run_local(
         args.models,
         args.devices,

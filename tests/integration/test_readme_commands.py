@@ -61,10 +61,19 @@ _ALTERNATIVES = re.compile(r"^[a-z0-9-]+(\|[a-z0-9-]+)+$")
 _OPTIONAL = re.compile(r"\s*\[([^\[\]]*)\]")
 
 
+#: README sections whose lines a test of their own runs together, as a scenario.
+OWN_TESTS = {"## A lab on three hosts": "tests/e2e/test_lab_three_hosts.py"}
+
+
 def readme_lines(text: str) -> list[str]:
-    """Each `devicefarm` command in the README's code blocks, comments dropped."""
-    out, in_block = [], False
+    """Each `devicefarm` command in the README's code blocks, comments dropped (but for the
+    sections in OWN_TESTS)."""
+    out, in_block, skipping = [], False, False
     for line in text.splitlines():
+        if line.startswith("## "):
+            skipping = line.strip() in OWN_TESTS
+        if skipping:
+            continue
         if line.strip().startswith("```"):
             in_block = not in_block
             continue

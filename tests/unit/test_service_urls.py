@@ -89,7 +89,11 @@ def test_broker_problem(folder: Path, url: str, problem: str | None) -> None:
     ("env", "call", "message"),
     [
         ({"DEVICEFARM_DB": "sqlite:///{d}/typo.db"}, "db", "$DEVICEFARM_DB: no farm database"),
-        ({"DEVICEFARM_HOME": "{d}/fresh"}, "db", "no farm in $DEVICEFARM_HOME ({d}/fresh)"),
+        (
+            {"DEVICEFARM_HOME": "{d}/fresh"},
+            "db",
+            "no farm in {d}/fresh (the farm's home: --home DIR, $DEVICEFARM_HOME",
+        ),
         ({"DEVICEFARM_BROKER": "amqp://x"}, "broker", "$DEVICEFARM_BROKER: bad broker URL"),
     ],
 )

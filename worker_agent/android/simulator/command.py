@@ -14,6 +14,8 @@ import signal
 import sys
 import threading
 
+from delegate_runtime.commands._flags import int_between
+
 from .profile import BUILTIN
 
 
@@ -24,7 +26,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="P",
         help=f"built-in ({', '.join(BUILTIN)}) or a .json/.yaml profile; repeatable",
     )
-    p.add_argument("--port", type=int, default=0, help="TCP port of the first phone (0: free)")
+    p.add_argument(
+        "--port",
+        type=int_between(0, 65535),
+        default=0,
+        help="TCP port of the first phone (0: free)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: local)")
     p.add_argument("--verbose", action="store_true", help="print every command line received")
 
