@@ -107,7 +107,8 @@ def campaign_failures(engine: Engine, campaign_id: int) -> list[dict[str, Any]]:
         rows = conn.execute(
             select(
                 Job.id.label("job"),
-                StoredModel.name.label("model"),
+                # the lineage name (`submit --name`), else the file name
+                case((Job.model_name != "", Job.model_name), else_=StoredModel.name).label("model"),
                 Job.device_key.label("device"),
                 Job.config,
                 Job.state,
@@ -185,7 +186,8 @@ def submit_upload(
 
 
 def models(engine: Engine) -> list[dict[str, Any]]:
-    """Stored models that have results, newest first."""
+    """Stored models that have results, newest first, each with `lineages`: the names its
+    jobs ran under (`submit --name`, else the file name), as History lists them."""
     with engine.begin() as conn:
         measured = select(Result.model_sha256).distinct().subquery()
         rows = conn.execute(
@@ -193,7 +195,14 @@ def models(engine: Engine) -> list[dict[str, Any]]:
             .join(measured, measured.c.model_sha256 == StoredModel.sha256)
             .order_by(StoredModel.created_at.desc(), StoredModel.name)
         ).mappings()
-        return [dict(r) for r in rows]
+        out = [dict(r) for r in rows]
+        names: dict[str, set[str]] = {}
+        for sha, name in conn.execute(select(Job.model_sha256, Job.model_name).distinct()):
+            if name:
+                names.setdefault(sha, set()).add(name)
+    for m in out:
+        m["lineages"] = sorted(names.get(m["sha256"], ())) or [m["name"]]
+    return out
 
 
 def _latest_ids(model: str, gpu_only: bool = True) -> Any:
@@ -234,9 +243,10 @@ def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
                 Result.config,
                 Result.config_fingerprint,
                 func.max(Result.id).label("newest"),
-                func.count().label("runs"),
+                func.count().label("results"),
                 func.avg(Result.avg_us).label("avg_us"),
-                func.min(Result.avg_us).label("best_us"),
+                # the fastest result's median: never above the mean median beside it
+                func.min(func.coalesce(Result.median_us, Result.avg_us)).label("best_us"),
                 func.avg(Result.median_us).label("median_us"),
                 func.avg(Result.p95_us).label("p95_us"),
                 func.avg(case((cached.is_(False), Result.init_us))).label("cold_us"),
@@ -284,7 +294,7 @@ def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
                 "config_fingerprint": r["config_fingerprint"] or "",
                 "timing": timing.get(r["newest"]),
                 "result": r["newest"],
-                "runs": r["runs"],
+                "results": r["results"],
                 "avg_ms": _ms(r["avg_us"]),
                 "best_ms": _ms(r["best_us"]),
                 "median_ms": _ms(r["median_us"]),

@@ -146,8 +146,16 @@ def model_picker(label: str = "Model") -> dict[str, Any] | None:
     if not models:
         st.info("No results yet: submit a campaign first.")
         return None
-    names = {f"{m['name']} ({m['sha256'][:10]})": m for m in models}
-    return names[st.selectbox(label, list(names), key="model")]
+    names = {model_label(m): m for m in models}
+    return names[st.selectbox(label, sorted(names), key="model")]
+
+
+def model_label(model: dict[str, Any]) -> str:
+    """A model as the pickers list it: its lineage name(s), the version (sha256 prefix) and,
+    when it differs, the file it was uploaded as: `mobilenet @ 87af608513 (v1_224.tflite)`."""
+    lineages = ", ".join(model["lineages"])
+    file = f" ({model['name']})" if model["name"] not in model["lineages"] else ""
+    return f"{lineages} @ {model['sha256'][:10]}{file}"
 
 
 def notice(kind: str, heading: str, details: Sequence[Any] = ()) -> None:
@@ -178,3 +186,34 @@ def full_labels(title: str | None = "device") -> Any:
 def short_reason(text: str, width: int = 120) -> str:
     text = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+#: What a table shows where a value is missing (Streamlit would write "None").
+MISSING = "—"
+
+
+def without_gaps(df: Any, formats: dict[str, str] | None = None) -> Any:
+    """`df` ready for st.dataframe, which writes a missing value as "None": missing values
+    read MISSING, number columns use `formats` (`{"avg_ms": "{:.2f}"}`). A number column
+    with no gap stays numeric (it sorts as numbers); one with gaps becomes text."""
+    import pandas as pd
+
+    formats = {k: v for k, v in (formats or {}).items() if k in df}
+    out = df.copy()
+    for column in out.columns:
+        values = out[column]
+        if not values.isna().any():
+            continue
+        if column in formats or pd.api.types.is_numeric_dtype(values):
+            pattern = formats.pop(column, "{}")
+            out[column] = [MISSING if pd.isna(v) else pattern.format(v) for v in values]
+        else:
+            out[column] = values.astype(object).where(values.notna(), MISSING)
+    return out.style.format(formats) if formats else out
+
+
+def node_label(node: str, op: str, position: int) -> str:
+    """A profile node's short label: its index (TFLite's `[tensor]:index`, else its place in
+    run order) and op, `12 CONV_2D`."""
+    index = str(node).rpartition(":")[2]
+    return f"{index if index.isdigit() else position} {op}"

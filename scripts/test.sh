@@ -90,6 +90,9 @@ ruff format --check .
 
 step "tests (pytest-xdist, ${DEVICEFARM_TEST_WORKERS:-auto} workers; kernel caches $caches)"
 export DEVICEFARM_TEST_PG_URL="${DEVICEFARM_TEST_PG_URL:-postgresql+psycopg2://postgres:postgres@127.0.0.1:5432/postgres}"
+# the dashboard's pages as the browser test saw them (screenshots and text), for review
+export DEVICEFARM_SCREENSHOTS="${DEVICEFARM_SCREENSHOTS:-$root/artifacts/dashboard}"
+mkdir -p "$DEVICEFARM_SCREENSHOTS"
 # One worker per CPU; every test makes its own servers, ports, databases and folders, so the
 # workers share nothing but the content-keyed kernel caches (written atomically).
 python -m pytest -q -p no:cacheprovider --timeout=600 --durations=30 \

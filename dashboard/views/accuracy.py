@@ -24,11 +24,11 @@ st.altair_chart(
     .encode(
         x=alt.X("avg_error:Q", scale=alt.Scale(type="log"), title="avg error (log)"),
         y=alt.Y("device:N", axis=ui.full_labels()),
-        color="config:N",
+        color=alt.Color("config:N", title="configuration"),
         shape="output:N",
         tooltip=[
             "device",
-            "config",
+            alt.Tooltip("config", title="configuration"),
             "output",
             alt.Tooltip("avg_error", format=".3e"),
             alt.Tooltip("max_error", format=".3e"),

@@ -21,6 +21,18 @@ if not rows:
     st.info("No successful results for this model yet.")
     st.stop()
 df = pd.DataFrame(rows)
+#: How the table writes each number column (ui.without_gaps: a missing value reads "—").
+COLUMN_FORMATS = {
+    "avg_ms": "{:.2f}",
+    "best_ms": "{:.2f}",
+    "median_ms": "{:.2f}",
+    "p95_ms": "{:.2f}",
+    "speedup": "{:.2f}x",
+    "init_cold_ms": "{:.0f}",
+    "init_cached_ms": "{:.0f}",
+    "init_ms": "{:.0f}",
+    "peak_mb": "{:.1f}",
+}
 configs = st.multiselect(
     "Configurations",
     sorted(df["config"].unique()),
@@ -35,31 +47,38 @@ if older.any() and not st.checkbox(
 ):
     df = df[~older]
 st.dataframe(
-    df,
+    ui.without_gaps(df, COLUMN_FORMATS),
     hide_index=True,
     width="stretch",
     column_config={
-        "avg_ms": st.column_config.NumberColumn("avg ms", format="%.2f"),
-        "best_ms": st.column_config.NumberColumn("best ms", format="%.2f"),
-        "median_ms": st.column_config.NumberColumn("median ms", format="%.2f"),
-        "p95_ms": st.column_config.NumberColumn("p95 ms", format="%.2f"),
-        "speedup": st.column_config.NumberColumn("vs CPU", format="%.2fx"),
+        "config": "configuration",
+        "configuration": "record",
+        "results": st.column_config.Column(
+            "results", help="stored results (jobs) pooled in this row, each of many runs"
+        ),
+        "avg_ms": "avg ms",
+        "best_ms": st.column_config.Column("best ms", help="the fastest result's median"),
+        "median_ms": st.column_config.Column("median ms", help="the results' mean median"),
+        "p95_ms": "p95 ms",
+        "speedup": st.column_config.Column("vs CPU", help="the CPU's latency over this one"),
         "no_baseline": "why no vs CPU",
-        "init_cold_ms": st.column_config.NumberColumn("init cold ms", format="%.0f"),
-        "init_cached_ms": st.column_config.NumberColumn("init cached ms", format="%.0f"),
-        "init_ms": st.column_config.NumberColumn("init ms", format="%.0f"),
-        "peak_mb": st.column_config.NumberColumn("peak MB", format="%.1f"),
+        "init_cold_ms": "init cold ms",
+        "init_cached_ms": "init cached ms",
+        "init_ms": "init ms",
+        "peak_mb": "peak MB",
         "config_fingerprint": "config id",
+        "timing": "timing path",
         "result": None,  # the detail below picks by it
     },
 )
 tooltip = [
     "device",
-    "config",
-    alt.Tooltip("avg_ms", format=".2f"),
-    alt.Tooltip("speedup", format=".2f"),
-    "runs",
+    alt.Tooltip("config", title="configuration"),
+    alt.Tooltip("avg_ms", format=".2f", title="avg ms"),
+    alt.Tooltip("speedup", format=".2f", title="vs CPU (x)"),
+    alt.Tooltip("results", title="results"),
 ]
+CONFIG_COLOUR = alt.Color("config:N", title="configuration")
 
 
 def chart(place: Any, data: pd.DataFrame, what: str, c: alt.Chart | alt.LayerChart) -> None:
@@ -76,8 +95,8 @@ left.altair_chart(
     .mark_bar()
     .encode(
         y=alt.Y("device:N", sort="x", axis=ui.full_labels()),
-        x="avg_ms:Q",
-        color="config:N",
+        x=alt.X("avg_ms:Q", title="average latency (ms)"),
+        color=CONFIG_COLOUR,
         yOffset="config:N",
         tooltip=tooltip,
     ),
@@ -92,8 +111,8 @@ chart(
     .mark_bar()
     .encode(
         y=alt.Y("device:N", sort="-x", axis=ui.full_labels()),
-        x="speedup:Q",
-        color="config:N",
+        x=alt.X("speedup:Q", title="speed-up over the CPU (x)"),
+        color=CONFIG_COLOUR,
         yOffset="config:N",
         tooltip=tooltip,
     )
@@ -105,6 +124,7 @@ init = df.melt(
     var_name="init",
     value_name="ms",
 ).dropna()
+init["init"] = init["init"].map({"init_cold_ms": "cold (compiled)", "init_cached_ms": "cached"})
 chart(
     left,
     init,
@@ -113,10 +133,15 @@ chart(
     .mark_bar()
     .encode(
         y=alt.Y("device:N", axis=ui.full_labels()),
-        x="ms:Q",
-        color="init:N",
+        x=alt.X("ms:Q", title="initialisation (ms)"),
+        color=alt.Color("init:N", title="kernels"),
         yOffset="init:N",
-        tooltip=["device", "config", "init", alt.Tooltip("ms", format=".0f")],
+        tooltip=[
+            "device",
+            alt.Tooltip("config", title="configuration"),
+            alt.Tooltip("init", title="kernels"),
+            alt.Tooltip("ms", format=".0f", title="ms"),
+        ],
     ),
 )
 peak = df.dropna(subset=["peak_mb"])
@@ -128,10 +153,14 @@ chart(
     .mark_bar()
     .encode(
         y=alt.Y("device:N", axis=ui.full_labels()),
-        x="peak_mb:Q",
-        color="config:N",
+        x=alt.X("peak_mb:Q", title="peak memory (MB)"),
+        color=CONFIG_COLOUR,
         yOffset="config:N",
-        tooltip=["device", "config", alt.Tooltip("peak_mb", format=".1f")],
+        tooltip=[
+            "device",
+            alt.Tooltip("config", title="configuration"),
+            alt.Tooltip("peak_mb", format=".1f", title="peak MB"),
+        ],
     ),
 )
 
@@ -151,23 +180,35 @@ if not profile:
     st.info("No per-op profile stored for this result.")
 else:
     ops = pd.DataFrame(profile)
+    # TFLite names a node `[its output tensor]:index`: long names that share a prefix, so
+    # the chart labels each by its index and op, the whole name in the table and tooltip
+    labels = zip(ops["node"], ops["op"], strict=True)
+    ops.insert(0, "label", [ui.node_label(n, o, i) for i, (n, o) in enumerate(labels)])
     st.dataframe(
-        ops,
+        ui.without_gaps(ops, {"avg_ms": "{:.3f}", "first_ms": "{:.3f}"}),
         hide_index=True,
         width="stretch",
         column_config={
-            "avg_ms": st.column_config.NumberColumn("avg ms", format="%.3f"),
-            "first_ms": st.column_config.NumberColumn("first ms", format="%.3f"),
+            "label": "node",
+            "node": "output tensor:index",
+            "avg_ms": "avg ms",
+            "first_ms": "first ms",
+            "times_called": "calls",
         },
     )
     st.altair_chart(
         alt.Chart(ops.dropna(subset=["avg_ms"]), title="Time per node (ms, run order)")
         .mark_bar()
         .encode(
-            y=alt.Y("node:N", sort=None),
-            x="avg_ms:Q",
-            color="backend:N",
-            tooltip=["node", "op", "backend", alt.Tooltip("avg_ms", format=".3f")],
+            y=alt.Y("label:N", sort=None, axis=ui.full_labels("node")),
+            x=alt.X("avg_ms:Q", title="average time (ms)"),
+            color=alt.Color("backend:N", title="backend"),
+            tooltip=[
+                alt.Tooltip("node", title="output tensor:index"),
+                "op",
+                "backend",
+                alt.Tooltip("avg_ms", format=".3f", title="avg ms"),
+            ],
         ),
         width="stretch",
     )

@@ -41,5 +41,12 @@ st.dataframe(
     ],
     hide_index=True,
     width="stretch",
-    column_config={"last_seen": st.column_config.DatetimeColumn("last seen")},
+    column_config={
+        "driver_version": "driver",
+        "health_reason": "why",
+        "last_seen": st.column_config.DatetimeColumn(
+            "last seen (UTC)", format="YYYY-MM-DD HH:mm:ss"
+        ),
+        "current_job": "current job",
+    },
 )

@@ -30,6 +30,10 @@ default_pct = int(DEFAULT_THRESHOLD * 100)  # the CI gate's
 threshold = c3.number_input("regression threshold %", 1, 500, default_pct, key="threshold") / 100
 rows = queries.flag_regressions(queries.lineage_history(engine, name, device), threshold)
 df = pd.DataFrame(rows).drop(columns=["sample"])
+# stored as UTC without a zone: said so, on the axis and in the table, whatever the
+# viewer's browser's zone (Vega-Lite would show a zone-less time as the browser's own)
+df["at"] = pd.to_datetime(df["at"], utc=True)
+df.insert(0, "measured", df["at"].dt.strftime("%Y-%m-%d %H:%M:%S UTC"))
 flagged = df[df["regression"]]
 rule = (
     f"fastest run over {threshold:.0%} and over {K_NOISE:g}x the run-to-run noise slower "
@@ -49,39 +53,59 @@ else:
     st.success(f"No regression ({rule}).")
 ok = df.dropna(subset=["median_ms"])
 base = alt.Chart(ok).encode(
-    x=alt.X("at:T", title="measured"),
+    x=alt.X(
+        "at:T",
+        title="measured (UTC)",
+        scale=alt.Scale(type="utc"),
+        axis=alt.Axis(format="%b %d %H:%M", labelAngle=-30),
+    ),
     y=alt.Y("median_ms:Q", title="median latency (ms)"),
-    color="config:N",
+    color=alt.Color("config:N", title="configuration"),
     detail="config_fingerprint:N",  # one line per configuration record: never joined
     tooltip=[
-        "at",
-        "campaign_name",
+        "measured",
+        alt.Tooltip("campaign_name", title="campaign"),
         "version",
-        "config",
-        alt.Tooltip("median_ms", format=".3f"),
-        alt.Tooltip("change", format="+.1%"),
-        alt.Tooltip("noise", format=".1%"),
+        alt.Tooltip("config", title="configuration"),
+        alt.Tooltip("median_ms", format=".3f", title="median ms"),
+        alt.Tooltip("change", format="+.1%", title="change (fastest run)"),
+        alt.Tooltip("noise", format=".1%", title="run-to-run noise"),
         "driver",
-        "config_fingerprint",
-        "timing",
+        alt.Tooltip("config_fingerprint", title="config id"),
+        alt.Tooltip("timing", title="timing path"),
     ],
 )
 points = base.mark_point(filled=True, size=70).encode(
     shape=alt.Shape(
-        "regression:N", scale=alt.Scale(domain=[False, True], range=["circle", "triangle-up"])
+        "regression:N",
+        title="regression",
+        scale=alt.Scale(domain=[False, True], range=["circle", "triangle-up"]),
     )
 )
 st.altair_chart(base.mark_line() + points, width="stretch")
 st.dataframe(
-    df,
+    ui.without_gaps(
+        df.drop(columns=["at"]),
+        {
+            "avg_ms": "{:.3f}",
+            "median_ms": "{:.3f}",
+            "change": "{:+.1%}",
+            "noise": "{:.1%}",
+            "max_avg_error": "{:.2e}",
+        },
+    ),
     hide_index=True,
     width="stretch",
     column_config={
-        "avg_ms": st.column_config.NumberColumn("avg ms", format="%.3f"),
-        "median_ms": st.column_config.NumberColumn("median ms", format="%.3f"),
-        "change": st.column_config.NumberColumn("change (fastest run)", format="percent"),
-        "noise": st.column_config.NumberColumn("run-to-run noise", format="percent"),
-        "max_avg_error": st.column_config.NumberColumn("diff error", format="%.2e"),
+        "campaign": "campaign id",
+        "campaign_name": "campaign",
+        "config": "configuration",
+        "avg_ms": "avg ms",
+        "median_ms": "median ms",
+        "change": "change (fastest run)",
+        "noise": "run-to-run noise",
+        "max_avg_error": "diff error",
         "config_fingerprint": "config id",
+        "timing": "timing path",
     },
 )

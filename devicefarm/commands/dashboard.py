@@ -29,6 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     """The `streamlit run` command line and environment for `args`."""
     import dashboard
+    from orchestrator.submit import max_model_bytes
 
     app = Path(dashboard.__file__).parent / "serve.py"
     env = dict(os.environ)
@@ -49,6 +50,12 @@ def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
         "true",
         "--browser.gatherUsageStats",
         "false",
+        # the uploader's limit is the farm's model cap (Streamlit's own default is 200 MB)
+        "--server.maxUploadSize",
+        str(max(1, max_model_bytes() // 1024**2)),
+        # no Deploy button nor developer menu: a lab's users view, they do not deploy
+        "--client.toolbarMode",
+        "viewer",
     ]
     return argv, env
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,14 @@ CHROMIUM_ARGS = [
 PAGES = ("fleet", "campaigns", "compare", "accuracy", "op_coverage", "compatibility", "history")
 #: Words a page shows only when something broke.
 BROKEN = ("Traceback", "Error:", "Exception", "StreamlitAPIException")
+#: Column names that must not reach a reader as axis or legend titles.
+RAW_NAMES = ("avg_ms", "median_ms", "peak_mb", "speedup", "config_fingerprint", "init_cold_ms")
+#: Words a page must show: units, zones and limits as the farm has them.
+PAGE_SAYS = {
+    "campaigns": ("128MB per file",),  # the farm's model cap, not Streamlit's 200 MB
+    "compare": ("average latency (ms)", "speed-up over the CPU (x)", "peak memory (MB)"),
+    "history": ("measured (UTC)", "median latency (ms)"),
+}
 SERVE_TIMEOUT_S = 60
 PAGE_TIMEOUT_MS = 30_000
 
@@ -49,24 +58,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = Path(tmp_path_factory.mktemp("browser"))
     seed(sqlite_engine(folder))
     port = free_port()
-    env = dict(os.environ, DEVICEFARM_DB=f"sqlite:///{folder / 'farm.db'}")
-    env.pop("DEVICEFARM_DASHBOARD_PASSWORD", None)
+    # as a lab serves it (no tokens file, no password: no login)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVICEFARM_")}
+    env |= {"DEVICEFARM_HOME": str(folder), "PYTHONPATH": str(REPO)}
     log = (folder / "streamlit.log").open("w")
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(REPO / "dashboard" / "app.py"),
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
+            *(sys.executable, "-m", "devicefarm", "dashboard"),
+            *("--db", f"sqlite:///{folder / 'farm.db'}", "--port", str(port)),
         ],
         env=env,
         stdout=log,
@@ -126,5 +125,12 @@ def test_page_renders_without_exception(
         body = page.inner_text("body")
         assert not [w for w in BROKEN if w in body], body[:2000]
         assert page.locator("h1").first.inner_text().strip()
+        (shots / f"{name}.txt").write_text(body)
+        # reads right: no "None", no raw column names on axes, no Deploy button
+        assert not re.search(r"\bNone\b", body), body[:2000]
+        assert not [w for w in RAW_NAMES if re.search(rf"\b{w}\b", body)], body[:2000]
+        assert page.get_by_role("button", name="Deploy").count() == 0
+        for words in PAGE_SAYS.get(name, ()):
+            assert words in body, body[:3000]
     finally:
         page.close()

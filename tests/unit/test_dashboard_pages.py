@@ -89,6 +89,22 @@ def test_compare(farm: str) -> None:
     assert {"node", "op", "backend", "avg_ms"} <= set(profile.columns) and len(profile)
 
 
+def test_compare_reads_right(farm: str) -> None:
+    """No cell the browser would write as "None"; the fastest result's median never above
+    the mean median; `results` counts the stored results pooled (a row of six jobs: 6)."""
+    at = page("compare")
+    df = at.dataframe[0].value
+    assert not df.isna().any().any(), df[df.isna().any(axis=1)]
+    numeric = df[df["best_ms"].map(lambda v: isinstance(v, float))]
+    assert (numeric["best_ms"] <= numeric["median_ms"]).all()
+    assert "runs" not in df.columns and df["results"].max() > 1
+    # models by lineage name and version, the file only where it differs
+    assert all(" @ " in o for o in at.selectbox(key="model").options)
+    # per-op labels: index and op, short and unique
+    labels = at.dataframe[1].value["label"]
+    assert labels.is_unique and all(len(x) < 40 for x in labels)
+
+
 def pick_model(at: AppTest, needle: str) -> None:
     box = at.selectbox(key="model")
     box.select_index(next(i for i, o in enumerate(box.options) if needle in o)).run()
@@ -129,7 +145,10 @@ def test_history_flags_the_regression(farm: str) -> None:
     at.selectbox(key="device").select("android:pixel4a").run()
     assert not at.exception
     assert "regression" in at.error[0].value
-    assert at.dataframe[0].value["regression"].any()
+    table = at.dataframe[0].value
+    assert table["regression"].any()
+    assert table["measured"].str.endswith(" UTC").all()  # stored in UTC: said so
+    assert at.number_input(key="threshold").value == 5  # the CI gate's default, 5 %
 
 
 def test_login_with_a_password(farm: str, monkeypatch: pytest.MonkeyPatch) -> None:

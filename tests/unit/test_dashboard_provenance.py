@@ -41,7 +41,7 @@ def test_compare_keeps_each_fingerprint_apart(farm) -> None:
     }
     # one run each, never averaged with the other record's (500 and 1000 would be 750)
     assert rows[(GPU_KEY, GPU_NEW)]["avg_ms"] == 0.5 and rows[(GPU_KEY, GPU_OLD)]["avg_ms"] == 1.0
-    assert all(r["runs"] == 1 for r in rows.values())
+    assert all(r["results"] == 1 for r in rows.values())
 
 
 def test_compare_marks_older_configurations_and_their_timing(farm) -> None:
