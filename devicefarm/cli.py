@@ -109,7 +109,30 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
             importlib.import_module(module).add_arguments(p)
             p.set_defaults(_module=module)
             importlib.import_module(REMOTE).add_api_option(name, p)  # --api URL
+            parser.set_defaults(_parser=p)
     return parser
+
+
+def unknown_arguments(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
+    """argparse's message for arguments `parser` does not take, with the option meant where
+    one is close (`--num-runs`: did you mean --num_runs?; TFLite's tools spell flags with
+    `_`, the farm's commands with `-`)."""
+    import difflib
+
+    options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    plain = {o.replace("_", "-"): o for o in options}
+    hints = []
+    for word in extra:
+        name = word.split("=", 1)[0]
+        if not name.startswith("--"):
+            continue
+        close = plain.get(name.replace("_", "-")) or next(
+            iter(difflib.get_close_matches(name, options, n=1, cutoff=0.75)), None
+        )
+        if close:
+            hints.append(f"{name}: did you mean {close}?")
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    return message + (f" ({'; '.join(hints)})" if hints else "")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -119,7 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # the subcommand's usage and the option meant, not the top level's usage
+        chosen = getattr(args, "_parser", parser)
+        chosen.error(unknown_arguments(chosen, extra))
     if not getattr(args, "_module", None):
         parser.print_help()
         return 2

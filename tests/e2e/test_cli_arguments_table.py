@@ -61,6 +61,8 @@ ROWS = [
     row("example x.tflite --classes 1", 2, "argument --classes: must be at least 2, got 1"),
     row("benchmark --graph m.tflite --use_gpu maybe", 2, "argument --use_gpu: expected true or false"),
     row("diff --model m.tflite --num_runs 0", 2, "argument --num_runs: must be at least 1, got 0"),
+    row("benchmark --graph m.tflite --num-runs 3", 2, "devicefarm benchmark: error: unrecognized arguments", "--num-runs: did you mean --num_runs?"),
+    row("run m.tflite --num_runs 3", 2, "devicefarm run: error: unrecognized arguments", "--num_runs: did you mean --runs?"),
     row("accuracy classification --model m.tflite --images {tmp}/no --ground_truth_labels notes.txt --model_output_labels notes.txt", 2, "argument --images: ", "no does not exist"),
     row("accuracy detection --model m.tflite --annotations {tmp}/no.json", 2, "argument --annotations: ", "no.json does not exist"),
     row("make-dataset classification --out {tmp}/no/a/b", 2, "argument --out: cannot create", "no/a does not exist"),
