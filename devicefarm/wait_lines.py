@@ -15,6 +15,9 @@ from farm_core.schema import RUNNING, SUCCEEDED, TERMINAL_STATES
 
 #: Characters of a version shown beside a shared name.
 VERSION_CHARS = 10
+#: After this long without a line, a wait says where the campaign stands: never more than
+#: 10 s of silence (a job's first progress can take longer: kernels compiling cold).
+QUIET_S = 8.0
 
 
 @dataclass(frozen=True)
@@ -54,8 +57,17 @@ class CampaignLines:
         self.seen: set[int] = set()  #: jobs shown as ended
         self._said: dict[int, str] = {}  #: job -> the waiting reason or progress last shown
         self._labels: dict[str, str] | None = None
+        self._last_line_s = 0.0  #: elapsed time of the last line returned
 
     def update(self, jobs: Sequence[JobView], elapsed_s: float) -> list[str]:
+        out = self._changes(jobs, elapsed_s)
+        if not out and elapsed_s - self._last_line_s >= QUIET_S and not self.done(jobs):
+            out.append(_standing(jobs, elapsed_s))
+        if out:
+            self._last_line_s = elapsed_s
+        return out
+
+    def _changes(self, jobs: Sequence[JobView], elapsed_s: float) -> list[str]:
         if self._labels is None:
             self._labels = model_labels((j.sha256, j.model) for j in jobs)
         out = []
@@ -79,6 +91,23 @@ class CampaignLines:
 
     def done(self, jobs: Sequence[JobView]) -> bool:
         return len(self.seen) == len(jobs)
+
+
+def _standing(jobs: Sequence[JobView], elapsed_s: float) -> str:
+    """`  2 running (cpu:ref cpu: benchmark: 3/50 runs, 1.2 s/run, 4 s), 1 queued, 3 ended
+    (t+31.0 s)`: where a campaign stands when nothing changed for QUIET_S."""
+    running = [j for j in jobs if j.state == RUNNING]
+    ended = sum(j.state in TERMINAL_STATES for j in jobs)
+    parts = []
+    if running:
+        first = running[0]
+        now = f": {first.progress}" if first.progress else ", starting"
+        parts.append(f"{len(running)} running ({first.device} {first.config}{now})")
+    waiting = len(jobs) - len(running) - ended
+    if waiting:
+        parts.append(f"{waiting} queued")
+    parts.append(f"{ended} of {len(jobs)} ended")
+    return f"  {', '.join(parts)} (t+{elapsed_s:.1f} s)"
 
 
 def _ended(done: int, total: int, where: str, j: JobView, elapsed_s: float) -> str:

@@ -37,6 +37,7 @@ from . import cpu_sets, health
 from .devices import DeviceInfo, host_name
 from .discovery import present
 from .runners import make_runner
+from .ticking import ticking
 
 log = logging.getLogger(__name__)
 
@@ -182,8 +183,11 @@ class Agent:
 
     def check_all(self) -> dict[str, health.HealthReport]:
         reports = {}
-        for key in self.devices:
-            reports[key] = r = self.check(key)
+        for key, device in self.devices.items():
+            building = " (building its GPU kernels; cached after the first time)"
+            what = f"canary {key}: running" + (building if device.kind == "opencl" else "")
+            with ticking(self.say, what):
+                reports[key] = r = self.check(key)
             state = "ok" if r.ok and not r.skipped else ("skipped" if r.ok else "QUARANTINED")
             # the first line: a driver's build log follows it (`devicefarm devices` shows it)
             why = r.reason.splitlines()[0] if r.reason else ""

@@ -328,6 +328,8 @@ def run_benchmark(
     profiler = OpProfiler() if options.enable_op_profiling else None
     notes: list[str] = []
     try:
+        if callable(progress):  # a farm job: its wait shows `init: 40 s` until runs count
+            progress("init", 0, None)
         t0 = time.perf_counter_ns()
         process_us = prepare_process(options.delegate, options.device)
         t_read = time.perf_counter_ns()

@@ -35,7 +35,10 @@ def _figure(value: float) -> str:
 
 def progress_line(stage: str, done: int, total: int | None, elapsed_s: float) -> str:
     """`benchmark: 12/50 runs, 3.31 s/run, 40 s` (runs per second when faster than one);
-    past the planned total (a loop that also runs for a minimum time) just the count."""
+    past the planned total (a loop that also runs for a minimum time) just the count; a
+    stage that counts no runs (`init`) just its time: `init: 40 s`."""
+    if total is None and not done:
+        return f"{stage}: {elapsed_s:.0f} s"
     count = f"{done}/{total}" if total and done <= total else f"{done}"
     if done and elapsed_s > 0:
         per_s = done / elapsed_s

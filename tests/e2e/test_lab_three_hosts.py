@@ -9,6 +9,7 @@ out (this virtualenv has every extra). Everything else is the README's text.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -24,7 +25,7 @@ import pytest
 
 from tests.conftest import require, require_module
 from tests.integration.conftest import PG_ADMIN_URL
-from tests.support.farm import free_port, kill_group, wait_until
+from tests.support.farm import free_port, wait_until
 
 require_module("adbutils")
 require_module("streamlit")
@@ -118,8 +119,23 @@ class Lab:
         return proc, log
 
     def stop(self) -> None:
+        """End every host's processes: their bash may have exited, its servers not."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for proc in self.sessions:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, sig)
+            with contextlib.suppress(AssertionError):
+                wait_until(lambda: not any(map(_group_alive, self.sessions)), 10, "the hosts")
         for proc in self.sessions:
-            kill_group(proc, signal.SIGTERM)
+            proc.wait()
+
+
+def _group_alive(proc: subprocess.Popen) -> bool:
+    try:
+        os.killpg(proc.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 @pytest.fixture

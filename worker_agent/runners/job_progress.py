@@ -38,15 +38,15 @@ class JobProgress:
         self.interval_s = interval_s
         self._stage_start = clock()
         self._last_line = self._stage_start
-        #: (stage, done, total, seconds into the stage): one tuple, so that the lease
-        #: thread never reads half of an update
-        self._state: tuple[str, int, int | None, float] | None = None
+        #: (stage, done, total, seconds into the stage, when the stage began): one tuple,
+        #: so that the lease thread never reads half of an update
+        self._state: tuple[str, int, int | None, float, float] | None = None
 
     def __call__(self, stage: str, done: int, total: int | None) -> None:
         now = self.clock()
         if done == 0:  # a stage starts
             self._stage_start = now
-        self._state = (stage, done, total, now - self._stage_start)
+        self._state = (stage, done, total, now - self._stage_start, self._stage_start)
         if done == 0 or now - self._last_line < self.interval_s:
             return
         self._last_line = now
@@ -58,4 +58,9 @@ class JobProgress:
         """`benchmark: 12/50 runs, 3.31 s/run, 40 s` as of the newest call; None before
         the first."""
         state = self._state
-        return None if state is None else progress_line(*state)
+        if state is None:
+            return None
+        stage, done, total, elapsed_s, began = state
+        if not done:  # nothing counted yet (init, a slow first run): its time so far
+            elapsed_s = self.clock() - began
+        return progress_line(stage, done, total, elapsed_s)
