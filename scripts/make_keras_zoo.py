@@ -5,7 +5,8 @@ random weights with calibrated BatchNorm statistics, converted by the official c
     python scripts/make_keras_zoo.py [--out DIR] [--only NAME ...] [--force]
 
 writes DIR/NAME__fp32.tflite (and __fp16, __int8 where listed) and DIR/manifest.json (per
-model: input range, output spread, converter version). DIR defaults to
+model: input range, output spread, converter version, and the recipe: this script's hash, so
+that a file built by an older recipe is stale and rebuilt, never trusted). DIR defaults to
 ~/.cache/devicefarm/zoo/keras. Needs TensorFlow and ai-edge-litert, which loads every
 written file as a check (`pip install -e '.[zoo,reference]'`; TensorFlow's CPU build is
 enough).
@@ -19,6 +20,7 @@ whose outputs do not vary with the input is refused.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import sys
@@ -171,6 +173,19 @@ def check_loads(data: bytes, spec: ZooModel, model) -> float:
     return float(np.abs(got - want).max()) / span
 
 
+def recipe() -> str:
+    """This script's hash: the models it builds change only with it (a CI cache of the zoo
+    is keyed by it)."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
+def built_by_this_recipe(manifest: dict, paths: dict[str, Path]) -> bool:
+    """Whether every file of a model exists and was written by this recipe."""
+    return all(
+        p.exists() and manifest.get(p.name, {}).get("recipe") == recipe() for p in paths.values()
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -192,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown model(s): {', '.join(sorted(unknown))}")
     for spec in wanted:
         paths = {v: args.out / f"{spec.name}__{v}.tflite" for v in spec.variants}
-        if not args.force and all(p.exists() for p in paths.values()):
+        if not args.force and built_by_this_recipe(manifest, paths):
             print(f"{spec.name}: present, skipped (--force rebuilds)")
             continue
         start = time.monotonic()
@@ -213,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                 "bytes": len(data),
                 "litert_vs_keras": error,
                 "tensorflow": tf.__version__,
+                "recipe": recipe(),
                 **spread,
             }
             print(f"  {path.name}: {len(data) / 1e6:.1f} MB, LiteRT vs Keras {error:.2e} of range")

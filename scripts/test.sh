@@ -3,7 +3,8 @@
 #   1. makes a fresh virtualenv (.venv-test) and installs the project with its test extras
 #      there, so an undeclared import fails here as it would on a user's machine;
 #   2. installs and starts the services the tiers use (scripts/setup-services.sh);
-#   3. builds the Keras half of the model zoo where files are missing, in its own fresh
+#   3. builds the Keras half of the model zoo where files are missing or stale (built by an
+#      older recipe: scripts/make_keras_zoo.py keys them by its hash), in its own fresh
 #      virtualenv (.venv-zoo, extras: zoo: TensorFlow stays out of the tested one);
 #   4. lints, runs every test tier and the shared conformance cases (../shared);
 #   5. in a third fresh virtualenv with only the extras the README's main job names
@@ -71,7 +72,7 @@ fresh_venv .venv-test dev
 . .venv-test/bin/activate
 bash scripts/setup-services.sh
 
-# the folder tests/models reads the Keras files from, if any file of the zoo is missing
+# the folder tests/models reads the Keras files from, if any file of the zoo is missing or stale
 keras_out=$(python -c '
 from tests.models import zoo
 missing = [m for m in zoo.KERAS_MODELS if zoo.keras_model(*m) is None]

@@ -149,14 +149,15 @@ def smooth_images(rng: Any, count: int, lo: float, hi: float) -> Any:
 
 def keras_model(name: str, variant: str) -> tuple[Path, tuple[float, float]] | None:
     """The path of a converted Keras model and the input range it expects, or None when
-    scripts/make_keras_zoo.py has not been run here."""
+    scripts/make_keras_zoo.py has not built it here with its current recipe (a file from an
+    older recipe is stale: scripts/test.sh rebuilds it)."""
     folder = zoo_dir() / "keras"
     path = folder / f"{name}__{variant}.tflite"
     manifest = folder / "manifest.json"
     if not path.exists() or not manifest.exists():
         return None
     entry = json.loads(manifest.read_text()).get(path.name)
-    if entry is None:
+    if entry is None or entry.get("recipe") != _KERAS_SCRIPT.recipe():
         return None
     lo, hi = entry["input_range"]
     return path, (float(lo), float(hi))
