@@ -217,3 +217,8 @@ def node_label(node: str, op: str, position: int) -> str:
     run order) and op, `12 CONV_2D`."""
     index = str(node).rpartition(":")[2]
     return f"{index if index.isdigit() else position} {op}"
+
+
+def utc_time(label: str) -> Any:
+    """A table column of times the farm stores in UTC (without a zone), said so."""
+    return st.column_config.DatetimeColumn(f"{label} (UTC)", format="YYYY-MM-DD HH:mm:ss")

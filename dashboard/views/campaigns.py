@@ -32,9 +32,7 @@ if rows:
         hide_index=True,
         width="stretch",
         column_config={
-            "created": st.column_config.DatetimeColumn(
-                "created (UTC)", format="YYYY-MM-DD HH:mm:ss"
-            ),
+            "created": ui.utc_time("created"),
             "progress": st.column_config.ProgressColumn("progress", min_value=0, max_value=1),
             "cancelled_jobs": "cancelled",
         },

@@ -44,9 +44,7 @@ st.dataframe(
     column_config={
         "driver_version": "driver",
         "health_reason": "why",
-        "last_seen": st.column_config.DatetimeColumn(
-            "last seen (UTC)", format="YYYY-MM-DD HH:mm:ss"
-        ),
+        "last_seen": ui.utc_time("last seen"),
         "current_job": "current job",
     },
 )
