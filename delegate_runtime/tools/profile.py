@@ -68,6 +68,9 @@ class OpProfiler:
         self._current: int | None = None
         self.enabled = False
         self._order = 0
+        #: a delegate's nodes that ran as no kernel of their own (index -> op): a RESHAPE
+        #: the GPU delegate turns into a view of its input, say
+        self.without_kernel: dict[int, str] = {}
 
     # -- collecting -----------------------------------------------------------
 
@@ -156,6 +159,10 @@ class OpProfiler:
                         + "]"
                     )
                 self.record(name, op.op, ns / 1e9, "gpu", index)
+            covered = set(per_node()) | {n for members in fused.values() for n in members}
+            self.without_kernel = {
+                i: op.op for i, op in enumerate(sg.operators) if i not in covered
+            }
         timings = getattr(session, "last_op_timings", None)
         if callable(timings):
             timings = timings()
@@ -329,5 +336,15 @@ def format_profile(p: OpProfiler) -> str:
         + format_by_type(p)
         + f"Timings (microseconds): {p.run_total_us.format(percentiles=False)}\n"
         + "Memory (bytes): count=0\n"
-        + f"{len(p.details)} nodes observed\n"
+        + f"{len(p.details)} nodes observed{_without_kernel(p)}\n"
     )
+
+
+def _without_kernel(p: OpProfiler) -> str:
+    """`; 1 more ran as no kernel of its own: RESHAPE #29`, so that the count matches the
+    delegate's `Replacing 31 out of 31 node(s)` line; "" when every node was observed."""
+    seen = {d.run_order for d in p.details.values()}
+    left = [f"{op} #{i}" for i, op in sorted(p.without_kernel.items()) if i not in seen]
+    if not left:
+        return ""
+    return f"; {len(left)} more ran as no kernel of its own: {', '.join(left)}"
