@@ -38,7 +38,7 @@ from delegate_runtime.tools.profile import (
 from delegate_runtime.tools.stats import Stat
 
 _TIMINGS = "Timings (microseconds):"
-_OBSERVED = re.compile(r"^\d+ nodes observed$", re.M)
+_OBSERVED = re.compile(r"^\d+ nodes observed.*$", re.M)
 
 
 @dataclass(frozen=True)
