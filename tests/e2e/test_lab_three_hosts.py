@@ -2,7 +2,8 @@
 lab host and a client, each block of lines in a bash of its own with its own HOME.
 
 The hosts are this machine: `SERVER` is 127.0.0.1; the README's ports (6379, 8000, 8501),
-database name and folders become free ones of this test; the phones are simulated
+database name and folders become free ones of this test (the kernel caches stay the
+machine's); the phones are simulated
 (worker_agent.android.simulator) behind Debian's real adb server; the `pip` lines are left
 out (this virtualenv has every extra). Everything else is the README's text.
 """
@@ -94,6 +95,9 @@ class Lab:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVICEFARM_", "XDG_"))}
         env |= {
             "HOME": str(home),
+            # the machine's kernel caches (ours, PoCL's): a lab host compiles a kernel once,
+            # not each time this test runs (tests/e2e/test_main_job_progress.py runs cold)
+            "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"),
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
             "PYTHONPATH": str(REPO),
         }
@@ -125,17 +129,19 @@ class Lab:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, sig)
             with contextlib.suppress(AssertionError):
-                wait_until(lambda: not any(map(_group_alive, self.sessions)), 10, "the hosts")
+                wait_until(lambda: not _running({p.pid for p in self.sessions}), 10, "the hosts")
         for proc in self.sessions:
             proc.wait()
 
 
-def _group_alive(proc: subprocess.Popen) -> bool:
-    try:
-        os.killpg(proc.pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+def _running(groups: set[int]) -> bool:
+    """Whether a process of these process groups still runs (zombies left to init aside)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            state, _, pgrp = stat.read_text().rpartition(")")[2].split()[:3]
+            if int(pgrp) in groups and state != "Z":
+                return True
+    return False
 
 
 @pytest.fixture
