@@ -6,6 +6,9 @@ before it), no traceback, and no side effect: no file or folder made, no databas
 written. Every refusal comes before any work, so no row starts discovery or a canary and
 each takes about a second.
 
+Beside the hand-written rows, every argument with a type or choices that they do not name
+gets a generated row (generated_rows: a nonsense value, refused by name).
+
 Cases the older tables already hold (numbers, unknown URL schemes, missing models, output
 paths of the runtime tools: test_farm_cli_errors.py, test_cli_errors.py) are not repeated.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -188,7 +192,50 @@ def assert_one_error_line(r: subprocess.CompletedProcess, row: Row) -> None:
         assert fragment in last, last
 
 
-@pytest.mark.parametrize("row", ROWS)
+def _named(rows: list) -> set[tuple[str, str]]:
+    """(subcommand, argument) pairs whose refusal the rows check by name."""
+    from devicefarm.cli import subcommand_of
+
+    out = set()
+    for param in rows:
+        r = param.values[0]
+        sub = subcommand_of(shlex.split(r.argv))
+        out |= {(sub, m) for s in r.says for m in re.findall(r"argument (--?[\w-]+|\w+)", s)}
+    return out
+
+
+#: A value no checked argument takes: text where a number, a choice, a boolean or a URL is
+#: wanted; for a file, one in a folder that does not exist; for a folder, a file.
+NONSENSE, NO_PATH, NOT_A_FOLDER = "nonsense", "{tmp}/no/such", "notes.txt"
+
+
+def generated_rows() -> list:
+    """A row for every argument with a type or choices that ROWS does not name: its
+    nonsense value is refused by name, before any work (positionals follow the options)."""
+    from devicefarm.cli import COMMANDS, build_parser
+
+    named, out = _named(ROWS), []
+    for name in COMMANDS:
+        sub = build_parser([name])._defaults["_parser"]
+        for action in sub._actions:
+            if action.type is None and action.choices is None or action.help == "==SUPPRESS==":
+                continue
+            # argparse names a positional by its metavar, as usage shows it
+            flag = action.option_strings[0] if action.option_strings else action.metavar
+            flag = flag or action.dest
+            if (name, flag) in named:
+                continue
+            kind = getattr(action.type, "__name__", "")
+            value = NOT_A_FOLDER if "folder" in kind else NO_PATH if "file" in kind else NONSENSE
+            argv = f"{name} {flag} {value}" if action.option_strings else f"{name} {value}"
+            out.append(row(argv, 2, f"argument {flag}"))
+    return out
+
+
+GENERATED = generated_rows()
+
+
+@pytest.mark.parametrize("row", ROWS + GENERATED)
 def test_a_bad_argument_is_refused_before_any_work(row: Row, tmp_path: Path, empty_farm: Path):
     (tmp_path / "m.tflite").write_bytes(scaled_model(2.0))
     (tmp_path / "notes.txt").write_text("not a model, a list or a database\n")
