@@ -188,12 +188,18 @@ def test_the_environment_sets_the_helpers(monkeypatch):
     assert host_copy.Settings.current().helpers == 0
     monkeypatch.setenv(host_copy.ENV, "2")
     assert host_copy.Settings.current().helpers == 2
-    monkeypatch.setenv(host_copy.ENV, "99")  # a quarter of the CPUs, and host_copy.c's 15
+    monkeypatch.setenv(host_copy.ENV, "15")  # host_copy.c's most
     assert host_copy.Settings.current().helpers == 15
-    usable(monkeypatch, 8)
+    usable(monkeypatch, 8)  # a quarter of the CPUs at most
     assert host_copy.Settings.current().helpers == 2
-    monkeypatch.setenv(host_copy.ENV, "many")
-    with pytest.raises(ValueError, match="DEVICEFARM_GPU_COPY_HELPERS"):
+
+
+@pytest.mark.parametrize("value", ["many", "-1", "16", "99999", "2.5"])
+def test_a_helper_count_it_cannot_take_is_a_usage_error(monkeypatch, value):
+    from delegate_runtime.errors import UsageError
+
+    monkeypatch.setenv(host_copy.ENV, value)
+    with pytest.raises(UsageError, match=r"DEVICEFARM_GPU_COPY_HELPERS must be .* from 0 to 15"):
         host_copy.Settings.current()
 
 
@@ -219,12 +225,6 @@ def test_the_environment_sets_the_helpers(monkeypatch):
             "1",
             (1, "agent", "1 (16 usable CPUs; the agent's budget beside its other consumers)"),
         ),
-        (
-            16,
-            None,
-            "-2",
-            (0, "agent", "0 (16 usable CPUs; the agent's budget beside its other consumers)"),
-        ),
         (16, "2", "0", (2, "env", f"2 ({host_copy.ENV}=2; the agent's budget of 0 overridden)")),
         (16, "9", None, (4, "env", f"4 ({host_copy.ENV}=9: a quarter of 16 usable CPUs at most)")),
     ],
@@ -245,8 +245,10 @@ def test_the_helper_plan_says_how_many_and_why(monkeypatch, cpus, env, budget, p
 
 
 def test_a_bad_budget_is_a_clear_error(monkeypatch):
+    from delegate_runtime.errors import UsageError
+
     monkeypatch.setenv(host_copy.BUDGET_ENV, "lots")
-    with pytest.raises(ValueError, match=host_copy.BUDGET_ENV):
+    with pytest.raises(UsageError, match=host_copy.BUDGET_ENV):
         host_copy.helper_plan()
 
 
@@ -316,3 +318,14 @@ def test_copies_far_apart_leave_the_helpers_asleep(lib):
     spent_s = time.process_time() - start
     np.testing.assert_array_equal(dst, src)
     assert spent_s < 0.05, f"{spent_s * 1000:.0f} ms of CPU for 10 copies"
+
+
+def test_a_large_hosts_budget_may_exceed_what_one_session_starts(monkeypatch):
+    from delegate_runtime.errors import DevicefarmError
+
+    usable(monkeypatch, 64)
+    monkeypatch.setenv(host_copy.BUDGET_ENV, "62")  # 64 CPUs, one GPU consumer
+    assert host_copy.helper_plan()["helpers"] <= host_copy.MAX_HELPERS
+    monkeypatch.setenv(host_copy.BUDGET_ENV, "-3")
+    with pytest.raises(DevicefarmError, match=host_copy.BUDGET_ENV):
+        host_copy.helper_plan()

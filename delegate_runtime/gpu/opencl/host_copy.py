@@ -59,15 +59,22 @@ SPIN_US = 500
 _last_end = float("-inf")
 
 
-def _whole(name: str) -> int | None:
-    """The whole number in environment variable `name`; None when unset or blank."""
+def _whole(name: str, most: int | None = None) -> int | None:
+    """The number of threads in environment variable `name` (from 0, to `most` where
+    given); None when unset or blank; a UsageError (one line, exit 2) for anything else."""
+    from ...errors import UsageError
+
     raw = os.environ.get(name, "").strip()
     if not raw:
         return None
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
-        raise ValueError(f"{name} must be a whole number of threads, not {raw!r}") from None
+        value = -1
+    if value < 0 or (most is not None and value > most):
+        span = f"from 0 to {most}" if most is not None else "from 0"
+        raise UsageError(f"${name} must be a whole number of threads {span}, not {raw[:40]!r}")
+    return value
 
 
 def helper_plan() -> dict[str, Any]:
@@ -77,7 +84,9 @@ def helper_plan() -> dict[str, Any]:
     agent's BUDGET_ENV where it lowered the default, or the default."""
     usable = host_cpus.usable_cpus()
     quarter = min(usable // 4, MAX_HELPERS)  # spinning helpers want CPUs of their own
-    wanted, budget = _whole(ENV), _whole(BUDGET_ENV)
+    # the user's count is a request (host_copy.c starts MAX_HELPERS at most); the agent's
+    # budget a ceiling, which on a large host may be above it
+    wanted, budget = _whole(ENV, MAX_HELPERS), _whole(BUDGET_ENV)
     if wanted is not None:
         n = max(0, min(wanted, quarter))
         why = f"{ENV}={wanted}"
@@ -89,8 +98,8 @@ def helper_plan() -> dict[str, Any]:
         why = _cpus(usable)
     else:
         why = f"{_cpus(usable)}: a quarter" + (f", at most {HELPERS}" if n < quarter else "")
-    if budget is not None and max(0, budget) < n:
-        n = max(0, budget)
+    if budget is not None and budget < n:
+        n = budget
         return _plan(
             n,
             usable,

@@ -18,8 +18,11 @@ from .steps import ACT_STEP, qdq_step
 
 def check(op: Operator, sg: Subgraph) -> tuple[bool, str]:
     inp, w = sg.tensors[op.inputs[0]], sg.tensors[op.inputs[1]]
+    out = sg.tensors[op.outputs[0]]
+    if len(inp.shape) != 4 or len(out.shape) != 4 or len(w.shape) != 4:
+        return False, "Input, weights and output must be 4-D (NHWC)."
     mult = op.options.get("depth_multiplier", 1) or 1
-    out_c = sg.tensors[op.outputs[0]].shape[-1]
+    out_c = out.shape[-1]
     if out_c != inp.shape[-1] * mult:
         return False, "Output channels must equal input channels times depth multiplier."
     if len(op.inputs) > 2 and op.inputs[2] >= 0 and sg.tensors[op.inputs[2]].size != out_c:
