@@ -148,7 +148,8 @@ class OpProfiler:
         if callable(per_node):
             sg = session.model.main
             fused = session.fused_kernels() if hasattr(session, "fused_kernels") else {}
-            for index, ns in sorted(per_node().items()):
+            timed = per_node()  # reads every kernel's profiling event: once per run
+            for index, ns in sorted(timed.items()):
                 op = sg.operators[index]
                 names = [sg.tensors[t].name for t in op.outputs if t >= 0]
                 name = node_name(names, index)
@@ -159,7 +160,7 @@ class OpProfiler:
                         + "]"
                     )
                 self.record(name, op.op, ns / 1e9, "gpu", index)
-            covered = set(per_node()) | {n for members in fused.values() for n in members}
+            covered = set(timed) | {n for members in fused.values() for n in members}
             self.without_kernel = {
                 i: op.op for i, op in enumerate(sg.operators) if i not in covered
             }
