@@ -21,6 +21,18 @@ KERNEL_MODULES = (
     "detection",
     "densify",
     "mediapipe",
+    "numeric",
+    "normalization",
+    "spectral",
+    "indexing",
+    "segments",
+    "reduce_window",
+    "nms",
+    "rnn",
+    "conv3d",
+    "hashing",
+    "hashtable",
+    "random_ops",
 )
 
 

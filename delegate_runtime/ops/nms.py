@@ -1,0 +1,1 @@
+"""Non-max suppression: NON_MAX_SUPPRESSION_V4 and V5."""

@@ -1,0 +1,1 @@
+"""Segment reductions: SEGMENT_SUM and the UNSORTED_SEGMENT_* family."""

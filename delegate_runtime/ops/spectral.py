@@ -1,0 +1,1 @@
+"""Complex-valued ops of audio front ends: RFFT2D, REAL, IMAG, COMPLEX_ABS."""
