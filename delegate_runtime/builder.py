@@ -54,6 +54,8 @@ OPTIONS_TABLE_OVERRIDES = {
     "MINIMUM": "MaximumMinimumOptions",
     "LSTM": "LSTMOptions",
     "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions",
+    "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
+    "CONV_3D_TRANSPOSE": "Conv3DOptions",
     "RELU_N1_TO_1": None,
     "RELU": None,
     "RELU6": None,
