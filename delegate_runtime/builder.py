@@ -32,6 +32,7 @@ import numpy as np
 
 from .dtypes import tflite_type
 from .sparsity import INDEX_VECTOR_TYPES, SPARSE_CSR, DimMetadata, Sparsity
+from .strings import encode as encode_strings
 
 #: Prefix of custom op names, as the reader names them ("CUSTOM:<custom_code>").
 CUSTOM_PREFIX = "CUSTOM:"
@@ -54,6 +55,9 @@ OPTIONS_TABLE_OVERRIDES = {
     "MINIMUM": "MaximumMinimumOptions",
     "LSTM": "LSTMOptions",
     "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions",
+    "RANDOM_STANDARD_NORMAL": "RandomOptions",
+    "RANDOM_UNIFORM": "RandomOptions",
+    "MULTINOMIAL": "RandomOptions",
     "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
     "CONV_3D_TRANSPOSE": "Conv3DOptions",
     "RELU_N1_TO_1": None,
@@ -321,7 +325,7 @@ class ModelBuilder:
     def _buffer(self, fb: Any, tfl: Any, data: np.ndarray | None) -> int:
         raw_off = None
         if data is not None:
-            raw = data.tobytes()
+            raw = encode_strings(data) if data.dtype == np.dtype(object) else data.tobytes()
             fb.StartVector(1, len(raw), 16)  # 16-byte aligned constants
             fb.head -= len(raw)
             fb.Bytes[fb.head : fb.head + len(raw)] = raw

@@ -45,9 +45,7 @@ TYPE_NAMES = {
     18: "BFLOAT16",
 }
 
-NUMPY_TO_TFLITE: dict[np.dtype, int] = {
-    dt: code for code, dt in TFLITE_TO_NUMPY.items() if dt != np.dtype(object)
-}
+NUMPY_TO_TFLITE: dict[np.dtype, int] = {dt: code for code, dt in TFLITE_TO_NUMPY.items()}
 
 
 def tflite_type(dtype: np.dtype | type | str) -> int:
