@@ -44,6 +44,8 @@ BROADCASTING_OPS = frozenset(
         "PRELU",
         "SELECT",
         "SELECT_V2",
+        "BITWISE_XOR",
+        "RIGHT_SHIFT",
     )
 )
 
