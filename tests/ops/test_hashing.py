@@ -27,13 +27,15 @@ def assert_strings_match_litert(model: bytes, inputs: list) -> list[np.ndarray]:
     return got
 
 
-def assert_both_refuse(model: bytes, inputs: list, match: str) -> None:
-    """LiteRT refuses the model (at allocation or invoke), and we raise ModelError."""
-    with pytest.raises((RuntimeError, ValueError)):
+def assert_both_refuse(model: bytes, inputs: list, match: str, litert_says: str) -> None:
+    """LiteRT refuses the model (at allocation or invoke) saying `litert_says`, and we raise
+    ModelError matching `match`."""
+    with pytest.raises((RuntimeError, ValueError)) as refusal:
         it = litert_interpreter(model)
         for d, x in zip(it.get_input_details(), inputs, strict=True):
             it.set_tensor(d["index"], x)
         it.invoke()
+    assert litert_says in str(refusal.value)
     with pytest.raises(ModelError, match=match):
         run_ours(model, inputs)
 
@@ -106,15 +108,15 @@ def test_lsh_projection_of_strings_hashes_their_encoding(constant: bool) -> None
 
 
 LSH_BAD = {
-    "seeds_rank_1": ((6,), (4,), None, "2-D"),
-    "33_bits": ((2, 33), (4,), None, "at most 32"),
-    "weight_rows_differ": ((2, 4), (4,), (3,), "weight shape"),
+    "seeds_rank_1": ((6,), (4,), None, "2-D", "NumDimensions(hash) != 2"),
+    "33_bits": ((2, 33), (4,), None, "at most 32", "SizeOfDimension(hash, 1) <= 32"),
+    "weight_rows_differ": ((2, 4), (4,), (3,), "weight shape", "SizeOfDimension(weight, 0)"),
 }
 
 
 @pytest.mark.parametrize("case", LSH_BAD, ids=LSH_BAD.keys())
 def test_lsh_projection_refuses_bad_shapes(case: str) -> None:
-    seed_shape, x_shape, w_shape, match = LSH_BAD[case]
+    seed_shape, x_shape, w_shape, match, litert_says = LSH_BAD[case]
     b = ModelBuilder()
     g = b.main
     ins = [
@@ -128,12 +130,12 @@ def test_lsh_projection_refuses_bad_shapes(case: str) -> None:
     y = g.tensor("y", (seed_shape[0],), np.int32)
     g.op("LSH_PROJECTION", ins, [y], type=SPARSE)
     g.output(y)
-    assert_both_refuse(b.build(), feeds, match)
+    assert_both_refuse(b.build(), feeds, match, litert_says)
 
 
 def test_lsh_projection_refuses_an_unknown_type() -> None:
     model, feeds = build_lsh(0, _seeds(2, 3), RNG.standard_normal(4).astype(np.float32), None)
-    assert_both_refuse(model, feeds, "neither SPARSE")
+    assert_both_refuse(model, feeds, "neither SPARSE", "(LSH_PROJECTION) failed to prepare")
 
 
 # -- SKIP_GRAM ----------------------------------------------------------------------------
@@ -205,7 +207,7 @@ def test_skip_gram_refuses_a_numeric_input() -> None:
     x, y = g.input("x", (1,), np.int32), g.tensor("y", (0,), STR)
     g.op("SKIP_GRAM", [x], [y], ngram_size=2, max_skip_size=0, include_all_ngrams=False)
     g.output(y)
-    assert_both_refuse(b.build(), [np.int32([1])], "STRING")
+    assert_both_refuse(b.build(), [np.int32([1])], "STRING", "!= kTfLiteString")
 
 
 # -- HASHTABLE_LOOKUP ---------------------------------------------------------------------
@@ -267,7 +269,9 @@ def test_hashtable_lookup_refuses_rows_that_differ_from_the_keys() -> None:
     model, feeds = build_lookup(
         2, np.int32([1, 2, 3]), np.zeros((2, 2), np.float32), const_table=False
     )
-    assert_both_refuse(model, [np.int32([1, 2]), *feeds], "rows")
+    assert_both_refuse(
+        model, [np.int32([1, 2]), *feeds], "rows", "SizeOfDimension(key, 0) != SizeOfDimension"
+    )
 
 
 def test_hashtable_lookup_refuses_int64_lookups() -> None:
@@ -278,4 +282,4 @@ def test_hashtable_lookup_refuses_int64_lookups() -> None:
     out, hits = g.tensor("out", (2,), np.float32), g.tensor("hits", (2,), np.uint8)
     g.op("HASHTABLE_LOOKUP", [lk, k, v], [out, hits])
     g.output(out, hits)
-    assert_both_refuse(b.build(), [np.int64([1, 2])], "int32")
+    assert_both_refuse(b.build(), [np.int64([1, 2])], "int32", "lookup->type != kTfLiteInt32")
