@@ -104,7 +104,7 @@ def _options_class(op: str) -> str | None:
     if op in OPTIONS_TABLE_OVERRIDES:
         return OPTIONS_TABLE_OVERRIDES[op]
     wanted = op.replace("_", "").lower() + "options"
-    for name in vars(_tfl().BuiltinOptions):
+    for name in [*vars(_tfl().BuiltinOptions), *vars(_tfl().BuiltinOptions2)]:
         if name.lower() == wanted:
             return name
     return None
@@ -426,17 +426,22 @@ class ModelBuilder:
             T.TensorAddSparsity(fb, sparsity)
         return T.TensorEnd(fb)
 
-    def _options(self, fb: Any, tfl: Any, o: _OpSpec) -> tuple[int, int]:
+    def _options(self, fb: Any, tfl: Any, o: _OpSpec) -> tuple[str, int, int]:
+        """(the operator's options union field, options type, table offset)."""
         if o.op.startswith(CUSTOM_PREFIX):
-            return 0, 0
+            return "BuiltinOptions", 0, 0
         cls_name = _options_class(o.op)
         if cls_name is None:
             if o.options:
                 raise ValueError(f"{o.op} takes no options, got {sorted(o.options)}")
-            return 0, 0
+            return "BuiltinOptions", 0, 0
         mod = importlib.import_module(f"tflite.{cls_name}")
-        vectors = {
-            k: self._int_vector(fb, v) for k, v in o.options.items() if isinstance(v, (list, tuple))
+        vectors = {  # lists holding a float (BUCKETIZE's boundaries) as float32, others int32
+            k: self._int_vector(
+                fb, v, np.float32 if any(isinstance(x, float) for x in v) else np.int32
+            )
+            for k, v in o.options.items()
+            if isinstance(v, (list, tuple))
         }
         vectors.update(  # string fields (e.g. VAR_HANDLE's names): offsets made before the table
             (k, fb.CreateString(v))
@@ -449,10 +454,12 @@ class ModelBuilder:
             if add is None:
                 raise ValueError(f"{o.op}: {cls_name} has no field {key!r}")
             add(fb, vectors[key] if key in vectors else _enum_value(key, value))
-        return getattr(tfl.BuiltinOptions, cls_name), getattr(mod, f"{cls_name}End")(fb)
+        # Newer tables (REDUCE_WINDOW's, StableHLO's) live in the second options union.
+        union = "BuiltinOptions" if hasattr(tfl.BuiltinOptions, cls_name) else "BuiltinOptions2"
+        return union, getattr(getattr(tfl, union), cls_name), getattr(mod, f"{cls_name}End")(fb)
 
     def _operator(self, fb: Any, tfl: Any, o: _OpSpec, opcode_keys: list) -> int:
-        kind, opts = self._options(fb, tfl, o)
+        union, kind, opts = self._options(fb, tfl, o)
         ins, outs = self._int_vector(fb, o.inputs), self._int_vector(fb, o.outputs)
         inter = self._int_vector(fb, o.intermediates) if o.intermediates else None
         custom = (
@@ -466,8 +473,8 @@ class ModelBuilder:
         Op.OperatorAddInputs(fb, ins)
         Op.OperatorAddOutputs(fb, outs)
         if kind:
-            Op.OperatorAddBuiltinOptionsType(fb, kind)
-            Op.OperatorAddBuiltinOptions(fb, opts)
+            getattr(Op, f"OperatorAdd{union}Type")(fb, kind)
+            getattr(Op, f"OperatorAdd{union}")(fb, opts)
         if inter is not None:
             Op.OperatorAddIntermediates(fb, inter)
         if custom is not None:

@@ -438,7 +438,8 @@ class _Reader:
             if not callable(fn):
                 continue
             if hasattr(obj, f"{attr}Length"):
-                fields[_snake(attr)] = [int(v) for v in self.vector(obj, attr, where)]
+                # ints stay ints, floats (BUCKETIZE's boundaries) floats
+                fields[_snake(attr)] = self.vector(obj, attr, where).tolist()
                 continue
             try:
                 value = fn()
