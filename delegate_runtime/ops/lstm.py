@@ -1,10 +1,14 @@
-"""LSTM kernels (float): UNIDIRECTIONAL_SEQUENCE_LSTM, the full LSTM and the basic LSTM.
+"""LSTM kernels: UNIDIRECTIONAL_SEQUENCE_LSTM, the full LSTM and the basic LSTM (float),
+BIDIRECTIONAL_SEQUENCE_LSTM (float and hybrid).
 
 The full kernels take TFLite's 24-input layout (`IN_*` below; -1 marks an absent optional
 input): no input-gate tensors means CIFG (input gate = 1 - forget gate), cell-to-gate
 weights are peepholes, projection weights map the cell output to the output size, and
 layer-norm coefficients normalise each gate. Output and cell state are variable tensors
 that the kernel updates. Gate arithmetic follows TFLite's lstm_eval (LstmStepFloat).
+The bidirectional kernel runs two such cells (48 inputs, `BIDI_*` below), optionally with
+an aux input; its hybrid form (int8 weights, float activations) quantizes each operand
+row to int8 on the fly as LstmStepHybrid does.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ModelError
-from .common import apply_activation
+from .alloc import check_alloc
+from .common import apply_activation, quant_params
 from .registry import OpContext, register
+from .rnn import hybrid_matmul
 
 # Input positions of the full LSTM layout.
 IN_INPUT = 0
@@ -27,6 +33,36 @@ IN_PROJ_WEIGHTS, IN_PROJ_BIAS = 16, 17  #: [output, cell], [output]
 IN_OUTPUT_STATE, IN_CELL_STATE = 18, 19  #: variables [batch, output], [batch, cell]
 IN_LAYER_NORM = (20, 21, 22, 23)  #: per-gate layer-norm coefficients [cell]
 
+
+@dataclass(frozen=True)
+class CellLayout:
+    """Where an op keeps one cell's tensors among its inputs."""
+
+    x_weights: tuple[int, ...]
+    h_weights: tuple[int, ...]
+    peepholes: tuple[int, ...]
+    biases: tuple[int, ...]
+    proj_weights: int
+    proj_bias: int
+    layer_norm: tuple[int, ...] = ()
+    aux_weights: tuple[int, ...] = ()  #: aux-input-to-{input, forget, cell, output}
+
+
+#: The 24-input layout of LSTM and UNIDIRECTIONAL_SEQUENCE_LSTM.
+FULL_LAYOUT = CellLayout(
+    IN_X_WEIGHTS, IN_H_WEIGHTS, IN_PEEPHOLES, IN_BIASES, IN_PROJ_WEIGHTS, IN_PROJ_BIAS,
+    IN_LAYER_NORM,
+)  # fmt: skip
+#: BIDIRECTIONAL_SEQUENCE_LSTM (bidirectional_sequence_lstm.cc): the forward cell at 1-17,
+#: the backward one at 18-34, states at 35-38, the aux input at 39, aux weights at 40-47.
+BIDI_FW = CellLayout((1, 2, 3, 4), (5, 6, 7, 8), (9, 10, 11), (12, 13, 14, 15), 16, 17,
+                     aux_weights=(40, 41, 42, 43))  # fmt: skip
+BIDI_BW = CellLayout((18, 19, 20, 21), (22, 23, 24, 25), (26, 27, 28), (29, 30, 31, 32), 33, 34,
+                     aux_weights=(44, 45, 46, 47))  # fmt: skip
+BIDI_FW_STATES, BIDI_BW_STATES = (35, 36), (37, 38)  #: (output state, cell state)
+BIDI_AUX_INPUT = 39
+BIDI_INPUTS = 48
+
 #: TFLite's MeanStddevNormalization epsilon.
 LAYER_NORM_EPSILON = 1e-8
 #: LSTMKernelType codes.
@@ -36,13 +72,16 @@ GATES = ("input", "forget", "cell", "output")
 
 @dataclass
 class Gate:
-    """Weights of one gate; any may be None (absent)."""
+    """Weights of one gate; any may be None (absent). Matrices are float32, or int8 in a
+    hybrid cell with their per-tensor scales in `scales` (x, h, aux)."""
 
     w_x: np.ndarray | None
     w_h: np.ndarray | None
-    peephole: np.ndarray | None
+    peephole: np.ndarray | None  #: float32 (dequantized in a hybrid cell)
     bias: np.ndarray | None
     layer_norm: np.ndarray | None
+    w_aux: np.ndarray | None = None
+    scales: tuple[float, float, float] = (1.0, 1.0, 1.0)
 
 
 @dataclass
@@ -55,10 +94,26 @@ class LstmCell:
     activation: int
     cell_clip: float
     proj_clip: float
+    hybrid: bool = False
+    asymmetric: bool = False  #: hybrid: quantize operands asymmetrically
+    proj_scale: float = 1.0
 
     @property
     def cifg(self) -> bool:
         return self.gates["input"].w_x is None
+
+    @property
+    def n_cell(self) -> int:
+        return self.gates["output"].w_x.shape[0]
+
+    @property
+    def n_output(self) -> int:
+        w_h = self.gates["output"].w_h
+        return w_h.shape[0] if w_h.ndim == 1 else w_h.shape[1]
+
+    @property
+    def has_aux(self) -> bool:
+        return self.gates["forget"].w_aux is not None
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -84,34 +139,74 @@ def _float(ctx: OpContext, i: int) -> np.ndarray | None:
     return x.astype(np.float32, copy=False)
 
 
-def read_cell(ctx: OpContext) -> LstmCell:
-    """The cell of a full-layout LSTM op, from its inputs and options."""
-    gates = {
-        name: Gate(
-            w_x=_float(ctx, IN_X_WEIGHTS[g]),
-            w_h=_float(ctx, IN_H_WEIGHTS[g]),
-            peephole=None if name == "cell" else _float(ctx, IN_PEEPHOLES[min(g, 2)]),
-            bias=_float(ctx, IN_BIASES[g]),
-            layer_norm=_float(ctx, IN_LAYER_NORM[g]),
+def _weight(ctx: OpContext, i: int, hybrid: bool) -> tuple[np.ndarray | None, float]:
+    """Optional weight input `i` and its scale: float32, or int8 in a hybrid cell."""
+    if not hybrid:
+        return _float(ctx, i), 1.0
+    w = ctx.input(i)
+    if w is None:
+        return None, 0.0
+    if w.dtype != np.int8:
+        raise ModelError(
+            f"{ctx.op.describe()}: input {i} is {w.dtype.name}; a hybrid LSTM takes int8 weights"
         )
-        for g, name in enumerate(GATES)
-    }
+    return w, float(quant_params(ctx.in_tensors[i], f"input {i}").scale[0])
+
+
+def _dequantized(w: tuple[np.ndarray | None, float]) -> np.ndarray | None:
+    arr, scale = w
+    return None if arr is None else (arr.astype(np.float32) * np.float32(scale))
+
+
+def read_cell(
+    ctx: OpContext, layout: CellLayout = FULL_LAYOUT, hybrid_ok: bool = False
+) -> LstmCell:
+    """The cell of a full-layout LSTM op, from its inputs and options; a hybrid one (int8
+    weights) where `hybrid_ok` and the input-to-output weights are int8."""
+    out_w = ctx.input(layout.x_weights[3])
+    hybrid = hybrid_ok and out_w is not None and out_w.dtype == np.int8
+    gates = {}
+    for g, name in enumerate(GATES):
+        w_x, w_h = (
+            _weight(ctx, layout.x_weights[g], hybrid),
+            _weight(ctx, layout.h_weights[g], hybrid),
+        )
+        w_aux = _weight(ctx, layout.aux_weights[g], hybrid) if layout.aux_weights else (None, 0.0)
+        peephole = None if name == "cell" else _weight(ctx, layout.peepholes[min(g, 2)], hybrid)
+        gates[name] = Gate(
+            w_x=w_x[0],
+            w_h=w_h[0],
+            peephole=None if peephole is None else _dequantized(peephole),
+            bias=_float(ctx, layout.biases[g]),
+            layer_norm=_float(ctx, layout.layer_norm[g]) if layout.layer_norm else None,
+            w_aux=w_aux[0],
+            scales=(w_x[1], w_h[1], w_aux[1]),
+        )
     for name in GATES[1:]:
         if gates[name].w_x is None or gates[name].w_h is None:
             raise ModelError(f"{ctx.op.describe()}: the {name} gate weights are missing")
+    proj_w = _weight(ctx, layout.proj_weights, hybrid)
     return LstmCell(
         gates=gates,
-        proj_w=_float(ctx, IN_PROJ_WEIGHTS),
-        proj_b=_float(ctx, IN_PROJ_BIAS),
+        proj_w=proj_w[0],
+        proj_b=_float(ctx, layout.proj_bias),
         activation=int(ctx.opt("fused_activation_function", 0)),
         cell_clip=float(ctx.opt("cell_clip", 0.0)),
         proj_clip=float(ctx.opt("proj_clip", 0.0)),
+        hybrid=hybrid,
+        asymmetric=bool(ctx.opt("asymmetric_quantize_inputs", False)),
+        proj_scale=proj_w[1],
     )
 
 
-def _gate(g: Gate, x: np.ndarray, h: np.ndarray, c: np.ndarray | None) -> np.ndarray:
-    """Pre-activation of one gate: W_x x + W_h h (+ peephole c), normalised, plus bias."""
+def _gate(
+    g: Gate, x: np.ndarray, h: np.ndarray, c: np.ndarray | None, aux: np.ndarray | None = None
+) -> np.ndarray:
+    """Pre-activation of one gate: W_x x (+ W_aux aux) + W_h h (+ peephole c), normalised,
+    plus bias."""
     acc = x @ g.w_x.T
+    if aux is not None and g.w_aux is not None:
+        acc = acc + aux @ g.w_aux.T
     acc = acc + (h * g.w_h if g.w_h.ndim == 1 else h @ g.w_h.T)
     if g.peephole is not None and c is not None:
         acc = acc + c * g.peephole
@@ -122,27 +217,88 @@ def _gate(g: Gate, x: np.ndarray, h: np.ndarray, c: np.ndarray | None) -> np.nda
     return acc
 
 
+def _gate_hybrid(
+    cell: LstmCell,
+    g: Gate,
+    x: np.ndarray,
+    h: np.ndarray,
+    c: np.ndarray | None,
+    aux: np.ndarray | None = None,
+) -> np.ndarray:
+    """A hybrid gate in TFLite's order (CalculateLstmGateHybrid): the bias (zero with layer
+    norm), then each int8 product of a row-quantized operand, the peephole, the norm."""
+    n_batch, n_cell = len(x), g.w_x.shape[0]
+    start = g.bias if g.bias is not None and g.layer_norm is None else np.float32(0)
+    acc = np.broadcast_to(start, (n_batch, n_cell)).astype(np.float32)
+    for v, w, scale in ((x, g.w_x, g.scales[0]), (aux, g.w_aux, g.scales[2])):
+        if v is not None and w is not None:
+            term = hybrid_matmul(v, w, scale, cell.asymmetric)
+            acc = acc if term is None else acc + term
+    if g.w_h.ndim == 1:
+        raise ModelError("a hybrid LSTM with diagonal recurrent weights is not supported")
+    term = hybrid_matmul(h, g.w_h, g.scales[1], cell.asymmetric)
+    acc = acc if term is None else acc + term
+    if g.peephole is not None and c is not None:
+        acc = acc + c * g.peephole
+    if g.layer_norm is not None:
+        acc = _layer_norm(acc) * g.layer_norm
+        if g.bias is not None:
+            acc = acc + g.bias
+    return acc.astype(np.float32, copy=False)
+
+
 def _clip(x: np.ndarray, clip: float) -> np.ndarray:
     return np.clip(x, -clip, clip) if clip > 0 else x
 
 
 def lstm_step(
-    cell: LstmCell, x: np.ndarray, h: np.ndarray, c: np.ndarray
+    cell: LstmCell, x: np.ndarray, h: np.ndarray, c: np.ndarray, aux: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """One time step on a batch: (new output state, new cell state)."""
     gates = cell.gates
-    forget = _sigmoid(_gate(gates["forget"], x, h, c))
-    cand = apply_activation(_gate(gates["cell"], x, h, None), cell.activation)
-    inp = 1.0 - forget if cell.cifg else _sigmoid(_gate(gates["input"], x, h, c))
+
+    def gate(name: str, c_in: np.ndarray | None) -> np.ndarray:
+        if cell.hybrid:
+            return _gate_hybrid(cell, gates[name], x, h, c_in, aux)
+        return _gate(gates[name], x, h, c_in, aux)
+
+    inp = None if cell.cifg else _sigmoid(gate("input", c))
+    forget = _sigmoid(gate("forget", c))
+    cand = apply_activation(gate("cell", None), cell.activation)
+    inp = 1.0 - forget if inp is None else inp
     c_new = _clip(forget * c + inp * cand, cell.cell_clip)
-    out = _sigmoid(_gate(gates["output"], x, h, c_new))
+    out = _sigmoid(gate("output", c_new))
     hidden = out * apply_activation(c_new, cell.activation)
     if cell.proj_w is None:
         return hidden, c_new
+    if cell.hybrid:
+        start = cell.proj_b if cell.proj_b is not None else np.float32(0)
+        h_new = np.broadcast_to(start, (len(hidden), cell.proj_w.shape[0])).astype(np.float32)
+        term = hybrid_matmul(hidden, cell.proj_w, cell.proj_scale, cell.asymmetric)
+        h_new = h_new if term is None else h_new + term
+        return _clip(h_new, cell.proj_clip), c_new
     h_new = hidden @ cell.proj_w.T
     if cell.proj_b is not None:
         h_new = h_new + cell.proj_b
     return _clip(h_new, cell.proj_clip), c_new
+
+
+def run_sequence(
+    cell: LstmCell,
+    seq: np.ndarray,
+    h: np.ndarray,
+    c: np.ndarray,
+    aux: np.ndarray | None = None,
+    reverse: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The cell over time-major `seq` [time, batch, input] (from its end if `reverse`):
+    (outputs [time, batch, output], final output state, final cell state)."""
+    outs = np.zeros((seq.shape[0], seq.shape[1], cell.n_output), np.float32)
+    steps = range(seq.shape[0] - 1, -1, -1) if reverse else range(seq.shape[0])
+    for t in steps:
+        h, c = lstm_step(cell, seq[t], h, c, None if aux is None else aux[t])
+        outs[t] = h
+    return outs, h, c
 
 
 def _states(ctx: OpContext) -> tuple[np.ndarray, np.ndarray]:
@@ -202,3 +358,105 @@ def basic_lstm(ctx: OpContext) -> list[np.ndarray]:
     c_new = _sigmoid(i) * np.tanh(g) + _sigmoid(f) * c
     h_new = _sigmoid(o) * np.tanh(c_new)
     return [h_new, c_new, concat, activ]
+
+
+def _bidi_cells(ctx: OpContext) -> tuple[LstmCell, LstmCell]:
+    """The forward and backward cells of a BIDIRECTIONAL_SEQUENCE_LSTM, checked as TFLite's
+    Prepare checks them (the backward cell must match the forward one's sizes)."""
+    what = ctx.op.describe()
+    if float(ctx.opt("cell_clip", 0.0)) < 0 or float(ctx.opt("proj_clip", 0.0)) < 0:
+        raise ModelError(f"{what}: cell_clip and proj_clip must not be negative")
+    fw, bw = read_cell(ctx, BIDI_FW, hybrid_ok=True), read_cell(ctx, BIDI_BW, hybrid_ok=True)
+    if fw.hybrid != bw.hybrid:
+        raise ModelError(f"{what}: forward and backward weights must share one type")
+    required = [cell.gates[k].w_aux is not None for cell in (fw, bw) for k in GATES[1:]]
+    optional = [cell.gates["input"].w_aux is not None for cell in (fw, bw)]
+    if not (all(required) or not any(required + optional)):
+        raise ModelError(f"{what}: give the aux weights of both cells, or none")
+    for name, cell in (("forward", fw), ("backward", bw)):
+        _check_cell_shapes(what, name, cell, fw.n_cell, fw.n_output)
+    return fw, bw
+
+
+def _check_cell_shapes(what: str, name: str, cell: LstmCell, n_cell: int, n_output: int) -> None:
+    """Every weight of `cell` fits [n_cell, *], [n_cell, n_output], [n_cell], [n_output, n_cell]."""
+    n_input = cell.gates["output"].w_x.shape[1]
+    for gate_name, g in cell.gates.items():
+        shapes = {
+            "input weights": (g.w_x, (n_cell, n_input)),
+            "recurrent weights": (g.w_h, (n_cell, n_output)),
+            "peephole": (g.peephole, (n_cell,)),
+            "bias": (g.bias, (n_cell,)),
+        }
+        if g.w_aux is not None:
+            shapes["aux weights"] = (g.w_aux, (n_cell, cell.gates["forget"].w_aux.shape[1]))
+        for what_w, (w, shape) in shapes.items():
+            if w is not None and w.shape != shape:
+                raise ModelError(
+                    f"{what}: {name} {gate_name} gate {what_w} {list(w.shape)} must be "
+                    f"{list(shape)} (both cells have the forward cell's sizes)"
+                )
+    if cell.cifg != (cell.gates["input"].w_h is None) or cell.cifg != (
+        cell.gates["input"].bias is None
+    ):
+        raise ModelError(f"{what}: the {name} input gate tensors must be all present or none")
+    if cell.proj_w is not None and cell.proj_w.shape != (n_output, n_cell):
+        raise ModelError(f"{what}: {name} projection weights must be [{n_output}, {n_cell}]")
+    if cell.proj_w is None and (cell.proj_b is not None or n_output != n_cell):
+        raise ModelError(f"{what}: {name} cell has no projection weights but needs them")
+
+
+def _bidi_state(ctx: OpContext, i: int, batch: int, width: int) -> np.ndarray:
+    s = _float(ctx, i)
+    if s is None or s.size != batch * width:
+        raise ModelError(f"{ctx.op.describe()}: state input {i} must hold {batch} x {width} values")
+    return s.reshape(batch, width)
+
+
+@register("BIDIRECTIONAL_SEQUENCE_LSTM", versions=(1, 2, 3))
+def bidirectional_sequence_lstm(ctx: OpContext) -> list[np.ndarray]:
+    """A forward LSTM over the sequence and a backward one from its end ([batch, time,
+    input], or [time, batch, input] if time_major); the two output sequences, or one with
+    both concatenated on the last axis (merge_outputs). An aux input with aux weights adds
+    W_aux aux to every gate of both cells; without aux weights it is the backward cell's
+    input. Versions 2-3 are hybrid (int8 weights; 3 with asymmetric_quantize_inputs)."""
+    what = ctx.op.describe()
+    if len(ctx.inputs) != BIDI_INPUTS:
+        raise ModelError(f"{what}: takes {BIDI_INPUTS} inputs, got {len(ctx.inputs)}")
+    merge = bool(ctx.opt("merge_outputs", False))
+    if len(ctx.op.outputs) != (1 if merge else 2):
+        raise ModelError(f"{what}: needs {1 if merge else 2} outputs (merge_outputs={merge})")
+    fw, bw = _bidi_cells(ctx)
+    x = _float(ctx, IN_INPUT)
+    if x is None or x.ndim != 3 or x.shape[2] != fw.gates["output"].w_x.shape[1]:
+        raise ModelError(
+            f"{what}: the input must have rank 3 and the weights' input size "
+            f"{fw.gates['output'].w_x.shape[1]}"
+        )
+    time_major = bool(ctx.opt("time_major", False))
+    seq = x if time_major else x.transpose(1, 0, 2)
+    aux = _float(ctx, BIDI_AUX_INPUT)
+    if fw.has_aux and aux is None:
+        raise ModelError(f"{what}: aux weights are given but the aux input is absent")
+    if aux is not None:
+        size = fw.gates["forget"].w_aux.shape[1] if fw.has_aux else x.shape[2]
+        if aux.ndim != 3 or aux.shape != (*x.shape[:2], size):
+            raise ModelError(f"{what}: the aux input {list(aux.shape)} must be "
+                             f"{[*x.shape[:2], size]}")  # fmt: skip
+    aux_seq = None if aux is None else (aux if time_major else aux.transpose(1, 0, 2))
+    # With aux weights the aux input feeds both cells; without, it is the backward input.
+    cross, bw_seq = (aux_seq, seq) if fw.has_aux else (None, aux_seq if aux is not None else seq)
+    batch = seq.shape[1]
+    (fh, fc), (bh, bc) = BIDI_FW_STATES, BIDI_BW_STATES
+    h_fw, c_fw = _bidi_state(ctx, fh, batch, fw.n_output), _bidi_state(ctx, fc, batch, fw.n_cell)
+    h_bw, c_bw = _bidi_state(ctx, bh, batch, bw.n_output), _bidi_state(ctx, bc, batch, bw.n_cell)
+    check_alloc((*seq.shape[:2], 2 * fw.n_output), np.float32, f"{what}: output")
+    out_fw, h_fw, c_fw = run_sequence(fw, seq, h_fw, c_fw, cross)
+    out_bw, h_bw, c_bw = run_sequence(bw, bw_seq, h_bw, c_bw, cross, reverse=True)
+    for (hi, ci), h, c in ((BIDI_FW_STATES, h_fw, c_fw), (BIDI_BW_STATES, h_bw, c_bw)):
+        ctx.write_variable(hi, h.reshape(ctx.inputs[hi].shape))
+        ctx.write_variable(ci, c.reshape(ctx.inputs[ci].shape))
+    # NOTE: TFLite's batch-major kernels step the states by the output's row size: with
+    # merge_outputs and a batch over 1 they read and write past the states (garbage).
+    outs = [np.concatenate([out_fw, out_bw], axis=-1)] if merge else [out_fw, out_bw]
+    return outs if time_major else [o.transpose(1, 0, 2) for o in outs]
