@@ -102,6 +102,18 @@ def test_topk_v2_ties_keep_the_lower_index_first(dtype):
     assert got[1].tolist() == [[0, 2, 4, 3], [4, 6, 0, 1]]
 
 
+def test_topk_v2_int8_quantized():
+    """Quantized values pass through as their integers (same scale and zero point)."""
+    x = rand((3, 7), np.int8)
+    model, feeds = one_op(
+        "TOPK_V2",
+        [In(x, Q8), Const(3)],
+        [((3, 3), np.int8, Q8), ((3, 3), np.int32)],
+        version=2,
+    )
+    assert_matches_litert(model, feeds)
+
+
 def test_topk_v2_k_past_the_row_is_a_model_error():
     model, feeds = one_op(
         "TOPK_V2", [In(rand((2, 3))), Const(4)], [((2, 4), np.float32), ((2, 4), np.int32)]
@@ -131,6 +143,12 @@ def test_reverse_v2(case):
     model, feeds = one_op(
         "REVERSE_V2", [In(rand(shape, dtype)), Const(axes)], [(shape, dtype)], version=version
     )
+    assert_matches_litert(model, feeds)
+
+
+def test_reverse_v2_int8_quantized():
+    x = rand((2, 5), np.int8)
+    model, feeds = one_op("REVERSE_V2", [In(x, Q8), Const([1])], [((2, 5), np.int8, Q8)], version=3)
     assert_matches_litert(model, feeds)
 
 
@@ -455,6 +473,16 @@ def test_embedding_lookup_hybrid(case):
         [Const([3, 0, 4, 1]), Const(weights, dtype, quant)],
         [((4, 3), np.float32)],
         version=version,
+    )
+    assert_matches_litert(model, feeds)
+
+
+def test_embedding_lookup_hybrid_float16_output():
+    weights = rand((4, 3), np.int8)
+    model, feeds = one_op(
+        "EMBEDDING_LOOKUP",
+        [Const([2, 0]), Const(weights, np.int8, Quant(0.125, 0))],
+        [((2, 3), np.float16)],
     )
     assert_matches_litert(model, feeds)
 
