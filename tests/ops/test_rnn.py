@@ -444,3 +444,37 @@ def test_svdf_rank_not_dividing_the_filters_is_refused() -> None:
 def test_svdf_int8_without_relu_is_refused() -> None:
     model = svdf_int8_model(SvdfInt8(cfg=Svdf(act="NONE")))
     _refused(model, [np.ones((2, 3), np.int8)], r"SVDF v3\).*only a fused RELU")
+
+
+def test_unidirectional_rnn_rank2_input_is_refused() -> None:
+    """The sequence RNN needs a rank-3 input: LiteRT refuses a rank-2 one at Prepare."""
+    b = ModelBuilder()
+    g = b.main
+    rng = _rng("uni rank")
+    x = g.input("x", (2, 3))
+    h = g.tensor("h", (2, 4), is_variable=True)
+    y = g.tensor("y", (2, 1, 4))
+    g.op("UNIDIRECTIONAL_SEQUENCE_RNN", [x, *_cell(g, rng, "", 3, Cell()), h], [y],
+         fused_activation_function="TANH")  # fmt: skip
+    g.output(y)
+    _refused(b.build(), [np.ones((2, 3), np.float32)], r"UNIDIRECTIONAL_SEQUENCE_RNN.*rank 3")
+
+
+def test_bidirectional_rnn_merged_with_two_outputs_is_refused() -> None:
+    """merge_outputs with two output tensors: LiteRT wants exactly one."""
+    c = Bidi()
+    b = ModelBuilder()
+    g = b.main
+    rng = _rng("merged two")
+    s = c.seq
+    x = g.input("x", (*s.lead, s.n_in))
+    h_fw = g.tensor("h_fw", (s.batch, 4), is_variable=True)
+    h_bw = g.tensor("h_bw", (s.batch, 3), is_variable=True)
+    ins = [x, *_cell(g, rng, "fw_", 3, Cell(4)), h_fw, *_cell(g, rng, "bw_", 3, Cell(3)), h_bw]
+    outs = [g.tensor("y_fw", (*s.lead, 7)), g.tensor("y_bw", (*s.lead, 3))]
+    g.op("BIDIRECTIONAL_SEQUENCE_RNN", [*ins, -1, -1, -1], outs, merge_outputs=True,
+         fused_activation_function="TANH")  # fmt: skip
+    g.output(*outs)
+    _refused(
+        b.build(), [np.ones((*s.lead, 3), np.float32)], r"BIDIRECTIONAL_SEQUENCE_RNN.*1 outputs"
+    )
