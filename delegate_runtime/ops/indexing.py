@@ -397,15 +397,17 @@ def embedding_lookup(ctx: OpContext) -> np.ndarray:
     return real.astype(out_type)
 
 
-def _combine(out: np.ndarray, combiner: int, total: np.float32, squares: np.float32) -> None:
-    if combiner == COMBINER_MEAN:
-        out /= total
-    elif combiner == COMBINER_SQRTN:
-        out /= np.sqrt(squares)
-
-
 #: CombinerType codes.
 COMBINER_SUM, COMBINER_MEAN, COMBINER_SQRTN = 0, 1, 2
+
+
+def _combine(out: np.ndarray, combiner: int, total: np.float32, squares: np.float32) -> None:
+    """Divide a cell by its run's weight sum (mean) or root of squared weights (sqrtn)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if combiner == COMBINER_MEAN:
+            out /= total
+        elif combiner == COMBINER_SQRTN:
+            out /= np.sqrt(squares)
 
 
 @register("EMBEDDING_LOOKUP_SPARSE", versions=(1,))
