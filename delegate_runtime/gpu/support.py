@@ -59,6 +59,8 @@ def _type_shape_ok(record: GpuOp, op: Operator, sg: Subgraph, opts: SupportOptio
             continue
         if record.bool_tensors and tensor.dtype == np.bool_:
             continue
+        if record.int32_tensors and tensor.dtype == np.int32:
+            continue
         return False
     return True
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from delegate_runtime import read_model
@@ -14,20 +13,20 @@ SHAPE = (1, 4, 4, 3)
 
 
 def chain(ops: str):
-    """A chain of unary-ish nodes: 'R' = RELU (supported), 'C' = CUMSUM (not supported),
-    'S' = SIGN (not supported, another op name)."""
+    """A chain of unary-ish nodes: 'R' = RELU (supported), 'C' = CEIL (not supported),
+    'S' = ROUND (not supported, another op name)
+    (LiteRT's GPU delegate parses neither)."""
     b = ModelBuilder()
     g = b.main
     x = g.input("x", SHAPE)
-    axis = g.const("axis", np.array(3, np.int32))
     for i, kind in enumerate(ops):
         y = g.tensor(f"t{i}", SHAPE)
         if kind == "R":
             g.op("RELU", [x], [y])
         elif kind == "C":
-            g.op("CUMSUM", [x, axis], [y])
+            g.op("CEIL", [x], [y])
         else:
-            g.op("SIGN", [x], [y])
+            g.op("ROUND", [x], [y])
         x = y
     g.output(x)
     return read_model(b.build()).main
@@ -52,10 +51,10 @@ def test_unsupported_op_in_the_middle_default_keeps_one_partition():
     d = run("RRCR")
     assert d.partitions == [[0, 1]]
     assert d.delegated_nodes == 2 and d.dropped_partitions == 1
-    assert d.unsupported == [Unsupported(2, "CUMSUM", "Operation is not supported.")]
+    assert d.unsupported == [Unsupported(2, "CEIL", "Operation is not supported.")]
     assert d.messages() == [
         "Following operations are not supported by GPU delegate:",
-        "CUMSUM: Operation is not supported.",
+        "CEIL: Operation is not supported.",
         "2 operations will run on the GPU, and the remaining 2 operations will run on the CPU.",
         "Replacing 2 out of 4 node(s) with delegate (TfLiteGpuDelegateV2) node, "
         "yielding 2 partitions for the whole graph.",
@@ -63,11 +62,11 @@ def test_unsupported_op_in_the_middle_default_keeps_one_partition():
 
 
 def test_reference_md_example():
-    """REFERENCE.md: 3 on the GPU, CUMSUM on the CPU."""
+    """REFERENCE.md: 3 on the GPU, CEIL on the CPU."""
     d = run("RRRC")
     assert d.messages()[:3] == [
         "Following operations are not supported by GPU delegate:",
-        "CUMSUM: Operation is not supported.",
+        "CEIL: Operation is not supported.",
         "3 operations will run on the GPU, and the remaining 1 operations will run on the CPU.",
     ]
 
@@ -102,7 +101,7 @@ def test_three_runs_with_a_limit_of_two_keep_the_two_largest_in_order():
         "5 operations will run on the GPU, and the remaining 3 operations will run on the CPU."
         in lines
     )
-    # CPU (the dropped RELU with CUMSUM), GPU, CPU, GPU: TFLite counts every node subset
+    # CPU (the dropped RELU with CEIL), GPU, CPU, GPU: TFLite counts every node subset
     assert lines[-1].endswith("yielding 4 partitions for the whole graph.")
 
 
@@ -111,8 +110,8 @@ def test_nothing_supported():
     assert d.partitions == [] and d.delegated_nodes == 0 and not d.fully_delegated
     assert d.messages() == [
         "Following operations are not supported by GPU delegate:",
-        "CUMSUM: Operation is not supported.",
-        "SIGN: Operation is not supported.",
+        "CEIL: Operation is not supported.",
+        "ROUND: Operation is not supported.",
         "No operations will run on the GPU, and all 3 operations will run on the CPU.",
     ]
 
@@ -121,8 +120,8 @@ def test_each_unsupported_op_and_reason_is_listed_once():
     d = run("CRCRSR", 0)
     assert [u.node for u in d.unsupported] == [0, 2, 4]
     lines = d.messages()
-    assert lines.count("CUMSUM: Operation is not supported.") == 1
-    assert lines.count("SIGN: Operation is not supported.") == 1
+    assert lines.count("CEIL: Operation is not supported.") == 1
+    assert lines.count("ROUND: Operation is not supported.") == 1
 
 
 def test_to_dict_carries_the_facts():
@@ -133,7 +132,7 @@ def test_to_dict_carries_the_facts():
         "partitions": 1,
         "partition_nodes": [2],
         "fully_delegated": False,
-        "unsupported": [{"node": 2, "op": "CUMSUM", "reason": "Operation is not supported."}],
+        "unsupported": [{"node": 2, "op": "CEIL", "reason": "Operation is not supported."}],
         "dropped_partitions": 1,
     }
 

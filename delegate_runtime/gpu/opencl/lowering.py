@@ -203,9 +203,8 @@ class Lowerer:
         act = op.options.get("fused_activation_function", 0)
         if act:
             n = self.t(out).size
-            self.emit_1d(
-                op, "unary", [Buf(out), Buf(out), np.int32(n), np.int32(ACT_TO_UNARY[Act(act)])], n
-            )
+            code = np.int32(ACT_TO_UNARY[Act(act)])
+            self.emit_1d(op, "unary", [Buf(out), Buf(out), np.int32(n), code, np.float32(0)], n)
 
     def qdq(self, op: Operator, out: int) -> None:
         """Quantize-and-dequantize after a tensor with quantization parameters."""
@@ -333,31 +332,36 @@ class Lowerer:
             args += [code, operand, np.array(spec.params, np.float32)]
         return args
 
-    def unary(self, op: Operator, code: Unary) -> None:
+    def unary(self, op: Operator, code: Unary, param: float = 0.0) -> None:
+        """The `unary` launch of `code`; `param`: its parameter (LEAKY_RELU's alpha)."""
         code = Unary(code)  # an unknown code fails here, not in the kernel
         n = self.t(op.outputs[0]).size
-        self.emit_1d(
-            op, "unary", [Buf(op.inputs[0]), Buf(op.outputs[0]), np.int32(n), np.int32(code)], n
-        )
+        args = [Buf(op.inputs[0]), Buf(op.outputs[0]), np.int32(n), np.int32(code)]
+        self.emit_1d(op, "unary", [*args, np.float32(param)], n)
+
+    def broadcast_strides(self, i: int, out_shape: tuple[int, ...]) -> np.ndarray:
+        """The int4 strides reading tensor `i` broadcast to the 4-D `out_shape` (0 on
+        broadcast dimensions)."""
+        s = shape4(self.t(i).shape)
+        view = self.view(i)
+        if view is not None:  # a prefix of a concatenation's pixels (offset 0)
+            return i4(view.strides4(s))
+        raw = self.t(i).shape
+        if (
+            len(raw) == 2
+            and raw == (out_shape[0], out_shape[3])
+            and raw[0] not in (1, out_shape[2])
+        ):
+            s = (raw[0], 1, 1, raw[1])  # [b, c] against [b, x, y, c]: the delegate's BHWC view
+        cs = contiguous_strides(s)
+        return i4([0 if s[k] == 1 and out_shape[k] != 1 else cs[k] for k in range(4)])
 
     def binary(self, op: Operator, code: Binary) -> None:
         code = Binary(code)  # an unknown code fails here, not in the kernel
         out_shape = shape4(self.t(op.outputs[0]).shape)
 
         def strides(i: int) -> np.ndarray:
-            s = shape4(self.t(i).shape)
-            view = self.view(i)
-            if view is not None:  # a prefix of a concatenation's pixels (offset 0)
-                return i4(view.strides4(s))
-            raw = self.t(i).shape
-            if (
-                len(raw) == 2
-                and raw == (out_shape[0], out_shape[3])
-                and raw[0] not in (1, out_shape[2])
-            ):
-                s = (raw[0], 1, 1, raw[1])  # [b, c] against [b, x, y, c]: the delegate's BHWC view
-            cs = contiguous_strides(s)
-            return i4([0 if s[k] == 1 and out_shape[k] != 1 else cs[k] for k in range(4)])
+            return self.broadcast_strides(i, out_shape)
 
         a, b = op.inputs[0], op.inputs[1]
         n = int(np.prod(out_shape))

@@ -23,6 +23,7 @@ OP_MODULES = (
     "mean",
     "softmax",
     "elementwise",
+    "select",
     "movement",
     "resize",
     "quantize",

@@ -3,11 +3,18 @@ from opencl/codes.py."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import numpy as np
+
 from ...graph import Operator, Subgraph
 from ..opencl.codes import Binary, Step, Unary
 from .geometry import Shape, broadcast, shape_of
-from .record import GpuOp, OpRule, always, register, versions
+from .record import Check, GpuOp, OpRule, always, register, versions
 from .steps import binary_step, unary_step
+
+if TYPE_CHECKING:
+    from ..opencl.lowering import Lowerer
 
 KERNELS = ("elementwise.cl",)
 
@@ -32,6 +39,22 @@ def check_binary(op: Operator, sg: Subgraph) -> tuple[bool, str]:
     return False, f"Doesn't support broadcasting - input0: {sa}, input1: {sb}"
 
 
+def check_any_broadcast(op: Operator, sg: Subgraph) -> tuple[bool, str]:
+    """Two inputs broadcasting in numpy's way, up to 4-D: binary4d reads any of them (the
+    ops LiteRT's delegate added later have no broadcast rule of their own)."""
+    if len(op.inputs) != 2:
+        return False, f"Expected 2 inputs, got {len(op.inputs)}."
+    shapes = [tuple(sg.tensors[t].shape) for t in op.inputs]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        return (
+            False,
+            f"Doesn't support broadcasting - input0: {list(shapes[0])}, input1: {list(shapes[1])}",
+        )
+    return True, ""
+
+
 def binary_shapes(op: Operator, sg: Subgraph) -> list[Shape]:
     """The inputs' broadcast, a [b, c] operand of a 4-D op seen as [b, 1, 1, c] (the
     delegate's BHWC view, as the lowering reads it)."""
@@ -52,18 +75,84 @@ UNARY_STEPS = {"RELU", "RELU6", "RELU_N1_TO_1", "LOGISTIC", "TANH", "HARD_SWISH"
 BINARY_STEPS = {"ADD": True, "SUB": True, "MUL": True, "PRELU": False}
 
 
-def unary(code: Unary, rule: OpRule) -> GpuOp:
+def unary(code: Unary, rule: OpRule, name: str | None = None) -> GpuOp:
     as_step = unary_step(Step[code.name]) if code.name in UNARY_STEPS else None
-    return GpuOp(code.name, rule, lambda lo, op: lo.unary(op, code), KERNELS, as_step=as_step)
+    return GpuOp(
+        name or code.name, rule, lambda lo, op: lo.unary(op, code), KERNELS, as_step=as_step
+    )
 
 
-def binary(code: Binary, rule: OpRule, checked: bool = True) -> GpuOp:
+def lower_leaky_relu(lo: Lowerer, op: Operator) -> None:
+    lo.unary(op, Unary.LEAKY_RELU, float(op.options.get("alpha", 0.0)))
+
+
+def lower_gelu(lo: Lowerer, op: Operator) -> None:
+    lo.unary(op, Unary.GELU_TANH if op.options.get("approximate") else Unary.GELU)
+
+
+def check_comparison(op: Operator, sg: Subgraph) -> tuple[bool, str]:
+    """Float operands only (a bool result; int32 operands stay on the CPU, as in TFLite)."""
+    for t in op.inputs[:2]:
+        if sg.tensors[t].dtype not in (np.float32, np.float16):
+            return False, "OP is supported, but tensor type/shape isn't compatible."
+    return check_any_broadcast(op, sg)
+
+
+def comparison(code: Binary) -> GpuOp:
+    """A comparison: binary4d writes 1 or 0, read back as bool."""
+    return GpuOp(
+        code.name,
+        OpRule(versions(2)),
+        lambda lo, op: lo.binary(op, code),
+        KERNELS,
+        check_comparison,
+        binary_shapes,
+        bool_tensors=True,
+    )
+
+
+#: CAST on the GPU: (input kind, output kind) -> the unary op converting one to the other
+#: (kinds: "f" float, "i" int32, "b" bool), the casts LiteRT's delegate takes.
+CASTS = {
+    ("f", "f"): Unary.COPY,
+    ("b", "f"): Unary.COPY,
+    ("i", "f"): Unary.COPY,
+    ("i", "i"): Unary.COPY,
+    ("f", "i"): Unary.TRUNC,
+    ("f", "b"): Unary.NOT_ZERO,
+}
+
+
+def _cast_kind(dtype: np.dtype) -> str:
+    if dtype in (np.float32, np.float16):
+        return "f"
+    return {np.dtype(np.int32): "i", np.dtype(np.bool_): "b"}.get(np.dtype(dtype), "?")
+
+
+def _cast_pair(op: Operator, sg: Subgraph) -> tuple[str, str]:
+    return _cast_kind(sg.tensors[op.inputs[0]].dtype), _cast_kind(sg.tensors[op.outputs[0]].dtype)
+
+
+def check_cast(op: Operator, sg: Subgraph) -> tuple[bool, str]:
+    if len(op.inputs) != 1 or len(op.outputs) != 1:
+        return False, "Expected 1 input and 1 output."
+    if _cast_pair(op, sg) in CASTS:
+        return True, ""
+    a, b = sg.tensors[op.inputs[0]].dtype, sg.tensors[op.outputs[0]].dtype
+    return False, f"Not supported Cast case. Input type: {a} and output type: {b}"
+
+
+def lower_cast(lo: Lowerer, op: Operator) -> None:
+    lo.unary(op, CASTS[_cast_pair(op, lo.sg)])
+
+
+def binary(code: Binary, rule: OpRule, checked: bool = True, check: Check = check_binary) -> GpuOp:
     return GpuOp(
         code.name,
         rule,
         lambda lo, op: lo.binary(op, code),
         KERNELS,
-        check_binary if checked else always,
+        check if checked else always,
         binary_shapes,
         bool_tensors=code == Binary.LOGICAL_AND,
         epilogue=True,
@@ -94,4 +183,28 @@ register(
     binary(Binary.SQUARED_DIFFERENCE, V1),
     binary(Binary.PRELU, V1, checked=False),
     binary(Binary.LOGICAL_AND, V1, checked=False),
+    # the ops LiteRT's delegate took since (model_builder.cc's ElementwiseOperationParser)
+    unary(Unary.RELU_N1_TO_1, V1),
+    unary(Unary.RELU_0_TO_1, V1),
+    GpuOp("LEAKY_RELU", OpRule(versions(2)), lower_leaky_relu, KERNELS),
+    unary(Unary.ABS, OpRule(versions(2))),
+    unary(Unary.NEG, V1),
+    unary(Unary.SIN, V1),
+    unary(Unary.COS, V1),
+    unary(Unary.LOG, OpRule(versions(2))),
+    unary(Unary.FLOOR, V1),
+    unary(Unary.SIGN, V1),
+    unary(Unary.SQUARE, V1),
+    unary(Unary.ELU, V1),
+    GpuOp("GELU", OpRule(versions(2)), lower_gelu, KERNELS),
+    binary(Binary.POW, V1, check=check_any_broadcast),
+    binary(Binary.FLOOR_DIV, OpRule(versions(2)), check=check_any_broadcast),
+    binary(Binary.FLOOR_MOD, OpRule(versions(2)), check=check_any_broadcast),
+    comparison(Binary.EQUAL),
+    comparison(Binary.NOT_EQUAL),
+    comparison(Binary.GREATER),
+    comparison(Binary.GREATER_EQUAL),
+    comparison(Binary.LESS),
+    comparison(Binary.LESS_EQUAL),
+    GpuOp("CAST", V1, lower_cast, KERNELS, check_cast, int32_tensors=True, bool_tensors=True),
 )

@@ -67,7 +67,8 @@ class GpuOp:
     check: Check = always  #: the op's own support conditions past versions, types and shapes
     #: its outputs' shapes, computed (the delegate takes it only where they are the declared)
     shapes: Shapes = same_as_input
-    bool_tensors: bool = False  #: takes bool runtime tensors (LOGICAL_AND)
+    bool_tensors: bool = False  #: takes bool runtime tensors (LOGICAL_AND, comparisons)
+    int32_tensors: bool = False  #: takes int32 runtime tensors (CAST, GATHER's indices)
     #: its kernel applies an epilogue (absorbs the elementwise nodes after it)
     epilogue: bool = False
     as_step: AsStep | None = None  #: how it is absorbed into its producer's epilogue
