@@ -1,0 +1,1 @@
+"""BATCH_MATMUL and ADD_N."""

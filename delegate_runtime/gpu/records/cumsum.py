@@ -1,0 +1,1 @@
+"""CUMSUM along a constant axis (exclusive and reverse forms)."""

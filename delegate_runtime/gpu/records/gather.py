@@ -1,0 +1,1 @@
+"""GATHER (1-D int32 indices) and ONE_HOT."""

@@ -1,0 +1,1 @@
+"""MIRROR_PAD, PADV2 and TILE."""

@@ -1,0 +1,1 @@
+"""PACK, UNPACK, SPLIT and SPLIT_V."""
