@@ -100,6 +100,8 @@ TABLE: dict[str, dict[str, int]] = {
     # where a step's operand comes from: a scalar argument, one value per channel (the
     # last axis), or one per output element
     "FROM": {"SCALAR": 0, "CHANNEL": 1, "TENSOR": 2},
+    # reduce4d's reduction (SUM, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD)
+    "REDUCE": {"SUM": 0, "MAX": 1, "MIN": 2, "PROD": 3},
 }
 
 Unary = IntEnum("Unary", TABLE["UNARY"])
@@ -108,6 +110,7 @@ Act = IntEnum("Act", TABLE["ACT"])
 Pool = IntEnum("Pool", TABLE["POOL"])
 Step = IntEnum("Step", TABLE["STEP"])
 From = IntEnum("From", TABLE["FROM"])
+Reduce = IntEnum("Reduce", TABLE["REDUCE"])
 
 
 def opencl_defines() -> str:
