@@ -179,6 +179,7 @@ class _Reader:
             self.index(int(i), n_t, f"{where} output")
             for i in self.vector(sg, "Outputs", f"{where} outputs")
         )
+        _empty_tensors_as_constants(tensors, operators, inputs)
         name = sg.Name()
         return Subgraph(
             name=name.decode("utf-8", "replace") if name else f"subgraph_{si}",
@@ -478,6 +479,26 @@ class _Reader:
 
 def _maybe(obj: Any, attr: str) -> Any:
     return getattr(obj, attr, None)
+
+
+def _empty_tensors_as_constants(
+    tensors: list[Tensor], operators: list[Operator], inputs: tuple[int, ...]
+) -> None:
+    """A tensor of zero elements that nothing produces (a converter's empty RESHAPE shape:
+    an empty buffer, like every runtime tensor's) is an empty constant, as TFLite reads it."""
+    produced = {t for op in operators for t in op.outputs} | set(inputs)
+    for t in tensors:
+        if (
+            t.data is None
+            and not t.is_variable
+            and t.index not in produced
+            and len(t.shape) > 0
+            and 0 in t.shape
+            and t.dtype != np.dtype(object)
+        ):
+            empty = np.zeros(t.shape, t.dtype)
+            empty.flags.writeable = False
+            t.data = empty
 
 
 def read_model(data: bytes, limits: Limits = DEFAULT_LIMITS, validate: bool = True) -> Model:

@@ -448,3 +448,16 @@ def test_unsupported_dtype_names_op_and_dtype():
     )
     with pytest.raises(ModelError, match=r"RESHAPE.*float64"):
         run_ours(model, feeds)
+
+
+def test_reshape_to_a_scalar_by_an_empty_shape_constant() -> None:
+    """A converter's RESHAPE to a scalar: its shape input is a constant of shape [0], whose
+    buffer is empty like a runtime tensor's (openWakeWord's hey_jarvis model): read as an
+    empty constant, as TFLite reads it, not as a tensor nothing produces."""
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", (1, 1))
+    y = g.tensor("y", ())
+    g.op("RESHAPE", [x, g.const("shape", np.zeros((0,), np.int32))], [y])
+    g.output(y)
+    assert_matches_litert(b.build(), [np.array([[2.5]], np.float32)])

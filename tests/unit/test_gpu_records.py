@@ -58,9 +58,8 @@ def test_kernel_switch_has_a_case_for_every_code_and_no_other(kernel, prefix):
 
 
 def test_every_code_is_defined_once_in_the_program():
-    defines = re.findall(
-        r"#define ((?:UNARY|BINARY|ACT|POOL|STEP|FROM)_\w+) ", program.program_source()
-    )
+    prefixes = "|".join(codes.TABLE)
+    defines = re.findall(rf"#define ((?:{prefixes})_\w+) ", program.program_source())
     assert len(defines) == len(set(defines)) == sum(len(c) for c in codes.TABLE.values())
 
 
