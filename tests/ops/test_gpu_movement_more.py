@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from delegate_runtime import read_model
-from delegate_runtime.builder import ModelBuilder
+from delegate_runtime.builder import ModelBuilder, Quant
 from delegate_runtime.gpu.support import TYPE_SHAPE, supports
 from tests.ops.oneop import Const, In, one_op
 from tests.ops.test_gpu_beyond_vision import check_against_litert, uniform
@@ -304,3 +304,48 @@ def test_split_v_5d_is_refused_as_litert_does() -> None:
     outs = [((1, 2, 2, 3, 1), np.float32), ((1, 2, 2, 3, 3), np.float32)]
     model, _ = one_op("SPLIT_V", [In(x), Const((1, 3)), Const(np.int32(4))], outs, num_splits=2)
     assert support(model) == (False, TYPE_SHAPE)
+
+
+# -- int8 models ------------------------------------------------------------------------------
+
+#: The grid of every int8 tensor below: these ops move values, so the output keeps it.
+Q8 = Quant(0.02, -5)
+
+
+def int8_model(case: str) -> tuple[bytes, list[np.ndarray]]:
+    """One int8 op (its int8 version) on an int8 input, every tensor on the Q8 grid."""
+    rng = np.random.default_rng(len(case))
+    x = rng.integers(-128, 128, (1, 4, 5, 6)).astype(np.int8)
+    pads = [[0, 0], [1, 2], [2, 1], [1, 0]]
+    pad_out = (1, 7, 8, 7)
+    if case == "padv2":
+        value = Const(np.int8(17), np.int8, Q8)  # raw: written as it is (0.44 on the grid)
+        return one_op("PADV2", [In(x, Q8), Const(pads), value], [(pad_out, np.int8, Q8)], 2)
+    if case == "mirror_pad":
+        args = [In(x, Q8), Const(pads)]
+        return one_op("MIRROR_PAD", args, [(pad_out, np.int8, Q8)], 2, mode="REFLECT")
+    if case == "tile":
+        args = [In(x, Q8), Const((2, 1, 2, 1))]
+        return one_op("TILE", args, [((2, 4, 10, 6), np.int8, Q8)], 3)
+    if case == "pack":
+        args = [In(x[0], Q8), In(x[0, ::-1].copy(), Q8)]
+        return one_op("PACK", args, [((4, 2, 5, 6), np.int8, Q8)], 2, values_count=2, axis=1)
+    if case == "unpack":
+        outs = [((1, 5, 6), np.int8, Q8)] * 4
+        return one_op("UNPACK", [In(x, Q8)], outs, 2, num=4, axis=1)
+    if case == "split":
+        outs = [((1, 4, 5, 3), np.int8, Q8)] * 2
+        return one_op("SPLIT", [Const(np.int32(3)), In(x, Q8)], outs, 2, num_splits=2)
+    outs = [((1, 4, 2, 6), np.int8, Q8), ((1, 4, 3, 6), np.int8, Q8)]
+    args = [In(x, Q8), Const((2, 3)), Const(np.int32(2))]
+    return one_op("SPLIT_V", args, outs, 2, num_splits=2)
+
+
+INT8_CASES = ("padv2", "mirror_pad", "tile", "pack", "unpack", "split", "split_v")
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("case", INT8_CASES)
+def test_int8(case: str, precision: str) -> None:
+    model, feeds = int8_model(case)
+    check_against_litert(model, feeds, precision)
