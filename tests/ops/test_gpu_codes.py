@@ -29,7 +29,11 @@ def _binary4d(x, out, n, op, act=0, step=0):
         pytest.param(
             "binary4d", lambda x, out, n: _binary4d(x, out, n, 0, step=99), id="epilogue-step"
         ),
-        pytest.param("unary", lambda x, out, n: [x, out, np.int32(n), np.int32(99)], id="unary-op"),
+        pytest.param(
+            "unary",
+            lambda x, out, n: [x, out, np.int32(n), np.int32(99), np.float32(0)],
+            id="unary-op",
+        ),
     ],
 )
 def test_unknown_code_writes_nan(kernel, args):
