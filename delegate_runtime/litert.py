@@ -18,9 +18,15 @@ def available() -> bool:
 
 
 def make_interpreter(
-    model: bytes, num_threads: int = 1, xnnpack: bool = True, reference: bool = False
+    model: bytes,
+    num_threads: int = 1,
+    xnnpack: bool = True,
+    reference: bool = False,
+    input_shapes: Sequence[tuple[int, ...]] | None = None,
 ) -> Any:
-    """A LiteRT interpreter on `model` bytes, tensors allocated.
+    """A LiteRT interpreter on `model` bytes, tensors allocated (after resizing its inputs
+    to `input_shapes`, where given: a model declaring a placeholder shape may not even
+    prepare at it, as openWakeWord's melspectrogram at [1, 1]).
 
     xnnpack=False selects the builtin optimized kernels (no default delegate);
     reference=True the reference kernels (BUILTIN_REF), the oracle for integer arithmetic.
@@ -33,6 +39,9 @@ def make_interpreter(
     it = Interpreter(
         model_content=bytes(model), num_threads=num_threads, experimental_op_resolver_type=resolver
     )
+    for d, shape in zip(it.get_input_details(), input_shapes or (), strict=False):
+        if tuple(d["shape"]) != tuple(shape):
+            it.resize_tensor_input(d["index"], list(shape))
     it.allocate_tensors()
     return it
 
@@ -45,13 +54,8 @@ def run(
     reference: bool = False,
 ) -> list[np.ndarray]:
     """Run `model` once in the official interpreter; outputs in model output order."""
-    it = make_interpreter(model, num_threads, xnnpack, reference)
-    details = it.get_input_details()
-    for d, x in zip(details, inputs, strict=True):
-        x = np.asarray(x)
-        if tuple(d["shape"]) != x.shape:
-            it.resize_tensor_input(d["index"], x.shape)
-            it.allocate_tensors()
+    shapes = [np.shape(x) for x in inputs]
+    it = make_interpreter(model, num_threads, xnnpack, reference, shapes)
     for d, x in zip(it.get_input_details(), inputs, strict=True):
         it.set_tensor(d["index"], np.asarray(x))
     it.invoke()

@@ -20,6 +20,8 @@ import numpy as np
 from ..errors import JobError
 from ..graph import Model
 from ..interpreter import Interpreter
+from ..submodel import boundary
+from .cpu_runs import LITERT, REFERENCE, CpuRun, plan_cpu_runs
 from .fold import fold_constants
 from .partition import DelegationSummary, partition
 from .support import SupportOptions
@@ -39,10 +41,15 @@ class GpuDelegateOptions:
     #: compile each launch's integer arguments into its kernel (opencl/specialize.py);
     #: None: on GPUs, unless $DEVICEFARM_GPU_SPECIALIZE says otherwise
     specialize: bool | None = None
+    #: what runs the nodes the GPU does not take: "litert" (the official CPU runtime,
+    #: where installed and able) or "reference" (gpu/cpu_runs.py)
+    cpu_runtime: str = LITERT
 
     def validate(self) -> None:
         if self.precision not in ("fp32", "fp16"):
             raise JobError(f"precision {self.precision!r} must be fp32 or fp16")
+        if self.cpu_runtime not in (LITERT, REFERENCE):
+            raise JobError(f"cpu_runtime {self.cpu_runtime!r} must be {LITERT} or {REFERENCE}")
         if self.max_delegated_partitions < 0:
             raise JobError("max_delegated_partitions must be >= 0 (0: no limit)")
 
@@ -90,6 +97,13 @@ class GpuSession:
         #: writes itself (opencl/host_edges.py), rather than being copied in and out
         self.host_edges = False
         self._phase("fold_and_partition", start)
+        since = time.perf_counter()
+        self.cpu_runs: list[CpuRun] = plan_cpu_runs(
+            self.model, self.delegation.partitions, self.options.cpu_runtime, log=self.log
+        )
+        #: what ran the CPU nodes: "litert", "reference", both joined by "+", "" for none
+        self.cpu_fallback = "+".join(sorted({run.runtime for run in self.cpu_runs}))
+        self._phase("cpu_runs", since)
         if self.delegation.delegated_nodes:
             self._prepare_gpu(model.sha256)
         self.init_seconds = time.perf_counter() - start
@@ -138,7 +152,7 @@ class GpuSession:
         per_cu = GROUPS_PER_CU if self._persistent_kernels() else None
         for nodes in self.delegation.partitions:
             lowerer = Lowerer(sg, info.compute_units, opts.precision, per_cu)
-            ins, outs = _boundary(sg, nodes)
+            ins, outs = boundary(sg, nodes)
             lowerer.lower_partition(nodes, set(outs))
             out = lowerer.out
             if opts.precision == "fp16" or edges is not None:
@@ -243,7 +257,7 @@ class GpuSession:
     def invoke(self, inputs: Sequence[np.ndarray], subgraph: int = 0) -> list[np.ndarray]:
         """Run the model: GPU partitions and CPU nodes in order; outputs in model order."""
         checked = self.cpu.check_inputs(inputs, subgraph)
-        if subgraph != 0 or not self.executors:
+        if subgraph != 0:
             return self.cpu.run_subgraph(subgraph, checked)
         for pos, (t, x) in enumerate(zip(self.model.main.inputs, checked, strict=True)):
             want = self.model.main.tensors[t].shape
@@ -258,16 +272,16 @@ class GpuSession:
             self.executors[0].run(values)
             return [values[t] for t in sg.outputs]
         values = self.cpu.initial_values(0, checked)
-        starts = {
+        gpu = {
             nodes[0]: ex
             for nodes, ex in zip(self.delegation.partitions, self.executors, strict=True)
         }
-        delegated = {n for nodes in self.delegation.partitions for n in nodes}
-        for op in sg.operators:
-            if op.index in starts:
-                starts[op.index].run(values)
-            elif op.index not in delegated:
-                self.cpu.run_node(0, op.index, values)
+        cpu = {run.nodes[0]: run for run in self.cpu_runs}
+        for n in range(len(sg.operators)):
+            if n in gpu:
+                gpu[n].run(values)
+            elif n in cpu:
+                cpu[n].run(self.cpu, values)
         return [values[t] for t in sg.outputs]
 
     # -- facts ------------------------------------------------------------------------
@@ -311,19 +325,6 @@ class GpuSession:
             "launch_loop": self.launch_loop,
             "persistent_runs": list(self.persistent_runs),
             "host_edges": self.host_edges,
+            "cpu_fallback": self.cpu_fallback,
             "init_seconds": self.init_seconds,
         }
-
-
-def _boundary(sg: Any, nodes: list[int]) -> tuple[list[int], list[int]]:
-    """Runtime tensors a partition reads from outside, and those read after it or output."""
-    inside = set(nodes)
-    produced = {t for n in nodes for t in sg.operators[n].outputs}
-    ins: list[int] = []
-    for n in nodes:
-        for t in sg.operators[n].inputs:
-            if t >= 0 and t not in produced and not sg.tensors[t].is_constant and t not in ins:
-                ins.append(t)
-    used_after = {t for op in sg.operators if op.index not in inside for t in op.inputs}
-    outs = [t for t in sorted(produced) if t in used_after or t in sg.outputs]
-    return ins, outs

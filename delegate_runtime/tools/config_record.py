@@ -191,6 +191,9 @@ def session_path(session: Any) -> dict[str, dict[str, Any]]:
     out["gpu.session.persistent_kernels"] = _entry(kernels, "session")
     out["gpu.session.profiling"] = _entry(bool(session.options.profiling), "session")
     out["gpu.session.program_from_cache"] = _entry(session.program_from_cache, "session")
+    fallback = getattr(session, "cpu_fallback", "")
+    if fallback:  # only where nodes ran on the CPU: fully delegated records stay as they were
+        out["gpu.session.cpu_fallback"] = _entry(fallback, "session")
     return out
 
 

@@ -214,3 +214,49 @@ def test_cast_from_int8_stays_on_the_cpu() -> None:
     ok, why = supports(model.subgraphs[0].operators[0], model.subgraphs[0])
     assert not ok
     assert why.startswith("Not supported Cast case") or "tensor type" in why
+
+
+# -- reshapes by other names, and broadcasts LiteRT's rule never bound ---------------------------
+
+
+def reshapes_model() -> bytes:
+    """x [4, 5, 6] -> EXPAND_DIMS(axis 0) -> MEAN over H, W -> SQUEEZE(dims 1, 2) ->
+    SQUEEZE(all) -> MUL: the converter's `tf.expand_dims` / `tf.squeeze` around real work."""
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", (4, 5, 6))
+    y = g.tensor("y", (1, 4, 5, 6))
+    g.op("EXPAND_DIMS", [x, g.const("axis", np.array([0], np.int32))], [y])
+    m = g.tensor("m", (1, 1, 1, 6))
+    g.op("MEAN", [y, g.const("hw", np.array([1, 2], np.int32))], [m], keep_dims=True)
+    z = g.tensor("z", (1, 6))
+    g.op("SQUEEZE", [m], [z], squeeze_dims=[1, 2])
+    s = g.tensor("s", (6,))
+    g.op("SQUEEZE", [z], [s])
+    w = g.tensor("w", (6,))
+    g.op("MUL", [s, g.const("k", np.full((6,), 3.0, np.float32))], [w])
+    g.output(w)
+    return b.build()
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_expand_dims_and_squeeze_stay_in_the_partition(precision: str) -> None:
+    check_against_litert(reshapes_model(), [uniform("reshapes", -3, 3, (4, 5, 6))], precision)
+
+
+#: (op, a shape, b shape): runtime operands LiteRT's old [b, c] rule refused
+WIDE_BROADCASTS = {
+    "maximum-runtime-scalar": ("MAXIMUM", (1, 1, 5, 32), ()),
+    "sub-column": ("SUB", (1, 4, 5, 6), (1, 4, 5, 1)),
+    "div-row": ("DIV", (2, 5, 6), (1, 1, 6)),
+}
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("case", WIDE_BROADCASTS)
+def test_any_numpy_broadcast(case: str, precision: str) -> None:
+    op, sa, sb = WIDE_BROADCASTS[case]
+    a = uniform(f"{case}a", -3, 3, sa)
+    b = uniform(f"{case}b", 0.5, 3, sb)
+    model, feeds = one_op(op, [In(a), In(b)], [(np.broadcast_shapes(sa, sb), np.float32)])
+    check_against_litert(model, feeds, precision)

@@ -24,6 +24,7 @@ OP_MODULES = (
     "softmax",
     "elementwise",
     "select",
+    "expand_squeeze",
     "reduce",
     "cumsum",
     "batch_matmul",

@@ -40,10 +40,12 @@ def check_binary(op: Operator, sg: Subgraph) -> tuple[bool, str]:
 
 
 def check_any_broadcast(op: Operator, sg: Subgraph) -> tuple[bool, str]:
-    """Two inputs broadcasting in numpy's way, up to 4-D: binary4d reads any of them (the
-    ops LiteRT's delegate added later have no broadcast rule of their own)."""
+    """Two inputs in one of LiteRT's broadcast forms or broadcasting in numpy's way, up to
+    4-D: binary4d reads any of them (LiteRT's own rule binds only ADD and MUL today)."""
     if len(op.inputs) != 2:
         return False, f"Expected 2 inputs, got {len(op.inputs)}."
+    if check_binary(op, sg)[0]:  # LiteRT's forms, [b, c] against [b, h, w, c] among them
+        return True, ""
     shapes = [tuple(sg.tensors[t].shape) for t in op.inputs]
     try:
         np.broadcast_shapes(*shapes)
@@ -174,13 +176,15 @@ register(
     unary(Unary.HARD_SWISH, V1),
     unary(Unary.RSQRT, V1_2),
     unary(Unary.SQRT, V1),
+    # ADD and MUL keep LiteRT's broadcast rule (CheckAddMulBroadcastCompatibility); the
+    # others have none in LiteRT and take any broadcast here
     binary(Binary.ADD, OpRule(versions(2), versions(2))),
-    binary(Binary.SUB, V1_2),
+    binary(Binary.SUB, V1_2, check=check_any_broadcast),
     binary(Binary.MUL, OpRule(versions(1), versions(3))),
-    binary(Binary.DIV, V1),
-    binary(Binary.MAXIMUM, V1_2),
-    binary(Binary.MINIMUM, V1_2),
-    binary(Binary.SQUARED_DIFFERENCE, V1),
+    binary(Binary.DIV, V1, check=check_any_broadcast),
+    binary(Binary.MAXIMUM, V1_2, check=check_any_broadcast),
+    binary(Binary.MINIMUM, V1_2, check=check_any_broadcast),
+    binary(Binary.SQUARED_DIFFERENCE, V1, check=check_any_broadcast),
     binary(Binary.PRELU, V1, checked=False),
     binary(Binary.LOGICAL_AND, V1, checked=False),
     # the ops LiteRT's delegate took since (model_builder.cc's ElementwiseOperationParser)

@@ -1,0 +1,139 @@
+"""The nodes the GPU delegate leaves to the CPU, run as TFLite runs them: on the official
+CPU runtime (LiteRT's interpreter with XNNPACK), each maximal run of consecutive CPU nodes
+as a model of its own (delegate_runtime/submodel.py).
+
+Our reference interpreter is built for exactness, not speed: measured on openWakeWord's
+models it takes 0.4-31 ms where LiteRT's CPU takes 0.02-2.5 ms (docs/cpu_fallback.md), so
+a partially delegated model would be slower than not using the GPU at all. The reference
+stays the oracle, and runs a CPU run where LiteRT cannot: ai-edge-litert not installed
+(the `reference` extra), a custom op LiteRT's resolver does not define (MediaPipe's: the
+app's kernels), or a run LiteRT refuses; the session's log says which and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import numpy as np
+
+from .. import litert
+from ..graph import Model
+from ..host_cpus import usable_cpus
+from ..interpreter import Interpreter
+from ..submodel import submodel_bytes
+
+#: CPU runtimes a session may use for its CPU nodes.
+LITERT, REFERENCE = "litert", "reference"
+#: The custom ops LiteRT's BuiltinOpResolver registers (tflite/core/kernels/register.cc).
+LITERT_CUSTOM_OPS = frozenset(
+    f"CUSTOM:{name}"
+    for name in ("NumericVerify", "Mfcc", "AudioSpectrogram", "TFLite_Detection_PostProcess")
+)
+
+
+@dataclass
+class CpuRun:
+    """Consecutive CPU nodes of the main subgraph and how they run."""
+
+    nodes: list[int]
+    runtime: str = REFERENCE  #: LITERT or REFERENCE
+    why_reference: str = ""  #: why the reference runs it, where it does
+    inputs: list[int] = field(default_factory=list)
+    outputs: list[int] = field(default_factory=list)
+    interpreter: Any = None  #: LiteRT's, for LITERT
+
+    def run(self, cpu: Interpreter, values: dict[int, np.ndarray]) -> None:
+        """Compute the run's outputs from `values` (tensor -> array), into `values`."""
+        if self.runtime == REFERENCE:
+            for node in self.nodes:
+                cpu.run_node(0, node, values)
+            return
+        it = self.interpreter
+        for d, t in zip(it.get_input_details(), self.inputs, strict=True):
+            it.set_tensor(d["index"], values[t])
+        it.invoke()
+        for d, t in zip(it.get_output_details(), self.outputs, strict=True):
+            values[t] = it.get_tensor(d["index"])
+
+
+def cpu_node_runs(total: int, partitions: Sequence[Sequence[int]]) -> list[list[int]]:
+    """The nodes no partition holds, cut into runs of consecutive nodes (a partition's
+    first node ends a run: the partition runs there)."""
+    delegated = {n for nodes in partitions for n in nodes}
+    runs: list[list[int]] = []
+    current: list[int] = []
+    for n in range(total):
+        if n in delegated:
+            if current:
+                runs.append(current)
+                current = []
+            continue
+        current.append(n)
+    if current:
+        runs.append(current)
+    return runs
+
+
+def plan_cpu_runs(
+    model: Model,
+    partitions: Sequence[Sequence[int]],
+    runtime: str = LITERT,
+    threads: int | None = None,
+    log: IO[str] | None = None,
+) -> list[CpuRun]:
+    """A CpuRun per run of CPU nodes, each on `runtime` where it can be."""
+    runs = [CpuRun(nodes) for nodes in cpu_node_runs(len(model.main.operators), partitions)]
+    if runtime == REFERENCE:
+        for run in runs:
+            run.why_reference = "asked for"
+        _say(runs, log)
+        return runs
+    if not litert.available():
+        for run in runs:
+            run.why_reference = "ai-edge-litert is not installed (the `reference` extra)"
+        _say(runs, log)
+        return runs
+    threads = threads or usable_cpus()
+    for run in runs:
+        custom = _foreign_custom_op(model, run.nodes)
+        if custom:
+            run.why_reference = f"{custom}: a custom op's kernel is the app's own"
+            continue
+        try:
+            data, run.inputs, run.outputs = submodel_bytes(model, run.nodes)
+            shapes = [model.main.tensors[t].shape for t in run.inputs]
+            run.interpreter = litert.make_interpreter(data, threads, input_shapes=shapes)
+            run.runtime = LITERT
+        except (ValueError, RuntimeError) as exc:  # LiteRT refuses: no kernel, a bad prepare
+            run.why_reference = str(exc).splitlines()[0][:200]
+    _say(runs, log)
+    return runs
+
+
+def _foreign_custom_op(model: Model, nodes: list[int]) -> str:
+    """The first custom op among `nodes` that LiteRT's own resolver does not define: its
+    kernel is whatever the app registers (MediaPipe's), and LiteRT's stock build may hold
+    another with other conventions (its MaxPoolingWithArgmax2D writes int32 indices into
+    the float32 tensor MediaPipe's GPU kernels read as float values)."""
+    for n in nodes:
+        op = model.main.operators[n].op
+        if op.startswith("CUSTOM:") and op not in LITERT_CUSTOM_OPS:
+            return op
+    return ""
+
+
+def _say(runs: list[CpuRun], log: IO[str] | None) -> None:
+    if log is None:
+        return
+    for run in runs:
+        where = (
+            f"nodes {run.nodes[0]}-{run.nodes[-1]}"
+            if len(run.nodes) > 1
+            else f"node {run.nodes[0]}"
+        )
+        if run.runtime == LITERT:
+            print(f"INFO: CPU {where}: LiteRT's CPU runtime (XNNPACK)", file=log)
+        else:
+            print(f"INFO: CPU {where}: the reference interpreter ({run.why_reference})", file=log)
