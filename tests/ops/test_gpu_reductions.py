@@ -11,6 +11,7 @@ inputs stay near 1 so that the product is well inside fp16's range.
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,11 +33,14 @@ from tests.ops.test_gpu_ops import (  # noqa: F401  (opencl_device: the fixture)
 F = np.float32
 
 
-def run_session(model: bytes, xs: list[np.ndarray], precision: str) -> tuple[list, set[str]]:
-    """Our outputs through the delegate (every node delegated) and the kernels it ran."""
+def run_session(
+    model: bytes, xs: list[np.ndarray], precision: str, **options: Any
+) -> tuple[list, set[str]]:
+    """Our outputs through the delegate (every node delegated) and the kernels it ran;
+    `options`: GpuSession's."""
     from delegate_runtime.gpu.delegate import GpuSession
 
-    session = GpuSession(read_model(model), precision=precision, log=io.StringIO())
+    session = GpuSession(read_model(model), precision=precision, log=io.StringIO(), **options)
     d = session.delegation
     assert d.delegated_nodes == d.total_nodes, f"not fully delegated: {d.to_dict()}"
     kernels = {generic_name(k[0].function_name) for ex in session.executors for k in ex.kernels}
