@@ -125,6 +125,9 @@ def lower_add_n(lo: Lowerer, op: Operator) -> None:
         acc = out
 
 
+# BATCH_MATMUL: LiteRT's parser checks no version. v2 (int8) runs as the float view, v4
+# (float x, int8 constant y) with y dequantized; v3 (int16) the common type rule refuses.
+# ADD_N (TFLite has v1 alone) takes LiteRT's ADD versions (its parser is ADD's).
 register(
     GpuOp(
         "BATCH_MATMUL",
