@@ -7,7 +7,12 @@ against LiteRT's reference kernels (max |out - ref| over the reference's range; 
 CPU kernels' own, XNNPACK's, is the fp32 noise floor beside ours).
 
     python bench/bench_zoo.py MODEL_OR_DIR [...] [--runs 200] [--repeat 3] [--device SPEC]
-        [--prebuild JOBS]
+        [--prebuild JOBS] [--input_layer NAMES --input_layer_shape SHAPES]
+
+`--input_layer`/`--input_layer_shape` (benchmark_model's flags) resize the inputs of that
+name in every model that has one, as a dynamic-length audio model needs (openWakeWord's
+melspectrogram declares [1, 1]): ours plans the resized model (delegate_runtime/
+static_shapes.py), LiteRT's CPU interpreter resizes before it allocates.
 
 A model that fails in a runtime gets its error in that cell; the others go on. A cold
 kernel cache costs each model tens of seconds of program builds; `--prebuild JOBS` fills
@@ -99,10 +104,23 @@ def smooth(rng: np.random.Generator, shape: tuple[int, ...], lo: float, hi: floa
     return coarse.repeat(8, axis=1).repeat(8, axis=2)[:, :h, :w, :]
 
 
-def inputs_for(path: str) -> list[np.ndarray]:
-    from delegate_runtime import load_model
+#: input name -> shape, from --input_layer/--input_layer_shape
+RESIZED: dict[str, tuple[int, ...]] = {}
 
-    sg = load_model(path).main
+
+def load_resized(path: str):
+    """The model at `path`, its inputs named in RESIZED resized (every shape static)."""
+    from delegate_runtime import load_model
+    from delegate_runtime.static_shapes import with_input_shapes
+
+    model = load_model(path)
+    names = {model.main.tensors[t].name for t in model.main.inputs}
+    wanted = {n: s for n, s in RESIZED.items() if n in names}
+    return with_input_shapes(model, wanted) if wanted else model
+
+
+def inputs_for(path: str) -> list[np.ndarray]:
+    sg = load_resized(path).main
     rng = np.random.default_rng(0)
     lo, hi = input_range(path)
     # the Keras models saturate to one-hot outputs on `smooth` (every runtime then agrees
@@ -128,10 +146,9 @@ def reference(path: str, xs: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def ours(path: str, xs: list[np.ndarray], precision: str, device: str | None, row: Row):
-    from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
 
-    session = GpuSession(load_model(path), precision=precision, device=device, log=io.StringIO())
+    session = GpuSession(load_resized(path), precision=precision, device=device, log=io.StringIO())
     row.nodes = session.delegation.total_nodes
     row.gpu_nodes = session.delegation.delegated_nodes
     if precision == "fp32":
@@ -143,6 +160,9 @@ def litert_cpu(path: str, xs: list[np.ndarray], threads: int):
     from ai_edge_litert.interpreter import Interpreter
 
     it = Interpreter(model_path=path, num_threads=threads)
+    for d, x in zip(it.get_input_details(), xs, strict=True):
+        if tuple(d["shape"]) != x.shape:
+            it.resize_tensor_input(d["index"], list(x.shape))
     it.allocate_tensors()
     ins = [d["index"] for d in it.get_input_details()]
     outs = [d["index"] for d in it.get_output_details()]
@@ -317,15 +337,17 @@ def print_table(rows: list[Row], threads: int) -> None:
             print(f"  {r.model}: " + "; ".join(notes))
 
 
-def build_session(path: str, precision: str, device: str | None) -> tuple[float, str]:
+def build_session(
+    path: str, precision: str, device: str | None, resized: dict[str, tuple[int, ...]]
+) -> tuple[float, str]:
     """(seconds, why it failed or "") to build one GPU session: run in a pool's process,
-    where what it leaves is the kernel cache's entries."""
-    from delegate_runtime import load_model
+    where what it leaves is the kernel cache's entries; `resized`: the parent's RESIZED."""
+    RESIZED.update(resized)
     from delegate_runtime.gpu.delegate import GpuSession
 
     start = time.perf_counter()
     try:
-        GpuSession(load_model(path), precision=precision, device=device, log=io.StringIO())
+        GpuSession(load_resized(path), precision=precision, device=device, log=io.StringIO())
     except Exception as exc:  # noqa: BLE001 - measure() reports it again, in its row
         return time.perf_counter() - start, first_line(exc)
     return time.perf_counter() - start, ""
@@ -343,7 +365,9 @@ def prebuild(paths: list[str], device: str | None, jobs: int) -> None:
     print(f"prebuilding {len(tasks)} sessions in {jobs} processes", flush=True)
     # spawn: a forked child would inherit this process's OpenCL state, if any
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(build_session, p, prec, device): (p, prec) for p, prec in tasks}
+        futures = {
+            pool.submit(build_session, p, prec, device, RESIZED): (p, prec) for p, prec in tasks
+        }
         for done, future in enumerate(as_completed(futures), 1):
             (path, precision), (seconds, why) = futures[future], future.result()
             note = f": {why}" if why else ""
@@ -376,7 +400,13 @@ def main() -> int:
         metavar="JOBS",
         help="fill the kernel cache first, JOBS builds at once (0: build as measured)",
     )
+    ap.add_argument("--input_layer", default="", help="input names, comma-separated")
+    ap.add_argument("--input_layer_shape", default="", help="their shapes: 1,1760:1,16")
     a = ap.parse_args()
+    if a.input_layer:
+        from delegate_runtime.static_shapes import parse_input_layers
+
+        RESIZED.update(parse_input_layers(a.input_layer, a.input_layer_shape))
     paths = model_paths(a.models)
     if a.prebuild > 0:
         prebuild(paths, a.device, a.prebuild)

@@ -87,7 +87,7 @@ def plan_cpu_runs(
     runs = [CpuRun(nodes) for nodes in cpu_node_runs(len(model.main.operators), partitions)]
     if runtime == REFERENCE:
         for run in runs:
-            run.why_reference = "asked for"
+            run.why_reference = "asked for, or an op profile timing each node"
         _say(runs, log)
         return runs
     if not litert.available():

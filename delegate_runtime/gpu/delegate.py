@@ -98,8 +98,10 @@ class GpuSession:
         self.host_edges = False
         self._phase("fold_and_partition", start)
         since = time.perf_counter()
+        # an op profile times each CPU node, which only the reference's per-node walk can
+        cpu_runtime = REFERENCE if self.options.profiling else self.options.cpu_runtime
         self.cpu_runs: list[CpuRun] = plan_cpu_runs(
-            self.model, self.delegation.partitions, self.options.cpu_runtime, log=self.log
+            self.model, self.delegation.partitions, cpu_runtime, log=self.log
         )
         #: what ran the CPU nodes: "litert", "reference", both joined by "+", "" for none
         self.cpu_fallback = "+".join(sorted({run.runtime for run in self.cpu_runs}))

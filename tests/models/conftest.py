@@ -17,6 +17,7 @@ import pytest
 
 from delegate_runtime import litert, read_model
 from delegate_runtime.graph import Model
+from delegate_runtime.static_shapes import with_input_shapes
 from tests.conftest import require
 from tests.models import zoo
 from tests.ops.conftest import litert_kernels_lack_op
@@ -31,6 +32,11 @@ class ZooCase:
     input_range: tuple[float, float]
     photo: str | None = None  #: a photograph (zoo.PHOTOS) instead of noise: the segmenters
     smooth: bool = False  #: smooth random images like the Keras models' calibration images
+    #: inputs resized ((name, shape) pairs) as the app resizes them: a dynamic-length audio
+    #: input
+    input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    #: ops the GPU delegate leaves to the CPU, as LiteRT's leaves them (none: fully taken)
+    cpu_ops: frozenset[str] = frozenset()
 
     @functools.cached_property
     def data(self) -> bytes:
@@ -38,7 +44,8 @@ class ZooCase:
 
     @functools.cached_property
     def model(self) -> Model:
-        return read_model(self.data)
+        model = read_model(self.data)
+        return with_input_shapes(model, dict(self.input_shapes)) if self.input_shapes else model
 
     @functools.cached_property
     def inputs(self) -> list[np.ndarray]:
@@ -200,6 +207,33 @@ def mediapipe_case(name: str) -> ZooCase:
     # MediaPipe's image models take pixels normalised to [0, 1] or [-1, 1]; [0, 1] suits both.
     segmenter = name.startswith("selfie_segmentation")
     return ZooCase(name, path, (0.0, 1.0), photo="astronaut.png" if segmenter else None)
+
+
+#: openWakeWord's inputs: 1760 samples of 16 kHz audio (80 ms and the 30 ms of context its
+#: streaming feeds), int16-scaled as the package feeds them; its embedding model's input
+#: (76 mel frames) and the classifiers' (16 embeddings) over the values they see.
+OPENWAKEWORD_INPUTS = {
+    "melspectrogram": ((-3000.0, 3000.0), (("serving_default_input:0", (1, 1760)),)),
+    "embedding_model": ((-2.0, 4.0), ()),
+}
+#: hey_jarvis runs a second classifier under an IF: LiteRT's delegate leaves the IF (and
+#: the RESHAPE of its bool condition) to the CPU, and so does ours.
+OPENWAKEWORD_CPU_OPS = {"hey_jarvis_v0.1": frozenset({"IF", "RESHAPE"})}
+
+
+def openwakeword_case(name: str) -> ZooCase:
+    try:
+        path = zoo.openwakeword_model(name)
+    except zoo.ZooUnavailable as e:
+        require(False, f"{name}.tflite from openwakeword=={zoo.OPENWAKEWORD_VERSION} ({e})")
+    input_range, shapes = OPENWAKEWORD_INPUTS.get(name, ((-1.0, 1.0), ()))
+    return ZooCase(
+        name,
+        path,
+        input_range,
+        input_shapes=shapes,
+        cpu_ops=OPENWAKEWORD_CPU_OPS.get(name, frozenset()),
+    )
 
 
 def keras_case(name: str, variant: str) -> ZooCase:

@@ -1,8 +1,12 @@
-"""The real-model zoo: MediaPipe's production models and the Keras applications we convert.
+"""The real-model zoo: MediaPipe's production models, openWakeWord's audio models and the
+Keras applications we convert.
 
 MediaPipe: the 14 `.tflite` files under `mediapipe/modules/` in the mediapipe==0.10.14
 wheel on PyPI, downloaded once with `pip download --no-deps` and extracted into
-ZOO/mediapipe/; the selfie segmenters' photograph comes the same way from scikit-image's
+ZOO/mediapipe/; openWakeWord: the 8 `.tflite` files under `openwakeword/resources/models/`
+in the openwakeword==0.5.1 wheel (an audio front end: melspectrogram; a speech embedding
+CNN; six wake-word classifiers, one with an IF), the same way into ZOO/openwakeword/; the
+selfie segmenters' photograph comes the same way from scikit-image's
 wheel into ZOO/images/. Keras: the files scripts/make_keras_zoo.py writes into ZOO/keras/ (not
 built in CI: TensorFlow is too heavy). ZOO is ~/.cache/devicefarm/zoo unless
 DEVICEFARM_ZOO_DIR says otherwise.
@@ -38,6 +42,18 @@ MEDIAPIPE_MODELS = (
     "pose_landmark_full",
     "selfie_segmentation",
     "selfie_segmentation_landscape",
+)
+OPENWAKEWORD_VERSION = "0.5.1"
+#: The wheel's models, by file stem (under openwakeword/resources/models/).
+OPENWAKEWORD_MODELS = (
+    "melspectrogram",
+    "embedding_model",
+    "alexa_v0.1",
+    "hey_jarvis_v0.1",
+    "hey_mycroft_v0.1",
+    "hey_rhasspy_v0.1",
+    "timer_v0.1",
+    "weather_v0.1",
 )
 #: Real photographs for the models that need a real scene (the selfie segmenters find no
 #: person in noise or in a drawn one): scikit-image's sample data, by file name -> SHA-256.
@@ -106,6 +122,24 @@ def mediapipe_model(name: str) -> Path:
         )
     if not path.exists():
         raise ZooUnavailable(f"mediapipe=={MEDIAPIPE_VERSION} has no {name}.tflite")
+    return path
+
+
+def openwakeword_model(name: str) -> Path:
+    """The path of openWakeWord model `name`, downloading the wheel the first time."""
+    if name not in OPENWAKEWORD_MODELS:
+        raise ValueError(f"{name} is not one of the zoo's openWakeWord models")
+    path = zoo_dir() / "openwakeword" / f"{name}.tflite"
+    if not path.exists():
+        _extract_from_wheel(
+            f"openwakeword=={OPENWAKEWORD_VERSION}",
+            "manylinux2014_x86_64",
+            "openwakeword/resources/models/",
+            ".tflite",
+            path.parent,
+        )
+    if not path.exists():
+        raise ZooUnavailable(f"openwakeword=={OPENWAKEWORD_VERSION} has no {name}.tflite")
     return path
 
 

@@ -64,7 +64,7 @@ def test_cpu_nodes_between_partitions_run_on_litert(x: np.ndarray) -> None:
 def test_the_reference_runs_them_when_asked(x: np.ndarray) -> None:
     s, log = session(gpu_cpu_gpu_model(), cpu_runtime="reference")
     assert s.cpu_fallback == "reference"
-    assert "the reference interpreter (asked for)" in log
+    assert "the reference interpreter (asked for" in log
     np.testing.assert_allclose(s.invoke([x])[0], run_litert(gpu_cpu_gpu_model(), [x])[0], 1e-6)
 
 

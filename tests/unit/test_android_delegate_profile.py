@@ -6,7 +6,6 @@ The parser gives the delegate's rows the `gpu` backend."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from delegate_runtime.builder import ModelBuilder
@@ -24,29 +23,27 @@ FLAGS = "--num_runs=3 --warmup_runs=1 --min_secs=0 --warmup_min_secs=0 --max_sec
 
 
 def chain(ops: str) -> bytes:
-    """'R' = RELU (the GPU takes it), 'C' = CUMSUM (it does not), each on the last output."""
+    """'R' = RELU (the GPU takes it), 'C' = CEIL (it does not), each on the last output."""
     b = ModelBuilder()
     g = b.main
     x = g.input("x", SHAPE)
-    axis = g.const("axis", np.array(3, np.int32))
     for i, kind in enumerate(ops):
         y = g.tensor(f"t{i}", SHAPE)
-        g.op("RELU", [x], [y]) if kind == "R" else g.op("CUMSUM", [x, axis], [y])
+        g.op("RELU", [x], [y]) if kind == "R" else g.op("CEIL", [x], [y])
         x = y
     g.output(x)
     return b.build()
 
 
 def two_outputs() -> bytes:
-    """RELU a, RELU b (the partition), CUMSUM of a: the partition hands out a and b."""
+    """RELU a, RELU b (the partition), CEIL of a: the partition hands out a and b."""
     b = ModelBuilder()
     g = b.main
     x = g.input("x", SHAPE)
-    axis = g.const("axis", np.array(3, np.int32))
     a, bb, c = (g.tensor(n, SHAPE) for n in ("a", "b", "c"))
     g.op("RELU", [x], [a])
     g.op("RELU", [a], [bb])
-    g.op("CUMSUM", [a, axis], [c])
+    g.op("CEIL", [a], [c])
     g.output(bb)
     g.output(c)
     return b.build()
@@ -89,12 +86,12 @@ GPU = "TfLiteGpuDelegateV2"
         (chain("R"), "", [(GPU, "[t0]:1", "gpu")]),
         (chain("RRRR"), "", [(GPU, "[t3]:4", "gpu")]),
         # the delegate's node runs where its partition was; the CPU's nodes keep their index
-        (chain("RRCR"), "", [(GPU, "[t1]:4", "gpu"), ("CUMSUM", "[t2]:2", "cpu"),
+        (chain("RRCR"), "", [(GPU, "[t1]:4", "gpu"), ("CEIL", "[t2]:2", "cpu"),
                              ("RELU", "[t3]:3", "cpu")]),
         (chain("RRCR"), "--max_delegated_partitions=2",
-         [(GPU, "[t1]:4", "gpu"), ("CUMSUM", "[t2]:2", "cpu"), (GPU, "[t3]:5", "gpu")]),
-        (chain("CR"), "", [("CUMSUM", "[t0]:0", "cpu"), (GPU, "[t1]:2", "gpu")]),
-        (two_outputs(), "", [(GPU, "[a, b]:3", "gpu"), ("CUMSUM", "[c]:2", "cpu")]),
+         [(GPU, "[t1]:4", "gpu"), ("CEIL", "[t2]:2", "cpu"), (GPU, "[t3]:5", "gpu")]),
+        (chain("CR"), "", [("CEIL", "[t0]:0", "cpu"), (GPU, "[t1]:2", "gpu")]),
+        (two_outputs(), "", [(GPU, "[a, b]:3", "gpu"), ("CEIL", "[c]:2", "cpu")]),
     ],
     ids=["one-node", "whole-graph", "fallback", "two-partitions", "cpu-first", "two-outputs"],
 )  # fmt: skip
@@ -113,4 +110,4 @@ def test_cpu_profile_is_every_node() -> None:
     p.fs.write(TOOL, b"\x7fELF", mode=0o755)
     rows, _ = _profile(p, chain("RRCR"), "--use_gpu=false --enable_op_profiling=true")
     assert rows == [("RELU", "[t0]:0", "cpu"), ("RELU", "[t1]:1", "cpu"),
-                    ("CUMSUM", "[t2]:2", "cpu"), ("RELU", "[t3]:3", "cpu")]  # fmt: skip
+                    ("CEIL", "[t2]:2", "cpu"), ("RELU", "[t3]:3", "cpu")]  # fmt: skip
