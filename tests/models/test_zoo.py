@@ -311,9 +311,21 @@ def _openwakeword_cases() -> list:
     ]
 
 
+#: Where fp16 storage cannot hold a model's values on its real inputs: strict xfails.
+FP16_OVERFLOW = {
+    "melspectrogram": (
+        "int16-scaled audio (as openWakeWord feeds it) makes the power spectrum exceed "
+        "65504, fp16's largest value: the output holds inf (LiteRT's GPU accelerator cannot "
+        "run the resized model to compare; fp32 is exact)"
+    ),
+}
+
+
 @pytest.mark.parametrize(("name", "backend"), _openwakeword_cases())
 def test_openwakeword(name: str, backend: str, request: pytest.FixtureRequest) -> None:
     case = openwakeword_case(name)
+    if backend == "fp16" and name in FP16_OVERFLOW:
+        request.applymarker(pytest.mark.xfail(reason=FP16_OVERFLOW[name], strict=True))
     if backend == "cpu":
         check_cpu(case)
         return
