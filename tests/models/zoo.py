@@ -107,40 +107,30 @@ def _extract_from_wheel(
                     partial.replace(target)
 
 
+def _wheel_model(name: str, known: tuple[str, ...], requirement: str, prefix: str) -> Path:
+    """The path of model `name` (one of `known`) from `requirement`'s wheel, its files under
+    `prefix`; the wheel is downloaded the first time."""
+    family = requirement.split("==")[0]
+    if name not in known:
+        raise ValueError(f"{name} is not one of the zoo's {family} models")
+    path = zoo_dir() / family / f"{name}.tflite"
+    if not path.exists():
+        _extract_from_wheel(requirement, "manylinux2014_x86_64", prefix, ".tflite", path.parent)
+    if not path.exists():
+        raise ZooUnavailable(f"{requirement} has no {name}.tflite")
+    return path
+
+
 def mediapipe_model(name: str) -> Path:
     """The path of MediaPipe model `name`, downloading the wheel the first time."""
-    if name not in MEDIAPIPE_MODELS:
-        raise ValueError(f"{name} is not one of the zoo's MediaPipe models")
-    path = zoo_dir() / "mediapipe" / f"{name}.tflite"
-    if not path.exists():
-        _extract_from_wheel(
-            f"mediapipe=={MEDIAPIPE_VERSION}",
-            "manylinux2014_x86_64",
-            "mediapipe/modules/",
-            ".tflite",
-            path.parent,
-        )
-    if not path.exists():
-        raise ZooUnavailable(f"mediapipe=={MEDIAPIPE_VERSION} has no {name}.tflite")
-    return path
+    requirement = f"mediapipe=={MEDIAPIPE_VERSION}"
+    return _wheel_model(name, MEDIAPIPE_MODELS, requirement, "mediapipe/modules/")
 
 
 def openwakeword_model(name: str) -> Path:
     """The path of openWakeWord model `name`, downloading the wheel the first time."""
-    if name not in OPENWAKEWORD_MODELS:
-        raise ValueError(f"{name} is not one of the zoo's openWakeWord models")
-    path = zoo_dir() / "openwakeword" / f"{name}.tflite"
-    if not path.exists():
-        _extract_from_wheel(
-            f"openwakeword=={OPENWAKEWORD_VERSION}",
-            "manylinux2014_x86_64",
-            "openwakeword/resources/models/",
-            ".tflite",
-            path.parent,
-        )
-    if not path.exists():
-        raise ZooUnavailable(f"openwakeword=={OPENWAKEWORD_VERSION} has no {name}.tflite")
-    return path
+    requirement = f"openwakeword=={OPENWAKEWORD_VERSION}"
+    return _wheel_model(name, OPENWAKEWORD_MODELS, requirement, "openwakeword/resources/models/")
 
 
 def photo(name: str) -> Path:

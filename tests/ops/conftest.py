@@ -92,3 +92,18 @@ def assert_matches_litert(
             scale = max(float(np.abs(e).max(initial=0)), 1.0)
             np.testing.assert_allclose(g, e, rtol=rtol, atol=atol * scale, err_msg=f"output {i}")
     return got
+
+
+def run_both_invokes(model: bytes, feeds: Sequence[Sequence[np.ndarray]]) -> tuple[list, list]:
+    """Outputs of each invoke in LiteRT (its reference kernels) and in ours, one interpreter
+    each, so that state tensors carry from invoke to invoke (LSTMs, RNNs)."""
+    ref = litert_interpreter(model)
+    ours = Interpreter(read_model(model))
+    expected, got = [], []
+    for xs in feeds:
+        for d, x in zip(ref.get_input_details(), xs, strict=True):
+            ref.set_tensor(d["index"], x)
+        ref.invoke()
+        expected.append([np.array(ref.get_tensor(d["index"])) for d in ref.get_output_details()])
+        got.append(ours.invoke(list(xs)))
+    return expected, got

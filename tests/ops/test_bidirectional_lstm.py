@@ -15,7 +15,7 @@ from delegate_runtime import read_model
 from delegate_runtime.builder import ModelBuilder, Quant, SubgraphBuilder
 from delegate_runtime.errors import ModelError
 from delegate_runtime.interpreter import Interpreter
-from tests.ops.conftest import litert_interpreter
+from tests.ops.conftest import litert_interpreter, run_both_invokes
 
 #: Float tolerances: LiteRT's sigmoid/tanh and sums differ from numpy's in the last bits.
 RTOL, ATOL = 1e-5, 2e-6
@@ -150,20 +150,6 @@ def _feeds(c: Cfg) -> list[list[np.ndarray]]:
     return [[rng.uniform(-1, 1, s).astype(np.float32) for s in shapes] for _ in range(INVOKES)]
 
 
-def run_both(model: bytes, feeds: list[list[np.ndarray]]) -> tuple[list, list]:
-    """Outputs of each invoke in LiteRT and in ours, one interpreter each (states carry)."""
-    ref = litert_interpreter(model)
-    ours = Interpreter(read_model(model))
-    expected, got = [], []
-    for xs in feeds:
-        for d, x in zip(ref.get_input_details(), xs, strict=True):
-            ref.set_tensor(d["index"], x)
-        ref.invoke()
-        expected.append([np.array(ref.get_tensor(d["index"])) for d in ref.get_output_details()])
-        got.append(ours.invoke(xs))
-    return expected, got
-
-
 def assert_same(expected: list, got: list) -> None:
     for step, (e_outs, g_outs) in enumerate(zip(expected, got, strict=True)):
         assert len(e_outs) == len(g_outs)
@@ -200,7 +186,7 @@ FLOAT_CASES = {
 
 @pytest.mark.parametrize("c", FLOAT_CASES.values(), ids=FLOAT_CASES.keys())
 def test_bidirectional_lstm_float(c: Cfg) -> None:
-    assert_same(*run_both(build(c), _feeds(c)))
+    assert_same(*run_both_invokes(build(c), _feeds(c)))
 
 
 HYBRID_CASES = {
@@ -225,14 +211,14 @@ HYBRID_CASES = {
 
 @pytest.mark.parametrize("c", HYBRID_CASES.values(), ids=HYBRID_CASES.keys())
 def test_bidirectional_lstm_hybrid(c: Cfg) -> None:
-    assert_same(*run_both(build(c), _feeds(c)))
+    assert_same(*run_both_invokes(build(c), _feeds(c)))
 
 
 def test_bidirectional_lstm_hybrid_zero_input_keeps_the_recurrence() -> None:
     """An all-zero input is not quantized (TFLite skips it): only states and biases act."""
     c = replace(BASE, kind=HYBRID)
     feeds = _feeds(c)[:1] + [[np.zeros((*c.lead, c.n_in), np.float32)]]
-    assert_same(*run_both(build(c), feeds))
+    assert_same(*run_both_invokes(build(c), feeds))
 
 
 # -- refusals ------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from delegate_runtime.builder import ModelBuilder, SubgraphBuilder
 from delegate_runtime.errors import ModelError
 from delegate_runtime.interpreter import Interpreter
 from delegate_runtime.validate import MIN_INPUTS
-from tests.ops.conftest import litert_interpreter
+from tests.ops.conftest import run_both_invokes
 
 #: Float tolerances: LiteRT's LSTM uses its own sigmoid/tanh approximations and sum order.
 RTOL, ATOL = 1e-5, 2e-6
@@ -154,20 +154,6 @@ def build_basic_lstm(batch: int, n_in: int, n_out: int) -> bytes:
     return b.build()
 
 
-def run_both(model: bytes, inputs: list[list[np.ndarray]]) -> tuple[list, list]:
-    """Outputs of each invoke in LiteRT and in ours, one interpreter each (state carries)."""
-    ref = litert_interpreter(model)
-    ours = Interpreter(read_model(model))
-    expected, got = [], []
-    for xs in inputs:
-        for d, x in zip(ref.get_input_details(), xs, strict=True):
-            ref.set_tensor(d["index"], x)
-        ref.invoke()
-        expected.append([np.array(ref.get_tensor(d["index"])) for d in ref.get_output_details()])
-        got.append(ours.invoke(xs))
-    return expected, got
-
-
 def assert_same(expected: list, got: list) -> None:
     for step, (e_outs, g_outs) in enumerate(zip(expected, got, strict=True)):
         assert len(e_outs) == len(g_outs)
@@ -185,7 +171,7 @@ def _inputs(shapes: list[tuple[int, ...]], seed: int) -> list[list[np.ndarray]]:
 def test_unidirectional_sequence_lstm(cfg: Cfg) -> None:
     model = build_lstm(cfg, "UNIDIRECTIONAL_SEQUENCE_LSTM")
     lead = (cfg.time, cfg.batch) if cfg.time_major else (cfg.batch, cfg.time)
-    assert_same(*run_both(model, _inputs([(*lead, cfg.n_in)], seed=2)))
+    assert_same(*run_both_invokes(model, _inputs([(*lead, cfg.n_in)], seed=2)))
 
 
 FULL_CONFIGS = {
@@ -205,14 +191,14 @@ FULL_CONFIGS = {
 @pytest.mark.parametrize("cfg", FULL_CONFIGS.values(), ids=FULL_CONFIGS.keys())
 def test_lstm_full(cfg: Cfg) -> None:
     model = build_lstm(cfg, "LSTM")
-    assert_same(*run_both(model, _inputs([(cfg.batch, cfg.n_in)], seed=3)))
+    assert_same(*run_both_invokes(model, _inputs([(cfg.batch, cfg.n_in)], seed=3)))
 
 
 @pytest.mark.parametrize("batch,n_in,n_out", [(1, 3, 4), (2, 5, 8)], ids=["b1", "b2"])
 def test_lstm_basic(batch: int, n_in: int, n_out: int) -> None:
     model = build_basic_lstm(batch, n_in, n_out)
     shapes = [(batch, n_in), (batch, n_out), (batch, n_out)]
-    assert_same(*run_both(model, _inputs(shapes, seed=4)))
+    assert_same(*run_both_invokes(model, _inputs(shapes, seed=4)))
 
 
 def test_reset_variables_restarts_the_sequence() -> None:

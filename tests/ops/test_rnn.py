@@ -14,7 +14,7 @@ from delegate_runtime import read_model
 from delegate_runtime.builder import ModelBuilder, Quant, SubgraphBuilder
 from delegate_runtime.errors import ModelError
 from delegate_runtime.interpreter import Interpreter
-from tests.ops.conftest import litert_interpreter
+from tests.ops.conftest import litert_interpreter, run_both_invokes
 
 #: Float tolerances against LiteRT (its dot products sum in another order).
 RTOL, ATOL = 1e-5, 1e-5
@@ -27,20 +27,6 @@ VERSIONS = {FLOAT: 1, HYBRID: 2, HYBRID_ASYM: 3}
 
 def _rng(*key: object) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(repr(key).encode()))
-
-
-def run_both(model: bytes, feeds: list[list[np.ndarray]]) -> tuple[list, list]:
-    """Outputs of each invoke in LiteRT and in ours, one interpreter each (states carry)."""
-    ref = litert_interpreter(model)
-    ours = Interpreter(read_model(model))
-    expected, got = [], []
-    for xs in feeds:
-        for d, x in zip(ref.get_input_details(), xs, strict=True):
-            ref.set_tensor(d["index"], x)
-        ref.invoke()
-        expected.append([np.array(ref.get_tensor(d["index"])) for d in ref.get_output_details()])
-        got.append(ours.invoke(xs))
-    return expected, got
 
 
 def assert_same(expected: list, got: list) -> None:
@@ -126,7 +112,7 @@ RNN_CASES = {
 @pytest.mark.parametrize("batch,n_in,cell,act", RNN_CASES.values(), ids=RNN_CASES.keys())
 def test_rnn(batch: int, n_in: int, cell: Cell, act: str) -> None:
     model = rnn_model(batch, n_in, cell, act)
-    assert_same(*run_both(model, _feeds(_rng("rnn feeds", batch), [(batch, n_in)])))
+    assert_same(*run_both_invokes(model, _feeds(_rng("rnn feeds", batch), [(batch, n_in)])))
 
 
 def test_rnn_hybrid_zero_input_adds_only_the_recurrence() -> None:
@@ -134,7 +120,7 @@ def test_rnn_hybrid_zero_input_adds_only_the_recurrence() -> None:
     model = rnn_model(2, 3, Cell(kind=HYBRID), "TANH")
     rng = _rng("zero feeds")
     feeds = [[rng.uniform(-1, 1, (2, 3)).astype(np.float32)], [np.zeros((2, 3), np.float32)]]
-    assert_same(*run_both(model, feeds))
+    assert_same(*run_both_invokes(model, feeds))
 
 
 # -- UNIDIRECTIONAL_SEQUENCE_RNN --------------------------------------------------------------
@@ -182,7 +168,7 @@ UNI_CASES = {
 @pytest.mark.parametrize("s,cell", UNI_CASES.values(), ids=UNI_CASES.keys())
 def test_unidirectional_sequence_rnn(s: Seq, cell: Cell) -> None:
     model = uni_rnn_model(s, cell)
-    assert_same(*run_both(model, _feeds(_rng("uni feeds", s), [(*s.lead, s.n_in)])))
+    assert_same(*run_both_invokes(model, _feeds(_rng("uni feeds", s), [(*s.lead, s.n_in)])))
 
 
 # -- BIDIRECTIONAL_SEQUENCE_RNN ---------------------------------------------------------------
@@ -272,7 +258,7 @@ BIDI_CASES = {
 @pytest.mark.parametrize("c", BIDI_CASES.values(), ids=BIDI_CASES.keys())
 def test_bidirectional_sequence_rnn(c: Bidi) -> None:
     model = bidi_rnn_model(c)
-    assert_same(*run_both(model, _feeds(_rng("bidi feeds", c), _bidi_shapes(c))))
+    assert_same(*run_both_invokes(model, _feeds(_rng("bidi feeds", c), _bidi_shapes(c))))
 
 
 # -- SVDF ----------------------------------------------------------------------------------
@@ -332,7 +318,7 @@ SVDF_CASES = {
 def test_svdf(c: Svdf) -> None:
     # More invokes than the memory holds, so the oldest slots are dropped.
     feeds = [[f[0]] for f in _feeds(_rng("svdf feeds", c), [(c.batch, c.n_in)]) * 2]
-    assert_same(*run_both(svdf_model(c), feeds))
+    assert_same(*run_both_invokes(svdf_model(c), feeds))
 
 
 @dataclass(frozen=True)
@@ -385,7 +371,7 @@ def test_svdf_int8(c: SvdfInt8) -> None:
     rng = _rng("svdf int8 feeds", c)
     shape = (c.cfg.batch, c.cfg.n_in)
     feeds = [[rng.integers(-128, 128, shape, dtype=np.int8)] for _ in range(2 * INVOKES)]
-    assert_same(*run_both(svdf_int8_model(c), feeds))
+    assert_same(*run_both_invokes(svdf_int8_model(c), feeds))
 
 
 # -- refusals ------------------------------------------------------------------------------
