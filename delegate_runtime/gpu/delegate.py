@@ -259,7 +259,10 @@ class GpuSession:
     def invoke(self, inputs: Sequence[np.ndarray], subgraph: int = 0) -> list[np.ndarray]:
         """Run the model: GPU partitions and CPU nodes in order; outputs in model order."""
         checked = self.cpu.check_inputs(inputs, subgraph)
-        if subgraph != 0:
+        declared = [self.model.main.tensors[t].shape for t in self.model.main.inputs]
+        resized = subgraph == 0 and [x.shape for x in checked] != declared
+        if subgraph != 0 or (resized and not self.executors):
+            # nothing planned for these shapes: the reference sizes every node as it runs
             return self.cpu.run_subgraph(subgraph, checked)
         for pos, (t, x) in enumerate(zip(self.model.main.inputs, checked, strict=True)):
             want = self.model.main.tensors[t].shape

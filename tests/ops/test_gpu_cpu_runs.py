@@ -139,3 +139,17 @@ def test_submodel_keeps_its_boundary_and_runs_as_the_whole() -> None:
     assert names == ["a", "r"]
     a = np.random.default_rng(2).uniform(0, 3, SHAPE).astype(np.float32)
     np.testing.assert_array_equal(run_litert(sub, [a])[0], np.round(np.ceil(a)))
+
+
+def test_a_model_the_gpu_takes_nothing_of_still_resizes_on_the_reference() -> None:
+    """No partition was planned: an input of another length than declared runs on the
+    reference, which sizes every node as it goes (LiteRT's run was built for the declared)."""
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", (1, 4), shape_signature=(1, -1))
+    y = g.tensor("y", (1, 4), shape_signature=(1, -1))
+    g.op("CEIL", [x], [y])
+    g.output(y)
+    s, _ = session(b.build())
+    longer = np.linspace(-2, 2, 8, dtype=np.float32).reshape(1, 8)
+    np.testing.assert_array_equal(s.invoke([longer])[0], np.ceil(longer))
