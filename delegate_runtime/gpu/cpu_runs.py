@@ -19,10 +19,11 @@ from typing import IO, Any
 import numpy as np
 
 from .. import litert
+from ..errors import ModelError
 from ..graph import Model
 from ..host_cpus import usable_cpus
 from ..interpreter import Interpreter
-from ..submodel import submodel_bytes
+from ..submodel import boundary, submodel_bytes
 
 #: CPU runtimes a session may use for its CPU nodes.
 LITERT, REFERENCE = "litert", "reference"
@@ -53,7 +54,11 @@ class CpuRun:
         it = self.interpreter
         for d, t in zip(it.get_input_details(), self.inputs, strict=True):
             it.set_tensor(d["index"], values[t])
-        it.invoke()
+        try:
+            it.invoke()
+        except (RuntimeError, ValueError) as exc:
+            where = f"nodes {self.nodes[0]}-{self.nodes[-1]}"
+            raise ModelError(f"LiteRT's CPU runtime failed on {where}: {exc}") from exc
         for d, t in zip(it.get_output_details(), self.outputs, strict=True):
             values[t] = it.get_tensor(d["index"])
 
@@ -85,6 +90,8 @@ def plan_cpu_runs(
 ) -> list[CpuRun]:
     """A CpuRun per run of CPU nodes, each on `runtime` where it can be."""
     runs = [CpuRun(nodes) for nodes in cpu_node_runs(len(model.main.operators), partitions)]
+    if not runs:
+        return runs
     if runtime == REFERENCE:
         for run in runs:
             run.why_reference = "asked for, or an op profile timing each node"
@@ -96,10 +103,15 @@ def plan_cpu_runs(
         _say(runs, log)
         return runs
     threads = threads or usable_cpus()
+    cpu = Interpreter(model)  # its own: the zeros it runs must not touch a session's state
     for run in runs:
         custom = _foreign_custom_op(model, run.nodes)
         if custom:
             run.why_reference = f"{custom}: a custom op's kernel is the app's own"
+            continue
+        unsafe = _unbounded(model, run.nodes) or _shapes_differ(cpu, model, run.nodes)
+        if unsafe:
+            run.why_reference = unsafe
             continue
         try:
             data, run.inputs, run.outputs = submodel_bytes(model, run.nodes)
@@ -110,6 +122,53 @@ def plan_cpu_runs(
             run.why_reference = str(exc).splitlines()[0][:200]
     _say(runs, log)
     return runs
+
+
+def _unbounded(model: Model, nodes: list[int]) -> str:
+    """Why LiteRT must not run `nodes`, where nothing but the reference bounds them: a loop
+    (the reference caps WHILE's iterations and time) or a size read from a runtime integer
+    tensor (PAD's paddings, FILL's dims: the reference checks them against the farm's
+    limits before it allocates; LiteRT allocates what they say). "" where neither."""
+    sg = model.main
+    for n in nodes:
+        op = sg.operators[n]
+        if op.op == "WHILE":
+            return "WHILE: the reference bounds its loops"
+        for t in op.inputs:
+            tensor = sg.tensors[t] if t >= 0 else None
+            if (
+                tensor is not None
+                and not tensor.is_constant
+                and tensor.dtype.kind in "iu"
+                and tensor.quantization is None
+            ):
+                return f"{op.describe()} reads runtime integers: sizes the reference checks"
+    return ""
+
+
+def _shapes_differ(cpu: Interpreter, model: Model, nodes: list[int]) -> str:
+    """Why LiteRT must not run `nodes`: on zeros of their inputs' declared shapes, the
+    reference (within the farm's limits) makes a tensor of another shape than the model
+    declares, which LiteRT would allocate as computed (a hostile model's 16 GiB GATHER), or
+    fails. "" where every shape is the declared one."""
+    sg = model.main
+    ins, _ = boundary(sg, nodes, variables=False)
+    feeds = [np.zeros(sg.tensors[t].shape, sg.tensors[t].dtype) for t in sg.inputs]
+    values = cpu.initial_values(0, feeds)
+    values.update({t: np.zeros(sg.tensors[t].shape, sg.tensors[t].dtype) for t in ins})
+    try:
+        for n in nodes:
+            cpu.run_node(0, n, values)
+    except Exception as exc:  # noqa: BLE001 - the reference names it when the job runs
+        return f"the reference refuses it on zeros: {str(exc).splitlines()[0][:160]}"
+    for n in nodes:
+        for t in sg.operators[n].outputs:
+            if t >= 0 and np.shape(values.get(t)) != tuple(sg.tensors[t].shape):
+                return (
+                    f"{sg.operators[n].describe()} makes {list(np.shape(values.get(t)))} "
+                    f"where the model declares {list(sg.tensors[t].shape)}"
+                )
+    return ""
 
 
 def _foreign_custom_op(model: Model, nodes: list[int]) -> str:

@@ -37,16 +37,16 @@ def context(devices):
 
 
 def mixed_model() -> bytes:
-    """CONV_2D -> RELU -> CEIL (not a GPU op) -> ADD -> LOGISTIC."""
+    """CONV_2D -> RELU -> LOG_SOFTMAX (not a GPU op) -> ADD -> LOGISTIC."""
     rng = np.random.default_rng(0)
     b = ModelBuilder()
     g = b.main
     x = g.input("x", SHAPE)
     w = g.const("w", rng.standard_normal((4, 3, 3, 4)).astype(np.float32) * 0.3)
-    t0, t1, t2, t3, y = (g.tensor(n, SHAPE) for n in ("conv", "relu", "ceil", "add", "y"))
+    t0, t1, t2, t3, y = (g.tensor(n, SHAPE) for n in ("conv", "relu", "log_softmax", "add", "y"))
     g.op("CONV_2D", [x, w, -1], [t0], padding="SAME", stride_h=1, stride_w=1)
     g.op("RELU", [t0], [t1])
-    g.op("CEIL", [t1], [t2])
+    g.op("LOG_SOFTMAX", [t1], [t2])
     g.op("ADD", [t2, x], [t3])
     g.op("LOGISTIC", [t3], [y])
     g.output(y)
@@ -249,7 +249,7 @@ def test_copies_through_pinned_memory_match_the_reference(devices, monkeypatch, 
     model = read_model(mixed_model())
     session = GpuSession(model, precision=precision, device="0:0", log=io.StringIO())
     assert all(ex.pinned and ex.pinned_out for ex in session.executors)
-    assert not session._whole_graph  # CEIL stays on the CPU: the per-node walk
+    assert not session._whole_graph  # LOG_SOFTMAX stays on the CPU: the per-node walk
     rng = np.random.default_rng(3)
     tol = 2e-2 if precision == "fp16" else 1e-5
     results, wants = [], []
@@ -321,10 +321,11 @@ def test_mixed_execution_prints_tflites_lines(mixed):
     lines = log.splitlines()
     assert lines == [
         "INFO: Following operations are not supported by GPU delegate:",
-        "INFO: CEIL: Operation is not supported.",
+        "INFO: LOG_SOFTMAX: Operation is not supported.",
         "INFO: 4 operations will run on the GPU, and the remaining 1 operations will run on the CPU.",
         "INFO: Replacing 4 out of 5 node(s) with delegate (TfLiteGpuDelegateV2) node, "
         "yielding 3 partitions for the whole graph.",
+        "INFO: CPU node 2: LiteRT's CPU runtime (XNNPACK)",  # ours: what runs the CPU's nodes
     ]
 
 
@@ -332,7 +333,7 @@ def test_mixed_execution_facts(mixed):
     _, session, _ = mixed
     d = session.delegation
     assert (d.total_nodes, d.delegated_nodes, d.partitions) == (5, 4, [[0, 1], [3, 4]])
-    assert [(u.node, u.op) for u in d.unsupported] == [(2, "CEIL")]
+    assert [(u.node, u.op) for u in d.unsupported] == [(2, "LOG_SOFTMAX")]
     assert len(session.executors) == 2 and session.memory_bytes > 0
 
 

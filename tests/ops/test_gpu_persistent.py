@@ -25,11 +25,11 @@ SHAPE = (1, 10, 12, 32)  #: the blocks' input (NHWC)
 
 
 def separable_blocks(
-    blocks: int = 2, ceil: bool = False, tail: str = "", shape: tuple = SHAPE
+    blocks: int = 2, log_softmax: bool = False, tail: str = "", shape: tuple = SHAPE
 ) -> tuple[bytes, list[np.ndarray]]:
     """A 1x1 convolution, then `blocks` of 3x3 depthwise + RELU6 and 1x1 convolution +
     RELU6 (MobileNet's separable blocks), then a 1x1 convolution with K long enough to
-    split: GEMM and depthwise launches in one run. With `ceil`, a CEIL (no GPU
+    split: GEMM and depthwise launches in one run. With `log_softmax`, a LOG_SOFTMAX (no GPU
     kernel) and the same again after it: two GPU partitions. `tail` adds a classifier's
     op after the last convolution: "mean", MEAN over the map; "softmax", SOFTMAX over
     the channels."""
@@ -59,9 +59,9 @@ def separable_blocks(
         return t
 
     t = part(x, c, "")
-    if ceil:
+    if log_softmax:
         summed = g.tensor("summed", (n, h, w, 64), F)
-        g.op("CEIL", [t], [summed])
+        g.op("LOG_SOFTMAX", [t], [summed])
         t = part(summed, 64, "b")
     t = conv(t, 64, 512, "out", act="NONE")
     if tail == "mean":
@@ -165,11 +165,11 @@ def test_groups_the_device_cannot_hold_at_once_fall_back_to_launches(opencl_devi
 
 
 def test_two_partitions_each_with_a_run_share_one_program(opencl_device, monkeypatch):
-    """A CEIL between two runs: two GPU partitions, a persistent kernel each in one
+    """A LOG_SOFTMAX between two runs: two GPU partitions, a persistent kernel each in one
     program (what the kernels share is defined once), the outputs those of the launches."""
     from delegate_runtime.gpu.delegate import GpuSession
 
-    model, inputs = separable_blocks(blocks=1, ceil=True)
+    model, inputs = separable_blocks(blocks=1, log_softmax=True)
     _one_group_per_unit(monkeypatch)
     monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "1")
     outs = {}
