@@ -161,7 +161,8 @@ class GpuSession:
                 out = with_edges(out, {t: sg.tensors[t].size for t in (*ins, *outs)}, ins, outs)
             lowered.append((out, ins, outs))
         t = self._phase("lower", t)
-        generic = program_source()
+        delegated = {sg.operators[n].op for nodes in self.delegation.partitions for n in nodes}
+        generic = program_source(ops=delegated)
         parts = [out for out, _, _ in lowered]
         half = opts.precision == "fp16"
         self.half_weights = half and weights_in_half(generic, parts)

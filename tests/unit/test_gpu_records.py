@@ -103,3 +103,10 @@ def test_record_checks_give_the_ops_own_reasons():
     op, sg = one_relu()
     op.options["fused_activation_function"] = 5  # SIGN_BIT
     assert supports(op, sg) == (False, "Unsupported fused activation: SIGN_BIT.")
+
+
+def test_a_models_program_holds_the_on_demand_kernels_its_ops_need_only() -> None:
+    vision = program.kernel_files(["CONV_2D", "ADD"])
+    assert not set(vision) & program.ON_DEMAND_FILES
+    assert "reduce.cl" in program.kernel_files(["SUM"])
+    assert set(program.kernel_files()) >= program.ON_DEMAND_FILES  # no ops: every file

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -124,21 +124,39 @@ def instantiate(template: str, instances: dict[str, dict[str, str]]) -> str:
     return "\n".join(texts)
 
 
-def kernel_files() -> list[str]:
-    """The kernel files of every registered GPU op, once each, in registration order."""
+#: Kernel files compiled only into the programs of models with a delegated op whose record
+#: lists them: ops vision models rarely carry. A CPU device (PoCL) compiles every kernel of
+#: a program it saves as a binary, so each file here would lengthen every model's cold
+#: start (the README's main job: 187 s to 334 s with them all in the shared program).
+ON_DEMAND_FILES = frozenset({"reduce.cl", "cumsum.cl", "matmul.cl", "pad_tile.cl", "gather.cl"})
+
+
+def kernel_files(ops: Iterable[str] | None = None) -> list[str]:
+    """The kernel files of every registered GPU op, once each, in registration order; with
+    `ops`, the ON_DEMAND_FILES only where one of those ops' records lists them."""
+    wanted = (
+        None if ops is None else {f for op in ops if op in REGISTRY for f in REGISTRY[op].kernels}
+    )
     files: list[str] = []
     for record in REGISTRY.values():
-        files += [f for f in record.kernels if f not in files]
+        for f in record.kernels:
+            if f in files or (wanted is not None and f in ON_DEMAND_FILES and f not in wanted):
+                continue
+            files.append(f)
     return files
 
 
-def program_source(gemm_variants: dict[str, tuple[int, int, int]] | None = None) -> str:
+def program_source(
+    gemm_variants: dict[str, tuple[int, int, int]] | None = None,
+    ops: Iterable[str] | None = None,
+) -> str:
     """The whole program: the codes' #defines, the common kernels and every registered
-    op's kernels, templates instantiated; `gemm_variants` replaces GEMM_VARIANTS (tuning)."""
+    op's kernels (with `ops`, those kernel_files(ops) names), templates instantiated;
+    `gemm_variants` replaces GEMM_VARIANTS (tuning)."""
     pkg = resources.files(__package__)
     templates = {**TEMPLATES, "gemm.cl.in": gemm_instances(gemm_variants)}
     parts = [opencl_defines(), (pkg / COMMON_SOURCE).read_text()]
-    for file in kernel_files():
+    for file in kernel_files(ops):
         text = (pkg / file).read_text()
         parts.append(instantiate(text, templates[file]) if file in templates else text)
     return "\n".join(parts)
