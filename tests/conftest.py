@@ -31,6 +31,18 @@ def require_module(name: str, what: str = "") -> ModuleType:
         pytest.skip(f"{what or name} is not available here", allow_module_level=True)
 
 
+def _drivers_cache_where_the_farms_is() -> None:
+    """The drivers' kernel caches where a session with the default cache puts them, set
+    before any test's session can point them into its own temporary folder (a process
+    reads them once), so that they stay warm from one run to the next."""
+    from delegate_runtime.gpu.opencl.cache import default_cache_dir, point_driver_cache
+
+    point_driver_cache(default_cache_dir())
+
+
+_drivers_cache_where_the_farms_is()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _farm_home_of_the_tests(tmp_path_factory) -> None:
     """A test that names no farm home gets one of this session's (each xdist worker its

@@ -3,7 +3,8 @@
 `devicefarm example example.tflite && devicefarm run example.tflite` as a new user runs it
 on this machine, with every kernel cache empty (ours and PoCL's: made so explicitly, not
 assumed), each output line timed as it arrives. The canaries and the GPU jobs compile
-their kernels for minutes on a busy 2-core machine; the lines keep coming meanwhile.
+their kernels (PoCL compiles each when it is first launched: seconds each on a busy 2-core
+machine); the lines keep coming meanwhile.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 #: The README's promise: a line at least this often.
 MAX_SILENCE_S = 10.0
-#: The whole run's limit, cold (measured: about 3-6 minutes on the CI machine).
+#: The whole run's limit, cold (measured: 42 s on an idle 2-core machine; it was 3-6
+#: minutes while PoCL's program binaries were stored).
 RUN_TIMEOUT_S = 540
 
 

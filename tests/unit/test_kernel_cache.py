@@ -194,15 +194,20 @@ def test_tokens_cannot_escape_the_directory(cache, token):
     assert cache.load(key) == BINARY
 
 
-def test_driver_cache_is_pointed_inside_ours(tmp_path, monkeypatch):
+def test_driver_caches_are_pointed_inside_ours(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_CACHE_PATH", raising=False)
+    monkeypatch.delenv("POCL_CACHE_DIR", raising=False)
     point_driver_cache(tmp_path / "kc")
-    driver = Path(os.environ["CUDA_CACHE_PATH"])
-    assert driver == tmp_path / "kc" / "driver" and mode(driver) == 0o700
+    nvidia = Path(os.environ["CUDA_CACHE_PATH"])
+    pocl = Path(os.environ["POCL_CACHE_DIR"])
+    assert nvidia == tmp_path / "kc" / "driver" and mode(nvidia) == 0o700
+    assert pocl == tmp_path / "kc" / "pocl" and mode(pocl) == 0o700
 
 
-def test_users_driver_cache_is_respected(tmp_path, monkeypatch):
+def test_users_driver_caches_are_respected(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_CACHE_PATH", "/somewhere/else")
+    monkeypatch.setenv("POCL_CACHE_DIR", "/somewhere/pocl")
     point_driver_cache(tmp_path / "kc")
     assert os.environ["CUDA_CACHE_PATH"] == "/somewhere/else"
+    assert os.environ["POCL_CACHE_DIR"] == "/somewhere/pocl"
     assert not (tmp_path / "kc").exists()

@@ -5,7 +5,9 @@ driver, build options, program source and the cache format. Written through a te
 file and a rename; each entry carries a header and a checksum, so a corrupt, truncated or
 foreign file is detected, removed and rebuilt, never trusted. The directory is created
 private (0700). On NVIDIA the "binary" is PTX that the driver still compiles, so the
-driver's own compute cache is pointed inside ours too (see `point_driver_cache`).
+driver's own compute cache is pointed inside ours too (see `point_driver_cache`). On PoCL
+an entry is empty: PoCL keeps each kernel's machine code in its own cache, also pointed
+inside ours (program.DRIVER_CACHED says why).
 """
 
 from __future__ import annotations
@@ -39,13 +41,20 @@ def ensure_private_dir(path: Path) -> Path:
     return path
 
 
-def point_driver_cache(cache_dir: Path) -> None:
-    """Keep NVIDIA's compute cache (PTX -> machine code) inside our private directory.
+#: Drivers' own caches kept inside ours: environment variable -> subdirectory. NVIDIA's
+#: compute cache (PTX -> machine code) and PoCL's kernel cache (its compiled kernels).
+DRIVER_CACHES = {"CUDA_CACHE_PATH": "driver", "POCL_CACHE_DIR": "pocl"}
 
-    Must run before the first OpenCL context; a user's own CUDA_CACHE_PATH is respected.
+
+def point_driver_cache(cache_dir: Path) -> None:
+    """Keep the drivers' own caches (DRIVER_CACHES) inside our private directory, so that
+    emptying ours empties theirs.
+
+    Must run before the first OpenCL call of the process; a user's own setting is respected.
     """
-    if "CUDA_CACHE_PATH" not in os.environ:
-        os.environ["CUDA_CACHE_PATH"] = str(ensure_private_dir(cache_dir / "driver"))
+    for variable, subdir in DRIVER_CACHES.items():
+        if variable not in os.environ:
+            os.environ[variable] = str(ensure_private_dir(cache_dir / subdir))
 
 
 @dataclass(frozen=True)
