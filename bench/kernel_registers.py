@@ -38,14 +38,14 @@ def main() -> int:
     from delegate_runtime.gpu.opencl import program
 
     logs: list[str] = []
-    build = program.build_source
+    build = program.build_from_source
 
-    def verbose_build(ctx, device, source, options):  # type: ignore[no-untyped-def]
-        prg = build(ctx, device, source, options + " -cl-nv-verbose")
+    def verbose_build(lib, ctx, device, source, options):  # type: ignore[no-untyped-def]
+        prg, err = build(lib, ctx, device, source, options + " -cl-nv-verbose")
         logs.append(prg.get_build_info(device, cl.program_build_info.LOG) or "")
-        return prg
+        return prg, err
 
-    program.build_source = verbose_build
+    program.build_from_source = verbose_build
     for path in a.models:
         logs.clear()
         GpuSession(load_model(path), precision=a.precision, device=a.device, log=io.StringIO())

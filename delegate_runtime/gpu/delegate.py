@@ -44,12 +44,16 @@ class GpuDelegateOptions:
     #: what runs the nodes the GPU does not take: "litert" (the official CPU runtime,
     #: where installed and able) or "reference" (gpu/cpu_runs.py)
     cpu_runtime: str = LITERT
+    #: program units built at once (opencl/program_units.py); None: one per usable CPU
+    build_jobs: int | None = None
 
     def validate(self) -> None:
         if self.precision not in ("fp32", "fp16"):
             raise JobError(f"precision {self.precision!r} must be fp32 or fp16")
         if self.cpu_runtime not in (LITERT, REFERENCE):
             raise JobError(f"cpu_runtime {self.cpu_runtime!r} must be {LITERT} or {REFERENCE}")
+        if self.build_jobs is not None and self.build_jobs < 1:
+            raise JobError(f"build_jobs {self.build_jobs} must be >= 1")
         if self.max_delegated_partitions < 0:
             raise JobError("max_delegated_partitions must be >= 0 (0: no limit)")
 
@@ -83,6 +87,9 @@ class GpuSession:
         self._whole_graph = False
         self.device_info = None
         self.program_from_cache = False
+        #: the program's units (opencl/program_units.py) and what the cache held of them
+        self.program_units = 0
+        self.program_summary = ""
         #: whether fp16 reads the weights in half: they are all half values already
         #: (opencl/const_types.py); else float32
         self.half_weights = False
@@ -129,7 +136,8 @@ class GpuSession:
         from .opencl.lowering import Lowerer
         from .opencl.native_loop import native_loop, unavailable
         from .opencl.persistent import GROUPS_PER_CU
-        from .opencl.program import build_program, program_source
+        from .opencl.program import program_source
+        from .opencl.program_units import build_jobs, build_units
         from .opencl.runtime import describe, guarded, select_device, shared_context
 
         opts = self.options
@@ -169,20 +177,23 @@ class GpuSession:
         float_consts = [
             float32_consts(generic, out, self.half_weights) if half else set() for out in parts
         ]
-        source, token = self._program_source(generic, parts)
+        units, token = self._program_units(generic, parts)
         if explicit:
             token = opts.model_token or sha256
-        built = build_program(
+        programs = build_units(
             self.ctx,
             device,
             self.device_info,
             opts.precision,
             KernelCache(cache_dir),
             token,
-            source,
+            units,
             self.half_weights,
+            opts.build_jobs or build_jobs(),
         )
-        self.program_from_cache = built.from_cache
+        self.program_units = len(units)
+        self.program_summary = programs.summary()
+        self.program_from_cache = programs.from_cache
         t = self._phase("program", t)
         native = None if opts.profiling else native_loop(cache_dir)
         t = self._phase("launch_loop", t)
@@ -192,7 +203,7 @@ class GpuSession:
                 PartitionExecutor(
                     self.ctx,
                     self.queue,
-                    built.program,
+                    programs,
                     sg,
                     out,
                     ins,
@@ -211,31 +222,30 @@ class GpuSession:
         self.launch_loop_why = unavailable() if "python" in loops else ""
         self._whole_graph = self._covers_whole_graph()
 
-    def _program_source(self, source: str, lowered: list[Any]) -> tuple[str, str]:
-        """The program source for these lowered partitions and its cache token: `source`,
-        the one every model shares, or, where the session specializes
-        (opencl/specialize.py), one of this model's own, its launches renamed to their
-        copies."""
+    def _program_units(self, source: str, lowered: list[Any]) -> tuple[list[str], str]:
+        """The program for these lowered partitions, as the units to build
+        (program_units.py), and its cache token: `source`, the one every model shares, or,
+        where the session specializes (opencl/specialize.py), one of this model's own, its
+        launches renamed to their copies, split to build on every usable CPU at once."""
         from .opencl import persistent, specialize
+        from .opencl.program_units import build_jobs, split_units, without_kernels
 
         if not specialize.enabled(self.device_info.is_gpu, self.options.specialize):
-            return source, "program"
+            return [source], "program"
         launches = [launch for out in lowered for launch in out.launches]
         own = specialize.model_program(source, launches)
         for pos, name in own.names.items():
             launches[pos].kernel = name
             launches[pos].copy_args = own.args[pos]
         self.specialized_kernels = own.specialized
-        source = own.source
+        units = split_units(own.source, self.options.build_jobs or build_jobs())
         if self._persistent_kernels():
-            texts = []
+            nvidia = "NVIDIA" in self.device_info.platform
+            prelude = without_kernels(own.source) + persistent.prelude(nvidia)
             for p, out in enumerate(lowered):
-                out.runs, text = persistent.plan_runs(source, out.launches, f"persistent{p}_")
-                texts.append(text)
-            if any(out.runs for out in lowered):
-                nvidia = "NVIDIA" in self.device_info.platform
-                source += persistent.prelude(nvidia) + "".join(texts)
-        return source, "model"
+                out.runs, texts = persistent.plan_runs(own.source, out.launches, f"persistent{p}_")
+                units += [prelude + text for text in texts]
+        return units, "model"
 
     def _persistent_kernels(self) -> bool:
         """Whether this session runs runs of its launches as persistent kernels."""

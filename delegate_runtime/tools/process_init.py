@@ -60,7 +60,11 @@ def init_split_line(process_us: int, read_us: int, session_us: int, session: Any
             if key == "program":
                 own = getattr(session, "specialized_kernels", 0)
                 notes = [f"{own} specialized"] if own else []
-                notes += ["from cache"] if session.program_from_cache else []
+                summary = getattr(session, "program_summary", "")
+                if summary:
+                    notes.append(summary)
+                else:
+                    notes += ["from cache"] if session.program_from_cache else []
                 note = f" ({', '.join(notes)})" if notes else ""
             elif key == "launch_loop" and getattr(session, "launch_loop", ""):
                 launches, kernels = getattr(session, "persistent_runs", (0, 0))

@@ -208,7 +208,7 @@ def test_gemms_plan_for_the_persistent_grid_where_one_runs(opencl_device, monkey
         raise Lowered
 
     monkeypatch.setattr(lowering.Lowerer, "__init__", init)
-    monkeypatch.setattr(GpuSession, "_program_source", stop)
+    monkeypatch.setattr(GpuSession, "_program_units", stop)
     monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "1")
     model, _ = separable_blocks(blocks=1)
     for flag, want in (("1", persistent.GROUPS_PER_CU), ("0", None)):

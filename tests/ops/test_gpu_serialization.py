@@ -89,9 +89,40 @@ def test_a_specialized_program_is_cached_as_the_model_s_own(
     model, xs = model_and_input
     cold = session(model, tmp_path)
     assert cold.specialized_kernels >= 1 and not cold.program_from_cache
-    (entry,) = entries(tmp_path)
-    assert entry.name.startswith(model.sha256[:64] + "_")
+    assert len(entries(tmp_path)) == cold.program_units  # an entry per unit
+    assert all(e.name.startswith(model.sha256[:64] + "_") for e in entries(tmp_path))
     warm = session(model, tmp_path)
     assert warm.program_from_cache and warm.specialized_kernels == cold.specialized_kernels
     want = Interpreter(model).invoke(xs)[0]
     np.testing.assert_allclose(warm.invoke(xs)[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_units_built_by_worker_processes_are_loaded_and_count_as_built(
+    model_and_input, tmp_path, monkeypatch, opencl_device
+):
+    """Where the driver compiles one program at a time per process (NVIDIA; here PoCL
+    taken for one), worker processes build the units the cache lacks and the session
+    loads them: a cold session still says built, not from cache; a warm one starts none."""
+    from delegate_runtime.gpu.opencl import build_workers, specialize
+    from delegate_runtime.gpu.opencl.runtime import describe, select_device
+
+    monkeypatch.setenv(specialize.ENV, "1")
+    platform = describe(select_device(opencl_device)).platform
+    monkeypatch.setattr(build_workers, "ONE_BUILD_PER_PROCESS", (platform,))
+    ran = []
+    build = build_workers.build_in_workers
+    monkeypatch.setattr(
+        build_workers, "build_in_workers", lambda *a: ran.append(build(*a)) or ran[-1]
+    )
+    from delegate_runtime import read_model
+    from tests.ops.test_gpu_persistent import separable_blocks
+
+    raw, xs = separable_blocks(blocks=1)
+    model = read_model(raw)
+    cold = session(model, tmp_path, build_jobs=2)
+    assert cold.program_units == 2 and ran == [(2, 2)]
+    assert not cold.program_from_cache and cold.program_summary == "2 units, 2 built (2 processes)"
+    warm = session(model, tmp_path, build_jobs=2)
+    assert ran[-1] == (0, 0) and warm.program_summary == "2 units from cache"
+    want = Interpreter(model).invoke(xs)[0]
+    np.testing.assert_allclose(cold.invoke(xs)[0], want, rtol=1e-4, atol=1e-4)

@@ -19,6 +19,7 @@ from .arena import Arena
 from .capi import CLCallError, HotPath, opencl_library
 from .launch import IN_ARENA, Buf, Const, Counters, Local, Lowered, Scratch, Staging
 from .persistent import Run
+from .program_units import ProgramSet
 from .runtime import device_error
 from .specialize import OFFSETS_PER_PARAM, generic_name
 
@@ -85,7 +86,7 @@ class PartitionExecutor:
         self,
         ctx: Any,
         queue: Any,
-        program: Any,
+        programs: ProgramSet,
         sg: Subgraph,
         lowered: Lowered,
         inputs: list[int],
@@ -154,7 +155,7 @@ class PartitionExecutor:
                     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(4 * tensor.size, 4))
                 self.staging[t] = buf
             self.launches = rooted.launches
-            self.kernels = [self._bind(program, launch) for launch in rooted.launches]
+            self.kernels = [self._bind(programs, launch) for launch in rooted.launches]
             self.nodes = [launch.node for launch in rooted.launches]
             self.covers = [
                 launch.covers or ((launch.node,) if launch.node >= 0 else ())
@@ -167,7 +168,7 @@ class PartitionExecutor:
             #: with persistent.LAYER_STAMPS, where each run's stamps lie in its state (ints)
             self.stamps: dict[str, slice] = {}
             if lowered.runs and not profiling:
-                self._persist(ctx, program, lowered.runs)
+                self._persist(ctx, programs, lowered.runs)
         except cl.Error as exc:
             raise device_error(exc, "preparing the GPU partition") from exc
         #: the copies an invoke enqueues: inputs in, outputs out (not those in host memory)
@@ -182,7 +183,7 @@ class PartitionExecutor:
         self.pinned_out = self._pin(ctx, self.downloaded) if pin else {}
         self.last_events: list[Any] = []
 
-    def _persist(self, ctx: Any, program: Any, runs: list[Run]) -> None:
+    def _persist(self, ctx: Any, programs: ProgramSet, runs: list[Run]) -> None:
         """Each run's launches replaced by its persistent kernel in `enqueued` (`kernels`,
         `nodes` and `covers` still name the launches: what is computed, node by node).
         A persistent kernel takes the arena and a state buffer holding the barrier counts
@@ -206,7 +207,7 @@ class PartitionExecutor:
                 self.stamps[run.kernel] = slice(at, at + n)
             flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
             state = cl.Buffer(ctx, flags, hostbuf=words)
-            kernel = cl.Kernel(program, run.kernel)
+            kernel = programs.kernel(run.kernel)
             kernel.set_args(self.arena.buffer, state, *[self.staging[t] for t in run.edges])
             for groups in sizes:
                 entry = (kernel, (groups * persistent.GROUP_ITEMS,), (persistent.GROUP_ITEMS,))
@@ -261,11 +262,11 @@ class PartitionExecutor:
             return np.ascontiguousarray(v, dtype=np.float32 if float32 else self.storage)
         return np.ascontiguousarray(v)
 
-    def _bind(self, program: Any, launch: Any) -> tuple[Any, tuple, tuple | None]:
+    def _bind(self, programs: ProgramSet, launch: Any) -> tuple[Any, tuple, tuple | None]:
         """A kernel object with its arguments set once. A specialized copy
         (`launch.copy_args`) takes the arena and its buffers' offsets first, then its
         remaining arguments."""
-        kernel = self.cl.Kernel(program, launch.kernel)
+        kernel = programs.kernel(launch.kernel)
         copy = launch.copy_args
         positions = range(len(launch.args)) if copy is None else copy.kept
         args = [self._arg(launch.args[p]) for p in positions]

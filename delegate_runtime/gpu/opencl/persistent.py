@@ -139,11 +139,11 @@ class _Layer:
     vectors: int
 
 
-def plan_runs(source: str, launches: list[Launch], prefix: str) -> tuple[list[Run], str]:
+def plan_runs(source: str, launches: list[Launch], prefix: str) -> tuple[list[Run], list[str]]:
     """The runs of `launches` (positions in one partition) that become persistent kernels
-    and the source of those kernels, named `prefix`0, `prefix`1, ... `source` is the
-    model's program holding the launches' copies; the program needs `prelude()` once
-    before the first such source."""
+    and, per run, the source of its kernel (named `prefix`0, `prefix`1, ...) with the layer
+    functions it calls: each builds as a program of its own, after `source`'s helpers (the
+    model's program holding the launches' copies, its kernels removed) and `prelude()`."""
     text, _, spans = read_source(source)
     layers: list[_Layer | None] = []
     made: dict[tuple, _Layer | None] = {}
@@ -152,8 +152,7 @@ def plan_runs(source: str, launches: list[Launch], prefix: str) -> tuple[list[Ru
         if key not in made:
             made[key] = _layer(text, spans, launch, f"pk_{len(made)}_{prefix}")
         layers.append(made[key])
-    runs, parts, start = [], [], 0
-    functions: dict[str, str] = {}  # the layer functions the runs call, by name
+    runs, texts, start = [], [], 0
     while start < len(layers):
         end = start
         while end < len(layers) and layers[end] is not None:
@@ -161,17 +160,16 @@ def plan_runs(source: str, launches: list[Launch], prefix: str) -> tuple[list[Ru
         if end - start >= MIN_LAYERS:
             name = f"{prefix}{len(runs)}"
             calls = []
+            functions: dict[str, str] = {}  # the layer functions this run calls, by name
             for launch, layer in zip(launches[start:end], layers[start:end], strict=True):
                 assert layer is not None  # the run holds layers only
                 functions.setdefault(layer.name, layer.function)
                 calls.append((layer, _edge_args(source, launch)))
             edges = tuple(dict.fromkeys(t for _, args in calls for t, _ in args))
-            parts.append(_kernel(name, calls, edges))
+            texts.append("\n".join(functions.values()) + "\n" + _kernel(name, calls, edges))
             runs.append(Run(start, end, name, edges))
         start = end + 1
-    if not runs:
-        return [], ""
-    return runs, "\n".join(functions.values()) + "\n" + "\n".join(parts)
+    return runs, texts
 
 
 def _layer(text: str, spans: dict, launch: Launch, name: str) -> _Layer | None:

@@ -13,7 +13,6 @@ from typing import Any
 from ..records import REGISTRY
 from .cache import CacheKey, KernelCache
 from .capi import (
-    CLCallError,
     build_from_binary,
     build_from_source,
     opencl_library,
@@ -188,17 +187,6 @@ def build_source(ctx: Any, device: Any, source: str, options: str) -> Any:
     return _checked(program, err, device, options)
 
 
-def build_binary(ctx: Any, device: Any, binary: bytes, options: str) -> Any:
-    """A cached binary built as `build_source` builds source."""
-    import pyopencl as cl
-
-    lib = opencl_library()
-    if lib is None:
-        return cl.Program(ctx, [device], [binary]).build(options=options)
-    program, err = build_from_binary(lib, ctx, device, binary, options)
-    return _checked(program, err, device, options)
-
-
 def _checked(program: Any, err: int, device: Any, options: str) -> Any:
     """`program` if it built; else pyopencl builds it once more, to raise its error with
     the build log. A non-empty log warns, as pyopencl's own build does."""
@@ -233,6 +221,68 @@ class BuiltProgram:
     cache_path: str | None
 
 
+@dataclass
+class RawBuild:
+    """A build as the C API left it: `err` is clBuildProgram's status (0: built)."""
+
+    program: Any
+    err: int
+    from_cache: bool
+    cache_path: str | None
+
+
+def program_key(info: DeviceInfo, token: str, source: str, options: str) -> CacheKey:
+    return CacheKey(
+        token=token,
+        device=info.name,
+        driver=info.driver_version,
+        options=options,
+        source_sha256=hashlib.sha256(source.encode()).hexdigest(),
+    )
+
+
+def build_raw(
+    lib: Any,
+    ctx: Any,
+    device: Any,
+    info: DeviceInfo,
+    cache: KernelCache | None,
+    key: CacheKey,
+    source: str,
+    options: str,
+) -> RawBuild:
+    """Build `source` (from `cache` where it holds it) and store what a later process needs;
+    no Python warnings and no pyopencl build here, so that threads can run it at once
+    (finish_build, in the caller's thread, checks and reports)."""
+    by_driver = driver_caches_kernels(info)
+    binary = cache.load(key) if cache is not None else None
+    if binary and not by_driver:
+        program, err = build_from_binary(lib, ctx, device, binary, options)
+        if not err:
+            return RawBuild(program, 0, True, str(cache.path(key)))
+        cache._reject(cache.path(key))  # the driver refused it: rebuild from source
+    program, err = build_from_source(lib, ctx, device, source, options)
+    if err or cache is None:
+        return RawBuild(program, err, False, None)
+    if by_driver:
+        if binary is not None:
+            return RawBuild(program, 0, True, str(cache.path(key)))
+        return RawBuild(program, 0, False, str(cache.store(key, b"")))
+    binary = program_binary(lib, program)
+    path = str(cache.store(key, bytes(binary))) if binary else None
+    return RawBuild(program, 0, False, path)
+
+
+def finish_build(raw: RawBuild, device: Any, options: str) -> BuiltProgram:
+    """`raw` checked: a failed build raises with its log, a log's warnings are reported
+    (build_quietly sorts them)."""
+    program = guarded(
+        "building the delegate's kernels",
+        lambda: build_quietly(lambda: _checked(raw.program, raw.err, device, options), device),
+    )
+    return BuiltProgram(program, raw.from_cache, raw.cache_path)
+
+
 def build_program(
     ctx: Any,
     device: Any,
@@ -246,39 +296,19 @@ def build_program(
     """Build the program for `storage` ("fp32"/"fp16"), from the cache when it holds it;
     `source` replaces program_source() (with kernels specialized for a model);
     `half_weights` as build_options'."""
-    import pyopencl as cl
-
     source = source if source is not None else program_source()
     options = build_options(storage, info, half_weights)
-    key = CacheKey(
-        token=token,
-        device=info.name,
-        driver=info.driver_version,
-        options=options,
-        source_sha256=hashlib.sha256(source.encode()).hexdigest(),
-    )
-    by_driver = driver_caches_kernels(info)
-    binary = cache.load(key) if cache is not None else None
-    if binary and not by_driver:
-        try:
-            prg = build_quietly(lambda: build_binary(ctx, device, binary, options), device)
-            return BuiltProgram(prg, True, str(cache.path(key)))
-        except (cl.Error, CLCallError):
-            cache._reject(cache.path(key))  # the driver refused it: rebuild from source
+    key = program_key(info, token, source, options)
+    lib = opencl_library()
+    if lib is not None:
+        raw = guarded(
+            "building the delegate's kernels",
+            lambda: build_raw(lib, ctx, device, info, cache, key, source, options),
+        )
+        return finish_build(raw, device, options)
+    # without the C library: pyopencl alone, and no cache (no binaries to read or store)
     prg = guarded(
         "building the delegate's kernels",
         lambda: build_quietly(lambda: build_source(ctx, device, source, options), device),
     )
-    if cache is None:
-        return BuiltProgram(prg, False, None)
-    if by_driver:
-        if binary is not None:
-            return BuiltProgram(prg, True, str(cache.path(key)))
-        return BuiltProgram(prg, False, str(cache.store(key, b"")))
-    lib = opencl_library()
-    if lib is not None:
-        binary = guarded("reading the built program", lambda: program_binary(lib, prg))
-    else:
-        binary = (prg.get_info(cl.program_info.BINARIES) or [b""])[0]
-    path = str(cache.store(key, bytes(binary))) if binary else None
-    return BuiltProgram(prg, False, path)
+    return BuiltProgram(prg, False, None)

@@ -1,0 +1,237 @@
+"""Cold start per model: our GPU delegate's init and first inference, cold and warm, beside
+LiteRT's GPU accelerator's, each in a fresh process of its own.
+
+    python bench/cold_start.py MODEL_OR_FOLDER... [--device NVIDIA] [--precisions fp32,fp16]
+        [--env NAME=VALUE ...]
+
+Per model and precision, ours runs twice in fresh processes on one new, empty cache
+directory (our kernel cache with the drivers' caches inside it: nothing is assumed
+empty): "cold" builds everything, "warm" finds what the cold run stored. LiteRT's GPU
+accelerator (`CompiledModel.from_file` with `HardwareAccelerator.GPU`) runs twice the same
+way, with NVIDIA's compute cache, its shader cache and the XDG cache pointed at a new empty
+directory. Each figure is the time from before the model is opened to the first
+inference's outputs read back into host arrays (imports and reading the file excluded, as
+both are the same for every model); "process" is the child's whole wall time. Every child
+prints one JSON line; the table ends with the ratio of our cold start to LiteRT's.
+`--env` passes settings to our children only (e.g. DEVICEFARM_GPU_PERSISTENT=0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+#: Variables that point a process's caches somewhere; a child gets none of the parent's.
+CACHE_VARIABLES = (
+    "XDG_CACHE_HOME",
+    "CUDA_CACHE_PATH",
+    "POCL_CACHE_DIR",
+    "__GL_SHADER_DISK_CACHE_PATH",
+)
+
+
+def model_inputs(model_path: str) -> list[np.ndarray]:
+    """Inputs of the model's declared shapes and types: floats in [-1, 1), integers 0."""
+    from delegate_runtime import load_model
+
+    sg = load_model(model_path).main
+    rng = np.random.default_rng(0)
+    xs = []
+    for t in sg.inputs:
+        tensor = sg.tensors[t]
+        shape = tuple(int(d) for d in tensor.shape)
+        if np.dtype(tensor.dtype).kind == "f":
+            xs.append(rng.uniform(-1, 1, shape).astype(tensor.dtype))
+        else:
+            xs.append(np.zeros(shape, tensor.dtype))
+    return xs
+
+
+def child_ours(
+    model_path: str, precision: str, device: str | None, cache: str, jobs: int | None
+) -> dict:
+    import pyopencl  # noqa: F401  (loading the library is process start-up)
+
+    from delegate_runtime import load_model
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.ops.registry import supported_ops
+
+    supported_ops()  # the reference kernels' modules imported, as an agent has them
+    model = load_model(model_path)
+    xs = model_inputs(model_path)
+    t0 = time.perf_counter()
+    session = GpuSession(
+        model,
+        precision=precision,
+        device=device,
+        serialization_dir=cache,
+        build_jobs=jobs,
+        log=io.StringIO(),
+    )
+    t1 = time.perf_counter()
+    outs = session.invoke(xs)
+    _ = [np.asarray(o).sum() for o in outs]
+    t2 = time.perf_counter()
+    return {
+        "init_ms": (t1 - t0) * 1e3,
+        "first_ms": (t2 - t1) * 1e3,
+        "from_cache": session.program_from_cache,
+        "phases_ms": session.init_phases_ms,
+        "specialized": getattr(session, "specialized_kernels", 0),
+        "units": getattr(session, "program_units", 1),
+    }
+
+
+def child_litert(model_path: str) -> dict:
+    from ai_edge_litert.compiled_model import CompiledModel
+    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+
+    xs = model_inputs(model_path)
+    t0 = time.perf_counter()
+    model = CompiledModel.from_file(model_path, hardware_accel=HardwareAccelerator.GPU)
+    key = list(model.get_signature_list())[0]
+    ins, outs = model.create_input_buffers(0), model.create_output_buffers(0)
+    t1 = time.perf_counter()
+    for buf, x in zip(ins, xs, strict=True):
+        buf.write(x)
+    model.run_by_index(0, ins, outs)
+    details = list(model.get_output_tensor_details(key).values())
+    for buf, d in zip(outs, details, strict=True):
+        n = int(np.prod(d["shape"]))
+        np.asarray(buf.read(n, np.dtype(d.get("dtype", np.float32)))).sum()
+    t2 = time.perf_counter()
+    return {"init_ms": (t1 - t0) * 1e3, "first_ms": (t2 - t1) * 1e3}
+
+
+def run_child(args: list[str], env: dict[str, str]) -> dict:
+    """One fresh process running this file with `args`; its JSON line, its wall time."""
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, __file__, *args], capture_output=True, text=True, env=env
+    )
+    wall = (time.perf_counter() - start) * 1e3
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        said = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
+        errors = [ln for ln in said if not ln.startswith(("INFO:", "WARNING:", "VERBOSE:"))]
+        return {"error": (errors or said or ["no output"])[-1][:160], "process_ms": wall}
+    return {**json.loads(lines[-1]), "process_ms": wall}
+
+
+def clean_env(cache_root: str, extra: dict[str, str]) -> dict[str, str]:
+    """This process's environment without its cache settings, every cache under
+    `cache_root` (new and empty), plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if k not in CACHE_VARIABLES}
+    env["XDG_CACHE_HOME"] = str(Path(cache_root) / "xdg")
+    env["__GL_SHADER_DISK_CACHE_PATH"] = str(Path(cache_root) / "gl")
+    env["CUDA_CACHE_PATH"] = str(Path(cache_root) / "cuda")
+    for sub in ("xdg", "gl", "cuda"):
+        (Path(cache_root) / sub).mkdir(parents=True, exist_ok=True)
+    return env | extra
+
+
+def cold_warm(args: list[str], env: dict[str, str]) -> tuple[dict, dict]:
+    return run_child(args, env), run_child(args, env)
+
+
+def measure_ours(
+    path: str, precision: str, device: str | None, extra: dict, jobs: int | None
+) -> tuple[dict, dict]:
+    root = tempfile.mkdtemp(prefix="cold-ours-")
+    # our sessions point the drivers' caches inside their own directory: none set here
+    env = {k: v for k, v in clean_env(root, extra).items() if k != "CUDA_CACHE_PATH"}
+    args = ["--child-ours", path, "--precision", precision, "--cache", f"{root}/kernels"]
+    args += ["--device", device] if device else []
+    return cold_warm(args + (["--build-jobs", str(jobs)] if jobs else []), env)
+
+
+def measure_litert(path: str) -> tuple[dict, dict]:
+    root = tempfile.mkdtemp(prefix="cold-litert-")
+    return cold_warm(["--child-litert", path], clean_env(root, {}))
+
+
+def total(r: dict) -> float | None:
+    return None if "error" in r else r["init_ms"] + r["first_ms"]
+
+
+def cell(r: dict) -> str:
+    t = total(r)
+    if t is None:
+        return f"fails: {r['error']}"
+    return f"{t:.0f} ({r['init_ms']:.0f} + {r['first_ms']:.0f})"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="*")
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--precisions", default="fp32")
+    ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for our children")
+    ap.add_argument("--phases", action="store_true", help="print our init phases per run")
+    ap.add_argument("--build-jobs", type=int, default=None, help="ours: units built at once")
+    ap.add_argument("--no-litert", action="store_true", help="ours only")
+    ap.add_argument("--child-ours", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child-litert", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
+    ap.add_argument("--cache", default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child_ours:
+        print(json.dumps(child_ours(a.child_ours, a.precision, a.device, a.cache, a.build_jobs)))
+        return 0
+    if a.child_litert:
+        print(json.dumps(child_litert(a.child_litert)))
+        return 0
+    extra = dict(kv.split("=", 1) for kv in a.env)
+    paths = []
+    for m in a.models:
+        p = Path(m)
+        paths += sorted(str(f) for f in p.glob("*.tflite")) if p.is_dir() else [str(p)]
+    print(
+        "ms from opening the model to the first outputs read back (init + first inference),"
+        " each in a fresh process; caches emptied explicitly before each cold run"
+        + (f"; ours with {extra}" if extra else "")
+    )
+    print(
+        "| model | precision | ours cold | ours warm | LiteRT GPU cold | LiteRT GPU warm |"
+        " ours cold / LiteRT cold | ours warm process ms |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    ratios = []
+    for path in paths:
+        skipped = {"error": "not run (--no-litert)", "process_ms": 0.0}
+        lite_cold, lite_warm = (skipped, skipped) if a.no_litert else measure_litert(path)
+        for precision in a.precisions.split(","):
+            cold, warm = measure_ours(path, precision, a.device, extra, a.build_jobs)
+            ratio = "-"
+            if total(cold) is not None and total(lite_cold) is not None:
+                ratios.append(total(cold) / total(lite_cold))
+                ratio = f"{ratios[-1]:.2f}x"
+            print(
+                f"| {Path(path).stem} | {precision} | {cell(cold)} | {cell(warm)} |"
+                f" {cell(lite_cold)} | {cell(lite_warm)} | {ratio} |"
+                f" {warm['process_ms']:.0f} |",
+                flush=True,
+            )
+            if a.phases:
+                for name, r in (("cold", cold), ("warm", warm)):
+                    if "phases_ms" in r:
+                        phases = {k: round(v) for k, v in r["phases_ms"].items()}
+                        units, cached = r["units"], r["from_cache"]
+                        print(f"  {name}: {phases}, {units} units, from cache {cached}", flush=True)
+    if ratios:
+        geo = float(np.exp(np.mean(np.log(ratios))))
+        print(f"ours cold / LiteRT GPU cold: geomean {geo:.2f}x, worst {max(ratios):.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

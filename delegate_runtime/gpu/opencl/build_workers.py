@@ -1,0 +1,108 @@
+"""Program units compiled in worker processes, for drivers that compile one program at a
+time per process.
+
+NVIDIA's OpenCL compiler holds one lock per process: on an H200, pose_landmark_full's 16
+kernel units took 13.5 s one after another, 11.2 s in 16 threads and 4.8 s in 16
+processes (process start-up and contexts included; bench/diag_build.py). So where the
+driver is such a one, the units the kernel cache lacks are built by workers
+(`python -m delegate_runtime.gpu.opencl.build_workers`), each building its share from
+source and storing the binaries in the cache; the driver's compute cache (inherited
+through CUDA_CACHE_PATH, cache.point_driver_cache) keeps their machine code too, so the
+session then loads every unit from the cache in milliseconds. A worker that fails leaves
+its units to the session, which builds them itself and reports any error with its log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .cache import KernelCache
+from .program import program_key
+from .runtime import DeviceInfo
+
+#: Platforms whose compiler builds one program at a time in a process (threads queue).
+ONE_BUILD_PER_PROCESS = ("NVIDIA CUDA",)
+
+
+def compiles_one_at_a_time(info: DeviceInfo) -> bool:
+    return info.platform in ONE_BUILD_PER_PROCESS
+
+
+def device_spec(device: Any) -> str:
+    """`device` as select_device's 'P:D' (its platform's and its own index)."""
+    from .runtime import list_devices
+
+    for pi, di, d in list_devices():
+        if d.int_ptr == device.int_ptr:
+            return f"{pi}:{di}"
+    raise LookupError(f"device {device.name} is not among this host's OpenCL devices")
+
+
+def build_in_workers(
+    device: Any,
+    info: DeviceInfo,
+    cache: KernelCache,
+    token: str,
+    units: list[str],
+    options: str,
+    jobs: int,
+) -> tuple[int, int]:
+    """Build the `units` that `cache` lacks in up to `jobs` worker processes: (units they
+    built, workers); (0, 0) where fewer than two were missing (the session builds one)."""
+    missing = [u for u in units if cache.load(program_key(info, token, u, options)) is None]
+    workers = min(jobs, len(missing))
+    if workers < 2:
+        return 0, 0
+    job = {
+        "device": device_spec(device),
+        "cache": str(cache.dir),
+        "token": token,
+        "options": options,
+        "units": missing,
+    }
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    with tempfile.TemporaryDirectory(prefix="units-") as tmp:
+        path = Path(tmp) / "job.json"
+        path.write_text(json.dumps(job))
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", __name__, str(path), str(k), str(workers)],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for k in range(workers)
+        ]
+        for proc in procs:
+            proc.wait()
+    return len(missing), workers
+
+
+def work(job_file: str, index: int, workers: int) -> int:
+    """Worker `index` of `workers`: build units index, index + workers, ... of the job
+    and store each in the cache; the exit status counts the units that failed."""
+    from .capi import opencl_library
+    from .program import build_raw
+    from .runtime import describe, select_device, shared_context
+
+    job = json.loads(Path(job_file).read_text())
+    device = select_device(job["device"])
+    info, ctx, lib = describe(device), shared_context(device), opencl_library()
+    cache = KernelCache(job["cache"])
+    failed = 0
+    for unit in job["units"][index::workers]:
+        key = program_key(info, job["token"], unit, job["options"])
+        failed += bool(build_raw(lib, ctx, device, info, cache, key, unit, job["options"]).err)
+    return min(failed, 100)
+
+
+if __name__ == "__main__":
+    sys.exit(work(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
