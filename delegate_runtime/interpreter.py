@@ -11,7 +11,7 @@ import numpy as np
 
 from .errors import JobError, JobTimeout, ModelError
 from .graph import Model, Operator, Subgraph
-from .ops.alloc import BROADCASTING_OPS, check_broadcast, kernel_limits
+from .ops.alloc import BROADCASTING_OPS, check_broadcast, human_bytes, kernel_limits
 from .ops.registry import Kernel, OpContext, lookup
 from .reader import DEFAULT_LIMITS, Limits
 
@@ -178,10 +178,22 @@ class Interpreter:
         self.check_stop(f"subgraph {si} '{sg.name}'")
         plan = self._plans[si]
         values = self.initial_values(si, inputs)
+        made: dict[int, int] = {}  # bytes of each tensor the ops made and the subgraph holds
+        held = 0
         for op, kernel, frees in zip(sg.operators, plan.kernels, plan.frees, strict=True):
             self._run_op(si, sg, op, kernel, values)
+            for t in op.outputs:
+                held += values[t].nbytes - made.get(t, 0)
+                made[t] = values[t].nbytes
+            if held > self.limits.max_total_bytes:
+                raise ModelError(
+                    f"subgraph {si} {op.describe()}: the tensors made so far and still needed "
+                    f"total {human_bytes(held)}, over the cap of "
+                    f"{human_bytes(self.limits.max_total_bytes)} a subgraph holds at once"
+                )
             for t in frees:
                 values.pop(t, None)
+                held -= made.pop(t, 0)
         return [values[t] for t in sg.outputs]
 
     def _run_op(

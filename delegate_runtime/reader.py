@@ -36,6 +36,12 @@ class Limits:
     max_rank: int = 8
     max_tensor_elements: int = 1 << 28  #: 256 Mi elements (1 GiB of float32)
     max_total_elements: int = 1 << 30  #: over all tensors of all subgraphs
+    max_tensor_bytes: int = 1 << 30  #: 1 GiB a tensor, whatever its type
+    #: declared tensors of all subgraphs together, and the tensors a subgraph holds at
+    #: once while it runs (the farm's per-job memory limit is 4 GiB)
+    max_total_bytes: int = 3 << 30
+    max_op_macs: int = 10**11  #: multiply-adds of one op (macs.op_macs)
+    max_model_macs: int = 10**12  #: of all ops of all subgraphs, run once each
     max_subgraphs: int = 1024
 
 
@@ -88,6 +94,7 @@ class _Reader:
         self.limits = limits
         self.builtin_names = _builtin_names()
         self.total_elements = 0
+        self.total_bytes = 0
 
     # -- bounds ---------------------------------------------------------------
 
@@ -218,6 +225,17 @@ class _Reader:
         if self.total_elements > self.limits.max_total_elements:
             raise ModelError(
                 f"{where}: tensors total over {self.limits.max_total_elements} elements (the cap)"
+            )
+        nbytes = elements * np.dtype(dtype).itemsize
+        if nbytes > self.limits.max_tensor_bytes:
+            raise ModelError(
+                f"{where}: {nbytes} bytes ({list(shape)} {dtype}) exceed the cap of "
+                f"{self.limits.max_tensor_bytes} bytes per tensor"
+            )
+        self.total_bytes += nbytes
+        if self.total_bytes > self.limits.max_total_bytes:
+            raise ModelError(
+                f"{where}: tensors total over {self.limits.max_total_bytes} bytes (the cap)"
             )
         quant = self.quantization(t.Quantization(), where, shape)
         bi = self.index(int(t.Buffer()), max(len(buffers), 1), f"{where} buffer")
@@ -521,7 +539,7 @@ def read_model(data: bytes, limits: Limits = DEFAULT_LIMITS, validate: bool = Tr
     model.sha256 = hashlib.sha256(data).hexdigest()
     model.size_bytes = len(data)
     if validate:
-        validate_model(model)
+        validate_model(model, limits)
     return model
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from .errors import ModelError
 from .graph import Model, Operator, Subgraph
+from .macs import op_macs
 from .ops.alloc import BROADCASTING_OPS, check_alloc, check_broadcast
 from .ops.common import PADDING_SAME, output_size, same_padding
+from .reader import DEFAULT_LIMITS, Limits
 
 #: Options that name subgraphs, per control-flow op.
 SUBGRAPH_OPTIONS = {
@@ -84,11 +86,31 @@ OPTION_RANGES = {
 }
 
 
-def validate_model(model: Model) -> None:
+def validate_model(model: Model, limits: Limits = DEFAULT_LIMITS) -> None:
     """Raise ModelError naming the tensor or operator at fault; return None when sound."""
     for si, sg in enumerate(model.subgraphs):
         _validate_subgraph(model, si, sg)
     _check_subgraph_calls_acyclic(model)
+    _check_compute(model, limits)
+
+
+def _check_compute(model: Model, limits: Limits) -> None:
+    """The compute caps: multiply-adds per op and over the model (macs.py)."""
+    total = 0
+    for si, sg in enumerate(model.subgraphs):
+        for op in sg.operators:
+            macs = op_macs(sg, op)
+            if macs > limits.max_op_macs:
+                raise ModelError(
+                    f"subgraph {si} '{sg.name}' {op.describe()}: {macs} multiply-adds exceed "
+                    f"the cap of {limits.max_op_macs} per op"
+                )
+            total += macs
+    if total > limits.max_model_macs:
+        raise ModelError(
+            f"the model's ops total {total} multiply-adds, over the cap of "
+            f"{limits.max_model_macs} per model"
+        )
 
 
 def _validate_subgraph(model: Model, si: int, sg: Subgraph) -> None:

@@ -73,12 +73,17 @@ def check_alloc(shape: Iterable[int], dtype: np.dtype | type, what: str) -> None
     if any(d < 0 for d in dims):
         raise ModelError(f"{what}: negative dimension in shape {dims}")
     elements = math.prod(dims)
-    cap = _ACTIVE.get().max_tensor_elements
-    if elements > cap:
-        size = elements * np.dtype(dtype).itemsize
+    limits = _ACTIVE.get()
+    size = elements * np.dtype(dtype).itemsize
+    if elements > limits.max_tensor_elements:
         raise ModelError(
-            f"{what}: shape {dims} is {elements} elements ({_human(size)}), over the cap of "
-            f"{cap} elements per tensor"
+            f"{what}: shape {dims} is {elements} elements ({human_bytes(size)}), over the cap of "
+            f"{limits.max_tensor_elements} elements per tensor"
+        )
+    if size > limits.max_tensor_bytes:
+        raise ModelError(
+            f"{what}: shape {dims} of {np.dtype(dtype)} is {human_bytes(size)}, over the cap of "
+            f"{human_bytes(limits.max_tensor_bytes)} per tensor"
         )
 
 
@@ -92,7 +97,8 @@ def check_broadcast(shapes: Iterable[tuple[int, ...]], dtype: np.dtype | type, w
     check_alloc(shape, dtype, what)
 
 
-def _human(n: int) -> str:
+def human_bytes(n: int) -> str:
+    """`n` bytes as people read them (`1.5 GiB`)."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if n < 1024 or unit == "PiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -276,6 +276,19 @@ TENSOR_CASES: dict[str, tuple[Callable[[], bytes], Limits, str]] = {
         "110 elements exceed the cap of 100",
     ),
     "total_element_cap": (good, Limits(max_total_elements=10), "tensors total over 10 elements"),
+    # 2 GiB of int64 in 2**28 elements: within the element cap, over the byte cap
+    "byte_cap": (
+        lambda: _builder_with((2**14, 2**14), dtype=np.int64),
+        Limits(),
+        r"tensor 0 'x': 2147483648 bytes \(\[16384, 16384\] int64\) exceed the cap of "
+        r"1073741824 bytes per tensor",
+    ),
+    "byte_cap_configured": (
+        lambda: _builder_with((10, 11), dtype=np.int16),
+        Limits(max_tensor_bytes=200),
+        "220 bytes .* exceed the cap of 200 bytes per tensor",
+    ),
+    "total_byte_cap": (good, Limits(max_total_bytes=10), "tensors total over 10 bytes"),
     "negative_dimension": (
         lambda: _builder_with((2, -3)),
         Limits(),

@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ from .runtime import DeviceInfo
 
 #: Platforms whose compiler builds one program at a time in a process (threads queue).
 ONE_BUILD_PER_PROCESS = ("NVIDIA CUDA",)
+#: A worker still building after this long is stopped; the session builds what it left.
+WORKER_TIMEOUT_S = 600.0
 
 
 def compiles_one_at_a_time(info: DeviceInfo) -> bool:
@@ -81,8 +84,13 @@ def build_in_workers(
             )
             for k in range(workers)
         ]
+        deadline = time.monotonic() + WORKER_TIMEOUT_S
         for proc in procs:
-            proc.wait()
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
     return len(missing), workers
 
 
