@@ -201,12 +201,22 @@ def test_a_suspect_its_confirmation_clears_passes(farm, start_agent, tmp_path) -
     for _ in range(3):
         done = cli(farm, "submit", str(model), "--name", "seg", *common)
         assert done.returncode == 0, done.stdout + done.stderr
-    with farm.engine.begin() as conn:
-        for rid, bench in conn.execute(select(Result.id, Result.benchmark)).all():
-            quieter = {k: [v * 0.5 for v in bench[k]] if k == "runs_us" else bench[k] * 0.5
-                       for k in ("runs_us", "min_us")}  # fmt: skip
-            conn.execute(update(Result).where(Result.id == rid).values(benchmark=bench | quieter))
+    scaled: set[int] = set()
 
+    def make_history_quieter() -> None:
+        """Every stored run not yet scaled, scaled by 0.5."""
+        with farm.engine.begin() as conn:
+            for rid, bench in conn.execute(select(Result.id, Result.benchmark)).all():
+                if rid in scaled:
+                    continue
+                quieter = {k: [v * 0.5 for v in bench[k]] if k == "runs_us" else bench[k] * 0.5
+                           for k in ("runs_us", "min_us")}  # fmt: skip
+                conn.execute(
+                    update(Result).where(Result.id == rid).values(benchmark=bench | quieter)
+                )
+                scaled.add(rid)
+
+    make_history_quieter()
     report = tmp_path / "junit.xml"
     again = cli(farm, "submit", str(model), "--name", "seg", *common, "--junit", str(report))
     out = again.stdout + again.stderr
@@ -218,7 +228,10 @@ def test_a_suspect_its_confirmation_clears_passes(farm, start_agent, tmp_path) -
     assert len(ran) == 6 and len({j.model_sha256 for j in ran}) == 1  # B and C: one version
     assert junit_counts(report) == (1, 0, [])
 
-    # without confirmation the same kind of suspect fails the build
+    # without confirmation the same kind of suspect fails the build (the history, now
+    # holding the cleared run and its confirmation's, made uniformly quieter again: a busy
+    # host's spread between them once widened the noise prior past the gap)
+    make_history_quieter()
     off = cli(farm, "submit", str(model), "--name", "seg", *common, "--confirm-pairs", "0")
     assert off.returncode == 3, off.stdout + off.stderr
     assert "regressed (not confirmed: confirmation is off)" in off.stdout
