@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import sys
 
-#: (step, caches) -> seconds, each just above its time measured 2026-12-02 on the 2-core
-#: CI machine from a fresh clone (docs/ci.md, "How long the test command takes").
+#: (step, caches) -> seconds, each just above its time measured on the 2-core CI machine
+#: from a fresh clone (docs/ci.md, "How long the test command takes"). The suite grew from
+#: 5,465 to 6,758 tests (issue 40: every builtin and GPU op against LiteRT's kernels).
 BUDGETS_S: dict[tuple[str, str], int] = {
-    ("tests", "cold"): 1500,  # measured 1260 s (b09cb9a)
-    ("tests", "warm"): 960,  # measured 815 s (025e54f), the cold main-job test included
+    ("tests", "cold"): 2400,  # measured 1260 s at 5,465 tests (b09cb9a); not since
+    ("tests", "warm"): 1900,  # measured 1577 s and 1763 s at 6,758 tests (a5cb937, f4f9fc5)
     ("total", "cold"): 45 * 60,  # the issue's goal for a fresh clone on a fresh machine
-    ("total", "warm"): 25 * 60,
+    ("total", "warm"): 35 * 60,
 }
 
 
