@@ -631,7 +631,7 @@ def test_the_cli_wait_through_the_api_writes_junit_when_it_gives_up(
         "--configs", "cpu", "--wait", "--wait-timeout", "2", "--junit", str(junit), env=env,
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "did not finish in 2 s; its jobs go on" in done.stdout
+    assert "did not finish in 2 s; its jobs go on" in done.stdout, done.stdout + done.stderr
     [error] = ET.parse(junit).getroot().iter("error")
     assert error.get("type") == "unfinished"
     assert error.get("message").endswith("when the wait ended: --wait-timeout 2 s passed")

@@ -225,7 +225,8 @@ def test_a_suspect_its_confirmation_clears_passes(farm, start_agent, tmp_path) -
     change = re.search(r"fastest run [\d.]+ ms, \+(\d+\.\d)% against", out)
     assert change and float(change.group(1)) >= 30.0, out
     ran = confirmation_jobs(farm, 5)
-    assert len(ran) == 6 and len({j.model_sha256 for j in ran}) == 1  # B and C: one version
+    # B and C: one version
+    assert len(ran) == 6 and len({j.model_sha256 for j in ran}) == 1, (ran, out)
     assert junit_counts(report) == (1, 0, [])
 
     # without confirmation the same kind of suspect fails the build (the history, now
