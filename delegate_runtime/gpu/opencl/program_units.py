@@ -119,9 +119,14 @@ class ProgramSet:
         return cl.Kernel(self._owner[name], name)
 
 
+#: The most units built at once (and worker processes started): each NVIDIA worker holds a
+#: context (hundreds of MB); 16 is the H200 host's measured case.
+MAX_BUILD_JOBS = 16
+
+
 def build_jobs() -> int:
-    """Units built at once: one per CPU this process may use."""
-    return usable_cpus()
+    """Units built at once: one per CPU this process may use, at most MAX_BUILD_JOBS."""
+    return min(usable_cpus(), MAX_BUILD_JOBS)
 
 
 def build_units(
