@@ -620,10 +620,15 @@ def test_the_cli_wait_through_the_api_writes_junit_when_it_gives_up(
     api: ApiServer, farm, tmp_path: Path
 ) -> None:
     import xml.etree.ElementTree as ET
+    from datetime import timedelta
 
+    from farm_core.schema import utcnow
     from tests.support.farm import add_device
 
-    add_device(farm.engine, "noop:idle")  # registered, but no agent: its job never starts
+    # registered, but no agent: its job never starts; seen "an hour ahead", so that it is
+    # still online when the CLI submits (the tests' offline timeout is 3 s, and a busy
+    # host once took longer than that to start the CLI)
+    add_device(farm.engine, "noop:idle", last_seen=utcnow() + timedelta(hours=1))
     junit = tmp_path / "junit.xml"
     env = {"DEVICEFARM_API": api.url, "DEVICEFARM_API_TOKEN": api.tokens["submit"]}
     done = cli(
