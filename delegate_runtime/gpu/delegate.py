@@ -177,7 +177,8 @@ class GpuSession:
         float_consts = [
             float32_consts(generic, out, self.half_weights) if half else set() for out in parts
         ]
-        units, token = self._program_units(generic, parts)
+        jobs = opts.build_jobs or build_jobs()
+        units, token = self._program_units(generic, parts, jobs)
         if explicit:
             token = opts.model_token or sha256
         programs = build_units(
@@ -189,7 +190,7 @@ class GpuSession:
             token,
             units,
             self.half_weights,
-            opts.build_jobs or build_jobs(),
+            jobs,
         )
         self.program_units = len(units)
         self.program_summary = programs.summary()
@@ -222,13 +223,13 @@ class GpuSession:
         self.launch_loop_why = unavailable() if "python" in loops else ""
         self._whole_graph = self._covers_whole_graph()
 
-    def _program_units(self, source: str, lowered: list[Any]) -> tuple[list[str], str]:
+    def _program_units(self, source: str, lowered: list[Any], jobs: int) -> tuple[list[str], str]:
         """The program for these lowered partitions, as the units to build
         (program_units.py), and its cache token: `source`, the one every model shares, or,
         where the session specializes (opencl/specialize.py), one of this model's own, its
-        launches renamed to their copies, split to build on every usable CPU at once."""
+        launches renamed to their copies, split into `jobs` units to build at once."""
         from .opencl import persistent, specialize
-        from .opencl.program_units import build_jobs, split_units, without_kernels
+        from .opencl.program_units import split_units, without_kernels
 
         if not specialize.enabled(self.device_info.is_gpu, self.options.specialize):
             return [source], "program"
@@ -238,7 +239,7 @@ class GpuSession:
             launches[pos].kernel = name
             launches[pos].copy_args = own.args[pos]
         self.specialized_kernels = own.specialized
-        units = split_units(own.source, self.options.build_jobs or build_jobs())
+        units = split_units(own.source, jobs)
         if self._persistent_kernels():
             nvidia = "NVIDIA" in self.device_info.platform
             prelude = without_kernels(own.source) + persistent.prelude(nvidia)

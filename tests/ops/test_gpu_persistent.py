@@ -204,7 +204,7 @@ def test_gemms_plan_for_the_persistent_grid_where_one_runs(opencl_device, monkey
         planned.append(gemm_groups_per_cu)
         lowerer_init(self, sg, compute_units, precision, gemm_groups_per_cu)
 
-    def stop(self, source, lowered):
+    def stop(self, source, lowered, jobs):
         raise Lowered
 
     monkeypatch.setattr(lowering.Lowerer, "__init__", init)

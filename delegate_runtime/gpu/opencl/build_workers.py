@@ -57,8 +57,9 @@ def build_in_workers(
     jobs: int,
 ) -> tuple[int, int]:
     """Build the `units` that `cache` lacks in up to `jobs` worker processes: (units they
-    built, workers); (0, 0) where fewer than two were missing (the session builds one)."""
-    missing = [u for u in units if cache.load(program_key(info, token, u, options)) is None]
+    built, workers); (0, 0) where fewer than two were missing (the session builds one). An
+    entry on disk counts as held: the session reads it whole, and rebuilds a bad one."""
+    missing = [u for u in units if not cache.holds(program_key(info, token, u, options))]
     workers = min(jobs, len(missing))
     if workers < 2:
         return 0, 0

@@ -93,6 +93,10 @@ class KernelCache:
     def path(self, key: CacheKey) -> Path:
         return self.dir / key.file_name()
 
+    def holds(self, key: CacheKey) -> bool:
+        """Whether an entry for `key` is on disk (`load` still checks it whole)."""
+        return self.path(key).is_file()
+
     def load(self, key: CacheKey) -> bytes | None:
         """The stored binary for `key`, or None (missing, corrupt, truncated or foreign)."""
         path = self.path(key)

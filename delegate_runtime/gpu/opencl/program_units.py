@@ -90,8 +90,10 @@ class ProgramSet:
 
     @property
     def misses(self) -> int:
-        """Units that were not in the kernel cache when the session began."""
-        return self.prebuilt + sum(not b.from_cache for b in self.built)
+        """Units that were not in the kernel cache when the session began: those the
+        workers were given (any the session built again after a worker failed are among
+        them), else those the session built."""
+        return self.prebuilt or sum(not b.from_cache for b in self.built)
 
     @property
     def from_cache(self) -> bool:
@@ -105,10 +107,6 @@ class ProgramSet:
             return f"{units} from cache"
         where = f" ({self.workers} processes)" if self.workers else ""
         return f"{units}, {self.misses} built{where}"
-
-    @property
-    def cache_paths(self) -> list[str]:
-        return [b.cache_path for b in self.built if b.cache_path]
 
     def kernel(self, name: str) -> Any:
         """A new kernel object for kernel `name`, from the unit that holds it."""
@@ -143,9 +141,9 @@ def build_units(
     """Build `units` (build_program's arguments otherwise), `jobs` at a time: in worker
     processes where the driver compiles one program at a time per process
     (build_workers.py), else in threads."""
+    options = build_options(storage, info, half_weights)
     prebuilt = workers = 0
     if jobs > 1 and cache is not None and build_workers.compiles_one_at_a_time(info):
-        options = build_options(storage, info, half_weights)
         prebuilt, workers = build_workers.build_in_workers(
             device, info, cache, token, units, options, jobs
         )
@@ -159,7 +157,6 @@ def build_units(
             prebuilt,
             workers,
         )
-    options = build_options(storage, info, half_weights)
 
     def raw(unit: str) -> Any:
         key = program_key(info, token, unit, options)
