@@ -31,6 +31,9 @@ SUCCEEDED, FAILED, TIMED_OUT, CANCELLED = "succeeded", "failed", "timed_out", "c
 ACTIVE_STATES = (QUEUED, DISPATCHED, RUNNING)
 TERMINAL_STATES = (SUCCEEDED, FAILED, TIMED_OUT, CANCELLED)
 
+#: The project of campaigns submitted without one (and of every campaign before projects).
+DEFAULT_PROJECT = "default"
+
 #: Device health. A quarantined device receives no jobs until its canary passes again.
 UNKNOWN, HEALTHY, QUARANTINED = "unknown", "healthy", "quarantined"
 
@@ -108,6 +111,11 @@ class Campaign(Base):
     cancelled: Mapped[bool] = mapped_column(default=False)
     #: the CI gate's verdict as `submit --wait` kept it (orchestrator.verdicts); {} for none
     gate: Mapped[dict[str, Any]] = mapped_column(server_default="{}")
+    #: the project (team) it belongs to, and the user who submitted it ("" from the CLI)
+    project: Mapped[str] = mapped_column(
+        String(64), default=DEFAULT_PROJECT, server_default=DEFAULT_PROJECT
+    )
+    owner: Mapped[str] = mapped_column(String(64), default="", server_default="")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
@@ -119,6 +127,7 @@ class Job(Base):
         Index("ix_jobs_campaign_state", "campaign_id", "state"),
         Index("ix_jobs_state_device", "state", "device_key"),
         Index("ix_jobs_lineage", "model_name", "device_key", "config"),
+        Index("ix_jobs_project_state", "project", "state"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -127,6 +136,10 @@ class Job(Base):
     #: the model's lineage: history is kept by this name across versions (each a sha256)
     model_name: Mapped[str] = mapped_column(String(255), default="", server_default="")
     config: Mapped[str] = mapped_column(String(32))
+    #: its campaign's project, repeated for quotas and fair scheduling
+    project: Mapped[str] = mapped_column(
+        String(64), default=DEFAULT_PROJECT, server_default=DEFAULT_PROJECT
+    )
     planned_device: Mapped[str] = mapped_column(ForeignKey("devices.key"))
     device_key: Mapped[str] = mapped_column(ForeignKey("devices.key"))  #: current device
     state: Mapped[str] = mapped_column(String(16), default=QUEUED)
@@ -201,4 +214,33 @@ class Result(Base):
     )
     worker: Mapped[str] = mapped_column(String(255), default="")
     duration_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Project(Base):
+    """A team sharing the lab, and its quotas (None: no limit)."""
+
+    __tablename__ = "projects"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    max_concurrent_jobs: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    device_minutes_per_day: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Reservation(Base):
+    """A user's hold on a named device from `starts_at` to `ends_at`: jobs of others wait
+    or go elsewhere."""
+
+    __tablename__ = "reservations"
+    __table_args__ = (Index("ix_reservations_device_window", "device_key", "ends_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    device_key: Mapped[str] = mapped_column(ForeignKey("devices.key"))
+    user: Mapped[str] = mapped_column(String(64))
+    project: Mapped[str] = mapped_column(String(64))
+    starts_at: Mapped[datetime] = mapped_column(DateTime)
+    ends_at: Mapped[datetime] = mapped_column(DateTime)
+    reason: Mapped[str] = mapped_column(Text, default="", server_default="")
+    cancelled_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

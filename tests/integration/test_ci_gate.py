@@ -288,7 +288,7 @@ def test_migration_0004_names_existing_jobs_after_their_model(empty_db: str) -> 
     from sqlalchemy import insert
 
     from farm_core.database import MIGRATIONS_DIR, make_engine
-    from farm_core.schema import Base, Campaign, Device, StoredModel
+    from farm_core.schema import Base, Device, StoredModel
 
     engine = make_engine(empty_db)
     cfg = Config()
@@ -304,17 +304,24 @@ def test_migration_0004_names_existing_jobs_after_their_model(empty_db: str) -> 
         conn.execute(insert(StoredModel).values(sha256="a" * 64, name="old.tflite", size_bytes=1,
                                                 op_summary={}, data=b"x"))  # fmt: skip
         conn.execute(insert(Device).values(key="noop:a", kind="noop"))
-        conn.execute(insert(Campaign).values(selector="all", configs=[], models=[], settings={}))
-        conn.execute(
-            text_insert_job(),
-            {"m": "a" * 64},
-        )
+        conn.execute(text_insert_campaign())
+        conn.execute(text_insert_job(), {"m": "a" * 64})
     upgrade("head")
     with engine.begin() as conn:
         assert conn.execute(select(Job.model_name)).scalars().all() == ["old.tflite"]
         diffs = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     assert [d for d in diffs if "jobs" in repr(d)] == []  # the migration makes the schema
     engine.dispose()
+
+
+def text_insert_campaign():
+    """An INSERT of the columns campaigns had at 0003 (the ORM's now include project)."""
+    from sqlalchemy import text
+
+    return text(
+        "INSERT INTO campaigns (name, selector, configs, models, settings, priority, cancelled, "
+        "created_at) VALUES ('', 'all', '[]', '[]', '{}', 0, false, CURRENT_TIMESTAMP)"
+    )
 
 
 def text_insert_job():
