@@ -13,7 +13,10 @@ directory. Each figure is the time from before the model is opened to the first
 inference's outputs read back into host arrays (imports and reading the file excluded, as
 both are the same for every model); "process" is the child's whole wall time. Every child
 prints one JSON line; the table ends with the ratio of our cold start to LiteRT's.
-`--env` passes settings to our children only (e.g. DEVICEFARM_GPU_PERSISTENT=0).
+`--env` passes settings to our children only (e.g. DEVICEFARM_GPU_PERSISTENT=0);
+`--set persistent.MAX_RUN_BYTES=None` sets a constant of a module of `gpu/opencl` in them.
+After the first inference each child times `--steady` more (outputs read back each time):
+the warm children's median is the inference speed a cold start must not cost.
 """
 
 from __future__ import annotations
@@ -56,10 +59,42 @@ def model_inputs(model_path: str) -> list[np.ndarray]:
     return xs
 
 
+def steady_us(invoke, runs: int) -> float | None:
+    """The median of `runs` timed calls of `invoke` (None for none)."""
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        invoke()
+        times.append((time.perf_counter() - t) * 1e6)
+    return float(np.median(times)) if times else None
+
+
+def apply_settings(settings: list[str]) -> None:
+    """`module.NAME=VALUE` each: a constant of delegate_runtime.gpu.opencl.module set."""
+    import ast
+    import importlib
+
+    for item in settings:
+        target, value = item.split("=", 1)
+        module, name = target.rsplit(".", 1)
+        mod = importlib.import_module(f"delegate_runtime.gpu.opencl.{module}")
+        if not hasattr(mod, name):
+            raise SystemExit(f"--set: {module} has no {name}")
+        setattr(mod, name, ast.literal_eval(value))
+
+
 def child_ours(
-    model_path: str, precision: str, device: str | None, cache: str, jobs: int | None
+    model_path: str,
+    precision: str,
+    device: str | None,
+    cache: str,
+    jobs: int | None,
+    runs: int = 0,
+    settings: tuple[str, ...] = (),
 ) -> dict:
     import pyopencl  # noqa: F401  (loading the library is process start-up)
+
+    apply_settings(list(settings))
 
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
@@ -84,6 +119,7 @@ def child_ours(
     return {
         "init_ms": (t1 - t0) * 1e3,
         "first_ms": (t2 - t1) * 1e3,
+        "steady_us": steady_us(lambda: [np.asarray(o) for o in session.invoke(xs)], runs),
         "from_cache": session.program_from_cache,
         "phases_ms": session.init_phases_ms,
         "specialized": getattr(session, "specialized_kernels", 0),
@@ -91,7 +127,7 @@ def child_ours(
     }
 
 
-def child_litert(model_path: str) -> dict:
+def child_litert(model_path: str, runs: int = 0) -> dict:
     from ai_edge_litert.compiled_model import CompiledModel
     from ai_edge_litert.hardware_accelerator import HardwareAccelerator
 
@@ -103,13 +139,23 @@ def child_litert(model_path: str) -> dict:
     t1 = time.perf_counter()
     for buf, x in zip(ins, xs, strict=True):
         buf.write(x)
-    model.run_by_index(0, ins, outs)
     details = list(model.get_output_tensor_details(key).values())
+
+    def invoke() -> None:
+        for buf, x in zip(ins, xs, strict=True):
+            buf.write(x)
+        model.run_by_index(0, ins, outs)
+        for buf, d in zip(outs, details, strict=True):
+            n = int(np.prod(d["shape"]))
+            np.asarray(buf.read(n, np.dtype(d.get("dtype", np.float32)))).sum()
+
+    model.run_by_index(0, ins, outs)
     for buf, d in zip(outs, details, strict=True):
         n = int(np.prod(d["shape"]))
         np.asarray(buf.read(n, np.dtype(d.get("dtype", np.float32)))).sum()
     t2 = time.perf_counter()
-    return {"init_ms": (t1 - t0) * 1e3, "first_ms": (t2 - t1) * 1e3}
+    steady = steady_us(invoke, runs)
+    return {"init_ms": (t1 - t0) * 1e3, "first_ms": (t2 - t1) * 1e3, "steady_us": steady}
 
 
 def run_child(args: list[str], env: dict[str, str]) -> dict:
@@ -144,23 +190,33 @@ def cold_warm(args: list[str], env: dict[str, str]) -> tuple[dict, dict]:
 
 
 def measure_ours(
-    path: str, precision: str, device: str | None, extra: dict, jobs: int | None
+    path: str,
+    precision: str,
+    device: str | None,
+    extra: dict,
+    jobs: int | None,
+    tail: tuple[str, ...] = (),
 ) -> tuple[dict, dict]:
     root = tempfile.mkdtemp(prefix="cold-ours-")
     # our sessions point the drivers' caches inside their own directory: none set here
     env = {k: v for k, v in clean_env(root, extra).items() if k != "CUDA_CACHE_PATH"}
     args = ["--child-ours", path, "--precision", precision, "--cache", f"{root}/kernels"]
     args += ["--device", device] if device else []
-    return cold_warm(args + (["--build-jobs", str(jobs)] if jobs else []), env)
+    args += ["--build-jobs", str(jobs)] if jobs else []
+    return cold_warm(args + list(tail), env)
 
 
-def measure_litert(path: str) -> tuple[dict, dict]:
+def measure_litert(path: str, runs: int) -> tuple[dict, dict]:
     root = tempfile.mkdtemp(prefix="cold-litert-")
-    return cold_warm(["--child-litert", path], clean_env(root, {}))
+    return cold_warm(["--child-litert", path, "--steady", str(runs)], clean_env(root, {}))
 
 
 def total(r: dict) -> float | None:
     return None if "error" in r else r["init_ms"] + r["first_ms"]
+
+
+def steady(r: dict) -> str:
+    return "-" if r.get("steady_us") is None else f"{r['steady_us']:.0f}"
 
 
 def cell(r: dict) -> str:
@@ -179,16 +235,21 @@ def main() -> int:
     ap.add_argument("--phases", action="store_true", help="print our init phases per run")
     ap.add_argument("--build-jobs", type=int, default=None, help="ours: units built at once")
     ap.add_argument("--no-litert", action="store_true", help="ours only")
+    ap.add_argument("--steady", type=int, default=100, help="timed inferences after the first")
+    ap.add_argument("--set", action="append", default=[], help="module.NAME=VALUE for ours")
     ap.add_argument("--child-ours", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-litert", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
     ap.add_argument("--cache", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child_ours:
-        print(json.dumps(child_ours(a.child_ours, a.precision, a.device, a.cache, a.build_jobs)))
+        got = child_ours(
+            a.child_ours, a.precision, a.device, a.cache, a.build_jobs, a.steady, tuple(a.set)
+        )
+        print(json.dumps(got))
         return 0
     if a.child_litert:
-        print(json.dumps(child_litert(a.child_litert)))
+        print(json.dumps(child_litert(a.child_litert, a.steady)))
         return 0
     extra = dict(kv.split("=", 1) for kv in a.env)
     paths = []
@@ -199,18 +260,21 @@ def main() -> int:
         "ms from opening the model to the first outputs read back (init + first inference),"
         " each in a fresh process; caches emptied explicitly before each cold run"
         + (f"; ours with {extra}" if extra else "")
+        + (f"; ours with {a.set}" if a.set else "")
+        + f"; steady: the warm run's median of {a.steady} more, us"
     )
     print(
         "| model | precision | ours cold | ours warm | LiteRT GPU cold | LiteRT GPU warm |"
-        " ours cold / LiteRT cold | ours warm process ms |"
+        " ours cold / LiteRT cold | ours warm process ms | ours steady | LiteRT steady |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     ratios = []
     for path in paths:
         skipped = {"error": "not run (--no-litert)", "process_ms": 0.0}
-        lite_cold, lite_warm = (skipped, skipped) if a.no_litert else measure_litert(path)
+        lite_cold, lite_warm = (skipped, skipped) if a.no_litert else measure_litert(path, a.steady)
+        tail = ("--steady", str(a.steady), *[f"--set={kv}" for kv in a.set])
         for precision in a.precisions.split(","):
-            cold, warm = measure_ours(path, precision, a.device, extra, a.build_jobs)
+            cold, warm = measure_ours(path, precision, a.device, extra, a.build_jobs, tail)
             ratio = "-"
             if total(cold) is not None and total(lite_cold) is not None:
                 ratios.append(total(cold) / total(lite_cold))
@@ -218,7 +282,7 @@ def main() -> int:
             print(
                 f"| {Path(path).stem} | {precision} | {cell(cold)} | {cell(warm)} |"
                 f" {cell(lite_cold)} | {cell(lite_warm)} | {ratio} |"
-                f" {warm['process_ms']:.0f} |",
+                f" {warm['process_ms']:.0f} | {steady(warm)} | {steady(lite_warm)} |",
                 flush=True,
             )
             if a.phases:

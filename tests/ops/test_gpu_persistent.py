@@ -143,6 +143,26 @@ def _check_one_kernel(case: tuple[bytes, list[np.ndarray]], precision: str, monk
         np.testing.assert_array_equal(got, w)
 
 
+def test_a_run_past_the_size_bound_is_split_into_kernels_in_a_row(opencl_device, monkeypatch):
+    """A run whose layer functions pass persistent.MAX_RUN_BYTES is split into persistent
+    kernels of at least MIN_LAYERS layers, one after another with no launch between them
+    (each its own program unit, built in parallel), computing what the launches compute."""
+    from delegate_runtime.gpu.opencl import persistent
+
+    model, inputs = separable_blocks()
+    one_by_one = _session(model, "fp32", "0", monkeypatch)
+    launches = len(one_by_one.executors[0].kernels)
+    want = one_by_one.invoke(inputs)
+    monkeypatch.setattr(persistent, "MAX_RUN_BYTES", 1)  # every run as short as allowed
+    session = _session(model, "fp32", "1", monkeypatch)
+    runs = [(run.start, run.end) for run, _ in session.executors[0].persistent]
+    spans = [(i, i + 2) for i in range(0, launches - launches % 2 - 2, 2)]
+    assert runs == spans + [(spans[-1][1], launches)]
+    assert session.persistent_runs == (launches, len(runs))
+    for got, w in zip(session.invoke(inputs), want, strict=True):
+        np.testing.assert_array_equal(got, w)
+
+
 def test_groups_the_device_cannot_hold_at_once_fall_back_to_launches(opencl_device, monkeypatch):
     """More groups than the device runs at once: the session's first run of the kernel
     finds a grid barrier that never filled, keeps the launches, and computes what they

@@ -125,3 +125,18 @@ def test_staging_buffers_are_the_kernels_parameters_after_its_state():
     assert head in text
     assert "vload16(0, offs), (__global const float*)edge0_, (__local uchar*)lmem_" in text
     assert "(__global float*)edge1_, (__local uchar*)lmem_" in text
+
+
+@pytest.mark.parametrize(
+    "costs, limit, spans",
+    [
+        ([10, 10, 10], 100, [(0, 3)]),  # within the bound: one run
+        ([10, 10, 10], None, [(0, 3)]),  # no bound
+        ([40, 40, 40, 40], 100, [(0, 2), (2, 4)]),
+        ([60, 60, 60, 60, 60], 100, [(0, 2), (2, 5)]),  # no run under MIN_LAYERS: a tail joins
+        ([500, 10, 10], 100, [(0, 3)]),  # one layer past the bound still needs a partner
+        ([30, 30, 30, 30, 30, 30, 30], 100, [(0, 3), (3, 7)]),
+    ],
+)
+def test_a_long_run_splits_where_its_layer_functions_pass_the_bound(costs, limit, spans):
+    assert persistent.split_run(costs, limit) == spans

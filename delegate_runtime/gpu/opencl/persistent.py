@@ -53,6 +53,13 @@ GROUPS_PER_CU = 2
 GROUPS: int | None = None
 #: Fewest launches worth a persistent kernel.
 MIN_LAYERS = 2
+#: Most bytes of layer functions a persistent kernel calls (a layer called twice counts
+#: twice: NVIDIA's compiler inlines every call); longer runs are split into kernels in a
+#: row, each its own program unit built in parallel (program_units.py). The aim: a cold
+#: start without one long build (pose_landmark_full's 37-layer run of 278 kB built alone
+#: for 18 s on an H200). None, no bound, until its cold and warm figures are measured
+#: there (`bench/cold_start.py --set persistent.MAX_RUN_BYTES=64000`).
+MAX_RUN_BYTES: int | None = None
 #: Spins at a grid barrier before the run is marked failed: at the session's check of a
 #: grid size (a layer of this GPU waits well under 1 ms; the spins take longer), and in
 #: the invokes after it, where only a device that stopped holding the groups would spin.
@@ -152,24 +159,52 @@ def plan_runs(source: str, launches: list[Launch], prefix: str) -> tuple[list[Ru
         if key not in made:
             made[key] = _layer(text, spans, launch, f"pk_{len(made)}_{prefix}")
         layers.append(made[key])
-    runs, texts, start = [], [], 0
+    runs, texts = [], []
+    for start, end in _run_spans(layers):
+        name = f"{prefix}{len(runs)}"
+        calls = []
+        functions: dict[str, str] = {}  # the layer functions this run calls, by name
+        for launch, layer in zip(launches[start:end], layers[start:end], strict=True):
+            assert layer is not None  # the run holds layers only
+            functions.setdefault(layer.name, layer.function)
+            calls.append((layer, _edge_args(source, launch)))
+        edges = tuple(dict.fromkeys(t for _, args in calls for t, _ in args))
+        texts.append("\n".join(functions.values()) + "\n" + _kernel(name, calls, edges))
+        runs.append(Run(start, end, name, edges))
+    return runs, texts
+
+
+def _run_spans(layers: list[_Layer | None]) -> list[tuple[int, int]]:
+    """Each run's launches (start, end): MIN_LAYERS or more layers in a row, split where
+    they call more than MAX_RUN_BYTES of layer functions."""
+    spans, start = [], 0
     while start < len(layers):
         end = start
         while end < len(layers) and layers[end] is not None:
             end += 1
         if end - start >= MIN_LAYERS:
-            name = f"{prefix}{len(runs)}"
-            calls = []
-            functions: dict[str, str] = {}  # the layer functions this run calls, by name
-            for launch, layer in zip(launches[start:end], layers[start:end], strict=True):
-                assert layer is not None  # the run holds layers only
-                functions.setdefault(layer.name, layer.function)
-                calls.append((layer, _edge_args(source, launch)))
-            edges = tuple(dict.fromkeys(t for _, args in calls for t, _ in args))
-            texts.append("\n".join(functions.values()) + "\n" + _kernel(name, calls, edges))
-            runs.append(Run(start, end, name, edges))
+            costs = [len(layer.function) for layer in layers[start:end] if layer is not None]
+            spans += [(start + a, start + b) for a, b in split_run(costs)]
         start = end + 1
-    return runs, texts
+    return spans
+
+
+def split_run(costs: list[int], limit: int | None = None) -> list[tuple[int, int]]:
+    """Consecutive spans of a run of layers of these costs (bytes) of at most `limit`
+    (MAX_RUN_BYTES) each where a span of MIN_LAYERS allows, none shorter than MIN_LAYERS."""
+    limit = MAX_RUN_BYTES if limit is None else limit
+    if limit is None or sum(costs) <= limit:
+        return [(0, len(costs))]
+    spans, start, held = [], 0, 0
+    for i, cost in enumerate(costs):
+        if held + cost > limit and i - start >= MIN_LAYERS:
+            spans.append((start, i))
+            start, held = i, 0
+        held += cost
+    if len(costs) - start < MIN_LAYERS and spans:
+        start = spans.pop()[0]  # a short tail joins the span before it
+    spans.append((start, len(costs)))
+    return spans
 
 
 def _layer(text: str, spans: dict, launch: Launch, name: str) -> _Layer | None:
