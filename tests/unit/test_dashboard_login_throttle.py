@@ -1,10 +1,17 @@
-"""Wrong dashboard passwords back off per client and for everyone (issue 16, point 12)."""
+"""Wrong dashboard passwords back off per client (issue 16, point 12) and per account, and no
+one can lock out a user who has the right password (issue 42)."""
 
 from __future__ import annotations
 
 import pytest
 
-from dashboard.login_throttle import ENV_DELAY, MAX_CLIENTS, LoginThrottle
+from dashboard.login_throttle import (
+    ENV_DELAY,
+    MAX_ACCOUNTS,
+    MAX_CLIENTS,
+    MAX_DOUBLINGS,
+    LoginThrottle,
+)
 
 
 class Clock:
@@ -56,11 +63,56 @@ def test_clients_are_throttled_apart(clock: Clock) -> None:
     assert t.wait_s("a") > 0 and t.wait_s("b") == 0
 
 
-def test_many_clients_together_back_off_everyone(clock: Clock) -> None:
-    t = throttle(clock, free_attempts=3, global_free=20, base_delay_s=1.0)
+def test_many_clients_at_one_account_are_slowed_after_their_first_guess(clock: Clock) -> None:
+    t = throttle(clock, free_attempts=3, account_free=20, base_delay_s=1.0)
     for i in range(20):
         t.failed(f"10.0.0.{i}")  # one failure each: no client is over its own limit
-    assert t.wait_s("10.0.0.99") == 1.0
+    assert t.wait_s("10.0.0.3") == 1.0  # the account's back-off holds for every guesser
+    t.failed("10.0.0.99")
+    assert t.wait_s("10.0.0.99") == 2.0
+
+
+def test_many_sources_cannot_lock_out_the_right_password(clock: Clock) -> None:
+    """Issue 42: 8 addresses x 3 wrong passwords made everyone wait, up to 300 s."""
+    t = throttle(clock)  # the defaults the dashboard runs with
+    for _ in range(10):
+        for i in range(8):
+            if t.wait_s(f"10.0.0.{i}") == 0:
+                t.failed(f"10.0.0.{i}")
+            clock.now += 0.1
+    assert all(t.wait_s(f"10.0.0.{i}") > 0 for i in range(8))
+    assert t.wait_s("192.168.1.5") == 0  # the user, from an address that never failed
+
+
+def test_accounts_are_throttled_apart(clock: Clock) -> None:
+    t = throttle(clock, free_attempts=100, account_free=2)
+    t.failed("a", "alice")
+    t.failed("b", "alice")
+    assert t.wait_s("a", "alice") > 0 and t.wait_s("a", "bob") == 0
+
+
+def test_a_success_leaves_the_accounts_failures(clock: Clock) -> None:
+    t = throttle(clock, free_attempts=100, account_free=1, base_delay_s=5.0)
+    t.failed("attacker")
+    t.failed("user")
+    t.succeeded("user")
+    assert t.wait_s("user") == 0  # its own failures are gone: it may try
+    assert t.wait_s("attacker") == 10.0  # two failures at the account: one doubling
+
+
+def test_accounts_remembered_are_bounded(clock: Clock) -> None:
+    t = throttle(clock)
+    for i in range(MAX_ACCOUNTS + 50):
+        t.failed("a", f"user{i}")
+    assert len(t._accounts) == MAX_ACCOUNTS
+
+
+def test_failures_remembered_per_key_are_bounded(clock: Clock) -> None:
+    t = throttle(clock, free_attempts=0, account_free=0, max_delay_s=1e30)
+    for _ in range(1000):
+        t.failed("a")
+    assert len(t._clients["a"]) == len(t._accounts["*"]) == MAX_DOUBLINGS + 1
+    assert t.wait_s("a") == 2.0**MAX_DOUBLINGS
 
 
 def test_a_right_password_clears_its_client_only(clock: Clock) -> None:
@@ -81,7 +133,7 @@ def test_failures_are_forgotten_after_the_window(clock: Clock) -> None:
 
 
 def test_clients_remembered_are_bounded(clock: Clock) -> None:
-    t = throttle(clock, global_free=10**9)
+    t = throttle(clock, account_free=10**9)
     for i in range(MAX_CLIENTS + 50):
         t.failed(f"c{i}")
     assert len(t._clients) == MAX_CLIENTS
