@@ -1,5 +1,7 @@
-"""The API's endpoints. Each checks the caller's role first, then runs the orchestrator's
-own functions (the same the `devicefarm` commands run) in a worker thread."""
+"""The API's endpoints. Each checks the caller's token and role first, then the project of
+what it asks for (api.auth.Access: another project's campaign or model is a 404, as one
+that does not exist), then runs the orchestrator's own functions (the same the
+`devicefarm` commands run) in a worker thread."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from starlette.responses import JSONResponse, Response
 
 from delegate_runtime.errors import DevicefarmError, JobError
 
-from .auth import authenticate
+from .auth import ANY_PROJECT, Access, authenticate
 from .errors import ApiError
 from .openapi import OPENAPI
 from .uploads import MAX_FIELDS, MAX_MODELS, InputFolder, ModelFolder, Params
@@ -50,6 +52,28 @@ class Json(JSONResponse):
 
 def _farm(request: Request) -> Any:
     return request.app.state.farm
+
+
+def _access(request: Request, write: bool) -> Access:
+    """The request's authenticated caller (401; 403 when `write` and it may only read)."""
+    return Access(request, authenticate(request, _farm(request).tokens, write))
+
+
+def _missing_campaign(campaign: int) -> Callable[[], ApiError]:
+    """The 404 of a campaign that does not exist (or is another project's), in the words
+    of the orchestrator's own functions."""
+    return lambda: ApiError(404, f"no campaign {campaign} (`devicefarm status` lists them)")
+
+
+async def _check_campaign(
+    access: Access, campaign: int, write: bool, missing: Callable[[], ApiError] | None = None
+) -> None:
+    """404 unless the campaign exists in a project of the caller; 403 when `write` and the
+    caller may only read there."""
+    from orchestrator.scope import campaign_project
+
+    project = await run_in_threadpool(campaign_project, _farm(access.request).engine, campaign)
+    access.check(project, write, missing or _missing_campaign(campaign))
 
 
 def _content_type(request: Request) -> str:
@@ -158,9 +182,10 @@ async def submit_campaign(request: Request) -> Response:
     from farm_core.configs import DEFAULT_CONFIGS
     from orchestrator.submit import RunSettings
 
-    user = authenticate(request, _farm(request).tokens, write=True)
+    access = _access(request, write=True)
     with tempfile.TemporaryDirectory(prefix="devicefarm-api-") as tmp:
         folder, params, inputs = await _read_models(request, tmp)
+        project = access.submit_project(params.text("project"))
         default = RunSettings()
         settings = RunSettings(
             num_runs=params.integer("runs", default.num_runs),
@@ -176,6 +201,8 @@ async def submit_campaign(request: Request) -> Response:
             "model_name": params.text("model_name"),
             "max_model_bytes": folder.max_bytes,
             "inputs": inputs.values,
+            "project": project,
+            "owner": access.who.name,
         }
         params.check()
         try:
@@ -188,9 +215,16 @@ async def submit_campaign(request: Request) -> Response:
             raise ApiError(
                 exc.status, unfold(exc.message), [unfold(e) for e in exc.errors]
             ) from exc
-    log.info("%s submitted campaign %d (%d jobs)", user.name, sub.campaign_id, sub.jobs)
+    log.info(
+        "%s submitted campaign %d in project %s (%d jobs)",
+        access.who.name,
+        sub.campaign_id,
+        project,
+        sub.jobs,
+    )
     body = {
         "campaign": sub.campaign_id,
+        "project": project,
         "jobs": sub.jobs,
         "devices": sub.devices,
         "sent": sub.sent,
@@ -217,10 +251,13 @@ def _no_campaign(campaign: int) -> ApiError:
 
 
 async def list_campaigns(request: Request) -> Response:
-    from orchestrator.report import campaign_counts
+    """The newest campaigns of the caller's projects (an admin's: of every project)."""
+    from orchestrator.scope import campaign_counts
 
-    authenticate(request, _farm(request).tokens, write=False)
-    return Json({"campaigns": await _call(campaign_counts, _farm(request).engine)})
+    access = _access(request, write=False)
+    access.log(ANY_PROJECT)
+    rows = await _call(campaign_counts, _farm(request).engine, access.who.projects)
+    return Json({"campaigns": rows})
 
 
 async def campaign_status(request: Request) -> Response:
@@ -228,8 +265,8 @@ async def campaign_status(request: Request) -> Response:
     from orchestrator.report import campaign_counts, campaign_rows
 
     farm = _farm(request)
-    authenticate(request, farm.tokens, write=False)
     campaign = request.path_params["campaign"]
+    await _check_campaign(_access(request, False), campaign, False, lambda: _no_campaign(campaign))
     counts = await _call(campaign_counts, farm.engine, campaign)
     if not counts:
         raise _no_campaign(campaign)
@@ -242,8 +279,8 @@ async def campaign_results(request: Request) -> Response:
     from orchestrator.report import campaign_rows, format_csv
 
     farm = _farm(request)
-    authenticate(request, farm.tokens, write=False)
     campaign = request.path_params["campaign"]
+    await _check_campaign(_access(request, False), campaign, False, lambda: _no_campaign(campaign))
     params = Params(request.query_params)
     fmt = params.text("format", "json")
     full = params.flag("full")
@@ -258,6 +295,20 @@ async def campaign_results(request: Request) -> Response:
     return Json({"campaign": campaign, "results": rows})
 
 
+def _baseline(engine: Any, campaign: int, baseline: str | None, projects: Any) -> str | None:
+    """The baseline campaign's id, found among the caller's projects' campaigns only
+    (404 for another project's, as for one that does not exist)."""
+    from orchestrator.scope import resolve_campaign
+
+    if baseline is None:
+        return None
+    with engine.begin() as conn:
+        try:
+            return str(resolve_campaign(conn, baseline, projects, exclude=campaign))
+        except JobError as exc:
+            raise ApiError(404, str(exc)) from exc
+
+
 def _gate(
     engine: Any,
     campaign: int,
@@ -266,11 +317,13 @@ def _gate(
     confirm: bool,
     ended: str = "",
     keep: bool = False,
+    projects: Any = None,
 ) -> dict:
     """The gate's verdict as the API serves it; `keep`: also keep it with the campaign
-    (orchestrator.verdicts), as `submit --wait` does."""
+    (orchestrator.verdicts), as `submit --wait` does; `baseline` among `projects`."""
     from orchestrator import gate, junit, verdicts
 
+    baseline = _baseline(engine, campaign, baseline, projects)
     try:
         report = gate.evaluate(engine, campaign, baseline, threshold=threshold, confirm=confirm)
     except JobError as exc:  # the campaign or the baseline campaign is unknown
@@ -305,7 +358,7 @@ async def campaign_gate(request: Request) -> Response:
     """The CI gate's verdict on a campaign: exit code, summary lines and JUnit XML (its
     unfinished jobs as errors, saying `?ended=` why the wait ended)."""
     farm = _farm(request)
-    authenticate(request, farm.tokens, write=False)
+    access = _access(request, write=False)
     params, baseline, threshold = _gate_params(request)
     confirm = not params.flag("no_confirm")
     ended = params.text("ended")
@@ -313,7 +366,11 @@ async def campaign_gate(request: Request) -> Response:
         params.errors.append(f"ended: at most {MAX_ENDED_CHARS} characters")
     params.check()
     campaign = request.path_params["campaign"]
-    body = await _call(_gate, farm.engine, campaign, baseline, threshold, confirm, ended)
+    await _check_campaign(access, campaign, write=False)
+    body = await _call(
+        _gate, farm.engine, campaign, baseline, threshold, confirm, ended,
+        projects=access.who.projects,
+    )  # fmt: skip
     return Json(body)
 
 
@@ -321,22 +378,29 @@ async def keep_gate(request: Request) -> Response:
     """Judge the campaign as GET .../gate does and keep the verdict with it (`kept`: false
     while a job has not ended), as `submit --wait` does; `status` and `results` show it."""
     farm = _farm(request)
-    user = authenticate(request, farm.tokens, write=True)
+    access = _access(request, write=True)
     _no_body(request)
     params, baseline, threshold = _gate_params(request)
     confirm = not params.flag("no_confirm")
     params.check()
     campaign = request.path_params["campaign"]
-    body = await _call(_gate, farm.engine, campaign, baseline, threshold, confirm, keep=True)
+    await _check_campaign(access, campaign, write=True)
+    body = await _call(
+        _gate, farm.engine, campaign, baseline, threshold, confirm, keep=True,
+        projects=access.who.projects,
+    )  # fmt: skip
     if body["kept"]:
-        log.info("%s kept the gate's verdict on campaign %d: exit %d", user.name, campaign,
+        log.info("%s kept the gate's verdict on campaign %d: exit %d", access.who.name, campaign,
                  body["exit_code"])  # fmt: skip
     return Json(body)
 
 
-def _confirm(farm: Any, campaign: int, baseline: str | None, threshold: float, pairs: int) -> dict:
+def _confirm(
+    farm: Any, campaign: int, baseline: str | None, threshold: float, pairs: int, projects: Any
+) -> dict:
     from orchestrator import gate
 
+    baseline = _baseline(farm.engine, campaign, baseline, projects)
     with farm.send_lock:  # one caller at a time sees a suspect without its confirmation
         try:
             report = gate.evaluate(farm.engine, campaign, baseline, threshold=threshold)
@@ -357,7 +421,7 @@ async def confirm_campaign(request: Request) -> Response:
     from orchestrator.confirm import DEFAULT_PAIRS
 
     farm = _farm(request)
-    user = authenticate(request, farm.tokens, write=True)
+    access = _access(request, write=True)
     _no_body(request)
     params, baseline, threshold = _gate_params(request)
     pairs = params.integer("pairs", DEFAULT_PAIRS)
@@ -365,9 +429,11 @@ async def confirm_campaign(request: Request) -> Response:
         params.errors.append(f"pairs must be 1 to {MAX_CONFIRM_PAIRS}")
     params.check()
     campaign = request.path_params["campaign"]
-    body = await _call(_confirm, farm, campaign, baseline, threshold, pairs)
+    await _check_campaign(access, campaign, write=True)
+    projects = access.who.projects
+    body = await _call(_confirm, farm, campaign, baseline, threshold, pairs, projects)
     if body["confirmations"]:
-        log.info("%s confirms campaign %d: %s", user.name, campaign, body["confirmations"])
+        log.info("%s confirms campaign %d: %s", access.who.name, campaign, body["confirmations"])
     return Json(body)
 
 
@@ -385,11 +451,12 @@ def _cancel(engine: Any, campaign: int) -> int:
 
 async def cancel_campaign(request: Request) -> Response:
     farm = _farm(request)
-    user = authenticate(request, farm.tokens, write=True)
+    access = _access(request, write=True)
     _no_body(request)
     campaign = request.path_params["campaign"]
+    await _check_campaign(access, campaign, write=True)
     n = await _call(_cancel, farm.engine, campaign)
-    log.info("%s cancelled campaign %d (%d jobs)", user.name, campaign, n)
+    log.info("%s cancelled campaign %d (%d jobs)", access.who.name, campaign, n)
     return Json({"campaign": campaign, "cancelled": n})
 
 
@@ -403,14 +470,15 @@ def _rerun(farm: Any, campaign: int) -> Any:
 async def rerun_campaign(request: Request) -> Response:
     """Re-queue the campaign's failed, timed-out and cancelled jobs as new attempts."""
     farm = _farm(request)
-    user = authenticate(request, farm.tokens, write=True)
+    access = _access(request, write=True)
     _no_body(request)
     campaign = request.path_params["campaign"]
+    await _check_campaign(access, campaign, write=True)
     try:
         out = await run_in_threadpool(_rerun, farm, campaign)
     except JobError as exc:  # the only one rerun raises: no such campaign
         raise ApiError(404, str(exc)) from exc
-    log.info("%s re-ran %d job(s) of campaign %d", user.name, len(out.cells), campaign)
+    log.info("%s re-ran %d job(s) of campaign %d", access.who.name, len(out.cells), campaign)
     keys = ("job", "model", "device", "config", "state")
     return Json(
         {
@@ -440,17 +508,21 @@ def _device_rows(engine: Any) -> list[dict[str, Any]]:
 async def devices(request: Request) -> Response:
     """Registered devices, their facts, liveness (`alive`) and health."""
     farm = _farm(request)
-    authenticate(request, farm.tokens, write=False)
+    _access(request, write=False).log(ANY_PROJECT)  # the lab's devices: every project's
     return Json({"devices": await _call(_device_rows, farm.engine)})
 
 
-def _allowlist(engine: Any, model: str, fmt: str, thresholds: Any) -> tuple[bytes, str, str]:
-    from orchestrator.allowlist.collect import build_allowlist
+def _allowlist(
+    engine: Any, model: str, fmt: str, thresholds: Any, projects: Any
+) -> tuple[bytes, str, str]:
+    """A model of `projects`, its allowlist from their results only (404 for a model no
+    job of theirs ran)."""
     from orchestrator.allowlist.export import render
     from orchestrator.allowlist.rules import summary
+    from orchestrator.scope import build_allowlist
 
     try:
-        allowlist = build_allowlist(engine, model, thresholds)
+        allowlist = build_allowlist(engine, model, thresholds, projects)
     except JobError as exc:
         if str(exc).startswith("no model"):
             raise ApiError(404, str(exc)) from exc
@@ -467,7 +539,7 @@ async def allowlist(request: Request) -> Response:
     from orchestrator.allowlist.rules import Thresholds
 
     farm = _farm(request)
-    authenticate(request, farm.tokens, write=False)
+    access = _access(request, write=False)
     params = Params(request.query_params)
     model, fmt = params.text("model"), params.text("format", "devicedb-json")
     if not model:
@@ -487,7 +559,9 @@ async def allowlist(request: Request) -> Response:
     if thresholds.min_runs < 1:
         params.errors.append("min_runs must be 1 or more")
     params.check()
-    data, sha, line = await _call(_allowlist, farm.engine, model, fmt, thresholds)
+    projects = access.who.projects
+    access.log(ANY_PROJECT if projects is None else ",".join(projects))
+    data, sha, line = await _call(_allowlist, farm.engine, model, fmt, thresholds, projects)
     media, ext = ALLOWLIST_MEDIA[fmt]
     headers = {
         "Content-Disposition": f'attachment; filename="allowlist-{sha[:12]}.{ext}"',

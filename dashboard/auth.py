@@ -1,13 +1,16 @@
 """Who may use the dashboard, and the signed cookie that keeps them logged in.
 
 Logins come from the farm's tokens file (farm_core/accounts.py: a user's API token logs them
-in with their API role) and, optionally, one shared password
-(`DEVICEFARM_DASHBOARD_PASSWORD`, role `submit`). Neither configured: no login at all.
+in with their API roles, per project, capped by the token's scope) and, optionally, one
+shared password (`DEVICEFARM_DASHBOARD_PASSWORD`: role `submit` in project `default`).
+Neither configured: no login at all, and every project is shown. A viewer sees the
+projects they belong to (an admin: all); the pages filter by `Viewer.projects`.
 
-A login gives a cookie `name.role.fingerprint.expiry.mac` (HMAC-SHA256 with
-`DEVICEFARM_DASHBOARD_SECRET`, else a random key per process: a restart logs everyone out).
-Each check re-reads the tokens file (when it changed): a removed user, a new token or a new
-password ends the sessions made with the old one, and a changed role applies at once.
+A login gives a cookie `name.fingerprint.expiry.mac` (the fingerprint: of the token logged
+in with; HMAC-SHA256 with `DEVICEFARM_DASHBOARD_SECRET`, else a random key per process: a
+restart logs everyone out). Each check re-reads the tokens file (when it changed): a
+removed user, a revoked or expired token or a new password ends the sessions made with it,
+and a changed role applies at once.
 No Streamlit here: serve.py's middleware and the pages share it.
 """
 
@@ -20,10 +23,21 @@ import os
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from farm_core.accounts import ENV_TOKENS, SUBMIT, WRITE_ROLES, Accounts, load_accounts
+from farm_core.accounts import (
+    DEFAULT_PROJECT,
+    ENV_TOKENS,
+    READ,
+    SUBMIT,
+    WRITE_ROLES,
+    Accounts,
+    Identity,
+    load_accounts,
+    utcnow,
+)
+from farm_core.token_use import UseLog
 
 ENV_PASSWORD = "DEVICEFARM_DASHBOARD_PASSWORD"
 ENV_SECRET = "DEVICEFARM_DASHBOARD_SECRET"
@@ -38,19 +52,44 @@ _FINGERPRINT_CHARS = 16
 
 @dataclass(frozen=True)
 class Viewer:
-    """Someone logged in (or anyone, when no login is configured)."""
+    """Someone logged in (or anyone, when no login is configured): their highest role and
+    their role in each project they see (`roles` None: every project, with `role`)."""
 
     name: str
     role: str
+    roles: tuple[tuple[str, str], ...] | None = None
+    #: the sha256 prefix of the token (or password) they logged in with: their cookie's
+    fingerprint: str = ""
 
     @property
     def can_write(self) -> bool:
-        """May submit, cancel and re-run (the API's roles admin and submit)."""
+        """May submit, cancel and re-run somewhere (the API's roles admin and submit)."""
         return self.role in WRITE_ROLES
+
+    @property
+    def projects(self) -> tuple[str, ...] | None:
+        """The projects whose campaigns, results and models they see (None: all)."""
+        return None if self.roles is None else tuple(p for p, _ in self.roles)
+
+    def writable_projects(self) -> tuple[str, ...] | None:
+        """The projects they may submit to (None: any)."""
+        if not self.can_write:
+            return ()
+        return None if self.roles is None else tuple(p for p, r in self.roles if r != READ)
+
+    @classmethod
+    def of(cls, who: Identity) -> Viewer:
+        """The viewer an API identity is (its roles capped by its token's scope)."""
+        roles = None
+        if who.projects is not None:
+            roles = tuple((p, str(who.role_in(p))) for p in who.projects)
+        return cls(who.name, who.role, roles, _fingerprint(who.token.sha256))
 
 
 #: Everyone, on a dashboard with no login configured.
 ANYONE = Viewer("anyone", SUBMIT)
+#: The shared password's viewer: a submitter in project default.
+PASSWORD_VIEWER = Viewer(PASSWORD_USER, SUBMIT, ((DEFAULT_PROJECT, SUBMIT),))
 
 
 def _fingerprint(digest: str) -> str:
@@ -76,6 +115,8 @@ class Gate:
         self._accounts = Accounts()
         self._stamp: tuple[int, int] | None = None
         self._lock = threading.Lock()
+        #: token logins noted as their tokens' last use (farm_core.token_use)
+        self.uses = UseLog(tokens_path) if tokens_path is not None else None
 
     @classmethod
     def from_env(cls) -> Gate:
@@ -117,26 +158,39 @@ class Gate:
                 self._stamp = stamp
             return self._accounts
 
-    def _digest_of(self, viewer_name: str) -> tuple[str, str] | None:
-        """(role, sha256) of a current user: a tokens-file user or the password."""
+    def _session(self, viewer_name: str, fingerprint: str) -> Viewer | None:
+        """Today's viewer of a login: the password, or the user's live token whose sha256
+        starts with `fingerprint`."""
         if viewer_name == PASSWORD_USER:
             if self.password is None:
                 return None
-            return SUBMIT, hashlib.sha256(self.password.encode()).hexdigest()
+            viewer = self._password_viewer()
+            return viewer if hmac.compare_digest(viewer.fingerprint, fingerprint) else None
         user = self.accounts().get(viewer_name)
-        return (user.role, user.token_sha256) if user else None
+        now = utcnow()
+        for token in user.tokens if user else ():
+            if hmac.compare_digest(_fingerprint(token.sha256), fingerprint):
+                return None if token.refusal(now) else Viewer.of(Identity(user, token))
+        return None
+
+    def _password_viewer(self) -> Viewer:
+        digest = hashlib.sha256(str(self.password).encode()).hexdigest()
+        return replace(PASSWORD_VIEWER, fingerprint=_fingerprint(digest))
 
     def check(self, given: str) -> Viewer | None:
-        """The viewer `given` (a token or the password) logs in as, or None."""
+        """The viewer `given` (a live token or the password) logs in as, or None."""
         if not given:
             return None
-        user = self.accounts().authenticate(given)
-        if user is not None:
-            return Viewer(user.name, user.role)
+        now = utcnow()
+        who = self.accounts().authenticate(given, now)
+        if who is not None:
+            if self.uses is not None:
+                self.uses.used(who.token.id, now)
+            return Viewer.of(who)
         if self.password is not None and hmac.compare_digest(
             given.encode(), self.password.encode()
         ):
-            return Viewer(PASSWORD_USER, SUBMIT)
+            return self._password_viewer()
         return None
 
     def _mac(self, payload: str) -> str:
@@ -144,16 +198,15 @@ class Gate:
         return base64.urlsafe_b64encode(mac).decode().rstrip("=")
 
     def issue(self, viewer: Viewer) -> str:
-        """A cookie value for `viewer`, valid `session_s`."""
-        found = self._digest_of(viewer.name)
-        assert found is not None, viewer
+        """A cookie value for `viewer` (as `check` made it), valid `session_s`."""
+        assert viewer.fingerprint, viewer
         name = base64.urlsafe_b64encode(viewer.name.encode()).decode().rstrip("=")
-        payload = f"{name}.{_fingerprint(found[1])}.{int(self.clock() + self.session_s)}"
+        payload = f"{name}.{viewer.fingerprint}.{int(self.clock() + self.session_s)}"
         return f"{payload}.{self._mac(payload)}"
 
     def verify(self, cookie: str | None) -> Viewer | None:
-        """The viewer a cookie stands for, if it is ours, unexpired, and its user's token
-        (or the password) is still the one it was made with; the role is today's."""
+        """The viewer a cookie stands for, if it is ours, unexpired, and the token it was
+        made with is still live (or the password the same); the roles are today's."""
         if not cookie or cookie.count(".") != 3:
             return None
         payload, _, mac = cookie.rpartition(".")
@@ -166,10 +219,7 @@ class Gate:
                 return None
         except ValueError:
             return None
-        found = self._digest_of(name)
-        if found is None or not hmac.compare_digest(fingerprint, _fingerprint(found[1])):
-            return None
-        return Viewer(name, found[0])
+        return self._session(name, fingerprint)
 
 
 _gates: dict[tuple[str, ...], Gate] = {}

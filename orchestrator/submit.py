@@ -27,6 +27,7 @@ from farm_core import jobs, user_inputs
 from farm_core.configs import RunConfig, parse_configs, supports
 from farm_core.dispatch import Dispatcher, SendOrder
 from farm_core.schema import (
+    DEFAULT_PROJECT,
     DISPATCHED,
     QUARANTINED,
     QUEUED,
@@ -96,6 +97,15 @@ def model_name_errors(model_name: str, n_models: int, checked: bool = False) -> 
             "submit them one at a time, or without a name (each keeps its file name)"
         )
     return out
+
+
+def project_errors(project: str) -> list[str]:
+    """A project name: as a user name (farm_core.accounts.NAME_RE), at most its column."""
+    from farm_core.accounts import NAME_RE
+
+    if NAME_RE.fullmatch(project) and len(project) <= column_length(Campaign.project):
+        return []
+    return [f"--project {project[:70]!r}: letters, digits and ._@- (at most 64)"]
 
 
 class SubmissionError(JobError):
@@ -314,12 +324,14 @@ def validate(
     name: str = "",
     max_model_bytes: int | None = None,
     model_name: str = "",
+    project: str = DEFAULT_PROJECT,
 ) -> tuple[list[_ModelIn], list[dict[str, Any]], list[RunConfig], list[str]]:
     """Check a submission; raise SubmissionError with every problem, else return its parts."""
     errors: list[str] = []
     warnings: list[str] = []
     models = read_models(model_paths, errors, max_model_bytes)
     errors.extend(string_errors("--name", name, column_length(Campaign.name)))
+    errors.extend(project_errors(project))
     errors.extend(model_name_errors(model_name, len(model_paths), checked=model_name == name))
     run_configs, config_errors = parse_configs(configs)  # type: ignore[arg-type]
     errors.extend(config_errors)
@@ -351,6 +363,8 @@ def submit(
     max_model_bytes: int | None = None,
     inputs: Sequence[str] = (),
     model_name: str = "",
+    project: str = DEFAULT_PROJECT,
+    owner: str = "",
 ) -> Submission:
     """Validate, store a campaign and its jobs in one transaction, then send the jobs.
 
@@ -359,7 +373,9 @@ def submit(
     `inputs`: the user's input values (`LAYER:SHAPE:FILE` or an .npz, farm_core.user_inputs),
     checked against every model and stored by content hash.
     `model_name`: the model's lineage name (one model only): its history is kept by this
-    name across versions; default: each model's file name."""
+    name across versions; default: each model's file name.
+    `project`: the project (team) the campaign and its jobs belong to; `owner`: the user
+    who submits it (the API's and the dashboard's; "" from the CLI)."""
     settings = settings or RunSettings()
     timing = timing or Timing.from_env()
     now = now or utcnow()
@@ -376,6 +392,7 @@ def submit(
         name=name,
         max_model_bytes=max_model_bytes,
         model_name=model_name,
+        project=project,
     )
     values = _user_inputs(inputs, models)
     settings_json = settings.to_json() | (
@@ -408,6 +425,8 @@ def submit(
                 models=[m.sha256 for m in models],
                 settings=settings_json,
                 priority=priority,
+                project=project,
+                owner=owner[: column_length(Campaign.owner)],
                 created_at=now,
             )
             .returning(Campaign.id)
@@ -417,6 +436,7 @@ def submit(
                 campaign_id=campaign_id,
                 model_sha256=sha,
                 model_name=lineage[sha],
+                project=project,
                 config=cfg,
                 planned_device=key,
                 device_key=key,

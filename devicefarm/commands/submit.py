@@ -47,6 +47,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(default: the model file name; at most 255 characters)",
     )
     p.add_argument(
+        "--project",
+        default=None,
+        metavar="P",
+        help="the project (team) the campaign belongs to (default: default; through --api: "
+        "the token's user's only project)",
+    )
+    p.add_argument(
         "--max-model-mb",
         type=argtypes.float_over(0.0),
         default=None,
@@ -85,6 +92,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from delegate_runtime.errors import JobError
     from farm_core.dispatch import CeleryDispatcher
+    from farm_core.schema import DEFAULT_PROJECT
     from orchestrator.submit import DEFAULT_MAX_MODEL_MB, RunSettings, SubmissionError, submit
 
     cap_mb = args.max_model_mb
@@ -110,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
             max_model_bytes=None if cap_mb is None else int(cap_mb * 1024**2),
             inputs=args.input,
             model_name=args.name,
+            project=args.project or DEFAULT_PROJECT,
         )
     finally:
         dispatcher.close()

@@ -34,7 +34,8 @@ def test_the_file_holds_the_sha256_of_the_token_never_the_token(tmp_path: Path) 
     text = path.read_text()
     assert token not in text
     assert (
-        json.loads(text)["users"][0]["token_sha256"] == hashlib.sha256(token.encode()).hexdigest()
+        json.loads(text)["users"][0]["tokens"][0]["sha256"]
+        == hashlib.sha256(token.encode()).hexdigest()
     )
 
 
@@ -62,12 +63,15 @@ def test_only_admin_and_submit_roles_can_write(role: str, can_write: bool) -> No
     assert accounts.authenticate(token).can_write is can_write
 
 
-def test_adding_an_existing_user_replaces_their_token_and_role() -> None:
+def test_adding_an_existing_user_changes_their_role_and_keeps_their_other_tokens() -> None:
+    """Several tokens per user (issue 42): a new one does not end the old; revoking does."""
     accounts, old = Accounts().add("alice", "read")
     accounts, new = accounts.add("alice", "submit")
     assert len(accounts) == 1
-    assert accounts.authenticate(old) is None
     assert accounts.authenticate(new).role == "submit"
+    assert accounts.authenticate(old).role == "read"  # its scope: what it was made with
+    accounts, _ = accounts.revoke(accounts.authenticate(old).token.id)
+    assert accounts.authenticate(old) is None and accounts.authenticate(new) is not None
 
 
 def test_two_tokens_made_for_the_same_user_differ() -> None:

@@ -96,23 +96,26 @@ def test_a_removed_user_is_logged_out(tokens) -> None:
     assert g.verify(cookie) is None
 
 
-def test_a_new_token_ends_the_old_tokens_sessions(tokens) -> None:
+def test_a_revoked_token_ends_its_sessions_and_only_those(tokens) -> None:
+    """Several tokens per user (issue 42): a new token leaves the old one's sessions; a
+    revoked token ends them."""
     path, tok = tokens
     g = gate(path)
     cookie = g.issue(g.check(tok["sam"]))
-    accounts, _ = g.accounts().add("sam", "submit")
+    accounts, _, other = g.accounts().add_token("sam")
     save_accounts(accounts, path)
-    assert g.verify(cookie) is None
+    assert g.verify(cookie) is not None
+    other_cookie = g.issue(g.check(other))
+    accounts, _ = accounts.revoke(g.accounts().authenticate(tok["sam"]).token.id)
+    save_accounts(accounts, path)
+    assert g.verify(cookie) is None and g.verify(other_cookie) is not None
 
 
 def test_a_changed_role_applies_to_open_sessions(tokens) -> None:
     path, tok = tokens
     g = gate(path)
     cookie = g.issue(g.check(tok["sam"]))
-    users = tuple(
-        u if u.name != "sam" else type(u)(u.name, "read", u.token_sha256) for u in g.accounts()
-    )
-    save_accounts(Accounts(users), path)
+    save_accounts(g.accounts().set_user("sam", projects={"default": "read"}), path)
     assert g.verify(cookie).role == "read"
 
 
