@@ -11,9 +11,9 @@ import numpy as np
 
 from .errors import JobError, JobTimeout, ModelError
 from .graph import Model, Operator, Subgraph
+from .limits import DEFAULT_LIMITS, Limits
 from .ops.alloc import BROADCASTING_OPS, check_broadcast, human_bytes, kernel_limits
 from .ops.registry import Kernel, OpContext, lookup
-from .reader import DEFAULT_LIMITS, Limits
 
 #: Precision modes: fp16 rounds every float activation to half precision, as fp16 storage.
 PRECISIONS = ("fp32", "fp16")

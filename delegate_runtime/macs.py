@@ -1,5 +1,5 @@
 """Multiply-adds an op does, from its declared shapes: the compute cap's measure
-(reader.Limits.max_op_macs and max_model_macs, checked by validate.py before anything
+(limits.Limits.max_op_macs and max_model_macs, checked by validate.py before anything
 runs), so that a kilobyte model cannot ask a host for minutes of arithmetic.
 
 Only the ops whose work grows faster than their tensors are counted (convolutions,

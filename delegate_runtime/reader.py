@@ -11,7 +11,6 @@ import hashlib
 import os
 import re
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,6 +18,7 @@ import numpy as np
 from .dtypes import TFLITE_TO_NUMPY, TYPE_NAMES
 from .errors import ModelError
 from .graph import Model, Operator, Quantization, Signature, Subgraph, Tensor
+from .limits import DEFAULT_LIMITS, Limits
 from .sparsity import FORMAT_CODES, INDEX_VECTOR_TYPES, SPARSE_CSR, DimMetadata, Sparsity, densify
 
 #: Schema versions this reader understands (TFLite writes 3).
@@ -26,26 +26,6 @@ SUPPORTED_SCHEMA_VERSIONS = (3,)
 TFLITE_FILE_IDENTIFIER = b"TFL3"
 #: Handle types, held as TFLite holds them: RESOURCE (13) is an int32 resource id.
 HANDLE_TYPES = {13: np.dtype(np.int32)}
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Caps that keep a hostile model from exhausting the host."""
-
-    max_file_bytes: int = 2 * 1024**3  #: 2 GiB, the flatbuffer limit
-    max_rank: int = 8
-    max_tensor_elements: int = 1 << 28  #: 256 Mi elements (1 GiB of float32)
-    max_total_elements: int = 1 << 30  #: over all tensors of all subgraphs
-    max_tensor_bytes: int = 1 << 30  #: 1 GiB a tensor, whatever its type
-    #: declared tensors of all subgraphs together, and the tensors a subgraph holds at
-    #: once while it runs (the farm's per-job memory limit is 4 GiB)
-    max_total_bytes: int = 3 << 30
-    max_op_macs: int = 10**11  #: multiply-adds of one op (macs.op_macs)
-    max_model_macs: int = 10**12  #: of all ops of all subgraphs, run once each
-    max_subgraphs: int = 1024
-
-
-DEFAULT_LIMITS = Limits()
 
 
 def _builtin_names() -> dict[int, str]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from .errors import ModelError
 from .graph import Model, Operator, Subgraph
+from .limits import DEFAULT_LIMITS, Limits
 from .macs import op_macs
 from .ops.alloc import BROADCASTING_OPS, check_alloc, check_broadcast
 from .ops.common import PADDING_SAME, output_size, same_padding
-from .reader import DEFAULT_LIMITS, Limits
 
 #: Options that name subgraphs, per control-flow op.
 SUBGRAPH_OPTIONS = {

@@ -16,7 +16,7 @@ from contextvars import ContextVar
 import numpy as np
 
 from ..errors import ModelError
-from ..reader import DEFAULT_LIMITS, Limits
+from ..limits import DEFAULT_LIMITS, Limits
 
 _ACTIVE: ContextVar[Limits] = ContextVar("devicefarm_kernel_limits", default=DEFAULT_LIMITS)
 
