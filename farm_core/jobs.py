@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, func, insert, select, update
 
-from . import metrics
+from . import holds, metrics, reservations
 from .configs import supports
 from .dispatch import SendOrder
 from .schema import (
@@ -170,6 +170,8 @@ def claim(
 ) -> Claimed | None:
     """Start dispatch `attempt` of a job on `worker`; None when the message is stale.
 
+    A job that may not start now (its device reserved by someone else, its project at a
+    quota: farm_core.holds) goes back to queued as a new attempt, with the reason.
     A running job is claimed again by its own worker (the execution before died: a device
     runs one job at a time, so a redelivery to the same consumer means the last one is
     gone) or by anyone once its lease has expired. That counts as an infrastructure failure.
@@ -178,9 +180,12 @@ def claim(
     now = now or utcnow()
     lease = now + timedelta(seconds=lease_s)
     cols = (Job.id, Job.attempt, Job.campaign_id, Job.model_sha256, Job.config, Job.device_key)
-    fresh = conn.execute(
-        _CLAIM, {"jid": job_id, "att": attempt, "w": worker, "lease": lease, "now": now}
-    ).first()
+    with holds.before_start(conn, job_id, now) as why:
+        if why and _hold(conn, job_id, attempt, why, now):
+            return None  # back to queued: sent again when its project or device allows
+        fresh = conn.execute(
+            _CLAIM, {"jid": job_id, "att": attempt, "w": worker, "lease": lease, "now": now}
+        ).first()
     if fresh is not None:
         return Claimed(*fresh)
     row = conn.execute(
@@ -383,7 +388,7 @@ def place(
     now = now or utcnow()
     reason = storable_text(reason)  # may quote a device's output (a DeviceError's message)
     job = conn.execute(
-        select(Job.__table__, Campaign.selector, Campaign.settings)
+        select(Job.__table__, Campaign.selector, Campaign.settings, Campaign.owner)
         .join(Campaign, Campaign.id == Job.campaign_id)
         .where(Job.id == job_id, Job.state == expect_state, Job.attempt == expect_attempt)
     ).first()
@@ -420,7 +425,13 @@ def place(
     candidates = eligible_devices(
         conn, job.selector, job.config, timing, now, like=job.planned_device
     )
-    pick = choose_device(conn, candidates, job.device_key, tried, prefer_other)
+    reserved = {  # devices reserved for someone else now: the job goes elsewhere or waits
+        k: h
+        for k, h in reservations.active_on(conn, candidates, now).items()
+        if not h.holds(job.project, job.owner)
+    }
+    free = [k for k in candidates if k not in reserved]
+    pick = choose_device(conn, free, job.device_key, tried, prefer_other)
     requeued = {  # back to QUEUED as a new attempt, unleased and unclaimed
         "state": QUEUED,
         "attempt": expect_attempt + 1,
@@ -429,6 +440,13 @@ def place(
         "lease_expires_at": None,
         "updated_at": now,
     }
+    if pick is None and reserved:  # it waits for a reserved device, sent when that allows
+        key = choose_device(conn, sorted(reserved), job.device_key, tried, prefer_other)
+        if expect_state == QUEUED and key == job.device_key:
+            return None
+        why = holds.held(reserved[key].wait_reason())  # type: ignore[index]
+        _cas(conn, job_id, expect_state, expect_attempt, **requeued, device_key=key, reason=why)
+        return None
     if pick is None:
         if expect_state == QUEUED and job.reason.endswith(WAITING):
             return None  # still waiting: keep the time it began (updated_at)
@@ -450,6 +468,33 @@ def place(
         soft_limit_s=settings.get("soft_limit_s"),
         hard_limit_s=settings.get("hard_limit_s"),
     )
+
+
+def take_for_sending(
+    conn: Connection, job_id: int, attempt: int, clear_reason: bool, now: datetime
+) -> bool:
+    """queued -> dispatched before its message is sent (farm_core.device_queue), so that
+    two senders never send one job; False when someone else took it."""
+    values: dict[str, Any] = {"state": DISPATCHED, "dispatched_at": now}
+    if clear_reason:
+        values["reason"] = ""
+    return _cas(conn, job_id, QUEUED, attempt, **values)
+
+
+def take_back(conn: Connection, orders: Sequence[SendOrder]) -> None:
+    """dispatched -> queued for orders the broker did not take (no message is out)."""
+    for o in orders:
+        _cas(conn, o.job_id, DISPATCHED, o.attempt, state=QUEUED)
+
+
+def _hold(conn: Connection, job_id: int, attempt: int, why: str, now: datetime) -> bool:
+    """A job whose message arrived but which may not start: queued again, a new attempt."""
+    res = conn.execute(
+        update(JOBS)
+        .where(Job.id == job_id, Job.attempt == attempt, Job.state.in_((QUEUED, DISPATCHED)))
+        .values(state=QUEUED, attempt=attempt + 1, reason=storable_text(why), updated_at=now)
+    )
+    return res.rowcount == 1
 
 
 def mark_sent(conn: Connection, orders: Sequence[SendOrder], now: datetime | None = None) -> None:

@@ -4,8 +4,11 @@ One pass (`reconcile`) marks silent devices offline, quarantines stalled devices
 a message waiting on their queue, nothing claimed for `stall_after_s`: their agent restarts
 the consumer once the canary passes), takes back running jobs whose lease expired, moves
 jobs off devices that went offline or quarantined, re-sends dispatched jobs whose message
-is no longer in the broker, places queued jobs, and expires jobs that waited too long for a
-device, each with its reason. Every change is a compare-and-set, so passes may overlap.
+is no longer in the broker, places queued jobs whose device is lost, quarantined or
+reserved for someone else on another device of the same hardware, expires jobs that waited
+too long for a device that is gone, each with its reason, and fills every live device's
+queue (farm_core.device_queue: priority, fair share, quotas, reservations). Every change is
+a compare-and-set, so passes may overlap.
 """
 
 from __future__ import annotations
@@ -16,10 +19,19 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Engine, func, select, update
 
-from farm_core import jobs
+from farm_core import device_queue, jobs, reservations
 from farm_core.celery_app import task_id
 from farm_core.dispatch import Dispatcher, SendOrder
-from farm_core.schema import DISPATCHED, QUARANTINED, QUEUED, RUNNING, Device, Job, utcnow
+from farm_core.schema import (
+    DISPATCHED,
+    QUARANTINED,
+    QUEUED,
+    RUNNING,
+    Campaign,
+    Device,
+    Job,
+    utcnow,
+)
 from farm_core.settings import Timing
 
 from .probes import Probe
@@ -179,9 +191,18 @@ def reconcile(
                 Job.dispatched_at,
                 Job.updated_at,
                 Job.reason,
-            ).where(Job.state.in_((QUEUED, DISPATCHED, RUNNING)))
+                Job.project,
+                Job.campaign_id,
+                Job.planned_device,
+                Job.config,
+                Campaign.owner,
+            )
+            .join(Campaign, Campaign.id == Job.campaign_id)
+            .where(Job.state.in_((QUEUED, DISPATCHED, RUNNING)))
         ).all()
+        reserved = reservations.active_on(conn, None, now)
 
+    away: dict[tuple, list[int]] = {}  #: queued jobs on devices reserved for others
     grace = now - timedelta(seconds=timing.dispatch_grace_s)
     gone = now - timedelta(seconds=timing.device_gone_s)
     in_broker: set[str] | None = None
@@ -239,19 +260,28 @@ def reconcile(
                     outcome="message_lost",
                     reason=f"message for attempt {j.attempt} was no longer in the broker",
                 )
+        elif j.state == QUEUED and alive and healthy:
+            hold = reserved.get(j.device_key)
+            if hold is not None and not hold.holds(j.project, j.owner):
+                away.setdefault(_group(j), []).append(j.id)
+            # else it waits its turn in its device's queue (filled below)
         elif j.state == QUEUED and (j.updated_at or now) < grace:
-            before = len(orders)
-            move(j.id, QUEUED, j.attempt, [], outcome="", reason=j.reason)
-            if len(orders) > before:
-                report.placed.append(j.id)
-            elif (j.updated_at or now) < gone:
+            order = _place_queued(engine, j, timing, now)
+            if order is None and (j.updated_at or now) < gone:
                 _expire(engine, j, now, timing, report)
 
+    if away:
+        _away_from_reservations(engine, away, timing, now)
     if orders:
         sent, report.broker_error = dispatcher.send(orders)
         report.sent = len(sent)
         with engine.begin() as conn:
             jobs.mark_sent(conn, sent, now)
+    live = [k for k, (alive, healthy, _) in status.items() if alive and healthy]
+    filled = device_queue.fill(engine, dispatcher, live, now)
+    report.placed.extend(o.job_id for o in filled.sent)
+    report.sent += len(filled.sent)
+    report.broker_error = report.broker_error or filled.broker_error
     if report.changed():
         log.info("reconcile: %s", report)
     return report
@@ -263,3 +293,54 @@ def _expire(engine: Engine, j, now: datetime, timing: Timing, report: ReconcileR
     with engine.begin() as conn:
         if jobs.expire(conn, j.id, why, now):
             report.expired.append(j.id)
+
+
+def _place_queued(engine: Engine, j, timing: Timing, now: datetime) -> SendOrder | None:
+    """A queued job whose device is lost or quarantined: onto another device of the same
+    hardware, where its queue sends it in turn (the order is not sent here: quotas and the
+    device's queue depth decide); None when no device takes it."""
+    with engine.begin() as conn:
+        return jobs.place(
+            conn,
+            j.id,
+            timing,
+            expect_state=QUEUED,
+            expect_attempt=j.attempt,
+            now=now,
+            outcome="",
+            reason=j.reason,
+        )
+
+
+def _group(j) -> tuple:
+    """Queued jobs that go to the same devices: same campaign, hardware, configuration."""
+    return (j.campaign_id, j.device_key, j.planned_device, j.config, j.project, j.owner)
+
+
+def _away_from_reservations(
+    engine: Engine, away: dict[tuple, list[int]], timing: Timing, now: datetime
+) -> None:
+    """Move queued jobs off devices reserved for others, onto a free device of the same
+    hardware that their selector matches; those with none stay, and wait (the device's
+    fill notes until when)."""
+    with engine.begin() as conn:
+        reserved = reservations.active_on(conn, None, now)
+        for (campaign_id, key, planned, config, project, owner), ids in away.items():
+            selector = conn.execute(
+                select(Campaign.selector).where(Campaign.id == campaign_id)
+            ).scalar_one()
+            others = [
+                k
+                for k in jobs.eligible_devices(conn, selector, config, timing, now, like=planned)
+                if k != key and (k not in reserved or reserved[k].holds(project, owner))
+            ]
+            pick = jobs.choose_device(conn, others, key, set(), prefer_other=True)
+            if pick is None:
+                continue
+            why = f"moved from {key}: {reserved[key].wait_reason()}"
+            conn.execute(
+                update(Job)
+                .where(Job.id.in_(ids), Job.state == QUEUED, Job.device_key == key)
+                .values(device_key=pick, reason=why, updated_at=now)
+            )
+            log.info("%d queued job(s) moved from reserved %s to %s", len(ids), key, pick)

@@ -3,6 +3,9 @@
 A worker agent's consumer process configures `app` for its broker and installs the device
 context (`worker_agent.consumer`) before the worker starts.
 
+After each job the task fills its device's queue from the database (by priority, fair
+share and quotas), so that jobs flow without a reconciler pass.
+
 A job that cannot reach the database is neither done nor failed: its message is put back
 on the queue (after a pause, so an outage is not a busy loop) and runs when the database
 answers again, without waiting for the reconciler.
@@ -12,9 +15,13 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from farm_core.celery_app import TASK_RUN_JOB, make_app
 from farm_core.settings import default_broker_url
+
+if TYPE_CHECKING:
+    from worker_agent.consumer import ConsumerContext
 
 app = make_app(default_broker_url())
 log = logging.getLogger(__name__)
@@ -31,8 +38,9 @@ def run_job(job_id: int, attempt: int) -> str:
     from worker_agent.consumer import current_context
     from worker_agent.executor import execute_job
 
+    ctx = current_context()
     try:
-        return execute_job(current_context(), job_id, attempt)
+        outcome = execute_job(ctx, job_id, attempt)
     except Exception as exc:
         if not unreachable(exc):
             raise
@@ -45,3 +53,18 @@ def run_job(job_id: int, attempt: int) -> str:
         )
         time.sleep(DB_OUTAGE_PAUSE_S)
         raise Reject(str(exc).splitlines()[0], requeue=True) from exc
+    refill(ctx)
+    return outcome
+
+
+def refill(ctx: ConsumerContext) -> None:
+    """Send this device its next queued jobs (farm_core.device_queue): the queue stays full
+    without a reconciler pass. A failure is logged: the reconciler fills it later."""
+    from farm_core.device_queue import fill
+
+    if ctx.quarantined:
+        return
+    try:
+        fill(ctx.engine, ctx.dispatcher, [ctx.device.key])
+    except Exception as exc:  # noqa: BLE001 - the job is done; never fail it for this
+        log.warning("%s: could not fill its queue (%s)", ctx.device.key, str(exc)[:200])
