@@ -35,6 +35,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "adb-sim": ("worker_agent.android.simulator.command", "run simulated Android phones (adbd)"),
     "reconcile": ("devicefarm.commands.reconcile", "re-send lost jobs, expire stuck ones"),
     "db": ("devicefarm.commands.db", "migrate the farm database or show its revision"),
+    "projects": ("devicefarm.commands.projects", "add projects, set and show their quotas"),
+    "reserve": ("devicefarm.commands.reserve", "hold a device for a time window"),
+    "reservations": ("devicefarm.commands.reservations", "list or cancel device reservations"),
     "benchmark": (
         "delegate_runtime.commands.benchmark",
         "benchmark a model as TFLite's benchmark_model does",
@@ -62,6 +65,7 @@ REMOTE = "devicefarm.commands.remote"
 FARM_STATE = (
     *("run", "submit", "status", "results", "devices", "cancel", "rerun", "worker"),
     *("reconcile", "db", "allowlist", "dashboard", "api"),
+    *("projects", "reserve", "reservations"),
 )
 HOME_HELP = (
     "the embedded farm's folder (default: $DEVICEFARM_HOME, else the user's data directory, "

@@ -20,9 +20,6 @@ from delegate_runtime.errors import JobError
 
 from .schema import DISPATCHED, QUEUED, RUNNING, TERMINAL_STATES, Job, Project, utcnow
 
-#: The longest project name (the column's length).
-NAME_CHARS = 64
-
 
 @dataclass(frozen=True)
 class Quota:
@@ -137,8 +134,10 @@ def submission_errors(conn: Connection, project: str, now: datetime | None = Non
 
 
 def _checked(name: str, max_jobs: int | None, minutes: float | None) -> None:
-    if not name or len(name) > NAME_CHARS or not name.isprintable() or name != name.strip():
-        raise JobError(f"project name {name[:80]!r}: 1 to {NAME_CHARS} printable characters")
+    from .accounts import NAME_RE  # projects are named as users are
+
+    if not NAME_RE.fullmatch(name):
+        raise JobError(f"project name {name[:70]!r}: letters, digits and ._@- (at most 64)")
     if max_jobs is not None and max_jobs < 0:
         raise JobError(f"--max-concurrent-jobs must be 0 or more, not {max_jobs}")
     if minutes is not None and (not math.isfinite(minutes) or minutes < 0):

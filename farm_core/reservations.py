@@ -1,8 +1,9 @@
 """Device reservations: a user holds a named device from `starts_at` to `ends_at` (naive
-UTC) for their project. While a reservation is on, the device starts only the holder's jobs
-(its project's, or its user's); the jobs of others wait, saying until when, or move to
-another device of the same hardware (orchestrator.reconciler). Jobs already running when a
-reservation begins run to their end. Reservations of one device never overlap.
+UTC), for their project or for themselves alone. While a reservation is on, the device
+starts only the holder's jobs (its project's, or its user's); the jobs of others wait,
+saying until when, or move to another device of the same hardware
+(orchestrator.reconciler). Jobs already running when a reservation begins run to their
+end. Reservations of one device never overlap.
 """
 
 from __future__ import annotations
@@ -38,15 +39,19 @@ class Held:
     cancelled_at: datetime | None = None
 
     def holds(self, project: str, owner: str) -> bool:
-        """Whether a job of `project` submitted by `owner` is the holder's."""
-        return project == self.project or (bool(owner) and owner == self.user)
+        """Whether a job of `project` submitted by `owner` is the holder's: its project's
+        (a reservation with no project holds for its user alone) or its user's."""
+        return (bool(self.project) and project == self.project) or (
+            bool(owner) and owner == self.user
+        )
+
+    def holder(self) -> str:
+        who = self.user or "?"
+        return f"{who} (project {self.project})" if self.project else who
 
     def wait_reason(self) -> str:
         """What a job of someone else says while it waits for this device."""
-        return (
-            f"device {self.device_key} reserved by {self.user or '?'} (project {self.project}) "
-            f"until {when(self.ends_at)}"
-        )
+        return f"device {self.device_key} reserved by {self.holder()} until {when(self.ends_at)}"
 
 
 def when(t: datetime) -> str:
@@ -89,8 +94,8 @@ def reserve(
     now = now or utcnow()
     errors = _text_errors("the reason", reason, REASON_CHARS)
     errors += _text_errors("the user", user, 64) + _text_errors("the project", project, 64)
-    if not project.strip():
-        errors.append("a reservation needs a project")
+    if not (user.strip() or project.strip()):
+        errors.append("a reservation needs a user or a project to hold it")
     if ends_at <= starts_at:
         errors.append(f"it ends ({when(ends_at)}) before it starts ({when(starts_at)})")
     elif ends_at <= now:
@@ -120,8 +125,8 @@ def reserve(
         other = Held(*clash)
         raise JobError(
             f"{device_key} is already reserved from {when(other.starts_at)} until "
-            f"{when(other.ends_at)} by {other.user or '?'} (project {other.project}, "
-            f"reservation {other.id}): reservations of a device may not overlap"
+            f"{when(other.ends_at)} by {other.holder()} (reservation {other.id}): "
+            "reservations of a device may not overlap"
         )
     rid = conn.execute(
         insert(Reservation)
