@@ -86,6 +86,11 @@ class Viewer:
         return cls(who.name, who.role, roles, _fingerprint(who.token.sha256))
 
 
+def projects_of(viewer: Viewer | None) -> tuple[str, ...] | None:
+    """The projects a page shows (None: all; nobody logged in: none)."""
+    return () if viewer is None else viewer.projects
+
+
 #: Everyone, on a dashboard with no login configured.
 ANYONE = Viewer("anyone", SUBMIT)
 #: The shared password's viewer: a submitter in project default.

@@ -3,6 +3,10 @@
 Lists of dicts come back (pages turn them into tables and charts). Figures are aggregated
 in SQL; JSON columns are read only for the latest result of each device and configuration,
 so pages stay fast on a large database.
+
+`projects` (the viewer's, dashboard.auth.Viewer.projects; None: every project) limits what
+a query sees to the campaigns, results and models of those projects (orchestrator.scope).
+Devices are the lab's: every viewer sees them, but not another project's job on them.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from sqlalchemy import Engine, case, func, select
 
 from farm_core import metrics
 from farm_core.schema import (
+    DEFAULT_PROJECT,
     FAILED,
     RUNNING,
     SUCCEEDED,
@@ -36,7 +41,7 @@ from orchestrator import history as cell_history
 from orchestrator import provenance, regression
 from orchestrator.allowlist.collect import Allowlist, decide_models
 from orchestrator.allowlist.rules import Thresholds
-from orchestrator.report import campaign_counts
+from orchestrator.scope import Projects, of_projects, results_of
 
 #: Largest model accepted from an upload.
 MAX_UPLOAD_BYTES = 512 * 1024 * 1024
@@ -51,9 +56,15 @@ def _ms(us: float | None) -> float | None:
 # -- fleet ---------------------------------------------------------------------------------
 
 
-def fleet(engine: Engine, now: datetime | None = None) -> list[dict[str, Any]]:
+#: The current job of a device busy with another project's job.
+OTHER_PROJECT_JOB = "(another project's job)"
+
+
+def fleet(
+    engine: Engine, now: datetime | None = None, projects: Projects = None
+) -> list[dict[str, Any]]:
     """Every device: host, kind, state (offline when its heartbeat is late), health, last
-    seen, and the job it is running."""
+    seen, and the job it is running (another project's: OTHER_PROJECT_JOB)."""
     now = now or utcnow()
     late = now - timedelta(seconds=Timing.from_env().offline_after_s)
     with engine.begin() as conn:
@@ -73,11 +84,23 @@ def fleet(engine: Engine, now: datetime | None = None) -> list[dict[str, Any]]:
         ).mappings()
         devices = [dict(d) for d in devices]
         running = conn.execute(
-            select(Job.device_key, Job.id, Job.config, StoredModel.name, Job.started_at)
+            select(
+                Job.device_key,
+                Job.id,
+                Job.config,
+                StoredModel.name,
+                Job.started_at,
+                Job.project,
+            )
             .join(StoredModel, StoredModel.sha256 == Job.model_sha256)
             .where(Job.state == RUNNING)
         ).all()
-    jobs = {r.device_key: f"#{r.id} {r.name} ({r.config})" for r in running}
+    jobs = {
+        r.device_key: f"#{r.id} {r.name} ({r.config})"
+        if projects is None or r.project in projects
+        else OTHER_PROJECT_JOB
+        for r in running
+    }
     for d in devices:
         d["state"] = "offline" if d["last_seen"] < late else d["state"]
         d["current_job"] = jobs.get(d["key"], "")
@@ -87,9 +110,12 @@ def fleet(engine: Engine, now: datetime | None = None) -> list[dict[str, Any]]:
 # -- campaigns -----------------------------------------------------------------------------
 
 
-def campaigns(engine: Engine) -> list[dict[str, Any]]:
-    """The newest campaigns with their jobs by state and progress (0..1)."""
-    rows = campaign_counts(engine)
+def campaigns(engine: Engine, projects: Projects = None) -> list[dict[str, Any]]:
+    """The newest campaigns (of `projects`) with their project, owner, jobs by state and
+    progress (0..1)."""
+    from orchestrator.scope import campaign_counts
+
+    rows = campaign_counts(engine, projects)
     for r in rows:
         s = r["states"]
         done = sum(s.get(k, 0) for k in TERMINAL_STATES)
@@ -101,8 +127,11 @@ def campaigns(engine: Engine) -> list[dict[str, Any]]:
     return rows
 
 
-def campaign_failures(engine: Engine, campaign_id: int) -> list[dict[str, Any]]:
-    """A campaign's failed and timed-out jobs with their reasons."""
+def campaign_failures(
+    engine: Engine, campaign_id: int, projects: Projects = None
+) -> list[dict[str, Any]]:
+    """A campaign's failed and timed-out jobs with their reasons (none for a campaign not
+    of `projects`)."""
     with engine.begin() as conn:
         rows = conn.execute(
             select(
@@ -116,7 +145,11 @@ def campaign_failures(engine: Engine, campaign_id: int) -> list[dict[str, Any]]:
                 Job.reason,
             )
             .join(StoredModel, StoredModel.sha256 == Job.model_sha256)
-            .where(Job.campaign_id == campaign_id, Job.state.in_((FAILED, TIMED_OUT)))
+            .where(
+                Job.campaign_id == campaign_id,
+                Job.state.in_((FAILED, TIMED_OUT)),
+                of_projects(Job.project, projects),
+            )
             .order_by(Job.id)
         ).mappings()
         return [
@@ -168,9 +201,12 @@ def submit_upload(
     selector: str,
     configs: Sequence[str],
     campaign_name: str = "",
+    project: str = DEFAULT_PROJECT,
+    owner: str = "",
 ) -> Any:
     """Submit a campaign for an uploaded model through the spine's `submit` (which raises
-    SubmissionError listing every problem, before anything is written)."""
+    SubmissionError listing every problem, before anything is written), in `project`, by
+    `owner` (the viewer)."""
     from orchestrator.submit import SubmissionError, submit
 
     upload = check_upload(name, data)
@@ -179,17 +215,27 @@ def submit_upload(
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / os.path.basename(name or "model.tflite")
         path.write_bytes(data)
-        return submit(engine, dispatcher, [path], selector, list(configs), name=campaign_name)
+        return submit(
+            engine,
+            dispatcher,
+            [path],
+            selector,
+            list(configs),
+            name=campaign_name,
+            project=project,
+            owner=owner,
+        )
 
 
 # -- models --------------------------------------------------------------------------------
 
 
-def models(engine: Engine) -> list[dict[str, Any]]:
-    """Stored models that have results, newest first, each with `lineages`: the names its
-    jobs ran under (`submit --name`, else the file name), as History lists them."""
+def models(engine: Engine, projects: Projects = None) -> list[dict[str, Any]]:
+    """Stored models that have results (of `projects`), newest first, each with
+    `lineages`: the names its jobs (of `projects`) ran under (`submit --name`, else the
+    file name), as History lists them."""
     with engine.begin() as conn:
-        measured = select(Result.model_sha256).distinct().subquery()
+        measured = select(Result.model_sha256).where(results_of(projects)).distinct().subquery()
         rows = conn.execute(
             select(StoredModel.sha256, StoredModel.name, StoredModel.size_bytes)
             .join(measured, measured.c.model_sha256 == StoredModel.sha256)
@@ -197,7 +243,8 @@ def models(engine: Engine) -> list[dict[str, Any]]:
         ).mappings()
         out = [dict(r) for r in rows]
         names: dict[str, set[str]] = {}
-        for sha, name in conn.execute(select(Job.model_sha256, Job.model_name).distinct()):
+        lineage = select(Job.model_sha256, Job.model_name).where(of_projects(Job.project, projects))
+        for sha, name in conn.execute(lineage.distinct()):
             if name:
                 names.setdefault(sha, set()).add(name)
     for m in out:
@@ -205,10 +252,11 @@ def models(engine: Engine) -> list[dict[str, Any]]:
     return out
 
 
-def _latest_ids(model: str, gpu_only: bool = True) -> Any:
-    """Subquery: the newest successful result's id per device and configuration."""
+def _latest_ids(model: str, gpu_only: bool = True, projects: Projects = None) -> Any:
+    """Subquery: the newest successful result's (of `projects`) id per device and
+    configuration."""
     q = select(func.max(Result.id).label("id")).where(
-        Result.model_sha256 == model, Result.outcome == SUCCEEDED
+        Result.model_sha256 == model, Result.outcome == SUCCEEDED, results_of(projects)
     )
     if gpu_only:
         q = q.where(Result.config != "cpu")
@@ -223,14 +271,14 @@ def _latest_ids(model: str, gpu_only: bool = True) -> Any:
 CURRENT, OTHER = "current", "other configuration"
 
 
-def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
+def compare(engine: Engine, model: str, projects: Projects = None) -> list[dict[str, Any]]:
     """Per device, configuration and configuration fingerprint (results measured under
     different switches are never averaged together): latency, speed-up over the CPU, init
     cold vs cached (programs from the kernel cache or not), peak memory, the timing path,
     and `configuration`: CURRENT for the newest fingerprint of the device and
     configuration, OTHER for older ones. Speed-ups use the CURRENT rows' CPU baselines;
     `no_baseline` says why a row has none (`metrics.no_baseline_reason`: a phone without a
-    cpu run of its own), "" where it has one."""
+    cpu run of its own), "" where it has one. Results of `projects` only."""
     cached = Result.benchmark["program_from_cache"].as_boolean()
     # the stored figure (farm_core.metrics.peak_memory_mb); results older than its column
     # fall back to their record's, where it was measured (the tools print -1 otherwise)
@@ -254,7 +302,7 @@ def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
                 func.avg(Result.init_us).label("init_us"),
                 func.avg(peak).label("peak_mb"),
             )
-            .where(Result.model_sha256 == model, Result.outcome == SUCCEEDED)
+            .where(Result.model_sha256 == model, Result.outcome == SUCCEEDED, results_of(projects))
             .group_by(Result.device_key, Result.config, Result.config_fingerprint)
         ).mappings()
         rows = [dict(r) for r in rows]
@@ -311,7 +359,12 @@ def compare(engine: Engine, model: str) -> list[dict[str, Any]]:
 
 
 def op_profile(
-    engine: Engine, model: str, device: str, config: str, result: int | None = None
+    engine: Engine,
+    model: str,
+    device: str,
+    config: str,
+    result: int | None = None,
+    projects: Projects = None,
 ) -> list[dict[str, Any]]:
     """The per-op profile of the latest successful result of a model on a device in a
     configuration (or of result `result`): one row per node in run order (node, op,
@@ -325,6 +378,7 @@ def op_profile(
                 Result.device_key == device,
                 Result.config == config,
                 Result.outcome == SUCCEEDED,
+                results_of(projects),
                 *([] if result is None else [Result.id == result]),
             )
             .order_by(Result.id.desc())
@@ -333,10 +387,11 @@ def op_profile(
     return [dict(r) for r in record or [] if isinstance(r, dict)]
 
 
-def measurement(engine: Engine, result_id: int) -> dict[str, Any] | None:
+def measurement(engine: Engine, result_id: int, projects: Projects = None) -> dict[str, Any] | None:
     """How one result was measured: its fingerprint and timing path, its configuration
     record (switch, value, source), conditions (flat: `clocks_mhz.sm`) and uncertainty;
-    empty parts for results from before the record; None when there is no such result."""
+    empty parts for results from before the record; None when there is no such result (of
+    `projects`)."""
     with engine.begin() as conn:
         r = conn.execute(
             select(
@@ -345,7 +400,7 @@ def measurement(engine: Engine, result_id: int) -> dict[str, Any] | None:
                 Result.created_at,
                 Result.config_fingerprint,
                 Result.measurement,
-            ).where(Result.id == result_id)
+            ).where(Result.id == result_id, results_of(projects))
         ).first()
     if r is None:
         return None
@@ -367,10 +422,10 @@ def measurement(engine: Engine, result_id: int) -> dict[str, Any] | None:
 # -- accuracy ------------------------------------------------------------------------------
 
 
-def accuracy(engine: Engine, model: str) -> list[dict[str, Any]]:
-    """Per device, GPU configuration and output: the newest inference diff's errors, and
-    task accuracy (`diff.task_accuracy`) where it was measured."""
-    latest = _latest_ids(model)
+def accuracy(engine: Engine, model: str, projects: Projects = None) -> list[dict[str, Any]]:
+    """Per device, GPU configuration and output: the newest inference diff's errors (of
+    `projects`), and task accuracy (`diff.task_accuracy`) where it was measured."""
+    latest = _latest_ids(model, projects=projects)
     with engine.begin() as conn:
         rows = conn.execute(
             select(Result.device_key, Result.config, Result.created_at, Result.diff)
@@ -400,10 +455,10 @@ def accuracy(engine: Engine, model: str) -> list[dict[str, Any]]:
 # -- op coverage ---------------------------------------------------------------------------
 
 
-def op_coverage(engine: Engine, model: str) -> list[dict[str, Any]]:
-    """Per device and GPU configuration (newest result): ops on the GPU, ops left to the
-    CPU, partitions, and each unsupported op with the delegate's reason."""
-    latest = _latest_ids(model)
+def op_coverage(engine: Engine, model: str, projects: Projects = None) -> list[dict[str, Any]]:
+    """Per device and GPU configuration (newest result of `projects`): ops on the GPU, ops
+    left to the CPU, partitions, and each unsupported op with the delegate's reason."""
+    latest = _latest_ids(model, projects=projects)
     with engine.begin() as conn:
         rows = conn.execute(
             select(Result.device_key, Result.config, Result.delegation)
@@ -436,10 +491,18 @@ def op_coverage(engine: Engine, model: str) -> list[dict[str, Any]]:
 
 
 def allowlists(
-    engine: Engine, thresholds: Thresholds, model_shas: Sequence[str] | None = None
+    engine: Engine,
+    thresholds: Thresholds,
+    model_shas: Sequence[str] | None = None,
+    projects: Projects = None,
 ) -> dict[str, Allowlist]:
-    """Allowlists per model (the CLI's rules)."""
-    return decide_models(engine, thresholds, model_shas)
+    """Allowlists per model (the CLI's rules); of `projects`: their models, on their
+    results only."""
+    if projects is None:
+        return decide_models(engine, thresholds, model_shas)
+    from orchestrator import scope
+
+    return scope.decide_models(engine, thresholds, model_shas, projects)
 
 
 def matrix(lists: dict[str, Allowlist]) -> list[dict[str, Any]]:
@@ -468,54 +531,61 @@ def matrix(lists: dict[str, Allowlist]) -> list[dict[str, Any]]:
 # -- history -------------------------------------------------------------------------------
 
 
-def history_devices(engine: Engine, model: str) -> list[str]:
-    """Devices with results for the model (one version, by sha256)."""
-    return _history_devices(engine, Result.model_sha256 == model)
+def history_devices(engine: Engine, model: str, projects: Projects = None) -> list[str]:
+    """Devices with results (of `projects`) for the model (one version, by sha256)."""
+    return _history_devices(engine, Result.model_sha256 == model, projects)
 
 
-def lineages(engine: Engine) -> list[str]:
-    """Model names (lineages: `submit --name`, else the file name) that have results."""
+def lineages(engine: Engine, projects: Projects = None) -> list[str]:
+    """Model names (lineages: `submit --name`, else the file name) that have results (of
+    `projects`)."""
     with engine.begin() as conn:
         return list(
             conn.execute(
                 select(Job.model_name)
                 .join(Result, Result.job_id == Job.id)
-                .where(Job.model_name != "")
+                .where(Job.model_name != "", of_projects(Job.project, projects))
                 .distinct()
                 .order_by(Job.model_name)
             ).scalars()
         )
 
 
-def lineage_devices(engine: Engine, name: str) -> list[str]:
-    """Devices with results for any version of the named model."""
-    return _history_devices(engine, Job.model_name == name)
+def lineage_devices(engine: Engine, name: str, projects: Projects = None) -> list[str]:
+    """Devices with results (of `projects`) for any version of the named model."""
+    return _history_devices(engine, Job.model_name == name, projects)
 
 
-def _history_devices(engine: Engine, where: Any) -> list[str]:
+def _history_devices(engine: Engine, where: Any, projects: Projects) -> list[str]:
     with engine.begin() as conn:
         return list(
             conn.execute(
                 select(Result.device_key)
                 .join(Job, Job.id == Result.job_id)
-                .where(where)
+                .where(where, of_projects(Job.project, projects))
                 .distinct()
                 .order_by(Result.device_key)
             ).scalars()
         )
 
 
-def history(engine: Engine, model: str, device: str) -> list[dict[str, Any]]:
-    """One version's (sha256) results on one device over time (oldest first)."""
-    return _history(engine, Result.model_sha256 == model, device)
+def history(
+    engine: Engine, model: str, device: str, projects: Projects = None
+) -> list[dict[str, Any]]:
+    """One version's (sha256) results (of `projects`) on one device over time (oldest
+    first)."""
+    return _history(engine, Result.model_sha256 == model, device, projects)
 
 
-def lineage_history(engine: Engine, name: str, device: str) -> list[dict[str, Any]]:
-    """The named model's results on one device over time, every version (oldest first)."""
-    return _history(engine, Job.model_name == name, device)
+def lineage_history(
+    engine: Engine, name: str, device: str, projects: Projects = None
+) -> list[dict[str, Any]]:
+    """The named model's results (of `projects`) on one device over time, every version
+    (oldest first)."""
+    return _history(engine, Job.model_name == name, device, projects)
 
 
-def _history(engine: Engine, where: Any, device: str) -> list[dict[str, Any]]:
+def _history(engine: Engine, where: Any, device: str, projects: Projects) -> list[dict[str, Any]]:
     """Rows with the figures `flag_regressions` judges (the raw runs among them)."""
     driver = Result.device_facts["driver_version"].as_string()
     with engine.begin() as conn:
@@ -538,6 +608,7 @@ def _history(engine: Engine, where: Any, device: str) -> list[dict[str, Any]]:
             .where(
                 where,
                 Result.device_key == device,
+                of_projects(Job.project, projects),
                 cell_history.NOT_A_CONFIRMATION,
             )
             .order_by(Result.created_at, Result.id)

@@ -6,13 +6,17 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import queries, ui
+from dashboard import auth, queries, ui
 
 st.title("Accuracy")
-model = ui.model_picker()
-if model is None:
+projects = auth.projects_of(ui.viewer())
+# ui.model_picker lists every project's models: the viewer's only here
+models = {ui.model_label(m): m for m in queries.models(ui.engine(), projects)}
+if not models:
+    st.info("No results yet: submit a campaign first.")
     st.stop()
-rows = queries.accuracy(ui.engine(), model["sha256"])
+model = models[st.selectbox("Model", sorted(models), key="model")]
+rows = queries.accuracy(ui.engine(), model["sha256"], projects)
 if not rows:
     st.info("No inference diff for this model yet (GPU configurations with diff runs).")
     st.stop()

@@ -5,12 +5,15 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import queries, ui
+from dashboard import auth, queries, ui
 from farm_core.configs import CONFIGS, DEFAULT_CONFIGS
+from farm_core.schema import DEFAULT_PROJECT
 
 st.title("Campaigns")
 engine = ui.engine()
-rows = queries.campaigns(engine)
+viewer = ui.viewer()
+projects = auth.projects_of(viewer)
+rows = queries.campaigns(engine, projects)
 if rows:
     df = pd.DataFrame(rows)
     st.dataframe(
@@ -18,6 +21,8 @@ if rows:
             [
                 "campaign",
                 "name",
+                "project",
+                "owner",
                 "created",
                 "jobs",
                 "progress",
@@ -38,7 +43,7 @@ if rows:
         },
     )
     chosen = st.selectbox("Failures of campaign", [r["campaign"] for r in rows], key="campaign")
-    failures = queries.campaign_failures(engine, chosen)
+    failures = queries.campaign_failures(engine, chosen, projects)
     if failures:
         st.dataframe(pd.DataFrame(failures), hide_index=True, width="stretch")
     else:
@@ -57,6 +62,11 @@ with st.form("submit"):
     )
     configs = st.multiselect("Configurations", list(CONFIGS), list(DEFAULT_CONFIGS))
     name = st.text_input("Campaign name", "")
+    writable = viewer.writable_projects() if viewer is not None else ()
+    if writable is None:  # an admin, or no login: any project
+        project = st.text_input("Project", DEFAULT_PROJECT, key="project")
+    else:
+        project = st.selectbox("Project", writable, key="project")
     sent = st.form_submit_button("Submit", type="primary")
 if sent:
     if upload is None:
@@ -73,7 +83,10 @@ if sent:
 
     dispatcher = CeleryDispatcher(default_broker_url())
     try:
-        done = queries.submit_upload(engine, dispatcher, upload.name, data, selector, configs, name)
+        done = queries.submit_upload(
+            engine, dispatcher, upload.name, data, selector, configs, name, project or "",
+            owner="" if viewer in (None, auth.ANYONE) else viewer.name,
+        )  # fmt: skip
     except DevicefarmError as exc:
         ui.notice("error", "The campaign was refused:", [exc])
     else:

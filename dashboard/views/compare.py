@@ -10,13 +10,17 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import queries, ui
+from dashboard import auth, queries, ui
 
 st.title("Compare devices")
-model = ui.model_picker()
-if model is None:
+projects = auth.projects_of(ui.viewer())
+# ui.model_picker lists every project's models: the viewer's only here
+models = {ui.model_label(m): m for m in queries.models(ui.engine(), projects)}
+if not models:
+    st.info("No results yet: submit a campaign first.")
     st.stop()
-rows = queries.compare(ui.engine(), model["sha256"])
+model = models[st.selectbox("Model", sorted(models), key="model")]
+rows = queries.compare(ui.engine(), model["sha256"], projects)
 if not rows:
     st.info("No successful results for this model yet.")
     st.stop()
@@ -174,7 +178,7 @@ profile = []
 if picked:
     row = pairs[picked]
     profile = queries.op_profile(
-        ui.engine(), model["sha256"], row.device, row.config, int(row.result)
+        ui.engine(), model["sha256"], row.device, row.config, int(row.result), projects
     )
 if not profile:
     st.info("No per-op profile stored for this result.")
@@ -214,7 +218,7 @@ else:
     )
 
 st.subheader("How it was measured")
-record = queries.measurement(ui.engine(), int(pairs[picked].result)) if picked else None
+record = queries.measurement(ui.engine(), int(pairs[picked].result), projects) if picked else None
 if record is not None:
     st.caption(
         f"result {record['result']} · config id {record['config_fingerprint'] or '-'} · "

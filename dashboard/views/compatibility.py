@@ -6,7 +6,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import queries, ui
+from dashboard import auth, queries, ui
 from orchestrator.allowlist import export
 from orchestrator.allowlist.rules import Thresholds
 
@@ -26,7 +26,7 @@ thresholds = Thresholds(
     require_full_delegation=full,
     min_runs=int(min_runs),
 )
-lists = queries.allowlists(ui.engine(), thresholds)
+lists = queries.allowlists(ui.engine(), thresholds, projects=auth.projects_of(ui.viewer()))
 rows = queries.matrix(lists)
 if not rows:
     st.info("No models or devices yet.")

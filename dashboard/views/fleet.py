@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import queries, ui
+from dashboard import auth, queries, ui
 
 st.title("Fleet")
-rows = queries.fleet(ui.engine())
+rows = queries.fleet(ui.engine(), projects=auth.projects_of(ui.viewer()))
 if not rows:
     st.info("No devices registered: start a worker agent (`devicefarm worker`).")
     st.stop()

@@ -9,26 +9,27 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import queries, ui
+from dashboard import auth, queries, ui
 from orchestrator.history import K_NOISE
 from orchestrator.regression import DEFAULT_THRESHOLD
 
 st.title("History")
 engine = ui.engine()
-names = queries.lineages(engine)
+projects = auth.projects_of(ui.viewer())
+names = queries.lineages(engine, projects)
 if not names:
     st.info("No results yet: submit a campaign first.")
     st.stop()
 c1, c2, c3 = st.columns([2, 2, 1])
 name = c1.selectbox("Model", names, key="model")
-devices = queries.lineage_devices(engine, name)
+devices = queries.lineage_devices(engine, name, projects)
 if not devices:
     st.info("No results for this model yet.")
     st.stop()
 device = c2.selectbox("Device", devices, key="device")
 default_pct = int(DEFAULT_THRESHOLD * 100)  # the CI gate's
 threshold = c3.number_input("regression threshold %", 1, 500, default_pct, key="threshold") / 100
-rows = queries.flag_regressions(queries.lineage_history(engine, name, device), threshold)
+rows = queries.flag_regressions(queries.lineage_history(engine, name, device, projects), threshold)
 df = pd.DataFrame(rows).drop(columns=["sample"])
 # stored as UTC without a zone: said so, on the axis and in the table, whatever the
 # viewer's browser's zone (Vega-Lite would show a zone-less time as the browser's own)

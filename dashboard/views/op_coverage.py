@@ -5,13 +5,17 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import queries, ui
+from dashboard import auth, queries, ui
 
 st.title("Op coverage")
-model = ui.model_picker()
-if model is None:
+projects = auth.projects_of(ui.viewer())
+# ui.model_picker lists every project's models: the viewer's only here
+models = {ui.model_label(m): m for m in queries.models(ui.engine(), projects)}
+if not models:
+    st.info("No results yet: submit a campaign first.")
     st.stop()
-rows = queries.op_coverage(ui.engine(), model["sha256"])
+model = models[st.selectbox("Model", sorted(models), key="model")]
+rows = queries.op_coverage(ui.engine(), model["sha256"], projects)
 if not rows:
     st.info("No GPU results for this model yet.")
     st.stop()
