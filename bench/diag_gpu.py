@@ -477,7 +477,7 @@ def model_convolutions(model: str) -> list[tuple[tuple[int, ...], ...]]:
     """The CONV_2D layers of `model` other than 1x1 GEMMs, each once: (input shape,
     filter shape OHWI, output shape, options as (key, value) pairs)."""
     from delegate_runtime import load_model
-    from delegate_runtime.gpu.records import conv
+    from delegate_runtime.gpu.opencl.records import conv
 
     sg = load_model(model).main
     layers = []
@@ -502,7 +502,7 @@ def patch_sweep(model: str, device: str | None, precision: str, runs: int = 30) 
     from delegate_runtime import read_model
     from delegate_runtime.builder import ModelBuilder
     from delegate_runtime.gpu.delegate import GpuSession
-    from delegate_runtime.gpu.records import conv
+    from delegate_runtime.gpu.opencl.records import conv
 
     rng = np.random.default_rng(0)
     print(f"\n{Path(model).name} convolutions, {precision}: median device us over {runs} invokes")

@@ -54,7 +54,7 @@ def lowered_as(way: str, shapes: dict[int, tuple]) -> Iterator[None]:
     """Lower with every depthwise-computing GEMM on `way`'s tile ('plan': as shipped),
     recording node -> (m, n, k, taps, variant, splits) of those GEMMs into `shapes`."""
     from delegate_runtime.gpu.opencl import lowering
-    from delegate_runtime.gpu.records.depthwise import prologue_taps
+    from delegate_runtime.gpu.opencl.records.depthwise import prologue_taps
 
     gemm, plan = lowering.Lowerer.gemm, lowering.gemm_plan
     signature = inspect.signature(gemm)

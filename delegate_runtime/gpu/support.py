@@ -3,7 +3,7 @@
 `supports(op, subgraph, options)` answers (ok, why) the way the real delegate does, and
 the reasons reach the user, the database and the dashboard. The rules common to every op
 (versions, tensor types and ranks, fused activations, declared output shapes) are here;
-each op's own conditions and output shapes are in its record (`gpu/records/`).
+each op's own conditions and output shapes are in its record (`gpu/opencl/records/`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import ModelError
 from ..graph import Operator, Subgraph
 from .opencl.codes import Act
-from .records import REGISTRY, GpuOp, OpRule, record_for
+from .opencl.records import REGISTRY, GpuOp, OpRule, record_for
 
 __all__ = ["NOT_SUPPORTED", "RULES", "TYPE_SHAPE", "OpRule", "SupportOptions", "supports"]
 

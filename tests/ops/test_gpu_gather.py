@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from delegate_runtime import read_model
-from delegate_runtime.gpu.records.gather import ONE_HOT_REFUSED
+from delegate_runtime.gpu.opencl.records.gather import ONE_HOT_REFUSED
 from delegate_runtime.gpu.support import supports
 from tests.ops.oneop import Const, In, one_op
 from tests.ops.test_gpu_beyond_vision import check_against_litert, integers, uniform

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from delegate_runtime.gpu.records import REGISTRY
+from delegate_runtime.gpu.opencl.records import REGISTRY
 
 REPO = Path(__file__).resolve().parents[2]
 #: LiteRT's ops ours does not take, each with its reason in the script's DIFFERENCES.

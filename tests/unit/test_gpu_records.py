@@ -10,10 +10,9 @@ import pytest
 
 from delegate_runtime import read_model
 from delegate_runtime.builder import ModelBuilder
-from delegate_runtime.gpu import records
-from delegate_runtime.gpu.opencl import codes, program
+from delegate_runtime.gpu.opencl import codes, program, records
 from delegate_runtime.gpu.opencl.lowering import Lowerer
-from delegate_runtime.gpu.records import REGISTRY, GpuOp, OpRule, register
+from delegate_runtime.gpu.opencl.records import REGISTRY, GpuOp, OpRule, register
 from delegate_runtime.gpu.support import SupportOptions, supports
 
 

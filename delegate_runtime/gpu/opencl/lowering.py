@@ -3,7 +3,7 @@
 Every runtime tensor of a partition is float (fp32 or fp16 storage). Quantized models run
 as TFLite's delegate runs them: constants dequantized here, once; after every tensor with
 quantization parameters a quantize-and-dequantize launch snaps values to its grid.
-Each op's own lowering is in its record (`gpu/records/`); the `Lowerer` holds what they
+Each op's own lowering is in its record (`gpu/opencl/records/`); the `Lowerer` holds what they
 share: constants, launches, the tiled GEMM, elementwise and data-movement launches.
 """
 
@@ -16,9 +16,6 @@ import numpy as np
 from ...errors import ModelError
 from ...graph import Operator, Subgraph, Tensor
 from ...ops.common import dequantize
-from ..records import record_for
-from ..records.conv import patch_runs
-from ..records.record import StepSpec
 from . import program, squeeze_excite
 from .codes import Act, Binary, Step, Unary
 from .concat_views import ConcatPlan, View, plan_concat_views
@@ -36,6 +33,9 @@ from .launch import (
     round_up,
     shape4,
 )
+from .lowering_api import StepSpec
+from .records import record_for
+from .records.conv import patch_runs
 from .schedule import launch_order
 
 #: TFLite fused activation -> the `unary` op applying it (ops whose kernel does not fuse it).

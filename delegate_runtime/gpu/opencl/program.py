@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from ..records import REGISTRY
 from .cache import CacheKey, KernelCache
 from .capi import (
     build_from_binary,
@@ -19,6 +18,7 @@ from .capi import (
     program_binary,
 )
 from .codes import opencl_defines
+from .records import REGISTRY
 from .runtime import DeviceInfo, guarded
 
 #: GEMM variants: name -> (tile, work per thread, k step).

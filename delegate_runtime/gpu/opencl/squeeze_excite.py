@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...graph import Operator
-from ..records import depthwise
-from ..records.conv import gemm_weights
-from ..records.mean import WIDE_GROUP, slicing
 from .launch import Buf, Counters, Scratch, shape4
+from .records import depthwise
+from .records.conv import gemm_weights
+from .records.mean import WIDE_GROUP, slicing
 
 if TYPE_CHECKING:
-    from .fusion import Chain
-    from .lowering import Lowerer
+    from .chain import Chain
+    from .lowering_api import Lowering
 
 #: The most channels the kernel takes, in, hidden and out (SE_MAX in the kernel).
 MAX_CHANNELS = 2048
@@ -74,7 +74,7 @@ def depthwise_slicing(inner: int, c: int, compute_units: int) -> tuple[int, int]
     return -(-inner // per_slice), per_slice
 
 
-def lower(lo: Lowerer, mean: Operator, chain: Chain) -> None:
+def lower(lo: Lowering, mean: Operator, chain: Chain) -> None:
     """The launch of a MEAN chain with `then` = (first, second convolution's chains), and
     with `first` the depthwise chain making its input."""
     first, second = chain.then

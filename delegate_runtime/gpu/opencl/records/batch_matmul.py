@@ -7,15 +7,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...errors import ModelError
-from ...graph import Operator, Subgraph
-from ..opencl.codes import Binary
-from ..opencl.launch import Buf, contiguous_strides, i4, shape4
+from ....errors import ModelError
+from ....graph import Operator, Subgraph
+from ..codes import Binary
+from ..launch import Buf, contiguous_strides, i4, shape4
 from .geometry import Shape, broadcast, shape_of
 from .record import GpuOp, OpRule, register, versions
 
 if TYPE_CHECKING:
-    from ..opencl.lowering import Lowerer
+    from ..lowering_api import Lowering
 
 # -- BATCH_MATMUL ---------------------------------------------------------------------------
 
@@ -56,7 +56,7 @@ def matrix_strides(shape: Shape, out4: Shape, adjoint: bool) -> np.ndarray:
     return i4([*batch, *((cs[3], cs[2]) if adjoint else (cs[2], cs[3]))])
 
 
-def gemm_ready(lo: Lowerer, op: Operator) -> bool:
+def gemm_ready(lo: Lowering, op: Operator) -> bool:
     """Whether the product is one [rows, K] x [K, N] GEMM: x a runtime tensor read as
     stored (not its adjoint), y a constant matrix (every batch axis 1)."""
     x, y = lo.t(op.inputs[0]), lo.t(op.inputs[1])
@@ -68,7 +68,7 @@ def gemm_ready(lo: Lowerer, op: Operator) -> bool:
     )
 
 
-def lower_batch_matmul(lo: Lowerer, op: Operator) -> None:
+def lower_batch_matmul(lo: Lowering, op: Operator) -> None:
     x, y, out = op.inputs[0], op.inputs[1], op.outputs[0]
     adj_x, adj_y = bool(op.options.get("adj_x", False)), bool(op.options.get("adj_y", False))
     x_shape = lo.t(x).shape
@@ -110,7 +110,7 @@ def check_add_n(op: Operator, sg: Subgraph) -> tuple[bool, str]:
     return True, ""
 
 
-def lower_add_n(lo: Lowerer, op: Operator) -> None:
+def lower_add_n(lo: Lowering, op: Operator) -> None:
     """out = x0 + x1, then out += x2, ... (binary4d in place: each item reads then writes
     its own element)."""
     out = Buf(op.outputs[0])

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ModelError
-from ...graph import Operator, Subgraph
-from ...ops.common import padding_amounts
-from ..opencl.launch import Buf, Const, grid3, i4, shape4
+from ....errors import ModelError
+from ....graph import Operator, Subgraph
+from ....ops.common import padding_amounts
+from ..launch import Buf, Const, grid3, i4, shape4
 from .depthwise import prologue_args as depthwise_prologue
 from .geometry import Shape, rank4, window_hw
 from .mean import prologue_args as mean_prologue

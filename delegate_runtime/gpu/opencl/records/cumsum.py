@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...errors import ModelError
-from ...graph import Operator, Subgraph
-from ..opencl.launch import Buf
+from ....errors import ModelError
+from ....graph import Operator, Subgraph
+from ..launch import Buf
 from .geometry import Shape, const_ints, shape_of
 from .record import GpuOp, OpRule, register, versions
 
 if TYPE_CHECKING:
-    from ..opencl.lowering import Lowerer
+    from ..lowering_api import Lowering
 
 #: TFLite's refusal, in its words (gpu_compatibility.cc's CheckCumsumGpuDelegateCompatibility).
 REFUSED = "Input/output must be float type and indices must be constant int32 type"
@@ -50,7 +50,7 @@ def shapes(op: Operator, sg: Subgraph) -> list[Shape]:
     return [shape_of(sg, op.inputs[0])]
 
 
-def lower(lo: Lowerer, op: Operator) -> None:
+def lower(lo: Lowering, op: Operator) -> None:
     shape = lo.t(op.inputs[0]).shape
     axis = cumsum_axis(op, lo.sg)
     outer = int(np.prod(shape[:axis], dtype=np.int64))

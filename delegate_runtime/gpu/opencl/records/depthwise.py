@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import ModelError
-from ...graph import Operator, Subgraph
-from ...ops.common import padding_amounts
-from ..opencl.codes import Act, From, Step
-from ..opencl.launch import Buf, grid3, i4, shape4
+from ....errors import ModelError
+from ....graph import Operator, Subgraph
+from ....ops.common import padding_amounts
+from ..codes import Act, From, Step
+from ..launch import Buf, grid3, i4, shape4
 from .geometry import Shape, rank4, window_hw
 from .record import GpuOp, OpRule, StepSpec, register, versions
 from .steps import ACT_STEP, qdq_step

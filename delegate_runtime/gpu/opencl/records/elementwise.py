@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...graph import Operator, Subgraph
-from ..opencl.codes import Binary, Step, Unary
+from ....graph import Operator, Subgraph
+from ..codes import Binary, Step, Unary
 from .geometry import Shape, broadcast, shape_of
 from .record import Check, GpuOp, OpRule, always, register, versions
 from .steps import binary_step, unary_step
 
 if TYPE_CHECKING:
-    from ..opencl.lowering import Lowerer
+    from ..lowering_api import Lowering
 
 KERNELS = ("elementwise.cl",)
 
@@ -84,11 +84,11 @@ def unary(code: Unary, rule: OpRule, name: str | None = None) -> GpuOp:
     )
 
 
-def lower_leaky_relu(lo: Lowerer, op: Operator) -> None:
+def lower_leaky_relu(lo: Lowering, op: Operator) -> None:
     lo.unary(op, Unary.LEAKY_RELU, float(op.options.get("alpha", 0.0)))
 
 
-def lower_gelu(lo: Lowerer, op: Operator) -> None:
+def lower_gelu(lo: Lowering, op: Operator) -> None:
     lo.unary(op, Unary.GELU_TANH if op.options.get("approximate") else Unary.GELU)
 
 
@@ -144,7 +144,7 @@ def check_cast(op: Operator, sg: Subgraph) -> tuple[bool, str]:
     return False, f"Not supported Cast case. Input type: {a} and output type: {b}"
 
 
-def lower_cast(lo: Lowerer, op: Operator) -> None:
+def lower_cast(lo: Lowering, op: Operator) -> None:
     lo.unary(op, CASTS[_cast_pair(op, lo.sg)])
 
 

@@ -6,8 +6,8 @@ deliberate difference, docs/gpu_ops.md)."""
 
 from __future__ import annotations
 
-from ...errors import ModelError
-from ...graph import Operator, Subgraph
+from ....errors import ModelError
+from ....graph import Operator, Subgraph
 from .geometry import Shape, const_ints, shape_of
 from .record import GpuOp, OpRule, register, versions
 from .shape_inputs import constant_shape_inputs

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ModelError
-from ...graph import Operator, Subgraph
-from ..opencl.launch import Buf
+from ....errors import ModelError
+from ....graph import Operator, Subgraph
+from ..launch import Buf
 from .geometry import Shape, shape_of
 from .mean import prologue_args as mean_prologue
 from .record import GpuOp, OpRule, register, versions

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...errors import ModelError
-from ...graph import Operator, Subgraph
-from ..opencl.launch import Buf
+from ....errors import ModelError
+from ....graph import Operator, Subgraph
+from ..launch import Buf
 from .geometry import Shape, const_ints, shape_of
 from .record import GpuOp, OpRule, register, versions
 
 if TYPE_CHECKING:
-    from ..opencl.lowering import Lowerer
+    from ..lowering_api import Lowering
 
 KERNELS = ("gather.cl",)
 #: LiteRT's refusal of a tensor type (model_builder.cc's IsAllAllowedTensors).
@@ -71,7 +71,7 @@ def check_gather(op: Operator, sg: Subgraph) -> tuple[bool, str]:
     return True, ""
 
 
-def lower_gather(lo: Lowerer, op: Operator) -> None:
+def lower_gather(lo: Lowering, op: Operator) -> None:
     params, indices = op.inputs[:2]
     out = op.outputs[0]
     shape = tuple(lo.t(params).shape)
@@ -137,7 +137,7 @@ def check_one_hot(op: Operator, sg: Subgraph) -> tuple[bool, str]:
     return True, ""
 
 
-def lower_one_hot(lo: Lowerer, op: Operator) -> None:
+def lower_one_hot(lo: Lowering, op: Operator) -> None:
     indices, out = op.inputs[0], op.outputs[0]
     shape = tuple(lo.t(indices).shape)
     axis = _one_hot_axis(op, len(shape))

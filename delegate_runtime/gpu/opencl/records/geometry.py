@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ModelError
-from ...graph import Operator, Subgraph
-from ...ops.common import output_size
+from ....errors import ModelError
+from ....graph import Operator, Subgraph
+from ....ops.common import output_size
 
 Shape = tuple[int, ...]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ModelError
-from ...graph import Operator, Subgraph
-from ..opencl.launch import Buf, contiguous_strides, i4
+from ....errors import ModelError
+from ....graph import Operator, Subgraph
+from ..launch import Buf, contiguous_strides, i4
 from .geometry import Shape, shape_of
 from .record import GpuOp, OpRule, register
 

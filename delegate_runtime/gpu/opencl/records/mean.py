@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ModelError
-from ...graph import Operator, Subgraph
-from ..opencl.launch import Buf, Counters, Scratch, grid3, shape4
+from ....errors import ModelError
+from ....graph import Operator, Subgraph
+from ..launch import Buf, Counters, Scratch, grid3, shape4
 from .geometry import Shape, const_ints, shape_of
 from .record import GpuOp, OpRule, register, versions
 from .shape_inputs import constant_shape_inputs

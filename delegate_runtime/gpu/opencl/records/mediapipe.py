@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...errors import ModelError
-from ...graph import Operator, Subgraph
-from ...ops import mediapipe as mp
-from ...ops import mediapipe_options as mpo
-from ..opencl.launch import Buf, grid3, i4, shape4
+from ....errors import ModelError
+from ....graph import Operator, Subgraph
+from ....ops import mediapipe as mp
+from ....ops import mediapipe_options as mpo
+from ..launch import Buf, grid3, i4, shape4
 from .geometry import Shape, rank4, shape_of
 from .record import Check, GpuOp, OpRule, register, versions
 

@@ -8,10 +8,10 @@ import copy
 
 import numpy as np
 
-from ...errors import ModelError
-from ...graph import Operator, Subgraph
-from ...ops.registry import OpContext, lookup
-from ..opencl.launch import Buf, Const, contiguous_strides, i4, shape4
+from ....errors import ModelError
+from ....graph import Operator, Subgraph
+from ....ops.registry import OpContext, lookup
+from ..launch import Buf, Const, contiguous_strides, i4, shape4
 from .geometry import Shape, shape_of
 from .record import GpuOp, OpRule, register, versions
 from .shape_inputs import constant_shape_inputs

@@ -7,15 +7,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...errors import ModelError
-from ...graph import Operator, Subgraph
-from ...ops.common import dequantize
-from ..opencl.launch import Buf, i4, shape4
+from ....errors import ModelError
+from ....graph import Operator, Subgraph
+from ....ops.common import dequantize
+from ..launch import Buf, i4, shape4
 from .geometry import Shape, const_ints, shape_of
 from .record import GpuOp, OpRule, register, versions
 
 if TYPE_CHECKING:
-    from ..opencl.lowering import Lowerer
+    from ..lowering_api import Lowering
 
 KERNELS = ("pad_tile.cl",)
 #: MirrorPadMode codes -> whether the edge element is repeated (0 REFLECT, 1 SYMMETRIC).
@@ -113,7 +113,7 @@ def check_tile(op: Operator, sg: Subgraph) -> tuple[bool, str]:
     return _one_runtime_input(op, sg)
 
 
-def _pad_value(lo: Lowerer, op: Operator) -> np.ndarray:
+def _pad_value(lo: Lowering, op: Operator) -> np.ndarray:
     """PADV2's value as float: a quantized model's raw value is written into the output as
     it is (TFLite), so it means what it means on the output's grid; no value input: 0."""
     if len(op.inputs) < 3 or op.inputs[2] < 0:
@@ -125,28 +125,28 @@ def _pad_value(lo: Lowerer, op: Operator) -> np.ndarray:
     return value.astype(np.float32)
 
 
-def _pad_geometry(lo: Lowerer, op: Operator) -> list[np.ndarray]:
+def _pad_geometry(lo: Lowering, op: Operator) -> list[np.ndarray]:
     x, out = op.inputs[0], op.outputs[0]
     rank = len(lo.t(x).shape)
     before = [0] * (4 - rank) + [a for a, _ in paddings(op, lo.sg)]
     return [i4(shape4(lo.t(x).shape)), i4(shape4(lo.t(out).shape)), i4(before)]
 
 
-def lower_padv2(lo: Lowerer, op: Operator) -> None:
+def lower_padv2(lo: Lowering, op: Operator) -> None:
     out = op.outputs[0]
     value = lo.add_const(f"pad_value{op.index}", _pad_value(lo, op))
     args = [Buf(op.inputs[0]), Buf(out), value, *_pad_geometry(lo, op)]
     lo.emit_1d(op, "pad_constant4d", args, lo.t(out).size)
 
 
-def lower_mirror_pad(lo: Lowerer, op: Operator) -> None:
+def lower_mirror_pad(lo: Lowering, op: Operator) -> None:
     out = op.outputs[0]
     edge = np.int32(MIRROR_EDGE[int(op.options.get("mode", 0))])
     args = [Buf(op.inputs[0]), Buf(out), *_pad_geometry(lo, op), edge]
     lo.emit_1d(op, "mirror_pad4d", args, lo.t(out).size)
 
 
-def lower_tile(lo: Lowerer, op: Operator) -> None:
+def lower_tile(lo: Lowering, op: Operator) -> None:
     x, out = op.inputs[0], op.outputs[0]
     args = [Buf(x), Buf(out), i4(shape4(lo.t(x).shape)), i4(shape4(lo.t(out).shape))]
     lo.emit_1d(op, "tile4d", args, lo.t(out).size)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ModelError
-from ...graph import Operator, Subgraph
-from ...ops.common import PADDING_SAME, padding_amounts
-from ...validate import pool_padding_problem
-from ..opencl.codes import Pool
-from ..opencl.launch import Buf, grid3, i4, shape4
+from ....errors import ModelError
+from ....graph import Operator, Subgraph
+from ....ops.common import PADDING_SAME, padding_amounts
+from ....validate import pool_padding_problem
+from ..codes import Pool
+from ..launch import Buf, grid3, i4, shape4
 from .geometry import Shape, rank4, window_hw
 from .mean import reduce_mean
 from .record import GpuOp, OpRule, register, versions

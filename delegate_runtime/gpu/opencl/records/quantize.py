@@ -4,8 +4,8 @@ quantize-and-dequantize step then snaps to the output's grid."""
 
 from __future__ import annotations
 
-from ...graph import Operator
-from ..opencl.codes import Unary
+from ....graph import Operator
+from ..codes import Unary
 from .record import GpuOp, OpRule, register, versions
 from .steps import no_step
 

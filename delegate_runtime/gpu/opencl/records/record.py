@@ -5,29 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from ...graph import Operator, Subgraph
-
-if TYPE_CHECKING:
-    from ..opencl.lowering import Lowerer
+from ....graph import Operator, Subgraph
+from ..lowering_api import Lowering, StepSpec
 
 #: (ok, why) for one node; why is TFLite's wording when not ok.
 Check = Callable[[Operator, Subgraph], tuple[bool, str]]
 #: The shape of each output, computed from the inputs' shapes, constant inputs and options
 #: as LiteRT's Prepare does; ModelError where it cannot be.
 Shapes = Callable[[Operator, Subgraph], "list[tuple[int, ...]]"]
-
-
-@dataclass(frozen=True)
-class StepSpec:
-    """One elementwise step of a producer's epilogue: a STEP_* code, where its operand
-    comes from (a FROM_* code) and which tensor it is, and up to four float parameters."""
-
-    code: int
-    source: int = 0
-    operand: int | None = None  #: a tensor index (constant or runtime)
-    params: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
 
 #: How a node runs as steps of the producer of its input `t`, or None where it cannot.
@@ -62,7 +48,7 @@ class GpuOp:
 
     name: str  #: TFLite's op name ("CONV_2D"; custom ops "CUSTOM:<code>")
     rule: OpRule
-    lower: Callable[[Lowerer, Operator], None]  #: appends the op's launches
+    lower: Callable[[Lowering, Operator], None]  #: appends the op's launches
     kernels: tuple[str, ...] = ()  #: kernel source files in gpu/opencl/ (.cl.in: templates)
     check: Check = always  #: the op's own support conditions past versions, types and shapes
     #: its outputs' shapes, computed (the delegate takes it only where they are the declared)

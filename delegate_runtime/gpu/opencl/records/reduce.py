@@ -6,16 +6,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...dtypes import NUMPY_TO_TFLITE, TYPE_NAMES
-from ...errors import ModelError
-from ...graph import Operator, Subgraph
-from ..opencl.codes import Reduce
-from ..opencl.launch import Buf, contiguous_strides, i4, shape4
+from ....dtypes import NUMPY_TO_TFLITE, TYPE_NAMES
+from ....errors import ModelError
+from ....graph import Operator, Subgraph
+from ..codes import Reduce
+from ..launch import Buf, contiguous_strides, i4, shape4
 from .geometry import Shape, const_ints, shape_of
 from .record import GpuOp, OpRule, register, versions
 
 if TYPE_CHECKING:
-    from ..opencl.lowering import Lowerer
+    from ..lowering_api import Lowering
 
 #: Elements reduced per output from which a work group of WIDE_GROUP items shares each
 #: output (reduce4d_wide) rather than one item summing them alone (reduce4d).
@@ -82,7 +82,7 @@ def shapes(op: Operator, sg: Subgraph) -> list[Shape]:
     return [tuple(d for i, d in enumerate(x) if i not in reduced)]
 
 
-def lower(lo: Lowerer, op: Operator) -> None:
+def lower(lo: Lowering, op: Operator) -> None:
     """The output seen as the input's 4-D shape with the reduced axes 1 (its order is the
     same with keep_dims or without), each element the reduction of its box."""
     x, out = op.inputs[0], op.outputs[0]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ModelError
-from ...graph import Operator, Subgraph
-from ..opencl.launch import Buf, grid3, i4, shape4
+from ....errors import ModelError
+from ....graph import Operator, Subgraph
+from ..launch import Buf, grid3, i4, shape4
 from .geometry import Shape, const_ints, rank4
 from .record import GpuOp, OpRule, register, versions
 

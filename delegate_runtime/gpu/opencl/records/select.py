@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...graph import Operator, Subgraph
-from ..opencl.launch import Buf, i4, shape4
+from ....graph import Operator, Subgraph
+from ..launch import Buf, i4, shape4
 from .geometry import Shape, broadcast, shape_of
 from .record import GpuOp, OpRule, register, versions
 
 if TYPE_CHECKING:
-    from ..opencl.lowering import Lowerer
+    from ..lowering_api import Lowering
 
 #: TFLite's refusal, in its words (gpu_compatibility.cc's CheckSelectV2...).
 REFUSED = (
@@ -44,7 +44,7 @@ def check_select(op: Operator, sg: Subgraph) -> tuple[bool, str]:
     return True, ""
 
 
-def lower_select(lo: Lowerer, op: Operator) -> None:
+def lower_select(lo: Lowering, op: Operator) -> None:
     out_shape = shape4(lo.t(op.outputs[0]).shape)
     cond, x, y = op.inputs[:3]
     lo.emit_1d(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...graph import Operator, Subgraph
+from ....graph import Operator, Subgraph
 
 
 def constant_shape_inputs(op: Operator, sg: Subgraph) -> tuple[bool, str]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...graph import Operator, Subgraph
-from ..opencl.launch import Buf
+from ....graph import Operator, Subgraph
+from ..launch import Buf
 from .record import GpuOp, OpRule, register, versions
 
 #: Work items per row (softmax.cl.in declares its scratch and work-group size to match).

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...errors import ModelError
-from ...graph import Operator, Subgraph
-from ..opencl.launch import Buf, i4
+from ....errors import ModelError
+from ....graph import Operator, Subgraph
+from ..launch import Buf, i4
 from .geometry import Shape, const_ints, shape_of
 from .record import GpuOp, OpRule, register, versions
 
 if TYPE_CHECKING:
-    from ..opencl.lowering import Lowerer
+    from ..lowering_api import Lowering
 
 KERNELS = ("movement.cl",)
 
@@ -105,7 +105,7 @@ def check_split(op: Operator, sg: Subgraph) -> tuple[bool, str]:
 
 
 def _copy_run(
-    lo: Lowerer,
+    lo: Lowering,
     op: Operator,
     src: int,
     dst: int,
@@ -135,7 +135,7 @@ def _copy_run(
     )
 
 
-def lower_pack(lo: Lowerer, op: Operator) -> None:
+def lower_pack(lo: Lowering, op: Operator) -> None:
     out = op.outputs[0]
     out_shape = tuple(lo.t(out).shape)
     axis = _axis(int(op.options.get("axis", 0)), len(out_shape))
@@ -145,7 +145,7 @@ def lower_pack(lo: Lowerer, op: Operator) -> None:
         _copy_run(lo, op, t, out, outer, inner, 1, (1, 0), (n, k))
 
 
-def lower_unpack(lo: Lowerer, op: Operator) -> None:
+def lower_unpack(lo: Lowering, op: Operator) -> None:
     x = op.inputs[0]
     shape = tuple(lo.t(x).shape)
     axis = _axis(int(op.options.get("axis", 0)), len(shape))
@@ -154,7 +154,7 @@ def lower_unpack(lo: Lowerer, op: Operator) -> None:
         _copy_run(lo, op, x, out, outer, inner, 1, (shape[axis], k), (1, 0))
 
 
-def lower_split(lo: Lowerer, op: Operator) -> None:
+def lower_split(lo: Lowering, op: Operator) -> None:
     x = op.inputs[1] if op.op == "SPLIT" else op.inputs[0]
     shape, axis, sizes = _split_sizes(op, lo.sg)
     outer, inner = _outer_inner(shape, axis)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...graph import Operator, Subgraph
-from ..opencl.codes import Act, From, Step
+from ....graph import Operator, Subgraph
+from ..codes import Act, From, Step
 from .record import AsStep, StepSpec
 
 #: A binary op's fused activation as a step.

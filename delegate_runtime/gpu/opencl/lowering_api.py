@@ -1,0 +1,100 @@
+"""What an op's record sees of the lowering: the `Lowering` it is handed to append its
+launches, and the epilogue steps it may absorb. Records depend on this and on `launch`
+and `codes`, never on `lowering` itself, so the backend's modules form no cycle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from ...graph import Operator, Subgraph, Tensor
+from .codes import Binary, Unary
+from .concat_views import ConcatPlan, View
+from .launch import Buf, Const, Lowered
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """One elementwise step of a producer's epilogue: a STEP_* code, where its operand
+    comes from (a FROM_* code) and which tensor it is, and up to four float parameters."""
+
+    code: int
+    source: int = 0
+    operand: int | None = None  #: a tensor index (constant or runtime)
+    params: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+
+
+class Lowering(Protocol):
+    """The lowering of one partition as a record's `lower` uses it (lowering.Lowerer)."""
+
+    sg: Subgraph
+    compute_units: int
+    precision: str
+    out: Lowered  #: the launches, constants and aliases made so far
+    steps: list[StepSpec]  #: the epilogue of the node being lowered
+    #: what the node being lowered absorbed before it (lowering.Lowerer says each)
+    input_scale: tuple[int, int, tuple[float, float, float, float] | None] | None
+    input_affine: tuple[int, int, int, float, float] | None
+    clamped: dict[int, tuple[int, float, float]]
+    input_pad: tuple[int, int, int] | None
+    input_depthwise: int | None
+    input_mean: int | None
+    views: ConcatPlan
+
+    def t(self, i: int) -> Tensor: ...
+
+    def const_float(self, i: int) -> np.ndarray: ...
+
+    def add_const(self, key: str, value: np.ndarray) -> Const: ...
+
+    def operand(self, i: int) -> Buf | Const: ...
+
+    def bias(self, op: Operator, pos: int, n: int) -> Const: ...
+
+    def emit(
+        self,
+        op: Operator,
+        kernel: str,
+        args: list[Any],
+        gsize: tuple[int, ...],
+        lsize: tuple[int, ...] | None,
+    ) -> None: ...
+
+    def emit_1d(self, op: Operator, kernel: str, args: list[Any], n: int) -> None: ...
+
+    def activation(self, op: Operator, out: int) -> None: ...
+
+    def view(self, t: int) -> View | None: ...
+
+    def oview(self, out: Any, channels: int) -> np.ndarray: ...
+
+    def padded_input(self, x: int, pad_t: int, pad_l: int) -> tuple[int, int, int]: ...
+
+    def epilogue(self, act: int) -> list[Any]: ...
+
+    def unary(self, op: Operator, code: Unary, param: float = 0.0) -> None: ...
+
+    def broadcast_strides(self, i: int, out_shape: tuple[int, ...]) -> np.ndarray: ...
+
+    def binary(self, op: Operator, code: Binary) -> None: ...
+
+    def gemm(
+        self,
+        op: Operator,
+        a: Any,
+        b: Any,
+        bias: Any,
+        out: Any,
+        m: int,
+        n: int,
+        k: int,
+        act: int,
+        a_scale: Any = None,
+        a_snap: tuple[float, float, float, float] | None = None,
+        a_depthwise: list[Any] | None = None,
+        a_patch: np.ndarray | None = None,
+        a_mean: np.ndarray | None = None,
+        a_affine: tuple[Any, float, float] | None = None,
+    ) -> None: ...
