@@ -57,6 +57,7 @@ GPU_CONSTANTS: dict[str, tuple[str, ...]] = {
         "GROUPS_PER_CU",
         "GROUPS",
         "MIN_LAYERS",
+        "MAX_RUN_BYTES",
         "CHECK_SPINS",
         "RUN_SPINS",
         "LAYER_STAMPS",
@@ -90,9 +91,9 @@ GPU_CONSTANTS: dict[str, tuple[str, ...]] = {
     f"{_CL}.executor": ("FLUSH_EVERY",),
     f"{_CL}.launch": ("LOCAL_1D",),
     f"{_CL}.arena": ("ARENA_UNIT",),
-    f"{_GPU}.records.conv": ("PATCH_GEMM_MIN_N", "PATCH_GEMM_MIN_K"),
-    f"{_GPU}.records.mean": ("WIDE_FROM",),
-    f"{_GPU}.records.softmax": ("ROW_GROUP",),
+    f"{_CL}.records.conv": ("PATCH_GEMM_MIN_N", "PATCH_GEMM_MIN_K"),
+    f"{_CL}.records.mean": ("WIDE_FROM",),
+    f"{_CL}.records.softmax": ("ROW_GROUP",),
     f"{_GPU}.fold": ("MAX_FOLDED_ELEMENTS",),
 }
 
@@ -109,6 +110,10 @@ NOT_FINGERPRINTED = frozenset({"gpu.session.program_from_cache", "gpu.copy_helpe
 FINGERPRINTED_AS_PRESENCE = frozenset(
     {"gpu.session.specialized_kernels", "gpu.session.persistent_kernels"}
 )
+
+#: Constants added after results were stored, off (None) by default: fingerprinted only
+#: when set, so that results from before them stay comparable with today's.
+FINGERPRINTED_WHEN_SET = frozenset({"gpu.persistent.MAX_RUN_BYTES"})
 
 #: Each constant's value when this module first read it: later differences are overrides.
 _SHIPPED: dict[tuple[str, str], Any] = {}
@@ -219,12 +224,13 @@ def configuration(options: Mapping[str, Any], session: Any = None) -> dict[str, 
 
 
 def fingerprint(record: Mapping[str, Mapping[str, Any]]) -> str:
-    """16 hex digits of the record's values (sources and init-only entries left out, the
-    model's kernel counts as whether there were any)."""
+    """16 hex digits of the record's values (sources, init-only entries and later
+    constants still off left out, the model's kernel counts as whether there were any)."""
     values = {
         k: bool(v.get("value")) if k in FINGERPRINTED_AS_PRESENCE else v.get("value")
         for k, v in record.items()
         if k not in NOT_FINGERPRINTED
+        and not (k in FINGERPRINTED_WHEN_SET and v.get("value") is None)
     }
     text = json.dumps(values, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -99,3 +99,18 @@ def test_another_models_kernel_counts_keep_the_fingerprint():
     none = FakeGpuSession()
     none.persistent_runs = (0, 0)
     assert cr.fingerprint(cr.configuration({}, none)) != cr.fingerprint(first)
+
+
+def test_a_constant_added_later_joins_the_fingerprint_only_when_set(monkeypatch):
+    """persistent.MAX_RUN_BYTES came after results were stored: off, it leaves the
+    fingerprint as it was before it existed; set, it changes it."""
+    from delegate_runtime.gpu.opencl import persistent
+
+    record = cr.configuration({}, FakeGpuSession())
+    assert record["gpu.persistent.MAX_RUN_BYTES"] == {"value": None, "source": "default"}
+    before = {k: v for k, v in record.items() if k != "gpu.persistent.MAX_RUN_BYTES"}
+    assert cr.fingerprint(record) == cr.fingerprint(before)
+    monkeypatch.setattr(persistent, "MAX_RUN_BYTES", 64_000)
+    split = cr.configuration({}, FakeGpuSession())
+    assert split["gpu.persistent.MAX_RUN_BYTES"]["source"] == "override"
+    assert cr.fingerprint(split) != cr.fingerprint(record)
