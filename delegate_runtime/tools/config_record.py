@@ -137,7 +137,9 @@ def _constant(module: str, attr: str) -> tuple[Any, str] | None:
     (the GPU extra is not installed)."""
     try:
         mod = importlib.import_module(module)
-    except ImportError:
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").startswith("delegate_runtime"):
+            raise  # a module of ours moved: the record must not silently lose it
         return None
     value = getattr(mod, attr)
     shipped = _SHIPPED.setdefault((module, attr), value)
