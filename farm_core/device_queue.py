@@ -155,7 +155,14 @@ def _plan(
         group_shares = {g: shares[g[0]] for g in queues}  # a project's owners share its share
         chosen = fairness.pick(queues, lambda w: w.priority, group_shares, room[key], now)
         picks.extend((key, w) for w in chosen)
-    return _take(conn, picks, now)
+    orders = _take(conn, picks, now)
+    for key, queues in by_device.items():  # projects that reached their quota meanwhile
+        for project, owner in queues:
+            if shares[project].room == 0:
+                why = quotas.concurrent_reason(quota[project], shares[project].out)
+                held[project] = why
+                _note(conn, key, project, owner, holds.held(why))
+    return orders
 
 
 def _room(quota: quotas.Quota | None, out: int) -> int | None:
