@@ -34,6 +34,7 @@ from farm_core.schema import (
     StoredModel,
 )
 
+from . import failure_streak
 from .lease import JobLost
 from .limits import RuntimeOpened, job_memory_mb, over_limit_message, under_job_limits
 from .runners.base import JobSpec, RunOutcome
@@ -208,6 +209,7 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
     ctx.lease.hold(job_id, attempt, progress.line)  # the lease thread stores its line
     start = time.perf_counter()
     state, error, outcome = SUCCEEDED, "", RunOutcome()
+    failure: BaseException | None = None  #: what ended it, for its device's failure streak
     try:
         spec = JobSpec(
             job_id,
@@ -236,14 +238,16 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
                 count_failure=True,
             )
             ctx.check_health()  # quarantine at once if the device itself is at fault
+            failure_streak.after_device_error(ctx)
             return moved
         state = TIMED_OUT if isinstance(exc, JobTimeout) else FAILED
+        failure = exc
         error = f"{type(exc).__name__}: {exc}"
         outcome.log = str(getattr(exc, "log", "") or "")  # e.g. a phone tool's raw output
     except MemoryError:  # past the job's memory limit: the model's fault, not a bug
         state, error = FAILED, over_limit_message(job_memory_mb())
-    except SoftTimeLimitExceeded:
-        state, error = TIMED_OUT, "the job ran past its soft time limit"
+    except SoftTimeLimitExceeded as exc:
+        state, error, failure = TIMED_OUT, "the job ran past its soft time limit", exc
     except Exception as exc:  # noqa: BLE001 - a bug: record it, never retry it
         if unreachable(exc):
             raise  # not the job's fault: the task puts it back on the queue
@@ -256,5 +260,7 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
     written = retrying(
         ctx.engine, lambda c: jobs.finish(c, job_id, attempt, ctx.worker, state, values)
     )
-    ctx.after_job()
+    ctx.after_job()  # its canary first: a canary that passes would lift a streak's quarantine
+    if written and failure is not None:
+        failure_streak.after_failure(ctx, claimed, state, failure, error)
     return state if written else STALE
