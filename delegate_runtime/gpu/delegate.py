@@ -100,6 +100,7 @@ class GpuSession:
         #: (an event per launch: profiling); "" with no GPU partition
         self.launch_loop = ""
         self.launch_loop_why = ""  #: why "python" rather than "c", where it is
+        self.launch_loop_build = ""  #: the C loop's compiler and library digest, where it runs
         #: whether the partitions' inputs and outputs lie in host memory the GPU reads and
         #: writes itself (opencl/host_edges.py), rather than being copied in and out
         self.host_edges = False
@@ -134,7 +135,7 @@ class GpuSession:
         from .opencl.executor import PartitionExecutor
         from .opencl.host_edges import host_edges_for
         from .opencl.lowering import Lowerer
-        from .opencl.native_loop import native_loop, unavailable
+        from .opencl.native_loop import build_identity, native_loop, unavailable
         from .opencl.persistent import GROUPS_PER_CU
         from .opencl.program import program_source
         from .opencl.program_units import build_jobs, build_units
@@ -221,6 +222,7 @@ class GpuSession:
         loops = {ex.hot.loop if ex.hot is not None else "pyopencl" for ex in self.executors}
         self.launch_loop = "+".join(sorted(loops))
         self.launch_loop_why = unavailable() if "python" in loops else ""
+        self.launch_loop_build = build_identity() if "c" in loops else ""
         self._whole_graph = self._covers_whole_graph()
 
     def _program_units(self, source: str, lowered: list[Any], jobs: int) -> tuple[list[str], str]:

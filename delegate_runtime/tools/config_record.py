@@ -104,7 +104,9 @@ BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 SESSION_PATH = ("launch_loop", "host_edges", "specialized_kernels", "half_weights")
 
 #: Record entries left out of the fingerprint: they say how init went, not what is timed.
-NOT_FINGERPRINTED = frozenset({"gpu.session.program_from_cache", "gpu.copy_helpers.why"})
+NOT_FINGERPRINTED = frozenset(
+    {"gpu.session.program_from_cache", "gpu.copy_helpers.why", "gpu.session.launch_loop_build"}
+)
 #: Counts that depend on the model: the fingerprint keeps only whether there were any, so a
 #: new version of a model (other kernels) stays comparable with its lineage.
 FINGERPRINTED_AS_PRESENCE = frozenset(
@@ -198,6 +200,9 @@ def session_path(session: Any) -> dict[str, dict[str, Any]]:
     out["gpu.session.persistent_kernels"] = _entry(kernels, "session")
     out["gpu.session.profiling"] = _entry(bool(session.options.profiling), "session")
     out["gpu.session.program_from_cache"] = _entry(session.program_from_cache, "session")
+    build = getattr(session, "launch_loop_build", "")
+    if build:  # the C loop's compiler and library (which loop ran is fingerprinted above)
+        out["gpu.session.launch_loop_build"] = _entry(build, "session")
     fallback = getattr(session, "cpu_fallback", "")
     if fallback:  # only where nodes ran on the CPU: fully delegated records stay as they were
         out["gpu.session.cpu_fallback"] = _entry(fallback, "session")

@@ -4,6 +4,7 @@ on a real OpenCL device (PoCL here): the same launches in the same order, the sa
 from __future__ import annotations
 
 import io
+import os
 
 import numpy as np
 import pytest
@@ -195,4 +196,43 @@ def test_the_build_is_reused(tmp_path, decide_again):
     decide_again.forget()
     assert decide_again.native_loop(tmp_path) is not None
     assert target.stat().st_mtime_ns == first
-    assert [p.name for p in target.parent.iterdir()] == [target.name]
+    names = sorted(p.name for p in target.parent.iterdir())
+    assert names == [target.name, target.name + ".sha256"]
+    assert decide_again.build_identity().endswith(decide_again.file_digest(target)[:16])
+
+
+def test_a_library_that_is_not_what_was_built_is_built_again(tmp_path, decide_again):
+    """The cached library is loaded only when it is the file its build wrote: one changed
+    after the build (another file under its name) is built again first."""
+    cc = decide_again.compiler()
+    require(cc is not None, "a C compiler (cc, gcc or clang)")
+    assert decide_again.native_loop(tmp_path) is not None, decide_again.unavailable()
+    target = decide_again.library_path(tmp_path, cc)
+    built = target.read_bytes()
+    other = target.with_name("other.so")  # another file put under its name (never
+    other.write_bytes(built[:-1] + bytes([built[-1] ^ 1]))  # in place: it is mapped here)
+    os.replace(other, target)
+    decide_again.forget()
+    assert decide_again.native_loop(tmp_path) is not None, decide_again.unavailable()
+    assert target.read_bytes() == built  # the same source and compiler build the same bytes
+    assert decide_again.verified(target)
+
+
+def test_the_compiler_is_checked_and_named_in_the_key(tmp_path, monkeypatch, decide_again):
+    """A `cc` that does not answer `--version` is no compiler; the key covers what the
+    compiler says it is, so another version under the same name builds its own library."""
+    mute = tmp_path / "mutecc"
+    mute.write_text("#!/bin/sh\nexit 3\n")
+    mute.chmod(0o755)
+    monkeypatch.setenv("CC", str(mute))
+    assert decide_again.native_loop(tmp_path) is None
+    assert "--version exited 3" in decide_again.unavailable()
+    cc = tmp_path / "versioned-cc"
+    paths = []
+    for version in ("1.0", "2.0"):
+        cc.write_text(f"#!/bin/sh\necho 'versioned-cc {version}'\n")
+        cc.chmod(0o755)
+        decide_again.compiler_identity.cache_clear()
+        paths.append(decide_again.library_path(tmp_path, str(cc)))
+    decide_again.compiler_identity.cache_clear()
+    assert paths[0] != paths[1]

@@ -4,15 +4,18 @@ NVIDIA's driver takes about 10 us a launch on the H200's hosts and Python's loop
 (ctypes) another 1.5-2 (docs/benchmarks.md). `launch_loop.c` runs the loop in C, calling the
 entry points of the OpenCL library capi.py loaded, so it builds without OpenCL's headers;
 `host_copy.c` copies an input into host memory with helper threads. Both are compiled into
-one library, once per source, machine and compiler, into the kernel cache's folder (private,
-written through a rename, a broken file rebuilt). Without a compiler, or with
+one library, once per source, machine and compiler (the compiler checked: what its
+`--version` says is part of the key), into the kernel cache's folder (private, written
+through a rename). Beside the library lies the sha256 of the file as built; a library that
+does not match it is built again before it is loaded. Without a working compiler, or with
 DEVICEFARM_NATIVE_LOOP=0, `native_loop()` is None and the Python loop runs; `unavailable()`
-says why.
+says why, `build_identity()` which compiler and which build the C loop is.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -26,6 +29,7 @@ from .cache import default_cache_dir, ensure_private_dir
 
 SOURCES = tuple(Path(__file__).with_name(n) for n in ("launch_loop.c", "host_copy.c"))
 COMPILE_TIMEOUT_S = 60
+VERSION_TIMEOUT_S = 10
 _lock = threading.Lock()
 _state: dict[str, object] = {}  #: "lib" (CDLL or None) and "why" once decided
 
@@ -37,17 +41,48 @@ def compiler() -> str | None:
     return next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
 
 
+@functools.lru_cache(maxsize=8)
+def compiler_identity(cc: str) -> str:
+    """The first line `cc --version` prints; OSError where the compiler does not run."""
+    try:
+        done = subprocess.run(
+            [*cc.split(), "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S
+        )
+    except subprocess.SubprocessError as exc:
+        raise OSError(f"{cc} --version: {exc}") from exc
+    first = (done.stdout or done.stderr).strip().splitlines()[:1]
+    if done.returncode != 0 or not first:
+        raise OSError(f"{cc} --version exited {done.returncode}: {done.stderr.strip()[:200]}")
+    return first[0]
+
+
 def library_path(cache_dir: Path, cc: str) -> Path:
     """Where the build for this source, machine and compiler lives."""
     key = hashlib.sha256(b"".join(s.read_bytes() for s in SOURCES))
-    key.update(f"|{cc}|{platform.machine()}".encode())
+    key.update(f"|{cc}|{compiler_identity(cc)}|{platform.machine()}".encode())
     return cache_dir / "native" / f"launch_loop-{key.hexdigest()[:16]}.so"
 
 
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _digest_path(target: Path) -> Path:
+    return target.with_name(target.name + ".sha256")
+
+
+def verified(target: Path) -> bool:
+    """Whether the library is the file its build wrote (its recorded sha256)."""
+    try:
+        return _digest_path(target).read_text().strip() == file_digest(target)
+    except OSError:
+        return False
+
+
 def build(cache_dir: Path, cc: str) -> Path:
-    """Compile the sources unless their build is cached; raises on a failed build."""
+    """Compile the sources unless a verified build is cached; raises on a failed build."""
     target = library_path(cache_dir, cc)
-    if target.exists():
+    if verified(target):
         return target
     ensure_private_dir(target.parent)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
@@ -55,6 +90,13 @@ def build(cache_dir: Path, cc: str) -> Path:
     try:
         cmd = [*cc.split(), "-O2", "-shared", "-fPIC", "-pthread", "-o", tmp, *map(str, SOURCES)]
         subprocess.run(cmd, check=True, capture_output=True, timeout=COMPILE_TIMEOUT_S)
+        digest = file_digest(Path(tmp))
+        # the digest first: a reader seeing the new library finds its digest already there
+        # (concurrent builders of one source write the same bytes)
+        fd2, tmp_digest = tempfile.mkstemp(suffix=".sha256", dir=target.parent)
+        with os.fdopen(fd2, "w") as f:
+            f.write(digest + "\n")
+        os.replace(tmp_digest, _digest_path(target))
         os.replace(tmp, target)  # concurrent builders each rename a whole file
     finally:
         if os.path.exists(tmp):
@@ -70,11 +112,8 @@ def _load(cache_dir: Path) -> tuple[ctypes.CDLL | None, str]:
         return None, "no C compiler (cc, gcc, clang or $CC) on PATH"
     try:
         path = build(cache_dir, cc)
-        try:
-            lib = ctypes.CDLL(str(path))
-        except OSError:  # a truncated or foreign file under our name: build it again
-            path.unlink(missing_ok=True)
-            lib = ctypes.CDLL(str(build(cache_dir, cc)))
+        lib = ctypes.CDLL(str(path))
+        _state["build"] = f"{compiler_identity(cc)}; sha256 {file_digest(path)[:16]}"
     except (OSError, subprocess.SubprocessError) as exc:
         detail = getattr(exc, "stderr", b"") or b""
         names = ", ".join(s.name for s in SOURCES)
@@ -101,6 +140,11 @@ def native_loop(cache_dir: Path | None = None) -> ctypes.CDLL | None:
         if "lib" not in _state:
             _state["lib"], _state["why"] = _load(cache_dir or default_cache_dir())
         return _state["lib"]  # type: ignore[return-value]
+
+
+def build_identity() -> str:
+    """Which compiler built the C loop and its library's digest ("" without one)."""
+    return str(_state.get("build", ""))
 
 
 def unavailable() -> str:
