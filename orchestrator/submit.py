@@ -20,15 +20,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Engine, insert, select
 
 from delegate_runtime.errors import DevicefarmError, JobError
-from farm_core import jobs, user_inputs
+from farm_core import device_queue, quotas, user_inputs
 from farm_core.configs import RunConfig, parse_configs, supports
-from farm_core.dispatch import Dispatcher, SendOrder
+from farm_core.dispatch import Dispatcher
 from farm_core.schema import (
     DEFAULT_PROJECT,
-    DISPATCHED,
     QUARANTINED,
     QUEUED,
     Campaign,
@@ -394,6 +393,10 @@ def submit(
         model_name=model_name,
         project=project,
     )
+    with engine.begin() as conn:  # a quota of zero, or today's device-minutes used up
+        refused = quotas.submission_errors(conn, project, now)
+    if refused:
+        raise SubmissionError(refused)
     values = _user_inputs(inputs, models)
     settings_json = settings.to_json() | (
         {user_inputs.INPUTS: [v.setting() for v in values]} if values else {}
@@ -458,30 +461,21 @@ def submit(
                 rows[i : i + BATCH_ROWS],
             )
             ids.extend(res.scalars())
-    js = settings.to_json()
-    orders = [
-        SendOrder(
-            jid,
-            1,
-            key,
-            priority,
-            soft_limit_s=js.get("soft_limit_s"),
-            hard_limit_s=js.get("hard_limit_s"),
-        )
-        for jid, (_, key, _) in zip(ids, pairs, strict=True)
-    ]
-    sent, broker_error = dispatcher.send(orders)
-    _mark_dispatched(engine, campaign_id, sent, len(orders), now)
+    # each device's queue takes what its depth allows; the rest are sent as it frees a place
+    filled = device_queue.fill(engine, dispatcher, {key for _, key, _ in pairs}, now)
+    mine = set(ids)
+    sent = sum(o.job_id in mine for o in filled.sent)
+    broker_error = filled.broker_error
     if broker_error:
         warnings.append(
-            f"broker unreachable ({broker_error}); {len(orders) - len(sent)} "
+            f"broker unreachable ({broker_error}); {len(ids) - sent} "
             "jobs stay queued and the reconciler will send them"
         )
     return Submission(
         campaign_id,
-        len(orders),
+        len(ids),
         sorted(d["key"] for d in devices),
-        len(sent),
+        sent,
         warnings,
         broker_error,
     )
@@ -513,17 +507,3 @@ def _store_inputs(conn: Any, values: Sequence[UserInput], now: datetime) -> None
     ]
     if new:
         conn.execute(insert(InputFile), new)
-
-
-def _mark_dispatched(
-    engine: Engine, campaign_id: int, sent: list[SendOrder], total: int, now: Any
-) -> None:
-    with engine.begin() as conn:
-        if len(sent) == total:  # all of them: one statement
-            conn.execute(
-                update(Job)
-                .where(Job.campaign_id == campaign_id, Job.state == QUEUED, Job.attempt == 1)
-                .values(state=DISPATCHED, dispatched_at=now)
-            )
-        else:
-            jobs.mark_sent(conn, sent, now)
