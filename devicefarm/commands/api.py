@@ -189,7 +189,7 @@ def _add_token(accounts: Any, args: argparse.Namespace) -> tuple[Any, Any, str]:
 def _roles(user: Any) -> str:
     if user.admin:
         return "admin"
-    return ", ".join(f"{role} in {project}" for project, role in user.projects)
+    return ",".join(f"{project}:{role}" for project, role in user.projects)
 
 
 def _when(at: Any) -> str:
