@@ -28,8 +28,8 @@ _CAMPAIGN = {
 }
 _OBJECT = {"type": "object"}
 _ROWS = {"type": "array", "items": _OBJECT}
-_READ = [{"bearer": []}]  # any role
-_WRITE = [{"bearer": []}]  # the admin or submit role (read gets 403)
+_READ = [{"bearer": []}]  # any role, in the thing's project (another project's: 404)
+_WRITE = [{"bearer": []}]  # admin, or submit in the thing's project (read role or scope: 403)
 
 _SUBMIT_FIELDS: dict[str, Any] = {
     "devices": {"type": "string", "default": "all", "description": "device selector"},
@@ -41,6 +41,11 @@ _SUBMIT_FIELDS: dict[str, Any] = {
     "name": {"type": "string", "description": "campaign name"},
     "model_name": {"type": "string", "description": "the model's lineage name (one model)"},
     "max_model_mb": {"type": "number", "description": "a model cap below the server's"},
+    "project": {
+        "type": "string",
+        "description": "the project (team) the campaign belongs to; default: the caller's "
+        "only project (an admin's: default); required for a member of several",
+    },
 }
 
 _GATE_QUERY = [
@@ -75,7 +80,11 @@ OPENAPI: dict[str, Any] = {
         "version": "1",
         "description": "Submit TFLite models to the device farm, follow and cancel "
         "campaigns, re-run failed cells, read results, devices and allowlists. Every "
-        "/v1 endpoint but /v1/health needs `Authorization: Bearer TOKEN`.",
+        "/v1 endpoint but /v1/health needs `Authorization: Bearer TOKEN` (a live token: "
+        "not expired, not revoked). A user sees the campaigns, results, gates and models of "
+        "the projects they belong to (an admin: all); another project's campaign or model "
+        "is answered 404, as one that does not exist. Changing needs the submit role in "
+        "the campaign's project and a token whose scope allows it (else 403).",
     },
     "components": {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
@@ -95,9 +104,11 @@ OPENAPI: dict[str, Any] = {
                         }
                     },
                 },
-                "an error: bad input (400), no or unknown token (401), a read-only user "
-                "asking to change something (403), nothing there (404), a body over the "
-                "upload cap (413), a body of the wrong type (415)",
+                "an error: bad input (400), no, unknown, expired or revoked token (401), "
+                "a read-only user or token asking to change something, or a submission to a "
+                "project the user may not submit to (403), nothing there or another "
+                "project's (404), a body over the upload cap (413), a body of the wrong type "
+                "(415)",
             )
         },
     },
@@ -164,6 +175,7 @@ OPENAPI: dict[str, Any] = {
                             "type": "object",
                             "properties": {
                                 "campaign": {"type": "integer"},
+                                "project": {"type": "string"},
                                 "jobs": {"type": "integer"},
                                 "devices": {"type": "array", "items": {"type": "string"}},
                                 "sent": {"type": "integer"},
@@ -176,7 +188,8 @@ OPENAPI: dict[str, Any] = {
                 | _errors(400, 401, 403, 413, 415),
             },
             "get": {
-                "summary": "the latest campaigns with their jobs counted by state",
+                "summary": "the latest campaigns of the caller's projects (an admin's: all), "
+                "with their project, owner and jobs counted by state",
                 "security": _READ,
                 "responses": {"200": _json(_OBJECT, "{campaigns: [...]}")} | _errors(401),
             },
@@ -274,7 +287,8 @@ OPENAPI: dict[str, Any] = {
         },
         "/v1/allowlist": {
             "get": {
-                "summary": "a model's GPU allowlist file (download)",
+                "summary": "a model's GPU allowlist file (download): a model a job of the "
+                "caller's projects ran, from their results only",
                 "security": _READ,
                 "parameters": [
                     _query("model", {"type": "string"}, "sha256, a prefix of it, or name")
