@@ -277,6 +277,9 @@ def reconcile(
         report.sent = len(sent)
         with engine.begin() as conn:
             jobs.mark_sent(conn, sent, now)
+    from .homecoming import bring_back  # moved jobs go home before the queues fill
+
+    bring_back(engine, timing, now)
     live = [k for k, (alive, healthy, _) in status.items() if alive and healthy]
     filled = device_queue.fill(engine, dispatcher, live, now)
     report.placed.extend(o.job_id for o in filled.sent)
@@ -326,6 +329,9 @@ def _away_from_reservations(
     with engine.begin() as conn:
         reserved = reservations.active_on(conn, None, now)
         for (campaign_id, key, planned, config, project, owner), ids in away.items():
+            hold = reserved.get(key)
+            if hold is None:  # cancelled meanwhile: they stay
+                continue
             selector = conn.execute(
                 select(Campaign.selector).where(Campaign.id == campaign_id)
             ).scalar_one()
@@ -337,7 +343,7 @@ def _away_from_reservations(
             pick = jobs.choose_device(conn, others, key, set(), prefer_other=True)
             if pick is None:
                 continue
-            why = f"moved from {key}: {reserved[key].wait_reason()}"
+            why = f"moved from {key}: {hold.wait_reason()}"
             conn.execute(
                 update(Job)
                 .where(Job.id.in_(ids), Job.state == QUEUED, Job.device_key == key)
