@@ -126,6 +126,17 @@ ROWS = [
     row("worker --devices noop:", 2, "argument --devices: no-op device spec 'noop:' needs a name", farm=True),
     row("reconcile --db sqlite:///typo.db", 2, "argument --db: no farm database typo.db"),
     row("reconcile --broker redis://127.0.0.1:{port}/0", 1, "cannot reach the broker redis://127.0.0.1:", farm=True),
+    # a lab admin's projects, a user's reservations
+    row("projects add vision --db sqlite:///typo.db", 2, "argument --db: no farm database typo.db"),
+    row("projects add vision --max-concurrent-jobs -1", 2, "argument --max-concurrent-jobs: must be 0 or more, not -1"),
+    row("projects set vision --device-minutes-per-day lots", 2, "argument --device-minutes-per-day: not a number: 'lots'"),
+    row("projects set vision --max-concurrent-jobs 2", 1, "no project vision (`devicefarm projects add` creates it)", farm=True),
+    row("reserve noop:a --for soon", 2, "argument --for: not a duration like 2h, 90m or 1h30m: 'soon'"),
+    row("reserve noop:a --until tomorrow", 2, "argument --until: not a time like '2025-06-01 14:00' (UTC)"),
+    row("reserve noop:a --for 2h --db sqlite:///typo.db", 2, "argument --db: no farm database typo.db"),
+    row("reserve noop:zz --for 2h", 1, "no device noop:zz (devices: none registered)", farm=True),
+    row("reservations cancel 0", 2, "argument id: must be 1 or more, not 0"),
+    row("reservations cancel 7", 1, "no reservation 7 (`devicefarm reservations list`)", farm=True),
     row("adb-sim --profile nope", 1, "profile 'nope' is neither a file nor a built-in"),
     row("adb-sim --port 70000", 2, "argument --port: must be from 0 to 65535, got 70000"),
 ]  # fmt: skip
