@@ -92,7 +92,9 @@ def authenticate(request: Request, store: TokenStore, write: bool) -> Identity:
         log.error("tokens file %s: %s", store.path, exc)
         raise ApiError(503, "the server cannot read its tokens file") from exc
     if who is None:
-        log.info("refused %s %s: %s", request.method, request.url.path, why)
+        log.info(
+            "refused %s %s: %s", request.method, request.url.path, why, extra={"summary_key": why}
+        )
         raise ApiError(401, why, headers=CHALLENGE)
     store.uses.used(who.token.id, now)
     if write and not who.can_write:
@@ -109,7 +111,8 @@ class Access:
     who: Identity
 
     def log(self, project: str, outcome: str = "") -> None:
-        """The access log's line: user, token id, project, method and path."""
+        """The access log's line: user, token id, project, method and path (a flood of one
+        token's lines is summarised per token, project and outcome: api/log_limits.py)."""
         log.info(
             "user=%s token=%s project=%s %s %s%s",
             self.who.name,
@@ -118,6 +121,7 @@ class Access:
             self.request.method,
             self.request.url.path,
             f" ({outcome})" if outcome else "",
+            extra={"summary_key": (self.who.token.id, project, outcome)},
         )
 
     def check(self, project: str | None, write: bool, missing: Callable[[], ApiError]) -> None:

@@ -82,6 +82,7 @@ def server(pg_session_url: str, redis_server, tmp_path_factory) -> Iterator[Serv
     port = free_port()
     log = folder / "api.log"
     env = dict(os.environ, PYTHONPATH=str(REPO), DEVICEFARM_HOME=str(folder)) | FAST_TIMING
+    env["DEVICEFARM_API_LOG_REPEATS"] = "100000"  # every access line (floods: test_api_abuse)
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "devicefarm.cli", "api", "--port", str(port),
