@@ -150,8 +150,8 @@ class Access:
                 raise ApiError(400, f"project: give one of {', '.join(projects)}")
         role = self.who.role_in(asked)
         if role is None:
-            self.log(asked, "refused: not a member")
-            raise ApiError(403, f"user {self.who.name!r} has no role in project {asked!r}")
+            self.log(asked[:64], "refused: not a member")
+            raise ApiError(403, f"user {self.who.name!r} has no role in project {asked[:64]!r}")
         if role == READ:
             self.log(asked, "refused: read only")
             raise ApiError(403, read_only_message(self.who, asked))
