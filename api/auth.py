@@ -117,7 +117,7 @@ class Access:
             "user=%s token=%s project=%s %s %s%s",
             self.who.name,
             self.who.token.id,
-            project,
+            project[:64],  # a submission's, unchecked yet
             self.request.method,
             self.request.url.path,
             f" ({outcome})" if outcome else "",
@@ -150,7 +150,7 @@ class Access:
                 raise ApiError(400, f"project: give one of {', '.join(projects)}")
         role = self.who.role_in(asked)
         if role is None:
-            self.log(asked[:64], "refused: not a member")
+            self.log(asked, "refused: not a member")
             raise ApiError(403, f"user {self.who.name!r} has no role in project {asked[:64]!r}")
         if role == READ:
             self.log(asked, "refused: read only")
