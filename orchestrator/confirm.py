@@ -182,6 +182,8 @@ def submit(
                 Job.config,
                 Job.priority,
                 Campaign.settings,
+                Campaign.project,
+                Campaign.owner,
             )
             .join(Campaign, Campaign.id == Job.campaign_id)
             .where(Job.id == job_id)
@@ -198,6 +200,8 @@ def submit(
                 models=list(dict.fromkeys([baseline_sha256, job.model_sha256])),
                 settings=settings,
                 priority=job.priority,
+                project=job.project,  # the confirmed campaign's: its owner can follow it
+                owner=job.owner,
                 created_at=now,
             )
             .returning(Campaign.id)
@@ -210,6 +214,7 @@ def submit(
                     model_sha256=sha,
                     model_name=job.model_name,
                     config=job.config,
+                    project=job.project,
                     planned_device=job.device_key,
                     device_key=job.device_key,
                     state=QUEUED,

@@ -1,6 +1,7 @@
 """A cell's history: its baseline, its run-to-run noise, and whether a new run is suspect.
 
-A cell is one model lineage (job `model_name`) on one device in one configuration,
+A cell is one model lineage (job `model_name`) of one project on one device in one
+configuration,
 measured under one configuration record (`results.config_fingerprint`): results with
 different records are never compared, so a cell's history holds only the candidate's own.
 Confirmation runs (orchestrator.confirm) are no part of any history.
@@ -196,9 +197,16 @@ def cell_rows(
     fingerprint: str,
     before_result: int,
 ) -> list[dict[str, Any]]:
-    """The cell's results before one result, oldest first (at most HISTORY_LIMIT), with
+    """The cell's results before one result, oldest first (at most HISTORY_LIMIT), in that
+    result's project (another team's model of the same name is another lineage), with
     the same configuration record, none of a confirmation campaign: `id`, `job`,
     `campaign`, `model_sha256`, `outcome` and the figures `regression.Sample.of` reads."""
+    its_project = (
+        select(Job.project)
+        .join(Result, Result.job_id == Job.id)
+        .where(Result.id == before_result)
+        .scalar_subquery()
+    )
     rows = conn.execute(
         select(
             Result.id,
@@ -212,6 +220,7 @@ def cell_rows(
         .join(Campaign, Campaign.id == Result.campaign_id)
         .where(
             Job.model_name == lineage,
+            Job.project == its_project,
             Result.device_key == device,
             Result.config == config,
             Result.config_fingerprint == fingerprint,

@@ -252,6 +252,7 @@ def submit(args: argparse.Namespace, api: Client) -> int:
         "name": args.name,
         "model_name": args.name,
         "max_model_mb": args.max_model_mb,
+        "project": getattr(args, "project", None),  # None: the API picks the user's only one
     }
     body, content_type = _multipart(fields, *_read_files(args))
     sub = api.json("POST", "/v1/campaigns", body=body, content_type=content_type)

@@ -137,6 +137,21 @@ def example(path: Path, size: int) -> Path:
     return path
 
 
+def test_a_lineage_belongs_to_its_project(farm, start_agent, tmp_path) -> None:
+    """Another team's model of the same name is another lineage: a slower `net` of
+    project b is judged against nothing, not against project a's history."""
+    cpu = f"cpu:reference:{host_name()}"
+    start_agent("a", ["cpu"], farm.db_url, farm.broker_url, ready=[cpu])
+    fast = example(tmp_path / "net_a.tflite", 64)
+    slow = example(tmp_path / "net_b.tflite", 160)
+    common = ["--devices", f"key={cpu}", "--configs", "cpu", "--runs", "5", "--wait"]
+    first = cli(farm, "submit", str(fast), "--name", "net", "--project", "a", *common)
+    assert first.returncode == 0, first.stdout + first.stderr
+    other = cli(farm, "submit", str(slow), "--name", "net", "--project", "b", *common)
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert "regressions (0 of 0 judged" in other.stdout, other.stdout
+
+
 def newest_campaign(farm) -> int:
     with farm.engine.begin() as conn:
         return conn.execute(select(func.max(Campaign.id))).scalar_one()
