@@ -34,6 +34,7 @@ from farm_core.schema import (
 )
 from farm_core.settings import Timing
 
+from .homecoming import bring_back
 from .probes import Probe
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class ReconcileReport:
     stalled: list[str] = field(default_factory=list)
     lease_expired: list[int] = field(default_factory=list)
     moved_off_lost_device: list[int] = field(default_factory=list)
+    returned: list[int] = field(default_factory=list)  #: back to their planned device
     resent_lost_message: list[int] = field(default_factory=list)
     placed: list[int] = field(default_factory=list)
     expired: list[int] = field(default_factory=list)
@@ -60,6 +62,7 @@ class ReconcileReport:
                 self.stalled,
                 self.lease_expired,
                 self.moved_off_lost_device,
+                self.returned,
                 self.resent_lost_message,
                 self.placed,
                 self.expired,
@@ -277,9 +280,7 @@ def reconcile(
         report.sent = len(sent)
         with engine.begin() as conn:
             jobs.mark_sent(conn, sent, now)
-    from .homecoming import bring_back  # moved jobs go home before the queues fill
-
-    bring_back(engine, timing, now)
+    report.returned = bring_back(engine, timing, now)  # before the queues fill
     live = [k for k, (alive, healthy, _) in status.items() if alive and healthy]
     filled = device_queue.fill(engine, dispatcher, live, now)
     report.placed.extend(o.job_id for o in filled.sent)
