@@ -1,5 +1,5 @@
 """The API's Starlette app: its routes, its shared state (database, broker, tokens) and
-its middleware (upload cap, JSON errors)."""
+its middleware (request rates, upload cap, JSON errors)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from . import routes
 from .auth import TokenStore
 from .errors import EXCEPTION_HANDLERS
 from .limits import BodyLimit
+from .rate_limits import RateLimit, TokenBuckets
+from .serve_settings import ServeSettings, from_env
 
 #: Bytes a multipart body may carry beyond its models (part headers, form fields).
 FORM_OVERHEAD_BYTES = 1024 * 1024
@@ -59,10 +61,29 @@ ROUTES = [
 ]
 
 
-def make_app(farm: FarmApi, max_upload_bytes: int | None = None) -> Starlette:
-    """The ASGI app. Request bodies are capped at `max_upload_bytes` (default: one model at
-    the model cap, plus the form's own bytes)."""
+def rate_limit(settings: ServeSettings) -> Middleware:
+    """Request rates per client address and per token (a rate of 0: that limit is off)."""
+
+    def buckets(rate: float, burst: int) -> TokenBuckets | None:
+        return TokenBuckets(rate, burst, settings.tracked_clients) if rate > 0 else None
+
+    return Middleware(
+        RateLimit,
+        per_client=buckets(settings.rate_per_client, settings.burst_per_client),
+        per_token=buckets(settings.rate_per_token, settings.burst_per_token),
+    )
+
+
+def make_app(
+    farm: FarmApi,
+    max_upload_bytes: int | None = None,
+    settings: ServeSettings | None = None,
+) -> Starlette:
+    """The ASGI app. Request rates follow `settings` (default: the environment's, see
+    api/serve_settings.py); request bodies are capped at `max_upload_bytes` (default: one
+    model at the model cap, plus the form's own bytes)."""
     cap = max_upload_bytes or farm.model_cap() + FORM_OVERHEAD_BYTES
+    settings = settings or from_env()
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -72,7 +93,7 @@ def make_app(farm: FarmApi, max_upload_bytes: int | None = None) -> Starlette:
 
     app = Starlette(
         routes=ROUTES,
-        middleware=[Middleware(BodyLimit, max_bytes=cap)],
+        middleware=[rate_limit(settings), Middleware(BodyLimit, max_bytes=cap)],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=lifespan,
     )

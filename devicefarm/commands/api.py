@@ -1,6 +1,7 @@
 """`devicefarm api`: serve the farm's HTTP API (uvicorn), or manage its users' tokens.
 
 devicefarm api --host 0.0.0.0 --port 8000 --db URL --broker URL --tokens FILE
+    [--header-timeout-s S --max-connections N --rate-per-client R ...: api/serve_settings.py]
 devicefarm api token add NAME --role admin|submit|read [--project P[:ROLE]]... \
     [--scope read|submit|admin] [--expires 30d] --tokens FILE     (prints the new token once)
 devicefarm api token list|revoke ID|remove NAME ...
@@ -121,6 +122,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     common.add_db(p)
     common.add_broker(p)
+    from api import serve_settings  # stdlib only: the flags are listed without the api extra
+
+    serve_settings.add_arguments(p)
 
 
 def tokens_path(args: argparse.Namespace) -> Path:
@@ -233,12 +237,19 @@ def serve(args: argparse.Namespace) -> int:
     from orchestrator.submit import DEFAULT_MAX_MODEL_MB
 
     try:
-        import uvicorn
-
         from api.app import FarmApi, make_app
         from api.auth import TokenStore
+        from api.server import fit_open_files, serve_app
     except ImportError as exc:
         raise JobError(f"the API needs {exc.name}: pip install 'devicefarm[api]'") from exc
+    from api.serve_settings import from_args
+
+    try:
+        settings, note = fit_open_files(from_args(args))
+    except ValueError as exc:  # a bad DEVICEFARM_API_* variable (the flags were checked)
+        raise JobError(str(exc)) from exc
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     if args.max_model_mb is not None and args.max_model_mb > DEFAULT_MAX_MODEL_MB:
         raise JobError(f"--max-model-mb must be at most {DEFAULT_MAX_MODEL_MB}")
     path = tokens_path(args)
@@ -260,10 +271,10 @@ def serve(args: argparse.Namespace) -> int:
         tokens,
         _mib(args.max_model_mb),
     )
-    app = make_app(farm, _mib(args.max_upload_mb))
+    app = make_app(farm, _mib(args.max_upload_mb), settings)
     print(f"API on http://{args.host}:{args.port} (users: {path})", file=sys.stderr)
     sys.stderr.flush()
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, server_header=False)
+    serve_app(app, args.host, args.port, settings, args.log_level)
     return 0
 
 
