@@ -48,6 +48,7 @@ def uvicorn_config(app: Any, host: str, port: int, settings: ServeSettings, log_
         host=host,
         port=port,
         http=guarded_protocol(settings),
+        ws="none",  # no WebSocket routes; an upgrade would leave the guarded protocol's count
         timeout_keep_alive=settings.keep_alive_s,  # type: ignore[arg-type]  # a float works
         h11_max_incomplete_event_size=settings.max_header_bytes,
         backlog=settings.backlog,
