@@ -88,6 +88,7 @@ def make_app(
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         yield
+        farm.tokens.uses.flush()  # the last uses noted, not left to the timer
         farm.dispatcher.close()
         farm.engine.dispose()
 
