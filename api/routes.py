@@ -252,11 +252,11 @@ def _no_campaign(campaign: int) -> ApiError:
 
 async def list_campaigns(request: Request) -> Response:
     """The newest campaigns of the caller's projects (an admin's: of every project)."""
-    from orchestrator.scope import campaign_counts
+    from orchestrator.report import campaign_counts
 
     access = _access(request, write=False)
     access.log(ANY_PROJECT)
-    rows = await _call(campaign_counts, _farm(request).engine, access.who.projects)
+    rows = await _call(campaign_counts, _farm(request).engine, None, access.who.projects)
     return Json({"campaigns": rows})
 
 

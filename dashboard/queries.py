@@ -113,9 +113,9 @@ def fleet(
 def campaigns(engine: Engine, projects: Projects = None) -> list[dict[str, Any]]:
     """The newest campaigns (of `projects`) with their project, owner, jobs by state and
     progress (0..1)."""
-    from orchestrator.scope import campaign_counts
+    from orchestrator.report import campaign_counts
 
-    rows = campaign_counts(engine, projects)
+    rows = campaign_counts(engine, projects=projects)
     for r in rows:
         s = r["states"]
         done = sum(s.get(k, 0) for k in TERMINAL_STATES)

@@ -17,6 +17,7 @@ from farm_core import metrics
 from farm_core.schema import RUNNING, Campaign, Device, Job, Result, StoredModel
 
 from . import provenance, verdicts
+from .scope import Projects, of_projects
 
 #: Columns of the comparison table: (header, row key, format).
 TABLE_COLUMNS = (
@@ -210,15 +211,24 @@ def format_json(rows: Sequence[dict[str, Any]]) -> str:
     return json.dumps(list(rows), indent=2, default=str)
 
 
-def campaign_counts(engine: Engine, campaign_id: int | None = None) -> list[dict[str, Any]]:
-    """Per campaign: its jobs counted by state (newest first)."""
+def campaign_counts(
+    engine: Engine, campaign_id: int | None = None, projects: Projects = None, limit: int = 50
+) -> list[dict[str, Any]]:
+    """Per campaign (the newest `limit`, of `projects`: None for all): its project, owner
+    and jobs counted by state (newest first)."""
     with engine.begin() as conn:
         q = select(
-            Campaign.id, Campaign.name, Campaign.created_at, Campaign.cancelled, Campaign.gate
-        )
+            Campaign.id,
+            Campaign.name,
+            Campaign.created_at,
+            Campaign.cancelled,
+            Campaign.gate,
+            Campaign.project,
+            Campaign.owner,
+        ).where(of_projects(Campaign.project, projects))
         if campaign_id is not None:
             q = q.where(Campaign.id == campaign_id)
-        campaigns = conn.execute(q.order_by(Campaign.id.desc()).limit(50)).all()
+        campaigns = conn.execute(q.order_by(Campaign.id.desc()).limit(limit)).all()
         ids = [c.id for c in campaigns]
         counts = conn.execute(
             select(Job.campaign_id, Job.state, func.count())
@@ -237,6 +247,8 @@ def campaign_counts(engine: Engine, campaign_id: int | None = None) -> list[dict
             "gate": c.gate or {},  #: the CI gate's verdict, when `submit --wait` kept one
             "states": by.get(c.id, {}),
             "jobs": sum(by.get(c.id, {}).values()),
+            "project": c.project,
+            "owner": c.owner,
         }
         for c in campaigns
     ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, or_, select, true
+from sqlalchemy import Connection, Engine, select, true
 
 from delegate_runtime.errors import JobError
 from farm_core.schema import Campaign, Job, Result, StoredModel
@@ -45,48 +45,6 @@ def models_of(projects: Projects) -> Any:
     )
 
 
-def campaign_counts(engine: Engine, projects: Projects, limit: int = 50) -> list[dict[str, Any]]:
-    """The newest `limit` campaigns of `projects`, each with its project, owner and jobs by
-    state (as orchestrator.report.campaign_counts, which lists every project's)."""
-    with engine.begin() as conn:
-        campaigns = conn.execute(
-            select(
-                Campaign.id,
-                Campaign.name,
-                Campaign.created_at,
-                Campaign.cancelled,
-                Campaign.gate,
-                Campaign.project,
-                Campaign.owner,
-            )
-            .where(of_projects(Campaign.project, projects))
-            .order_by(Campaign.id.desc())
-            .limit(limit)
-        ).all()
-        counts = conn.execute(
-            select(Job.campaign_id, Job.state, func.count())
-            .where(Job.campaign_id.in_([c.id for c in campaigns]))
-            .group_by(Job.campaign_id, Job.state)
-        ).all()
-    by: dict[int, dict[str, int]] = {}
-    for cid, state, n in counts:
-        by.setdefault(cid, {})[state] = n
-    return [
-        {
-            "campaign": c.id,
-            "name": c.name,
-            "created": c.created_at,
-            "cancelled": c.cancelled,
-            "gate": c.gate or {},
-            "states": by.get(c.id, {}),
-            "jobs": sum(by.get(c.id, {}).values()),
-            "project": c.project,
-            "owner": c.owner,
-        }
-        for c in campaigns
-    ]
-
-
 def resolve_campaign(
     conn: Connection, ref: str | int, projects: Projects, exclude: int | None = None
 ) -> int:
@@ -110,28 +68,9 @@ def resolve_campaign(
 def resolve_model(conn: Connection, text: str, projects: Projects) -> tuple[str, str]:
     """orchestrator.allowlist.collect.resolve_model among the models of `projects` (a
     name or prefix that another project's model shares is neither ambiguous nor found)."""
-    from orchestrator.allowlist.collect import MIN_PREFIX
+    from orchestrator.allowlist.collect import resolve_model as resolve
 
-    text = text.strip()
-    hex_prefix = len(text) >= MIN_PREFIX and all(c in "0123456789abcdef" for c in text.lower())
-    rows = conn.execute(
-        select(StoredModel.sha256, StoredModel.name).where(
-            or_(
-                StoredModel.sha256.startswith(text.lower()) if hex_prefix else False,
-                StoredModel.name == text,
-            ),
-            models_of(projects),
-        )
-    ).all()
-    if not rows:
-        raise JobError(
-            f"no model {text!r} in the database (give its .tflite file, its sha256, a "
-            f"sha256 prefix of {MIN_PREFIX}+ characters or its file name)"
-        )
-    if len(rows) > 1:
-        listed = ", ".join(f"{r.name} ({r.sha256[:12]})" for r in rows)
-        raise JobError(f"model {text!r} is ambiguous: {listed}; give more of its sha256")
-    return rows[0].sha256, rows[0].name
+    return resolve(conn, text, models_of(projects))
 
 
 def decide_models(
@@ -139,24 +78,13 @@ def decide_models(
 ) -> dict[str, Any]:
     """orchestrator.allowlist.collect.decide_models on the results of `projects` only, for
     their models (`models`: sha256s, default all of theirs)."""
-    from orchestrator.allowlist.collect import build_allowlists, evidence_query, load_devices
+    from orchestrator.allowlist.collect import decide_models as decide
 
-    with engine.begin() as conn:
-        names = {
-            r.sha256: r.name
-            for r in conn.execute(
-                select(StoredModel.sha256, StoredModel.name).where(models_of(projects))
-            )
-        }
-        wanted = list(names) if models is None else [m for m in models if m in names]
-        query = evidence_query(wanted).where(results_of(projects))
-        rows = [dict(r) for r in conn.execute(query).mappings()]
-        devices = load_devices(conn)
-    return build_allowlists(rows, devices, {m: names[m] for m in wanted}, thresholds)
+    return decide(engine, thresholds, models, models_of(projects), results_of(projects))
 
 
 def build_allowlist(engine: Engine, model: str, thresholds: Any, projects: Projects) -> Any:
     """The allowlist of one model of `projects` (sha256, prefix or name), on their results."""
-    with engine.begin() as conn:
-        sha, _ = resolve_model(conn, model, projects)
-    return decide_models(engine, thresholds, [sha], projects)[sha]
+    from orchestrator.allowlist.collect import build_allowlist as build
+
+    return build(engine, model, thresholds, models_of(projects), results_of(projects))

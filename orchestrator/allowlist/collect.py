@@ -28,6 +28,7 @@ from sqlalchemy import (
     not_,
     or_,
     select,
+    true,
 )
 
 from delegate_runtime.errors import JobError
@@ -208,9 +209,10 @@ def load_devices(conn: Connection) -> dict[str, dict[str, Any]]:
 MIN_PREFIX = 4
 
 
-def resolve_model(conn: Connection, text: str) -> tuple[str, str]:
+def resolve_model(conn: Connection, text: str, among: Any = None) -> tuple[str, str]:
     """(sha256, name) of the model named by a sha256, a unique sha256 prefix of MIN_PREFIX
-    or more hex digits, or a file name."""
+    or more hex digits, or a file name; `among`: a condition on StoredModel limiting the
+    models looked at (orchestrator.scope.models_of: one project's)."""
     text = text.strip()
     hex_prefix = len(text) >= MIN_PREFIX and all(c in "0123456789abcdef" for c in text.lower())
     rows = conn.execute(
@@ -218,7 +220,8 @@ def resolve_model(conn: Connection, text: str) -> tuple[str, str]:
             or_(
                 StoredModel.sha256.startswith(text.lower()) if hex_prefix else False,
                 StoredModel.name == text,
-            )
+            ),
+            true() if among is None else among,
         )
     ).all()
     if not rows:
@@ -233,15 +236,28 @@ def resolve_model(conn: Connection, text: str) -> tuple[str, str]:
 
 
 def decide_models(
-    engine: Engine, thresholds: Thresholds, models: Iterable[str] | None = None
+    engine: Engine,
+    thresholds: Thresholds,
+    models: Iterable[str] | None = None,
+    among: Any = None,
+    evidence: Any = None,
 ) -> dict[str, Allowlist]:
-    """Allowlists for `models` (sha256; default every stored model), one query for all."""
+    """Allowlists for `models` (sha256; default every stored model), one query for all;
+    `among` limits the models (a condition on StoredModel) and `evidence` the results (one
+    on Result) to one project's (orchestrator.scope)."""
     with engine.begin() as conn:
-        names = {
-            r.sha256: r.name for r in conn.execute(select(StoredModel.sha256, StoredModel.name))
-        }
-        wanted = list(names) if models is None else list(models)
-        rows = [dict(r) for r in conn.execute(evidence_query(wanted)).mappings()]
+        listed = select(StoredModel.sha256, StoredModel.name)
+        if among is not None:
+            listed = listed.where(among)
+        names = {r.sha256: r.name for r in conn.execute(listed)}
+        if models is None:
+            wanted = list(names)
+        else:
+            wanted = [m for m in models if among is None or m in names]
+        query = evidence_query(wanted)
+        if evidence is not None:
+            query = query.where(evidence)
+        rows = [dict(r) for r in conn.execute(query).mappings()]
         devices = load_devices(conn)
     return build_allowlists(rows, devices, {m: names.get(m, m) for m in wanted}, thresholds)
 
@@ -335,8 +351,11 @@ def _host_baseline(
     return acc.sum_us / acc.ok if acc.ok else None
 
 
-def build_allowlist(engine: Engine, model: str, thresholds: Thresholds) -> Allowlist:
-    """The allowlist of one model (sha256, prefix or name)."""
+def build_allowlist(
+    engine: Engine, model: str, thresholds: Thresholds, among: Any = None, evidence: Any = None
+) -> Allowlist:
+    """The allowlist of one model (sha256, prefix or name); `among` and `evidence` as
+    decide_models'."""
     with engine.begin() as conn:
-        sha, _ = resolve_model(conn, model)
-    return decide_models(engine, thresholds, [sha])[sha]
+        sha, _ = resolve_model(conn, model, among)
+    return decide_models(engine, thresholds, [sha], among, evidence)[sha]
