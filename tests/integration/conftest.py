@@ -106,7 +106,9 @@ def pg_url(pg_session_url: str) -> str:
     engine = open_database(pg_session_url)
     with engine.begin() as conn:
         conn.execute(
-            text("TRUNCATE results, attempts, jobs, campaigns, reservations, projects, devices, models RESTART IDENTITY")
+            text(
+                "TRUNCATE results, attempts, jobs, campaigns, reservations, projects, devices, models RESTART IDENTITY"
+            )
         )
     engine.dispose()
     return pg_session_url
