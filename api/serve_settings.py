@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import ipaddress
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -69,6 +70,21 @@ def _number(kind: type, low: float) -> Callable[[str], float | int]:
     return parse
 
 
+def _proxies(text: str) -> str:
+    """Comma-separated IP addresses or networks (uvicorn's forwarded_allow_ips), or `*`."""
+    entries = [e.strip() for e in text.split(",") if e.strip()]
+    for entry in entries:
+        if entry == "*":
+            continue
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise ValueError(f"{entry[:60]!r} is not an IP address or network") from None
+    return ",".join(entries)
+
+
+_proxies.__name__ = "address list"  # argparse names the type in its error
+
 _S, _N, _R = _number(float, 0.001), _number(int, 1), _number(float, 0.0)
 _N0 = _number(int, 0)
 
@@ -99,7 +115,7 @@ KNOBS = (
          "log lines of one kind from one client per window before they are summarised"),
     Knob("log_window_s", "DEVICEFARM_API_LOG_WINDOW_S", _S,
          "seconds of a log summary's window"),
-    Knob("forwarded_allow_ips", "DEVICEFARM_API_FORWARDED_ALLOW_IPS", str,
+    Knob("forwarded_allow_ips", "DEVICEFARM_API_FORWARDED_ALLOW_IPS", _proxies,
          "proxies whose X-Forwarded-For names the client (comma-separated)"),
 )  # fmt: skip
 
@@ -118,7 +134,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             _flag(knob),
             type=knob.parse,
             default=None,
-            metavar="IPS" if knob.parse is str else "S" if knob.field.endswith("_s") else "N",
+            metavar="IPS" if knob.parse is _proxies else "S" if knob.field.endswith("_s") else "N",
             help=f"{knob.help} (default: ${knob.env} or {default if default != '' else 'none'})",
         )
 
