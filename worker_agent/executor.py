@@ -26,10 +26,12 @@ from farm_core.configs import CONFIGS
 from farm_core.database import retrying, unreachable
 from farm_core.schema import (
     FAILED,
+    QUARANTINED,
     RUNNING,
     SUCCEEDED,
     TIMED_OUT,
     Campaign,
+    Device,
     InputFile,
     StoredModel,
 )
@@ -187,6 +189,13 @@ def _move(
     return RETRIED if count_failure else MOVED
 
 
+def _quarantined(conn: Any, key: str) -> bool:
+    """Whether the database says the device is quarantined (a failure streak written by
+    another process of this device, or the reconciler, counts as much as our own flag)."""
+    health = conn.execute(select(Device.health).where(Device.key == key)).scalar()
+    return health == QUARANTINED
+
+
 def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
     """Run dispatch `attempt` of job `job_id`; returns its outcome (for the task's log)."""
     from celery.exceptions import SoftTimeLimitExceeded
@@ -196,7 +205,7 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
     )
     if claimed is None:
         return STALE
-    if ctx.quarantined:
+    if ctx.quarantined or retrying(ctx.engine, lambda c: _quarantined(c, ctx.device.key)):
         return _move(
             ctx,
             job_id,

@@ -30,8 +30,10 @@ pytestmark = pytest.mark.integration
 #: benchmark_model's pause on the phone that takes the moved jobs (twice per job: the
 #: timed run and the op profile), so they still wait there when the lost phone returns.
 SLOW_S = 2.0
-#: The quarantined phone's canary is retried this often (long enough to see the quarantine).
-HEALTH_RETRY_S = "6"
+#: The quarantined phone's canary is retried this often: long enough to see the quarantine
+#: on a busy host (a phone's canary checks presence and tools only, so the retry puts a
+#: phone with a broken tool back in service; 6 s once let a fourth job fail first).
+HEALTH_RETRY_S = "20"
 TABLES = "results, attempts, jobs, campaigns, reservations, projects, devices, models"
 
 
