@@ -58,13 +58,24 @@ def run_job(job_id: int, attempt: int) -> str:
 
 
 def refill(ctx: ConsumerContext) -> None:
-    """Send this device its next queued jobs (farm_core.device_queue): the queue stays full
-    without a reconciler pass. A failure is logged: the reconciler fills it later."""
-    from farm_core.device_queue import fill
+    """Send this device its next queued jobs (farm_core.device_queue) once half its queue
+    has run since the last fill: the queue never runs dry without a reconciler pass, and a
+    fill (a farm-wide lock and counts) is paid once per several jobs, not per job (per job,
+    the spine's throughput halved: bench/bench_spine.py). A failure is logged: the
+    reconciler fills it later."""
+    from farm_core.device_queue import fill, queue_depth
 
     if ctx.quarantined:
         return
+    every = max(1, queue_depth() // 2)
+    ctx.jobs_since_fill += 1
+    if ctx.jobs_since_fill < every:
+        return
     try:
-        fill(ctx.engine, ctx.dispatcher, [ctx.device.key])
+        sent = fill(ctx.engine, ctx.dispatcher, [ctx.device.key]).sent
     except Exception as exc:  # noqa: BLE001 - the job is done; never fail it for this
         log.warning("%s: could not fill its queue (%s)", ctx.device.key, str(exc)[:200])
+        return
+    # a fill that found nothing to send tries again after the next job (jobs may become
+    # sendable meanwhile: a quota freed, a reservation ended); one that sent waits
+    ctx.jobs_since_fill = 0 if sent else every - 1
