@@ -8,7 +8,6 @@ end. Reservations of one device never overlap.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -18,6 +17,7 @@ from sqlalchemy import Connection, insert, select, update
 from delegate_runtime.errors import JobError
 
 from .schema import Device, Reservation, utcnow
+from .text_safety import string_errors
 
 #: The longest reservation: a typo must not hold a device for a year.
 MAX_DAYS = 31
@@ -70,15 +70,6 @@ _COLUMNS = (
 )
 
 
-def _text_errors(what: str, value: str, limit: int) -> list[str]:
-    out = []
-    if len(value) > limit:
-        out.append(f"{what} is {len(value)} characters long; at most {limit} fit")
-    if any(unicodedata.category(ch) == "Cc" for ch in value):
-        out.append(f"{what} holds control characters")
-    return out
-
-
 def reserve(
     conn: Connection,
     device_key: str,
@@ -92,8 +83,8 @@ def reserve(
     """Hold `device_key` for `project` (and `user`) from `starts_at` to `ends_at`; JobError
     saying why not (an unknown device, a bad window, an overlap with another reservation)."""
     now = now or utcnow()
-    errors = _text_errors("the reason", reason, REASON_CHARS)
-    errors += _text_errors("the user", user, 64) + _text_errors("the project", project, 64)
+    errors = string_errors("the reason", reason, REASON_CHARS)
+    errors += string_errors("the user", user, 64) + string_errors("the project", project, 64)
     if not (user.strip() or project.strip()):
         errors.append("a reservation needs a user or a project to hold it")
     if ends_at <= starts_at:

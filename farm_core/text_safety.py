@@ -15,6 +15,7 @@ one) and the stored text reads as the tool printed it.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 #: Characters no database of the farm stores: NUL and the surrogates (never valid alone).
@@ -48,3 +49,13 @@ def storable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [storable(v) for v in value]
     return value
+
+
+def string_errors(what: str, value: str, limit: int) -> list[str]:
+    """`value` too long for a column of `limit` characters, or holding control characters."""
+    out = []
+    if len(value) > limit:
+        out.append(f"{what} is {len(value)} characters long; at most {limit} fit")
+    if any(unicodedata.category(ch) == "Cc" for ch in value):
+        out.append(f"{what} holds control characters")
+    return out

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import stat
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
@@ -39,6 +38,7 @@ from farm_core.schema import (
 )
 from farm_core.selectors import parse_selector
 from farm_core.settings import JOB_HARD_LIMIT_S, VISIBILITY_TIMEOUT_S, Timing
+from farm_core.text_safety import string_errors
 from farm_core.user_inputs import UserInput
 
 #: Rows per INSERT/UPDATE statement when a campaign is stored.
@@ -69,16 +69,6 @@ def max_model_bytes() -> int:
 def column_length(column: Any) -> int:
     """The most characters a String column holds (String(255) -> 255)."""
     return int(column.type.length)
-
-
-def string_errors(what: str, value: str, limit: int) -> list[str]:
-    """`value` too long for a column of `limit` characters, or holding control characters."""
-    out = []
-    if len(value) > limit:
-        out.append(f"{what} is {len(value)} characters long; at most {limit} fit")
-    if any(unicodedata.category(ch) == "Cc" for ch in value):
-        out.append(f"{what} holds control characters")
-    return out
 
 
 def model_name_errors(model_name: str, n_models: int, checked: bool = False) -> list[str]:
