@@ -101,8 +101,9 @@ def test_units_built_by_worker_processes_are_loaded_and_count_as_built(
     model_and_input, tmp_path, monkeypatch, opencl_device
 ):
     """Where the driver compiles one program at a time per process (NVIDIA; here PoCL
-    taken for one), worker processes build the units the cache lacks and the session
-    loads them: a cold session still says built, not from cache; a warm one starts none."""
+    taken for one), worker processes and the session build the units the cache lacks, and
+    the session loads them: a cold session still says built, not from cache; a warm one
+    starts none."""
     from delegate_runtime.gpu.opencl import build_workers, specialize
     from delegate_runtime.gpu.opencl.runtime import describe, select_device
 
@@ -120,9 +121,43 @@ def test_units_built_by_worker_processes_are_loaded_and_count_as_built(
     raw, xs = separable_blocks(blocks=1)
     model = read_model(raw)
     cold = session(model, tmp_path, build_jobs=2)
-    assert cold.program_units == 2 and ran == [(2, 2)]
-    assert not cold.program_from_cache and cold.program_summary == "2 units, 2 built (2 processes)"
+    assert cold.program_units == 2 and ran == [(2, 1)]
+    assert not cold.program_from_cache
+    assert cold.program_summary == "2 units, 2 built (1 process + session)"
     warm = session(model, tmp_path, build_jobs=2)
     assert ran[-1] == (0, 0) and warm.program_summary == "2 units from cache"
     want = Interpreter(model).invoke(xs)[0]
     np.testing.assert_allclose(cold.invoke(xs)[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_session_builds_every_unit_its_workers_could_not(
+    model_and_input, tmp_path, monkeypatch, opencl_device
+):
+    """Workers that die at start (here: no Python at all) leave their claims untaken: the
+    session, a builder itself, builds every unit, largest first, and runs the model."""
+    from delegate_runtime.gpu.opencl import build_workers, specialize
+    from delegate_runtime.gpu.opencl.runtime import describe, select_device
+
+    monkeypatch.setenv(specialize.ENV, "1")
+    platform = describe(select_device(opencl_device)).platform
+    monkeypatch.setattr(build_workers, "ONE_BUILD_PER_PROCESS", (platform,))
+    monkeypatch.setattr(build_workers.sys, "executable", "/bin/false")
+    from delegate_runtime import read_model
+    from tests.ops.test_gpu_persistent import separable_blocks
+
+    raw, xs = separable_blocks(blocks=1)
+    model = read_model(raw)
+    cold = session(model, tmp_path, build_jobs=3)
+    assert cold.program_units == 3 and not cold.program_from_cache
+    assert cold.program_summary == "3 units, 3 built (2 processes + session)"
+    want = Interpreter(model).invoke(xs)[0]
+    np.testing.assert_allclose(cold.invoke(xs)[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_each_unit_is_claimed_by_one_builder(tmp_path):
+    from delegate_runtime.gpu.opencl.build_workers import claim
+
+    job = tmp_path / "job.json"
+    (tmp_path / "claims").mkdir()
+    assert claim(job, 0) and claim(job, 1)
+    assert not claim(job, 0) and not claim(job, 1)

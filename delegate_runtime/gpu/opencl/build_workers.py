@@ -5,11 +5,14 @@ NVIDIA's OpenCL compiler holds one lock per process: on an H200, pose_landmark_f
 kernel units took 13.5 s one after another, 11.2 s in 16 threads and 4.8 s in 16
 processes (process start-up and contexts included; bench/diag_build.py). So where the
 driver is such a one, the units the kernel cache lacks are built by workers
-(`python -m delegate_runtime.gpu.opencl.build_workers`), each building its share from
-source and storing the binaries in the cache; the driver's compute cache (inherited
-through CUDA_CACHE_PATH, cache.point_driver_cache) keeps their machine code too, so the
-session then loads every unit from the cache in milliseconds. A worker that fails leaves
-its units to the session, which builds them itself and reports any error with its log.
+(`python -m delegate_runtime.gpu.opencl.build_workers`) and by the session itself, each
+storing the binaries in the cache; the driver's compute cache (inherited through
+CUDA_CACHE_PATH, cache.point_driver_cache) keeps their machine code too, so the session
+then loads every unit from the cache in milliseconds. Units are taken largest first, each
+by whichever builder is free (a claim file per unit), and the session starts on the
+largest while the workers start up (about 1.1 s each on the H200: Python, pyopencl, a
+context). A worker that fails leaves its units to the session, which builds them itself
+and reports any error with its log.
 """
 
 from __future__ import annotations
@@ -55,14 +58,18 @@ def build_in_workers(
     units: list[str],
     options: str,
     jobs: int,
+    ctx: Any = None,
 ) -> tuple[int, int]:
-    """Build the `units` that `cache` lacks in up to `jobs` worker processes: (units they
-    built, workers); (0, 0) where fewer than two were missing (the session builds one). An
+    """Build the `units` that `cache` lacks with up to `jobs` builders: worker processes,
+    and the session itself where `ctx` (its context) is given. (units built, worker
+    processes); (0, 0) where fewer than two were missing (the session builds one). An
     entry on disk counts as held: the session reads it whole, and rebuilds a bad one."""
     missing = [u for u in units if not cache.holds(program_key(info, token, u, options))]
-    workers = min(jobs, len(missing))
-    if workers < 2:
+    builders = min(jobs, len(missing))
+    if builders < 2:
         return 0, 0
+    missing.sort(key=len, reverse=True)  # the longest builds first: the shortest makespan
+    workers = builders - 1 if ctx is not None else builders
     job = {
         "device": device_spec(device),
         "cache": str(cache.dir),
@@ -75,16 +82,21 @@ def build_in_workers(
     with tempfile.TemporaryDirectory(prefix="units-") as tmp:
         path = Path(tmp) / "job.json"
         path.write_text(json.dumps(job))
+        (Path(tmp) / "claims").mkdir()
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", __name__, str(path), str(k), str(workers)],
+                [sys.executable, "-m", __name__, str(path)],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-            for k in range(workers)
+            for _ in range(workers)
         ]
+        if ctx is not None:
+            from .capi import opencl_library
+
+            build_claimed(opencl_library(), ctx, device, info, cache, job, path)
         deadline = time.monotonic() + WORKER_TIMEOUT_S
         for proc in procs:
             try:
@@ -95,23 +107,43 @@ def build_in_workers(
     return len(missing), workers
 
 
-def work(job_file: str, index: int, workers: int) -> int:
-    """Worker `index` of `workers`: build units index, index + workers, ... of the job
-    and store each in the cache; the exit status counts the units that failed."""
-    from .capi import opencl_library
+def claim(job_file: Path, index: int) -> bool:
+    """Whether this builder is the first to take unit `index` of the job."""
+    try:
+        os.close(os.open(job_file.parent / "claims" / str(index), os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return False
+    return True
+
+
+def build_claimed(
+    lib: Any, ctx: Any, device: Any, info: DeviceInfo, cache: KernelCache, job: dict, path: Path
+) -> int:
+    """Build every unit of `job` that no other builder has claimed, in the job's order, and
+    store each in the cache; the count that failed."""
     from .program import build_raw
+
+    failed = 0
+    for index, unit in enumerate(job["units"]):
+        if claim(path, index):
+            key = program_key(info, job["token"], unit, job["options"])
+            failed += bool(build_raw(lib, ctx, device, info, cache, key, unit, job["options"]).err)
+    return failed
+
+
+def work(job_file: str) -> int:
+    """A worker: build the job's units that no other builder has taken; the exit status
+    counts the units that failed."""
+    from .capi import opencl_library
     from .runtime import describe, select_device, shared_context
 
-    job = json.loads(Path(job_file).read_text())
+    path = Path(job_file)
+    job = json.loads(path.read_text())
     device = select_device(job["device"])
     info, ctx, lib = describe(device), shared_context(device), opencl_library()
-    cache = KernelCache(job["cache"])
-    failed = 0
-    for unit in job["units"][index::workers]:
-        key = program_key(info, job["token"], unit, job["options"])
-        failed += bool(build_raw(lib, ctx, device, info, cache, key, unit, job["options"]).err)
+    failed = build_claimed(lib, ctx, device, info, KernelCache(job["cache"]), job, path)
     return min(failed, 100)
 
 
 if __name__ == "__main__":
-    sys.exit(work(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    sys.exit(work(sys.argv[1]))

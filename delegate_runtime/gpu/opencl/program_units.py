@@ -72,8 +72,8 @@ def without_kernels(source: str) -> str:
 
 @dataclass
 class ProgramSet:
-    """The units of one program, built; `prebuilt` of them by worker processes just before
-    (build_workers.py), which the session then loaded from the cache."""
+    """The units of one program, built; `prebuilt` of them just before by worker processes
+    and the session (build_workers.py), which the session then loaded from the cache."""
 
     built: list[BuiltProgram]
     prebuilt: int = 0
@@ -100,12 +100,14 @@ class ProgramSet:
         return self.misses == 0
 
     def summary(self) -> str:
-        """`17 units, 17 built (16 processes)` or `17 units from cache`, for the init split."""
+        """`17 units, 17 built (15 processes + session)` or `17 units from cache`, for the
+        init split."""
         n = len(self.built)
         units = f"{n} unit{'s' if n != 1 else ''}"
         if not self.misses:
             return f"{units} from cache"
-        where = f" ({self.workers} processes)" if self.workers else ""
+        plural = "es" if self.workers != 1 else ""
+        where = f" ({self.workers} process{plural} + session)" if self.workers else ""
         return f"{units}, {self.misses} built{where}"
 
     def kernel(self, name: str) -> Any:
@@ -145,7 +147,7 @@ def build_units(
     prebuilt = workers = 0
     if jobs > 1 and cache is not None and build_workers.compiles_one_at_a_time(info):
         prebuilt, workers = build_workers.build_in_workers(
-            device, info, cache, token, units, options, jobs
+            device, info, cache, token, units, options, jobs, ctx
         )
     lib = opencl_library()
     if lib is None or jobs <= 1 or len(units) == 1:
