@@ -113,8 +113,8 @@ FINGERPRINTED_AS_PRESENCE = frozenset(
     {"gpu.session.specialized_kernels", "gpu.session.persistent_kernels"}
 )
 
-#: Constants added after results were stored, off (None) by default: fingerprinted only
-#: when set, so that results from before them stay comparable with today's.
+#: Constants added after results were stored: fingerprinted only when not None, so that a
+#: result of a session with one off is comparable with those from before it existed.
 FINGERPRINTED_WHEN_SET = frozenset({"gpu.persistent.MAX_RUN_BYTES"})
 
 #: Each constant's value when this module first read it: later differences are overrides.

@@ -102,15 +102,16 @@ def test_another_models_kernel_counts_keep_the_fingerprint():
 
 
 def test_a_constant_added_later_joins_the_fingerprint_only_when_set(monkeypatch):
-    """persistent.MAX_RUN_BYTES came after results were stored: off, it leaves the
-    fingerprint as it was before it existed; set, it changes it."""
+    """persistent.MAX_RUN_BYTES came after results were stored: off (None), it leaves the
+    fingerprint as it was before it existed; at its default or any other value, it
+    changes it."""
     from delegate_runtime.gpu.opencl import persistent
 
     record = cr.configuration({}, FakeGpuSession())
-    assert record["gpu.persistent.MAX_RUN_BYTES"] == {"value": None, "source": "default"}
-    before = {k: v for k, v in record.items() if k != "gpu.persistent.MAX_RUN_BYTES"}
-    assert cr.fingerprint(record) == cr.fingerprint(before)
-    monkeypatch.setattr(persistent, "MAX_RUN_BYTES", 64_000)
-    split = cr.configuration({}, FakeGpuSession())
-    assert split["gpu.persistent.MAX_RUN_BYTES"]["source"] == "override"
-    assert cr.fingerprint(split) != cr.fingerprint(record)
+    assert record["gpu.persistent.MAX_RUN_BYTES"] == {"value": 64_000, "source": "default"}
+    monkeypatch.setattr(persistent, "MAX_RUN_BYTES", None)
+    off = cr.configuration({}, FakeGpuSession())
+    assert off["gpu.persistent.MAX_RUN_BYTES"] == {"value": None, "source": "override"}
+    before = {k: v for k, v in off.items() if k != "gpu.persistent.MAX_RUN_BYTES"}
+    assert cr.fingerprint(off) == cr.fingerprint(before)
+    assert cr.fingerprint(record) != cr.fingerprint(off)

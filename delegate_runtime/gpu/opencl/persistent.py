@@ -55,11 +55,11 @@ GROUPS: int | None = None
 MIN_LAYERS = 2
 #: Most bytes of layer functions a persistent kernel calls (a layer called twice counts
 #: twice: NVIDIA's compiler inlines every call); longer runs are split into kernels in a
-#: row, each its own program unit built in parallel (program_units.py). The aim: a cold
-#: start without one long build (pose_landmark_full's 37-layer run of 278 kB built alone
-#: for 18 s on an H200). None, no bound, until its cold and warm figures are measured
-#: there (`bench/cold_start.py --set persistent.MAX_RUN_BYTES=64000`).
-MAX_RUN_BYTES: int | None = None
+#: row, each its own program unit built in parallel (program_units.py), so that no one
+#: long build sets a cold start. On an H200 (bench/cold_start.py, docs/benchmarks.md)
+#: hand_landmark_full's 42-layer run of 296 kB, 9 runs at this bound, took its cold start
+#: from 20.5 s to 5.2-6.4 s; steady inference moved 1-5 % (more launches). None: no bound.
+MAX_RUN_BYTES: int | None = 64_000
 #: Spins at a grid barrier before the run is marked failed: at the session's check of a
 #: grid size (a layer of this GPU waits well under 1 ms; the spins take longer), and in
 #: the invokes after it, where only a device that stopped holding the groups would spin.
