@@ -2,6 +2,11 @@
 after another, in threads, or in processes, and its persistent unit alone.
 
     python bench/diag_build.py MODEL [--device NVIDIA] [--precision fp32] [--jobs 16]
+        [--each] [--set persistent.MAX_RUN_BYTES=64000]
+
+`--each` builds the units one after another in one process instead, after a unit of the
+helpers alone (every unit holds them): each unit's size, kernels and seconds, largest
+first, and what the helpers cost each unit.
 
 The units are those a session builds (opencl/program_units.py). Every timing is a fresh
 child process with a new, empty driver cache (CUDA_CACHE_PATH, POCL_CACHE_DIR) and no
@@ -98,16 +103,35 @@ def main() -> int:
     ap.add_argument("--indices", default="", help=argparse.SUPPRESS)
     ap.add_argument("--how", default="serial", help=argparse.SUPPRESS)
     ap.add_argument("--opts", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--each", action="store_true", help="each unit's build, one at a time")
+    ap.add_argument("--set", action="append", default=[], help="module.NAME=VALUE (gpu/opencl)")
     a = ap.parse_args()
     if a.child:
         child(a.child, [int(i) for i in a.indices.split(",")], a.how, a.device, a.opts)
         return 0
+    from cold_start import apply_settings
+
+    from delegate_runtime.gpu.opencl.cl_source import read_source
     from delegate_runtime.gpu.opencl.program import build_options
+    from delegate_runtime.gpu.opencl.program_units import without_kernels
     from delegate_runtime.gpu.opencl.runtime import describe, select_device
 
+    apply_settings(a.set)
     units = session_units(a.model, a.precision, a.device, a.jobs)
     opts = build_options(a.precision, describe(select_device(a.device)))
     path = Path(tempfile.mkdtemp()) / "units.json"
+    if a.each:
+        units = sorted(units, key=len, reverse=True)
+        path.write_text(json.dumps([without_kernels(units[0]), *units]))
+        dev = ["--device", a.device] if a.device else []
+        indices = ",".join(map(str, range(len(units) + 1)))
+        each = run(["--child", str(path), "--opts", opts, *dev, "--indices", indices])["each"]
+        print(f"{Path(a.model).stem}: {len(units)} units; helpers alone {each[0]:.2f} s")
+        for unit, s in zip(units, each[1:], strict=True):
+            kernels = len(read_source(unit)[2])
+            print(f"  {len(unit) / 1e3:6.1f} kB  {kernels:3d} kernels  {s:5.2f} s")
+        print(f"  sum {sum(each[1:]):.1f} s; largest {max(each[1:]):.2f} s")
+        return 0
     path.write_text(json.dumps(units))
     base = list(range(len(units) - 1))  # the last unit: the persistent kernels, if any
     common = ["--child", str(path), "--opts", opts] + (["--device", a.device] if a.device else [])
