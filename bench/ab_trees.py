@@ -11,7 +11,7 @@ between their outputs over the baseline output's range.
         [--precision fp32] [--device SPEC]
 
 Lent GPU machines differ from call to call (the same launches cost the host 190 us on one
-and 333 us on another, docs/benchmarks.md), so a before/after means something only when
+and 333 us on another, docs/notebook/09-2026-11-25-what-a-launch-costs-the-host-a-squeeze-excite.md), so a before/after means something only when
 measured in one call; this measures it without the LiteRT anchors of bench_zoo.py.
 """
 

@@ -1,5 +1,5 @@
 """What a launch's arguments cost the host, and a model's launches with and without the
-arena (delegate_runtime/gpu/opencl/arena.py): docs/benchmarks.md, "One allocation per
+arena (delegate_runtime/gpu/opencl/arena.py): docs/notebook/15-2026-11-28-one-allocation-per-partition-every-launch-a-copy.md, "One allocation per
 partition".
 
 python bench/arena_costs.py [--model MODEL ...] [--device SPEC] [--rounds 2]

@@ -1,5 +1,5 @@
 """Grid barriers inside one persistent kernel, several ways, on NVIDIA's OpenCL: what each
-costs a layer at 132, 264 and 528 groups of 256 items (docs/benchmarks.md).
+costs a layer at 132, 264 and 528 groups of 256 items (docs/notebook/21-2026-11-29-the-grid-barrier-s-line-persistent-kernels-at.md).
 
 Each way runs L layers of a small stencil over 14x14x512 floats (or no work: `empty`)
 with its barrier between them, in one kernel; the kernel's profiled time at L = 64 less

@@ -1,5 +1,5 @@
 """What a kernel boundary costs on the device, against a barrier across the whole grid inside
-one persistent kernel (docs/benchmarks.md, "Kernel boundaries against grid barriers").
+one persistent kernel (docs/notebook/17-2026-11-28-persistent-kernels-runs-of-launches-as-one.md).
 
 Both sides are timed on the host from one event: the queue waits on a user event while the
 commands are enqueued, so the device runs them back to back with no host in the way; the

@@ -1,6 +1,6 @@
 """Inline PTX `mma.sync` in NVIDIA's OpenCL: one m16n8k16 tile against numpy, then a
 straightforward tensor-core fp16 GEMM (bias, ReLU6, fp16 out) on MobileNet v1's GEMM
-shapes, profiled per launch for four warp tilings (docs/benchmarks.md, "One allocation
+shapes, profiled per launch for four warp tilings (docs/notebook/15-2026-11-28-one-allocation-per-partition-every-launch-a-copy.md, "One allocation
 per partition": tensor cores alone do not bring MobileNet v1 to 0.27 ms).
 
 python bench/tensor_core_probe.py   (NVIDIA OpenCL registered; elsewhere the build fails)

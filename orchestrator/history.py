@@ -9,7 +9,8 @@ Confirmation runs (orchestrator.confirm) are no part of any history.
 Each result counts by one figure, its fastest run (`figure`): on a busy host most runs of a
 millisecond model wait for a CPU, and their median measures the host (20x apart between
 jobs of one model on 2 cores beside 6 busy processes), while the fastest run still
-measures the model (within a few percent; docs/benchmarks.md).
+measures the model (within a few percent; docs/benchmarks.md, "The regression gate under
+load").
 
 - baseline: the median figure of the last BASELINE_RUNS good results of the cell, never
   one run, so a lucky fast run does not become the reference;

@@ -118,7 +118,7 @@ def test_a_classifier_tail_joins_the_run(opencl_device, tail, precision, monkeyp
     the edge is float32), computing what their launches compute. (A whole classifier
     tail in one kernel, MEAN, FULLY_CONNECTED and SOFTMAX, took PoCL's compiler past 15
     minutes on two cores; on the H200 MobileNet v1 runs as one kernel of 31 layers:
-    docs/benchmarks.md.)"""
+    docs/notebook/20-2026-11-28-inputs-and-outputs-in-host-memory-the-classifier.md.)"""
     case = separable_blocks(blocks=0, tail=tail, shape=(1, 4, 4, 32))
     _check_one_kernel(case, precision, monkeypatch)
 

@@ -4,7 +4,8 @@ ARENA_UNIT bytes (where the session runs copies that take the arena; else a buff
 
 A model's own kernels (opencl/specialize.py) take the arena itself and their buffers'
 offsets in it: NVIDIA's driver spends about 0.37 us of host time per buffer argument on
-every launch (11 buffers: 12.0 us a launch, one: 7.9 us; docs/benchmarks.md), and the
+every launch (11 buffers: 12.0 us a launch, one: 7.9 us;
+docs/notebook/15-2026-11-28-one-allocation-per-partition-every-launch-a-copy.md), and the
 host's time per launch is what bounds most models. Kernels that take buffers (the
 conversions, the shared program's) get a region as a sub-buffer, made when first asked
 for: each sub-buffer made every launch naming the arena dearer on NVIDIA (NASNet's 588:

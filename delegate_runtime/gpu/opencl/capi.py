@@ -151,7 +151,8 @@ def program_binary(lib: ctypes.CDLL, program: Any) -> bytes:
 def _unchecked(lib: ctypes.CDLL, name: str) -> Any:
     """A second handle on `name` with no argtypes, called with ready ctypes objects only:
     the call skips ctypes' conversion of each argument. On the H200's host that is 1.5 us
-    of the 13 a launch costs (docs/benchmarks.md; `bench/diag_gpu.py --only enqueue`)."""
+    of the 13 a launch costs (docs/notebook/09-2026-11-25-what-a-launch-costs-the-host-a-squeeze-excite.md;
+    `bench/diag_gpu.py --only enqueue`)."""
     fn = lib[name]  # indexing makes a new function object; lib.name's keeps its argtypes
     fn.restype = _i32
     return fn
@@ -162,7 +163,8 @@ class HotPath:
 
     `loop` is "c" when given the C loop (`native_loop.native_loop()`), else "python": the
     same calls in the same order either way, and the same errors (the call and the launch).
-    The C loop saves the host 1.5-2 us a launch on the H200's hosts (docs/benchmarks.md)."""
+    The C loop saves the host 1.5-2 us a launch on the H200's hosts
+    (docs/notebook/10-2026-11-27-the-launch-loop-in-c-how-the-host-waits.md)."""
 
     def __init__(
         self,

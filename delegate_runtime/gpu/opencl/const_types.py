@@ -8,7 +8,7 @@ With half storage every other constant (an elementwise operand) is rounded to ha
 the activations. Biases and weights are not: rounded to half, each carries up to 2^-11 of
 its own magnitude into every output it reaches. On NASNetMobile (PoCL, float32
 activations, LiteRT's reference kernels), biases rounded to half alone cost 3.8e-03 of
-the output's range, the weights 8.7e-03 (docs/benchmarks.md). A model whose weights are
+the output's range, the weights 8.7e-03 (docs/notebook/15-2026-11-28-one-allocation-per-partition-every-launch-a-copy.md). A model whose weights are
 all half values already (a file with fp16 weights) reads them in half: float32 would
 only double their bytes (`weights_in_half`).
 """

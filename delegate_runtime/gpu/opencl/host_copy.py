@@ -14,7 +14,7 @@ helpers, 0.33-0.35 ms with none). They spin only after a copy that came within S
 the one before: a paced stream (a camera's 33 ms between frames, a server between
 requests) wakes them for each copy, and they sleep again at once: a quarter to two fifths
 of the CPU that spinning after every copy cost, at the same wall time within 2% (6% slower
-paced just past the spin; docs/benchmarks.md, 2026-12-02).
+paced just past the spin; docs/notebook/23-2026-12-02-the-input-copy-s-helpers-cpu-per-invoke-spinning.md).
 
 How many. `helper_plan()` decides, and says why, for the result records: a quarter of the
 CPUs this process may use (`delegate_runtime.host_cpus`: affinity and cgroup quota, not

@@ -4,7 +4,7 @@ Uploading an input with clEnqueueWriteBuffer hands it to NVIDIA's copy engine, a
 first kernel waits for that engine; reading an output back does the same at the other
 end. On the H200 a 602 KB input and a 4 KB output cost about 95 us host to host around a
 trivial kernel that way, 84 us when a kernel copies the input from host memory and the
-last kernel writes the output there (`bench/io_probe.py`, docs/benchmarks.md).
+last kernel writes the output there (`bench/io_probe.py`, docs/notebook/20-2026-11-28-inputs-and-outputs-in-host-memory-the-classifier.md).
 NVIDIA's `cl_nv_create_buffer` extension allocates such memory
 (`CL_MEM_LOCATION_HOST_NV`): the buffer lives in page-locked host memory, mapped into
 the GPU's address space, so a kernel's loads and stores cross the bus directly.

@@ -1,7 +1,7 @@
 """The hot path's C helpers (the launch loop, the input copy), where a C compiler is at hand.
 
 NVIDIA's driver takes about 10 us a launch on the H200's hosts and Python's loop around it
-(ctypes) another 1.5-2 (docs/benchmarks.md). `launch_loop.c` runs the loop in C, calling the
+(ctypes) another 1.5-2 (docs/notebook/10-2026-11-27-the-launch-loop-in-c-how-the-host-waits.md). `launch_loop.c` runs the loop in C, calling the
 entry points of the OpenCL library capi.py loaded, so it builds without OpenCL's headers;
 `host_copy.c` copies an input into host memory with helper threads. Both are compiled into
 one library, once per source, machine and compiler (the compiler checked: what its

@@ -3,7 +3,7 @@ across the whole grid between layers.
 
 A kernel boundary costs an H200 about 3.1 us even between empty kernels queued back to
 back, and a small layer 4.3 us as its own kernel against 1.2 us as a layer of one kernel
-that waits on a grid barrier (bench/persistent_probe.py, docs/benchmarks.md). A model of
+that waits on a grid barrier (bench/persistent_probe.py, docs/notebook/17-2026-11-28-persistent-kernels-runs-of-launches-as-one.md). A model of
 short layers (MobileNet v1: 24 kernels of 4-25 us) spends much of its time at the
 boundaries. A run of consecutive launches whose kernels are specialized copies taking only
 the arena (opencl/specialize.py) becomes one kernel of `groups` work groups of
@@ -46,7 +46,7 @@ GROUP_ITEMS = 256
 #: neediest layer: 128 an item on an H200 where a stem's patch GEMM is one (MobileNet v1;
 #: bench/kernel_registers.py), which leaves room for two groups of 256 per SM. Four, with
 #: registers capped at 64, measured 0.994x; GEMMs planned for four on a grid of two run in
-#: two rounds (bench/ab_knobs.py: docs/benchmarks.md).
+#: two rounds (bench/ab_knobs.py: docs/notebook/21-2026-11-29-the-grid-barrier-s-line-persistent-kernels-at.md).
 GROUPS_PER_CU = 2
 #: The grid's groups when set, whatever the compute units (tests on a CPU device, where
 #: two groups may share a thread and never meet at a barrier).
@@ -56,7 +56,7 @@ MIN_LAYERS = 2
 #: Most bytes of layer functions a persistent kernel calls (a layer called twice counts
 #: twice: NVIDIA's compiler inlines every call); longer runs are split into kernels in a
 #: row, each its own program unit built in parallel (program_units.py), so that no one
-#: long build sets a cold start. On an H200 (bench/cold_start.py, docs/benchmarks.md)
+#: long build sets a cold start. On an H200 (bench/cold_start.py, docs/benchmarks.md "Cold start")
 #: hand_landmark_full's 42-layer run of 296 kB, 9 runs at this bound, took its cold start
 #: from 20.5 s to 5.2-6.4 s; steady inference moved 1-5 % (more launches). None: no bound.
 MAX_RUN_BYTES: int | None = 64_000
@@ -78,12 +78,12 @@ STAMP_WORDS = 4
 #: On NVIDIA, a group arrives at a grid barrier with a release reduction (no fence, no
 #: returned count) and polls with acquire loads; else (and off NVIDIA) a fence, an atomic,
 #: volatile loads and a fence, as CUDA's cooperative groups once did (bench/ab_knobs.py
-#: measures both: docs/benchmarks.md).
+#: measures both: docs/notebook/19-2026-11-28-where-the-persistent-kernel-s-time-goes-a.md).
 BARRIER_RELEASE_ACQUIRE = True
 #: The persistent kernels' state, one int buffer per run: in its first 128-byte line the
 #: groups out, failed and the spin limit; the barrier count alone in the second line (the
 #: groups poll it, and loads of other words in its line slow the arrivals and the polls:
-#: bench/barrier_probe.py, docs/benchmarks.md); then each layer's arena offsets (16 ints
+#: bench/barrier_probe.py, docs/notebook/21-2026-11-29-the-grid-barrier-s-line-persistent-kernels-at.md); then each layer's arena offsets (16 ints
 #: a vector) from HEADER on.
 OUT, FAILED, LIMIT, COUNT, HEADER = 1, 2, 3, 32, 64
 #: Bytes of the element types local arrays may have.
