@@ -1,11 +1,15 @@
-"""uvicorn's h11 protocol with the guards it lacks: a deadline on a request's headers, and
-caps on open connections, in all and per client address.
+"""uvicorn's h11 protocol with the guards it lacks: a deadline on a request's headers, a
+pace for its body, and caps on open connections, in all and per client address.
 
 uvicorn arms no timer until a first response is sent, so a connection that never finishes
 its headers was held for ever (issue 42: 20,100 of them made /v1/health time out). Here a
 request's headers must be whole `header_timeout_s` after the connection opens, or after the
 first byte of a keep-alive connection's next request; otherwise the client gets 408 and the
-connection is closed. A connection over a cap gets 503 and is closed before a byte is read.
+connection is closed. Its body then may pause at most `body_timeout_s` between two reads,
+and once it has taken that long must average `min_body_rate` bytes a second (a byte a
+minute is no upload): else 408 and closed too. Pauses the server asked for (uvicorn stops
+reading while the app has not taken what came) never count. A connection over a cap gets
+503 and is closed before a byte is read.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import time
 from typing import Any
 
 import h11
@@ -42,6 +47,9 @@ class GuardedH11Protocol(H11Protocol):
         super().__init__(*args, **kw)
         self._key: str | None = None  # None: refused (or not yet made)
         self._deadline: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._body_started = 0.0  # monotonic s when this request's headers were whole
+        self._body_bytes = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         peer = transport.get_extra_info("peername")
@@ -70,6 +78,7 @@ class GuardedH11Protocol(H11Protocol):
         if self._key is None:  # refused: nothing of the parent's was made
             return
         self._disarm()
+        self._stop_body_timer()
         self.per_client[self._key] -= 1
         if self.per_client[self._key] <= 0:
             del self.per_client[self._key]
@@ -78,9 +87,14 @@ class GuardedH11Protocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         if self._deadline is None and self.conn.their_state is h11.IDLE:
             self._arm()  # the first byte of a keep-alive connection's next request
+        in_body = self._body_timer is not None
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:
             self._disarm()  # the headers are whole: the request is the app's now
+        if self.conn.their_state is h11.SEND_BODY:
+            self._body_read(len(data) if in_body else 0)
+        else:
+            self._stop_body_timer()
 
     def on_response_complete(self) -> None:
         self._disarm()  # idle until the next request's first byte: keep-alive's timer
@@ -94,6 +108,46 @@ class GuardedH11Protocol(H11Protocol):
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
+
+    def _body_read(self, count: int) -> None:
+        """`count` more bytes of the body came (0: its headers just ended): a slow one is
+        cut; else the pause timer starts again."""
+        now = time.monotonic()
+        if self._body_timer is None:
+            self._body_started, self._body_bytes = now, 0
+        self._body_bytes += count
+        if self._too_slow(now):
+            self._cut_body(f"averaged under {self.settings.min_body_rate:g} bytes/s")
+            return
+        self._stop_body_timer()
+        self._body_timer = self.loop.call_later(self.settings.body_timeout_s, self._body_paused)
+
+    def _too_slow(self, now: float) -> bool:
+        took = now - self._body_started
+        rate = self.settings.min_body_rate
+        return bool(rate) and took > self.settings.body_timeout_s and self._body_bytes < rate * took
+
+    def _body_paused(self) -> None:
+        self._body_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
+            return
+        if self.flow.read_paused:  # the server's pause, not the client's: wait again
+            self._body_timer = self.loop.call_later(self.settings.body_timeout_s, self._body_paused)
+            return
+        self._cut_body(f"paused over {self.settings.body_timeout_s:g} s")
+
+    def _cut_body(self, why: str) -> None:
+        self._stop_body_timer()
+        log.warning("closed a connection from %s: its request's body %s", self._key, why,
+                    extra={"summary_key": ("408-body", self._key)})  # fmt: skip
+        if self.conn.our_state is h11.SEND_RESPONSE:  # the app has not begun to answer
+            self.transport.write(TIMED_OUT)
+        self.transport.close()
+
+    def _stop_body_timer(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
 
     def _timed_out(self) -> None:
         self._deadline = None

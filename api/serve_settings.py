@@ -20,6 +20,10 @@ class ServeSettings:
 
     #: s a connection has to send a request's headers whole (from its first byte on)
     header_timeout_s: float = 10.0
+    #: s a request's body may pause between two reads (nginx's client_body_timeout)
+    body_timeout_s: float = 30.0
+    #: bytes a second a body must average once it has taken body_timeout_s (0: any pace)
+    min_body_rate: float = 1024.0
     #: s an idle keep-alive connection stays open between requests
     keep_alive_s: float = 5.0
     #: open connections at most; more are answered 503 and closed before any byte is read
@@ -91,6 +95,10 @@ _N0 = _number(int, 0)
 KNOBS = (
     Knob("header_timeout_s", "DEVICEFARM_API_HEADER_TIMEOUT_S", _S,
          "seconds a connection has to send a request's headers whole; then 408 and closed"),
+    Knob("body_timeout_s", "DEVICEFARM_API_BODY_TIMEOUT_S", _S,
+         "seconds a request's body may pause between two reads; then 408 and closed"),
+    Knob("min_body_rate", "DEVICEFARM_API_MIN_BODY_RATE", _R,
+         "bytes a second a body must average once it has taken the body timeout (0: any)"),
     Knob("keep_alive_s", "DEVICEFARM_API_KEEP_ALIVE_S", _S,
          "seconds an idle keep-alive connection stays open"),
     Knob("max_connections", "DEVICEFARM_API_MAX_CONNECTIONS", _N,

@@ -34,6 +34,7 @@ pytestmark = pytest.mark.integration
 
 #: The server's limits in these tests (small, so that a test reaches them quickly).
 HEADER_TIMEOUT_S = 3.0
+BODY_TIMEOUT_S, MIN_BODY_RATE = 2.0, 200
 PER_CLIENT_CONNECTIONS = 64
 RATE, BURST = 5, 20
 LOG_WINDOW_S, LOG_REPEATS = 3.0, 5
@@ -50,6 +51,7 @@ class Server:
     port: int
     log: Path
     proc: subprocess.Popen
+    uploader: str  #: a token of a user with the submit role
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -100,9 +102,14 @@ def api(pg_session_url: str, redis_server, tmp_path_factory) -> Iterator[Server]
     tokens = folder / "tokens.json"
     made = cli("api", "token", "add", "reader", "--role", "read", "--tokens", str(tokens))
     assert made.returncode == 0, made.stderr
+    made = cli("api", "token", "add", "uploader", "--role", "submit", "--tokens", str(tokens))
+    assert made.returncode == 0, made.stderr
+    uploader = made.stdout.strip()
     port, log = free_port(), folder / "api.log"
     limits = {
         "--header-timeout-s": HEADER_TIMEOUT_S,
+        "--body-timeout-s": BODY_TIMEOUT_S,
+        "--min-body-rate": MIN_BODY_RATE,
         "--max-connections-per-client": PER_CLIENT_CONNECTIONS,
         "--rate-per-client": RATE,
         "--burst-per-client": BURST,
@@ -121,7 +128,7 @@ def api(pg_session_url: str, redis_server, tmp_path_factory) -> Iterator[Server]
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    server = Server(port, log, proc)
+    server = Server(port, log, proc, uploader)
 
     def up() -> bool:
         if proc.poll() is not None:
@@ -209,6 +216,61 @@ def test_a_keep_alive_connections_next_request_has_the_same_deadline(api: Server
         assert time.monotonic() - started < HEADER_TIMEOUT_S + 5
     finally:
         conn.close()
+
+
+def start_upload(api: Server, source: str, length: int) -> socket.socket:
+    """A submission of a raw model body of `length` bytes, its headers whole, no body yet."""
+    s = socket.create_connection(("127.0.0.1", api.port), timeout=10, source_address=(source, 0))
+    head = (
+        f"POST /v1/campaigns?filename=m.tflite HTTP/1.1\r\nHost: test\r\n"
+        f"Authorization: Bearer {api.uploader}\r\n"
+        f"Content-Type: application/octet-stream\r\nContent-Length: {length}\r\n\r\n"
+    )
+    s.sendall(head.encode())
+    return s
+
+
+def test_a_request_body_that_stops_is_cut(api: Server) -> None:
+    """Headers whole, ten bytes of a 100 kB body, then nothing: held for ever before."""
+    s = start_upload(api, "127.0.1.210", 100_000)
+    try:
+        s.sendall(b"x" * 10)
+        started = time.monotonic()
+        got = answer_or_close(s, BODY_TIMEOUT_S + 10)
+        assert got is not None and got.startswith(b"HTTP/1.1 408 "), got
+        assert time.monotonic() - started < BODY_TIMEOUT_S + 5
+    finally:
+        s.close()
+
+
+def test_a_body_that_trickles_is_cut(api: Server) -> None:
+    """A byte every 0.3 s never pauses as long as the body timeout, but averages far under
+    the least pace: cut once the body has taken the body timeout."""
+    s = start_upload(api, "127.0.1.211", 100_000)
+    try:
+        started = time.monotonic()
+        with pytest.raises(OSError):  # the server closes it while we still write
+            while time.monotonic() - started < BODY_TIMEOUT_S + 10:
+                s.sendall(b"x")
+                time.sleep(0.3)
+        assert time.monotonic() - started < BODY_TIMEOUT_S + 5
+    finally:
+        s.close()
+
+
+def test_a_slow_upload_at_a_fair_pace_is_read_whole(api: Server) -> None:
+    """3,000 bytes at about 1,000 a second, longer than the body timeout but above the
+    least pace: the server reads all of it and answers the submission itself (not a model:
+    400), not 408."""
+    s = start_upload(api, "127.0.1.212", 3000)
+    try:
+        for _ in range(30):
+            s.sendall(b"x" * 100)
+            time.sleep(0.1)
+        got = answer_or_close(s, 10)
+        assert got is not None and got.startswith(b"HTTP/1.1 400 "), got
+    finally:
+        s.close()
 
 
 def test_one_address_holds_only_so_many_connections(api: Server) -> None:
