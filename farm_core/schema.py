@@ -244,3 +244,26 @@ class Reservation(Base):
     reason: Mapped[str] = mapped_column(Text, default="", server_default="")
     cancelled_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Artifact(Base):
+    """A debug artifact of one job attempt (logcat, a tombstone, the conditions around the
+    run): its bytes as kept, at most farm_core.artifacts.MAX_ARTIFACT_BYTES of them
+    (`truncated`: `size_bytes` were captured, `note` says which part is kept)."""
+
+    __tablename__ = "artifacts"
+    __table_args__ = (
+        UniqueConstraint("job_id", "attempt", "name", name="uq_artifacts_job_attempt_name"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(32))  #: logcat, tombstone, crash, conditions, ...
+    name: Mapped[str] = mapped_column(String(255))  #: the download's file name
+    media_type: Mapped[str] = mapped_column(String(64))
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    size_bytes: Mapped[int] = mapped_column(Integer)  #: as captured, before any truncation
+    truncated: Mapped[bool] = mapped_column(default=False)
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
