@@ -135,7 +135,7 @@ class Job(Base):
     model_sha256: Mapped[str] = mapped_column(ForeignKey("models.sha256"))
     #: the model's lineage: history is kept by this name across versions (each a sha256)
     model_name: Mapped[str] = mapped_column(String(255), default="", server_default="")
-    config: Mapped[str] = mapped_column(String(32))
+    config: Mapped[str] = mapped_column(String(128))  #: canonical (farm_core.configs)
     #: its campaign's project, repeated for quotas and fair scheduling
     project: Mapped[str] = mapped_column(
         String(64), default=DEFAULT_PROJECT, server_default=DEFAULT_PROJECT
@@ -187,7 +187,7 @@ class Result(Base):
     campaign_id: Mapped[int] = mapped_column(Integer, index=True)
     model_sha256: Mapped[str] = mapped_column(String(64), index=True)
     device_key: Mapped[str] = mapped_column(String(255), index=True)
-    config: Mapped[str] = mapped_column(String(32))
+    config: Mapped[str] = mapped_column(String(128))  #: canonical (farm_core.configs)
     outcome: Mapped[str] = mapped_column(String(16))  #: the job's final state
     error: Mapped[str] = mapped_column(Text, default="")
     init_us: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -289,15 +289,35 @@ def _select_devices(
         return [], configs
     kept = []
     for c in configs:
-        if any(supports(r["kind"], c.name)[0] for r in usable):
+        if any(supports(r["kind"], c, r.get("facts"))[0] for r in usable):
             kept.append(c)
             continue
-        why = "; ".join(sorted({supports(r["kind"], c.name)[1] for r in usable}))
+        why = "; ".join(sorted({supports(r["kind"], c, r.get("facts"))[1] for r in usable}))
         if drop_unrun_configs:
             warnings.append(f"skipped configuration {c.name}: no selected device runs it")
         else:
             errors.append(f"configuration {c.name}: no selected device runs it ({why})")
     return usable, kept
+
+
+def placements(
+    models: Sequence[_ModelIn], devices: list[dict[str, Any]], configs: list[RunConfig]
+) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """(model, device, configuration) for every pair a device can run, and a line for
+    each device that refuses a configuration from its recorded facts (a phone without the
+    Hexagon libraries, without the named NNAPI accelerator, ...): its reason, before any
+    job exists. A device kind that never runs a configuration is not reported."""
+    runs, refused = set(), []
+    for d in devices:
+        for c in configs:
+            ok, why = supports(d["kind"], c, d.get("facts"))
+            if ok:
+                runs.add((d["key"], c.name))
+            elif supports(d["kind"], c)[0]:
+                refused.append(f"refused {c.name} on {d['key']}: {why}")
+    pairs = [(m.sha256, d["key"], c.name) for m in models for d in devices for c in configs
+             if (d["key"], c.name) in runs]  # fmt: skip
+    return pairs, refused
 
 
 def validate(
@@ -392,13 +412,8 @@ def submit(
         {user_inputs.INPUTS: [v.setting() for v in values]} if values else {}
     )
     lineage = {m.sha256: model_name or m.name for m in models}
-    pairs = [
-        (m.sha256, d["key"], c.name)
-        for m in models
-        for d in devices
-        for c in run_configs
-        if supports(d["kind"], c.name)[0]
-    ]
+    pairs, refusals = placements(models, devices, run_configs)
+    warnings.extend(refusals)
     with engine.begin() as conn:
         have = set(
             conn.execute(

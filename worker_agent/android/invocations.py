@@ -11,6 +11,7 @@ from typing import Any
 
 from delegate_runtime.errors import JobError
 from farm_core.configs import RunConfig
+from farm_core.delegate_flags import EVAL_DELEGATE, delegate_flags
 
 #: The runner's folder on the phone (the shell user can write /data/local/tmp).
 REMOTE_DIR = "/data/local/tmp/devicefarm"
@@ -22,6 +23,13 @@ _LAYER = re.compile(r"^[A-Za-z0-9_./;:-]+$")
 INPUTS = "inputs"
 #: Most timed runs of the op-profiling pass (its tables average over them).
 PROFILE_MAX_RUNS = 20
+#: Where the GPU delegate writes serialized programs on the phone (private to the tools).
+SERIALIZE_DIR = f"{REMOTE_DIR}/serialized"
+#: hexagon_delegate_provider.cc's default --hexagon_lib_path (where the skel libs are).
+HEXAGON_LIB_PATH = "/data/local/tmp"
+#: The job setting with the device's facts a delegate's flags need (hexagon_lib_path).
+DEVICE_PATHS = "device_paths"
+_PATH = re.compile(r"^/[A-Za-z0-9_./-]{0,200}$")
 
 
 def _checked(sha256: str) -> str:
@@ -99,8 +107,8 @@ def _benchmark_argv(
     ]
     if settings.get("warmup_min_secs") is not None:
         argv.append(_flag("warmup_min_secs", float(settings["warmup_min_secs"])))
-    argv += _delegate_flags(config)
-    if settings.get("num_threads"):
+    argv += _delegate_flags(config, model, settings)
+    if settings.get("num_threads") and config.option("threads") is None:
         argv.append(_flag("num_threads", int(settings["num_threads"])))
     if profile:
         argv.append(_flag("enable_op_profiling", True))
@@ -125,29 +133,41 @@ def _escaped(layer: str) -> str:
     return layer.replace(":", "::")
 
 
-def _delegate_flags(config: RunConfig) -> list[str]:
-    """The GPU provider's flags: gpu-fp16 allows precision loss, gpu-fp32 does not (the
-    provider's default is to allow it, so both are always written)."""
-    out = [_flag("use_gpu", config.use_gpu)]
-    if config.use_gpu:
-        out.append(_flag("gpu_precision_loss_allowed", config.precision == "fp16"))
-    return out
+def _facts(model: str, settings: dict) -> dict[str, str]:
+    """What a flag's `{placeholder}` stands for on this job: the serialization folder, the
+    model's token (its content hash, as the file is named) and the Hexagon libraries' path
+    discovery found (checked: a phone's path reaches a shell line only if it is one)."""
+    hexagon = str((settings.get(DEVICE_PATHS) or {}).get("hexagon_lib_path") or HEXAGON_LIB_PATH)
+    if not _PATH.match(hexagon) or ".." in hexagon:
+        raise JobError(f"Hexagon library path {hexagon[:60]!r} is not a plain absolute path")
+    token = model.rsplit("/", 1)[-1].removesuffix(".tflite")
+    return {"serialize_dir": SERIALIZE_DIR, "model_token": token, "hexagon_lib_path": hexagon}
 
 
-def run_eval_argv(tool: str, model: str, config: RunConfig, runs: int) -> list[str]:
+def _delegate_flags(
+    config: RunConfig, model: str, settings: dict, for_eval: bool = False
+) -> list[str]:
+    """The configuration's flags, from farm_core.delegate_flags' table (each traceable
+    to the provider that defines it)."""
+    facts = _facts(model, settings)
+    return [_flag(name, value.format(**facts)) for name, value, _src in
+            delegate_flags(config, for_eval)]  # fmt: skip
+
+
+def run_eval_argv(
+    tool: str, model: str, config: RunConfig, runs: int, settings: dict | None = None
+) -> list[str]:
     """inference_diff's run_eval (run_eval.cc's flags): the delegate against the CPU
-    reference, with the job's GPU precision. run_eval takes no input files: its inputs
-    are random."""
+    reference, with the configuration's options as the providers' flags. run_eval takes
+    no input files: its inputs are random."""
     argv = [
         tool,
         _flag("model_file", model),
         _flag("num_runs", int(runs)),
         _flag("num_interpreter_threads", 1),
-        _flag("delegate", "gpu" if config.use_gpu else ""),
+        _flag("delegate", EVAL_DELEGATE[config.delegate]),
     ]
-    if config.use_gpu:
-        argv.append(_flag("gpu_precision_loss_allowed", config.precision == "fp16"))
-    return argv
+    return argv + _delegate_flags(config, model, settings or {}, for_eval=True)
 
 
 def line(argv: list[str]) -> str:
