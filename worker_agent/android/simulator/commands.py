@@ -1,11 +1,12 @@
-"""The simulated phone's commands: getprop, dumpsys SurfaceFlinger, and toybox's rm,
-mkdir, chmod, ls, cat, pkill, with their usual messages."""
+"""The simulated phone's commands: getprop, dumpsys SurfaceFlinger, logcat (logcat.py),
+and toybox's rm, mkdir, chmod, ls, cat, pkill, with their usual messages."""
 
 from __future__ import annotations
 
 import stat
 
 from .fs import FsError
+from .logcat import logcat
 from .shell import Command, Context
 
 
@@ -164,4 +165,5 @@ BUILTINS: dict[str, Command] = {
     "ls": ls,
     "cat": cat,
     "pkill": pkill,
+    "logcat": logcat,
 }

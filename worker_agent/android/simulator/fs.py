@@ -118,6 +118,8 @@ class FileSystem:
             node = self.get(path)
             if not node.is_dir:
                 raise FsError(ENOTDIR)
+            if not node.readable:  # a folder the shell user may not list (r bit off)
+                raise FsError(EACCES)
             prefix = path.rstrip("/") + "/"
             return sorted(
                 p[len(prefix) :]

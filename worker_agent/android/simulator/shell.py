@@ -8,6 +8,7 @@ recorded as violations, so tests can prove exactly what reached the phone.
 
 from __future__ import annotations
 
+import itertools
 import shlex
 import threading
 import time
@@ -15,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .transport import Stream
+from . import debuggerd
+from .transport import Stream, StreamClosed
 
 if TYPE_CHECKING:
     from .device import SimulatedPhone
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
 _OPERATORS = set(";&|<>()`\n\r*?#~{}")
 #: Exit statuses as mksh reports them.
 NOT_FOUND, CANNOT_EXECUTE = 127, 126
+#: Process ids the simulated programs get (a phone's shell children start high).
+_PIDS = itertools.count(12000)
 
 
 def shell_syntax(line: str) -> list[str]:
@@ -64,6 +68,34 @@ class Process:
 
     argv: list[str]
     killed: threading.Event = field(default_factory=threading.Event)
+    pid: int = field(default_factory=lambda: next(_PIDS))
+
+
+class CrashPoint:
+    """A program's output stream that kills it with an armed crash's signal once it has
+    printed the crash's lines (`fired`: the signal was delivered)."""
+
+    def __init__(self, stream: Stream, process: Process, lines: int):
+        self.stream, self.process, self.left = stream, process, lines
+        self.closed = stream.closed
+        self.fired = False
+
+    def fire(self) -> None:
+        self.fired = True
+        self.process.killed.set()
+
+    def write(self, data: bytes) -> None:
+        if self.fired:
+            raise StreamClosed("killed by a signal")
+        cut = -1
+        while self.left > 0 and (cut := data.find(b"\n", cut + 1)) >= 0:
+            self.left -= 1
+        if self.left > 0 or cut < 0:
+            self.stream.write(data)
+            return
+        self.stream.write(data[: cut + 1])
+        self.fire()
+        raise StreamClosed("killed by a signal")
 
 
 class Context:
@@ -126,13 +158,41 @@ def run_line(phone: SimulatedPhone, stream: Stream, line: str) -> int:
         stream.write(f"/system/bin/sh: {name}: inaccessible or not found\n".encode())
         return NOT_FOUND
     process = Process(argv)
+    crash = debuggerd.take(phone, name.rsplit("/", 1)[-1])
     with phone.lock:
         phone.processes.append(process)
     try:
-        return command(Context(phone, stream, process))
+        if crash is None:
+            status = command(Context(phone, stream, process))
+        else:
+            status = _crashing(phone, stream, process, command, crash)
     finally:
         with phone.lock:
             phone.processes.remove(process)
+    signal = debuggerd.signal_of_status(status)
+    if signal is not None:
+        debuggerd.report(phone, argv, process.pid, signal, crash.abort_message if crash else "")
+    return status
+
+
+def _crashing(
+    phone: SimulatedPhone,
+    stream: Stream,
+    process: Process,
+    command: Command,
+    crash: debuggerd.Crash,
+) -> int:
+    """Run `command` until its armed crash (at its start, after its lines, or as it exits:
+    whichever comes first); mksh's line for the signal, and its status."""
+    if crash.after_lines > 0:
+        point = CrashPoint(stream, process, crash.after_lines)
+        try:
+            command(Context(phone, point, process))  # type: ignore[arg-type]
+        except StreamClosed:
+            if not point.fired:
+                raise
+    stream.write(f"{crash.signal.shell_message}\n".encode())
+    return 128 + crash.signal.number
 
 
 def shell_service(phone: SimulatedPhone, line: str) -> Callable[[Stream], None]:
