@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, func, insert, select, update
 
-from . import holds, metrics, reservations
+from . import free_claim, holds, metrics, reservations
 from .configs import supports
 from .dispatch import SendOrder
 from .schema import (
@@ -121,6 +121,8 @@ class Claimed:
     model_sha256: str
     config: str
     device_key: str
+    #: its device's health as read with the claim (None: not read; '' none recorded)
+    device_health: str | None = None
 
 
 def backoff_s(failures: int) -> float:
@@ -167,8 +169,12 @@ def claim(
     worker: str,
     lease_s: float,
     now: datetime | None = None,
+    fast: bool = True,
 ) -> Claimed | None:
     """Start dispatch `attempt` of a job on `worker`; None when the message is stale.
+
+    `fast`: first try the one-statement claim of a job nothing holds (farm_core.free_claim,
+    which also reads the device's health); the plain path below decides every other case.
 
     A job that may not start now (its device reserved by someone else, its project at a
     quota: farm_core.holds) goes back to queued as a new attempt, with the reason.
@@ -179,13 +185,14 @@ def claim(
     """
     now = now or utcnow()
     lease = now + timedelta(seconds=lease_s)
+    params = {"jid": job_id, "att": attempt, "w": worker, "lease": lease, "now": now}
+    if fast and (free := conn.execute(free_claim.CLAIM_FREE, params).first()) is not None:
+        return Claimed(*free)
     cols = (Job.id, Job.attempt, Job.campaign_id, Job.model_sha256, Job.config, Job.device_key)
     with holds.before_start(conn, job_id, now) as why:
         if why and _hold(conn, job_id, attempt, why, now):
             return None  # back to queued: sent again when its project or device allows
-        fresh = conn.execute(
-            _CLAIM, {"jid": job_id, "att": attempt, "w": worker, "lease": lease, "now": now}
-        ).first()
+        fresh = conn.execute(_CLAIM, params).first()
     if fresh is not None:
         return Claimed(*fresh)
     row = conn.execute(

@@ -189,10 +189,16 @@ def _move(
     return RETRIED if count_failure else MOVED
 
 
-def _quarantined(conn: Any, key: str) -> bool:
+def _quarantined(ctx: ConsumerContext, claimed: jobs.Claimed) -> bool:
     """Whether the database says the device is quarantined (a failure streak written by
-    another process of this device, or the reconciler, counts as much as our own flag)."""
-    health = conn.execute(select(Device.health).where(Device.key == key)).scalar()
+    another process of this device, or the reconciler, counts as much as our own flag):
+    as read with the claim when it was, else read now."""
+    key = ctx.device.key
+    if claimed.device_health is not None and claimed.device_key == key:
+        return claimed.device_health == QUARANTINED
+    health = retrying(
+        ctx.engine, lambda c: c.execute(select(Device.health).where(Device.key == key)).scalar()
+    )
     return health == QUARANTINED
 
 
@@ -205,7 +211,7 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
     )
     if claimed is None:
         return STALE
-    if ctx.quarantined or retrying(ctx.engine, lambda c: _quarantined(c, ctx.device.key)):
+    if ctx.quarantined or _quarantined(ctx, claimed):
         return _move(
             ctx,
             job_id,

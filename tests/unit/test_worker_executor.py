@@ -171,3 +171,17 @@ def test_failing_canary_quarantines_and_jobs_move_away(engine, tmp_path: Path) -
         c.execute(update(Job).where(Job.id == 2).values(device_key="noop:a"))
     assert execute_job(ctx, 2, 1) == "moved"
     assert ctx.dispatcher.sent[-1].device_key == "noop:b"
+
+
+def test_a_device_the_database_says_is_quarantined_starts_no_job(engine, tmp_path) -> None:
+    """Quarantined by another process of the device (or the reconciler): the health read
+    with the claim moves the job, though this consumer's own flag says nothing."""
+    ctx = make_ctx(tmp_path)
+    with engine.begin() as c:
+        c.execute(update(Campaign).values(selector="kind=noop"))
+        c.execute(update(Device).where(Device.key == "noop:a").values(health=QUARANTINED))
+    assert not ctx.quarantined
+    assert execute_job(ctx, 1, 1) == "moved"
+    assert ctx.dispatcher.sent[-1].device_key == "noop:b"
+    with engine.begin() as c:
+        assert c.execute(select(func.count()).select_from(Result)).scalar() == 0
