@@ -19,6 +19,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -128,6 +129,8 @@ class Job(Base):
         Index("ix_jobs_state_device", "state", "device_key"),
         Index("ix_jobs_lineage", "model_name", "device_key", "config"),
         Index("ix_jobs_project_state", "project", "state"),
+        # a device's next queued jobs, in the order a fill takes them (farm_core.device_queue)
+        Index("ix_jobs_device_queue", "device_key", "state", text("priority DESC"), "id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
