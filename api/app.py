@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from farm_core.dispatch import Dispatcher
 
-from . import routes
+from . import artifacts, routes
 from .auth import TokenStore
 from .errors import EXCEPTION_HANDLERS
 from .limits import BodyLimit
@@ -58,6 +58,12 @@ ROUTES = [
     Route("/v1/campaigns/{campaign:int}/rerun", routes.rerun_campaign, methods=["POST"]),
     Route("/v1/devices", routes.devices, methods=["GET"]),
     Route("/v1/allowlist", routes.allowlist, methods=["GET"]),
+    Route("/v1/jobs/{job:int}/artifacts", artifacts.list_artifacts, methods=["GET"]),
+    Route(
+        "/v1/jobs/{job:int}/artifacts/{attempt:int}/{name}",
+        artifacts.download_artifact,
+        methods=["GET"],
+    ),
 ]
 
 

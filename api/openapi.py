@@ -26,6 +26,7 @@ _CAMPAIGN = {
     "required": True,
     "schema": {"type": "integer", "minimum": 1},
 }
+_JOB = {"name": "job", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
 _OBJECT = {"type": "object"}
 _ROWS = {"type": "array", "items": _OBJECT}
 _READ = [{"bearer": []}]  # any role, in the thing's project (another project's: 404)
@@ -319,6 +320,49 @@ OPENAPI: dict[str, Any] = {
                     }
                 }
                 | _errors(400, 401, 404),
+            }
+        },
+        "/v1/jobs/{job}/artifacts": {
+            "get": {
+                "summary": "a job's debug artifacts (logcat, tombstones, crash signal, "
+                "conditions, the tool's output), each with its download path",
+                "security": _READ,
+                "parameters": [_JOB],
+                "responses": {"200": _json(_OBJECT, "{job, artifacts: [...]}")} | _errors(401, 404),
+            }
+        },
+        "/v1/jobs/{job}/artifacts/{attempt}/{name}": {
+            "get": {
+                "summary": "one artifact's bytes (as kept: the listing says when cut)",
+                "security": _READ,
+                "parameters": [
+                    _JOB,
+                    {
+                        "name": "attempt",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "integer"},
+                        "description": "the job's attempt",
+                    },
+                    {
+                        "name": "name",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string"},
+                        "description": "the artifact's name",
+                    },
+                ],  # fmt: skip
+                "responses": {
+                    "200": {
+                        "description": "the file",
+                        "content": {
+                            "application/octet-stream": {
+                                "schema": {"type": "string", "format": "binary"}
+                            }
+                        },
+                    }
+                }
+                | _errors(401, 404),
             }
         },
     },

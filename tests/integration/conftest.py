@@ -107,7 +107,8 @@ def pg_url(pg_session_url: str) -> str:
     with engine.begin() as conn:
         conn.execute(
             text(
-                "TRUNCATE results, attempts, jobs, campaigns, reservations, projects, devices, models RESTART IDENTITY"
+                "TRUNCATE artifacts, results, attempts, jobs, campaigns, reservations, projects, "
+                "devices, models RESTART IDENTITY"
             )
         )
     engine.dispose()

@@ -22,7 +22,7 @@ from tests.support.projects import queued_campaign
 
 pytestmark = pytest.mark.integration
 
-TABLES = "results, attempts, jobs, campaigns, reservations, projects, devices, models"
+TABLES = "artifacts, results, attempts, jobs, campaigns, reservations, projects, devices, models"
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ SLOW_S = 2.0
 #: on a busy host (a phone's canary checks presence and tools only, so the retry puts a
 #: phone with a broken tool back in service; 6 s once let a fourth job fail first).
 HEALTH_RETRY_S = "20"
-TABLES = "results, attempts, jobs, campaigns, reservations, projects, devices, models"
+TABLES = "artifacts, results, attempts, jobs, campaigns, reservations, projects, devices, models"
 
 
 @pytest.fixture
