@@ -157,6 +157,51 @@ def campaign_failures(
         ]
 
 
+def campaign_jobs(engine: Engine, campaign_id: int, projects: Projects = None) -> list[int]:
+    """A campaign's job ids, failed and timed-out ones first (none for a campaign not of
+    `projects`)."""
+    with engine.begin() as conn:
+        rows = conn.execute(
+            select(Job.id, Job.state)
+            .where(Job.campaign_id == campaign_id, of_projects(Job.project, projects))
+            .order_by(Job.id)
+        ).all()
+    return [i for i, s in rows if s in (FAILED, TIMED_OUT)] + [
+        i for i, s in rows if s not in (FAILED, TIMED_OUT)
+    ]
+
+
+def _job_visible(conn: Any, job_id: int, projects: Projects) -> bool:
+    found = conn.execute(
+        select(Job.id).where(Job.id == job_id, of_projects(Job.project, projects))
+    ).first()
+    return found is not None
+
+
+def job_artifacts(engine: Engine, job_id: int, projects: Projects = None) -> list[dict[str, Any]]:
+    """A job's debug artifacts (farm_core.artifacts.listing; none for a job not of
+    `projects`)."""
+    from farm_core import artifacts
+
+    with engine.begin() as conn:
+        if not _job_visible(conn, job_id, projects):
+            return []
+        return [i.to_dict() for i in artifacts.listing(conn, job_id)]
+
+
+def artifact_bytes(
+    engine: Engine, job_id: int, attempt: int, name: str, projects: Projects = None
+) -> bytes | None:
+    """One artifact's bytes as kept (None: no such artifact, or a job not of `projects`)."""
+    from farm_core import artifacts
+
+    with engine.begin() as conn:
+        if not _job_visible(conn, job_id, projects):
+            return None
+        found = artifacts.fetch(conn, job_id, attempt, name)
+    return None if found is None else found[1]
+
+
 def selectable_devices(engine: Engine) -> list[str]:
     with engine.begin() as conn:
         return list(conn.execute(select(Device.key).order_by(Device.key)).scalars())

@@ -48,6 +48,23 @@ if rows:
         st.dataframe(pd.DataFrame(failures), hide_index=True, width="stretch")
     else:
         st.success(f"Campaign {chosen} has no failed jobs.")
+    job_ids = queries.campaign_jobs(engine, chosen, projects)
+    job = st.selectbox("Debug artifacts of job", job_ids, key="artifacts_job")
+    found = queries.job_artifacts(engine, job, projects) if job is not None else []
+    for i, a in enumerate(found):
+        cut = " (truncated)" if a["truncated"] else ""
+        left, right = st.columns([3, 1])
+        left.write(f"attempt {a['attempt']} · {a['kind']} · `{a['name']}` · "
+                   f"{a['size_bytes']} bytes{cut}")  # fmt: skip
+        right.download_button(
+            "Download",
+            queries.artifact_bytes(engine, job, a["attempt"], a["name"], projects) or b"",
+            file_name=f"job{job}-{a['attempt']}-{a['name']}",
+            mime=a["media_type"],
+            key=f"artifact_{i}",
+        )
+    if job is not None and not found:
+        st.caption(f"Job {job} has no debug artifacts.")
 else:
     st.info("No campaigns yet.")
 
