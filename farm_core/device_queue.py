@@ -3,35 +3,35 @@ the rest wait in the database, queued, and are sent as the device frees a place:
 priority, then fair share between projects (farm_core.fairness), never past a project's
 quota nor to a device reserved for someone else (farm_core.holds).
 
-`fill` is called by submission (the campaign's devices), by a worker after each job (its
-own device) and by every reconciler pass (every live device). Fills run one at a time
-(PostgreSQL: an advisory lock; SQLite: BEGIN IMMEDIATE), and a job is marked dispatched
-before its message is sent, so a job is never sent twice and a quota never overshot.
+`fill` is called by submission (the campaign's devices), by a worker after half its queue
+has run (its own device) and by every reconciler pass (every live device). Fills of one
+device, or touching one project with a concurrent-jobs quota, run one at a time
+(farm_core.fill_locks; SQLite: BEGIN IMMEDIATE), and a job is marked dispatched before its
+message is sent, so a job is never sent twice and a quota never overshot.
 """
 
 from __future__ import annotations
 
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, Engine, case, func, select, text, update
+from sqlalchemy import Connection, Engine, select, update
 
 from delegate_runtime.errors import UsageError
 
-from . import fairness, holds, jobs, quotas, reservations
+from . import fairness, fill_locks, holds, jobs, queue_state, quotas, reservations
 from .dispatch import Dispatcher, SendOrder
-from .schema import DISPATCHED, QUEUED, RUNNING, Campaign, Job, utcnow
+from .schema import QUEUED, Campaign, Job, utcnow
 
 #: Overrides the depth of every device's queue (jobs dispatched or running at once).
 ENV_QUEUE_DEPTH = "DEVICEFARM_QUEUE_DEPTH"
 #: One running and a few waiting: a device never idles between jobs, and a project that
 #: comes later waits behind at most this many jobs of others per device.
 DEFAULT_QUEUE_DEPTH = 8
-#: The advisory lock key of a fill on PostgreSQL ("dfq1").
-_FILL_LOCK = 0x64667131
 
 
 def queue_depth() -> int:
@@ -63,8 +63,7 @@ class _Waiting:
     job_id: int
     attempt: int
     priority: int
-    campaign_id: int
-    held: bool  #: its reason says it was held (cleared when it is sent)
+    settings: dict[str, Any]  #: its campaign's (time limits)
 
 
 def fill(
@@ -82,8 +81,7 @@ def fill(
     if not keys:
         return out
     with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _FILL_LOCK})
+        fill_locks.lock_devices(conn, keys)
         orders = _plan(conn, keys, depth, now, out.held)
     if not orders:
         return out
@@ -99,44 +97,23 @@ def _plan(
     conn: Connection, keys: list[str], depth: int, now: datetime, held: dict[str, str]
 ) -> list[SendOrder]:
     """Pick each device's next jobs and mark them dispatched; the orders to send."""
-    busy = dict(
-        conn.execute(
-            select(Job.device_key, func.count())
-            .where(Job.state.in_((DISPATCHED, RUNNING)), Job.device_key.in_(keys))
-            .group_by(Job.device_key)
-        ).all()
-    )
-    room = {k: depth - busy.get(k, 0) for k in keys if depth - busy.get(k, 0) > 0}
-    if not room:
+    state = queue_state.read(conn, keys, depth, now)
+    if not state.groups:
         return []
-    was_held = case((Job.reason.like(f"{holds.HELD}%"), 1), else_=0)
-    groups = conn.execute(  # (device, project, owner) with queued jobs there
-        select(Job.device_key, Job.project, Campaign.owner, func.sum(was_held))
-        .join(Campaign, Campaign.id == Job.campaign_id)
-        .where(Job.state == QUEUED, Job.device_key.in_(list(room)))
-        .group_by(Job.device_key, Job.project, Campaign.owner)
-    ).all()
-    if not groups:
-        return []
-    projects = sorted({g.project for g in groups})
-    quota = quotas.load(conn, projects)
-    active = quotas.active(conn)
-    shares = {
-        p: fairness.Share(
-            active.get(p, quotas.Active()).jobs,
-            active.get(p, quotas.Active()).last_sent,
-            _room(quota.get(p), active.get(p, quotas.Active()).jobs),
-        )
-        for p in projects
-    }
+    room = state.room
+    quota = {g.project: g.quota for g in state.groups if g.quota.limited()}
+    capped = [p for p, q in quota.items() if q.max_concurrent_jobs is not None]
+    fill_locks.lock_projects(conn, capped)  # before their jobs out are counted
+    shares = _shares(conn, state.groups, quota, capped)
     daily = {
         p: quotas.minutes_reason(q, quotas.minutes_today(conn, p, now))
         for p, q in quota.items()
         if q.device_minutes_per_day is not None
     }
-    reserved = reservations.active_on(conn, list(room), now)
+    reserved = reservations.active_on(conn, state.reserved, now) if state.reserved else {}
     by_device: dict[str, dict[tuple[str, str], list[_Waiting]]] = defaultdict(dict)
-    for key, project, owner, n_held in groups:
+    for g in state.groups:
+        key, project, owner = g.device_key, g.project, g.owner
         hold = reserved.get(key)
         why = hold.wait_reason() if hold and not hold.holds(project, owner) else ""
         why = why or daily.get(project, "")
@@ -146,7 +123,7 @@ def _plan(
             held[project] = why
             _note(conn, key, project, owner, holds.held(why))
             continue
-        if n_held:
+        if g.held:
             _note(conn, key, project, owner, "")
         by_device[key][(project, owner)] = _next_jobs(conn, key, project, owner, room[key])
     picks: list[tuple[str, _Waiting]] = []
@@ -165,13 +142,35 @@ def _plan(
     return orders
 
 
+def _shares(
+    conn: Connection,
+    groups: list[queue_state.Group],
+    quota: dict[str, quotas.Quota],
+    capped: list[str],
+) -> dict[str, fairness.Share]:
+    """Each project's standing for fairness.pick. Its jobs out (one grouped query) are read
+    only where they decide: between groups sharing a device, or for a capped project."""
+    projects = sorted({g.project for g in groups})
+    contested = bool(capped) or max(Counter(g.device_key for g in groups).values()) > 1
+    active = quotas.active(conn, projects) if contested else {}
+    none = quotas.Active()
+    return {
+        p: fairness.Share(
+            active.get(p, none).jobs,
+            active.get(p, none).last_sent,
+            _room(quota.get(p), active.get(p, none).jobs),
+        )
+        for p in projects
+    }
+
+
 def _room(quota: quotas.Quota | None, out: int) -> int | None:
     if quota is None or quota.max_concurrent_jobs is None:
         return None
     return max(quota.max_concurrent_jobs - out, 0)
 
 
-def _owned_by(owner: str):
+def _owned_by(owner: str) -> Any:
     return Job.campaign_id.in_(select(Campaign.id).where(Campaign.owner == owner))
 
 
@@ -188,38 +187,31 @@ def _note(conn: Connection, key: str, project: str, owner: str, reason: str) -> 
 
 def _next_jobs(conn: Connection, key: str, project: str, owner: str, n: int) -> list[_Waiting]:
     rows = conn.execute(
-        select(Job.id, Job.attempt, Job.priority, Job.campaign_id, Job.reason)
+        select(Job.id, Job.attempt, Job.priority, Campaign.settings)
+        .join(Campaign, Campaign.id == Job.campaign_id)
         .where(Job.state == QUEUED, Job.device_key == key, Job.project == project)
-        .where(_owned_by(owner))
+        .where(Campaign.owner == owner)
         .order_by(Job.priority.desc(), Job.id)
         .limit(n)
     )
-    return [_Waiting(i, a, p, c, r.startswith(holds.HELD)) for i, a, p, c, r in rows]
+    return [_Waiting(i, a, p, s or {}) for i, a, p, s in rows]
 
 
 def _take(
     conn: Connection, picks: Sequence[tuple[str, _Waiting]], now: datetime
 ) -> list[SendOrder]:
-    """Mark the picked jobs dispatched; their send orders (with their campaigns' limits)."""
-    if not picks:
-        return []
-    ids = {w.campaign_id for _, w in picks}
-    settings = dict(
-        conn.execute(select(Campaign.id, Campaign.settings).where(Campaign.id.in_(ids))).all()
-    )
-    orders = []
-    for key, w in picks:
-        if not jobs.take_for_sending(conn, w.job_id, w.attempt, w.held, now):
-            continue
-        s = settings.get(w.campaign_id) or {}
-        orders.append(
-            SendOrder(
-                w.job_id,
-                w.attempt,
-                key,
-                w.priority,
-                soft_limit_s=s.get("soft_limit_s"),
-                hard_limit_s=s.get("hard_limit_s"),
-            )
+    """Mark the picked jobs dispatched; their send orders (with their campaigns' limits),
+    in the order picked."""
+    taken = jobs.take_many(conn, [(w.job_id, w.attempt) for _, w in picks], now)
+    return [
+        SendOrder(
+            w.job_id,
+            w.attempt,
+            key,
+            w.priority,
+            soft_limit_s=w.settings.get("soft_limit_s"),
+            hard_limit_s=w.settings.get("hard_limit_s"),
         )
-    return orders
+        for key, w in picks
+        if (w.job_id, w.attempt) in taken
+    ]

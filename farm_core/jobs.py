@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, func, insert, select, update
+from sqlalchemy import Connection, and_, bindparam, case, func, insert, select, tuple_, update
 
 from . import free_claim, holds, metrics, reservations
 from .configs import supports
@@ -477,15 +477,25 @@ def place(
     )
 
 
-def take_for_sending(
-    conn: Connection, job_id: int, attempt: int, clear_reason: bool, now: datetime
-) -> bool:
-    """queued -> dispatched before its message is sent (farm_core.device_queue), so that
-    two senders never send one job; False when someone else took it."""
-    values: dict[str, Any] = {"state": DISPATCHED, "dispatched_at": now}
-    if clear_reason:
-        values["reason"] = ""
-    return _cas(conn, job_id, QUEUED, attempt, **values)
+def take_many(
+    conn: Connection, picks: Sequence[tuple[int, int]], now: datetime
+) -> set[tuple[int, int]]:
+    """queued -> dispatched, in one statement, for each (job id, attempt) still queued at
+    that attempt, before their messages are sent (farm_core.device_queue), so that two
+    senders never send one job; a held job's reason is cleared. Returns the pairs taken."""
+    if not picks:
+        return set()
+    rows = conn.execute(
+        update(JOBS)
+        .where(tuple_(JOBS.c.id, JOBS.c.attempt).in_(list(picks)), JOBS.c.state == QUEUED)
+        .values(
+            state=DISPATCHED,
+            dispatched_at=now,
+            reason=case((JOBS.c.reason.like(f"{holds.HELD}%"), ""), else_=JOBS.c.reason),
+        )
+        .returning(JOBS.c.id, JOBS.c.attempt)
+    )
+    return {(i, a) for i, a in rows}
 
 
 def take_back(conn: Connection, orders: Sequence[SendOrder]) -> None:

@@ -56,13 +56,17 @@ def load(conn: Connection, projects: list[str] | None = None) -> dict[str, Quota
     return {r.name: Quota(*r) for r in conn.execute(q)}
 
 
-def active(conn: Connection) -> dict[str, Active]:
-    """Every project's dispatched and running jobs (one grouped query on the active jobs)."""
-    rows = conn.execute(
+def active(conn: Connection, projects: list[str] | None = None) -> dict[str, Active]:
+    """The dispatched and running jobs of `projects` (of every project when None), in one
+    grouped query on the active jobs."""
+    q = (
         select(Job.project, func.count(), func.max(Job.dispatched_at))
         .where(Job.state.in_((DISPATCHED, RUNNING)))
         .group_by(Job.project)
     )
+    if projects is not None:
+        q = q.where(Job.project.in_(projects))
+    rows = conn.execute(q)
     return {p: Active(n, last) for p, n, last in rows}
 
 

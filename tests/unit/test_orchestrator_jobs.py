@@ -237,3 +237,25 @@ def test_retry_never_lands_on_other_hardware(gpu_farm) -> None:
 def test_retry_moves_to_the_same_hardware(gpu_farm) -> None:
     order = _retry(gpu_farm)
     assert order is not None and order.device_key == "opencl:pocl:gpu_x:1"
+
+
+def test_take_many_takes_only_queued_jobs_at_their_current_attempt(tmp_path: Path) -> None:
+    from tests.support.projects import queued_campaign
+
+    engine = sqlite_engine(tmp_path)
+    add_device(engine, "noop:a")
+    queued_campaign(engine, tmp_path / "m", "team", 4, "key=noop:a")  # jobs 1-4, queued
+    with engine.begin() as c:
+        c.execute(update(Job).where(Job.id == 1).values(reason="waiting: a quota"))
+        c.execute(update(Job).where(Job.id == 2).values(reason="kept"))
+        c.execute(update(Job).where(Job.id == 3).values(attempt=2))  # its message is stale
+        c.execute(update(Job).where(Job.id == 4).values(state=CANCELLED))
+        taken = jobs.take_many(c, [(1, 1), (2, 1), (3, 1), (4, 1)], utcnow())
+        rows = c.execute(select(Job.id, Job.state, Job.reason).order_by(Job.id)).all()
+    assert taken == {(1, 1), (2, 1)}
+    assert [tuple(r) for r in rows] == [
+        (1, DISPATCHED, ""),  # a held job that goes loses its reason
+        (2, DISPATCHED, "kept"),
+        (3, QUEUED, ""),
+        (4, CANCELLED, ""),
+    ]
