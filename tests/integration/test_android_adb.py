@@ -74,7 +74,20 @@ def test_discovery_reads_the_facts_of_each_phone(phone, server) -> None:
     assert g.renderer == "Adreno (TM) 740" and g.facts["gles_vendor"] == "Qualcomm"
     assert g.driver_version.startswith("OpenGL ES 3.2 V@0676.32 (GIT@1b5a8bd4b8, ")
     assert (g.vendor, g.android_sdk, g.facts["ro.soc.manufacturer"]) == ("samsung", 33, "QTI")
-    assert pixel.commands == ["getprop", "dumpsys SurfaceFlinger"]
+    assert pixel.commands == [
+        "getprop",
+        "dumpsys SurfaceFlinger",
+        # what the phone offers each delegate (worker_agent.android.offers)
+        "ls /vendor/lib64",
+        "ls /data/local/tmp",
+        "ls /vendor/lib/rfsa/adsp",
+        "ls /vendor/dsp/cdsp",
+        "cat /sys/devices/system/cpu/online",
+        "cat /vendor/etc/vintf/manifest.xml",
+        " ".join(
+            ["cat"] + [f"/sys/devices/system/cpu/cpu{i}/cpufreq/cpuinfo_max_freq" for i in range(8)]
+        ),  # fmt: skip
+    ]
     assert {d.key for d in discovery.discover("lab1", server)} >= {p.key, g.key}
 
 

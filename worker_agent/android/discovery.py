@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from delegate_runtime.errors import DeviceError
 
 from ..devices import DeviceInfo, host_name
-from . import adb
-from .facts import UntrustedFacts, clean, device_info, parse_getprop, parse_gles
+from . import adb, offers
+from .facts import UntrustedFacts, clean, device_info, gles_api, parse_getprop, parse_gles
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,26 @@ def read_facts(client, serial: str, host: str, server: adb.Server) -> DeviceInfo
     adb.ensure_online(client, serial, "while its facts were read")
     props = parse_getprop(props_raw.decode("utf-8", "replace"))
     gles = parse_gles(gles_raw.decode("utf-8", "replace"))
-    return device_info(serial, props, gles, host, str(server))
+    sdk = props.get("ro.build.version.sdk", "")
+    offered = offers.read(
+        _quiet_shell(client, serial), int(sdk) if sdk.isdigit() else None,
+        gles_api(gles.get("version", "")),
+    )  # fmt: skip
+    adb.ensure_online(client, serial, "while its accelerators were read")
+    return device_info(serial, props, gles, host, str(server), offered)
+
+
+def _quiet_shell(client, serial: str) -> offers.Shell:
+    """A fixed command's output; "" when it fails or runs late (a fact left unsaid)."""
+
+    def run(line: str) -> str:
+        try:
+            out, late = adb.shell(client, serial, line, FACTS_TIMEOUT_S, FACTS_MAX_BYTES)
+        except DeviceError:
+            return ""
+        return "" if late else out.decode("utf-8", "replace")
+
+    return run
 
 
 def scan(host: str | None = None, server: adb.Server | None = None) -> list[PhoneStatus]:

@@ -15,6 +15,7 @@ import unicodedata
 from typing import Any
 
 from delegate_runtime.errors import DeviceError
+from farm_core.device_support import FACTS_KEY
 from farm_core.schema import Device
 
 from ..devices import DeviceInfo
@@ -140,7 +141,12 @@ def known_abis(props: dict[str, str]) -> list[str]:
 
 
 def device_info(
-    serial: str, props: dict[str, str], gles: dict[str, str], host: str, server: str
+    serial: str,
+    props: dict[str, str],
+    gles: dict[str, str],
+    host: str,
+    server: str,
+    accelerators: dict[str, Any] | None = None,
 ) -> DeviceInfo:
     """The phone as the farm registers it: `android:<serial>` with its facts, each checked.
 
@@ -169,6 +175,8 @@ def device_info(
         "gles_renderer": gles["renderer"],
         "gles_version": gles["version"],
     }
+    if accelerators is not None:  # worker_agent.android.offers (names and paths checked there)
+        facts[FACTS_KEY] = accelerators
     sdk = props["ro.build.version.sdk"]
     version = gles["version"]
     return DeviceInfo(

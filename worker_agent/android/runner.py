@@ -23,6 +23,8 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from delegate_runtime.errors import DeviceError, JobError, ModelError
+from farm_core.configs import RunConfig, supports
+from farm_core.device_support import FACTS_KEY
 from farm_core.text_safety import storable_text
 
 from ..devices import DeviceInfo
@@ -205,6 +207,19 @@ class AdbRunner(Runner):
         reading["cooldown_s"] = cooldown
         return reading
 
+    def supports(self, config: RunConfig) -> tuple[bool, str]:
+        """The kind's rule, then this phone's recorded accelerators: a configuration the
+        phone cannot run is refused with the official tool's reason before anything is
+        pushed (farm_core.device_support)."""
+        return supports(self.kind, config, self.device.facts)
+
+    def _device_paths(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """The settings with the paths discovery found that a delegate's flags name."""
+        hexagon = (self.device.facts.get(FACTS_KEY) or {}).get("hexagon") or {}
+        if not hexagon.get("skel_dir"):
+            return settings
+        return {**settings, invocations.DEVICE_PATHS: {"hexagon_lib_path": hexagon["skel_dir"]}}
+
     # -- hooks ----------------------------------------------------------------------------
 
     def prepare(self, spec: JobSpec) -> str:
@@ -221,7 +236,7 @@ class AdbRunner(Runner):
         tools = self.toolset()
         with self.sync() as s:
             tool = self._push_tool(s, tools.benchmark_model)
-            settings = self._push_inputs(s, spec.settings)
+            settings = self._device_paths(self._push_inputs(s, spec.settings))
         before = self._conditions(spec.settings)
         argv = invocations.benchmark_argv(tool, path, spec.config, settings)
         result = self._run_and_parse("benchmark_model", tool, argv, spec, parse_benchmark_output)
@@ -265,7 +280,9 @@ class AdbRunner(Runner):
         with self.sync() as s:
             tool = self._push_tool(s, tools.run_eval)
         runs = int(spec.settings.get("diff_runs", 50))
-        argv = invocations.run_eval_argv(tool, path, spec.config, runs)
+        argv = invocations.run_eval_argv(
+            tool, path, spec.config, runs, self._device_paths(spec.settings)
+        )
         record = self._run_and_parse("run_eval", tool, argv, spec, parse_diff_output)
         if spec.settings.get(invocations.INPUTS):
             record["notes"] = [*record.get("notes", []),

@@ -122,7 +122,7 @@ class Runner:
     # -- the template -------------------------------------------------------------------
 
     def run(self, spec: JobSpec) -> RunOutcome:
-        """Prepare, benchmark and (for GPU configurations) diff one job."""
+        """Prepare, benchmark and (for delegated configurations) diff one job."""
         from delegate_runtime.errors import JobError
 
         ok, why = self.supports(spec.config)
@@ -130,7 +130,7 @@ class Runner:
             raise JobError(why)
         path = self.prepare(spec)
         bench = self.benchmark(spec, path)
-        want_diff = spec.config.use_gpu and spec.settings.get("diff_runs", 0) > 0
+        want_diff = spec.config.delegated and spec.settings.get("diff_runs", 0) > 0
         diff = self.diff(spec, path) if want_diff else {}
         return RunOutcome(
             benchmark=bench,

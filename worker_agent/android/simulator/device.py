@@ -24,6 +24,11 @@ FEATURES = ["fixed_push_mkdir"]
 WORK_DIR = "/data/local/tmp"
 THERMAL_DIR = "/sys/class/thermal"
 CPU_DIR = "/sys/devices/system/cpu"
+VENDOR_LIB = "/vendor/lib64"
+#: Where a device lists its HALs (an NNAPI device is an `IDevice/<name>` instance).
+VINTF_MANIFEST = "/vendor/etc/vintf/manifest.xml"
+#: NNAPI's own CPU implementation: in the framework, never a HAL instance.
+NNAPI_REFERENCE = "nnapi-reference"
 
 
 class SimulatedPhone:
@@ -85,6 +90,7 @@ class SimulatedPhone:
     def _populate(self) -> None:
         fs, p = self.fs, self.profile
         fs.capacity_bytes = None  # sysfs and friends do not take disk space
+        free_limit, fs.free_limit = fs.free_limit, None  # nor the system's own files
         fs.mkdir(WORK_DIR, parents=True)
         for i, (kind, milli_c) in enumerate(p.thermal.items()):
             fs.write(f"{THERMAL_DIR}/thermal_zone{i}/type", f"{kind}\n".encode(), mkdirs=True)
@@ -101,8 +107,29 @@ class SimulatedPhone:
             fs.write(f"{gpu['path']}/gpuclk", f"{gpu.get('hz', 0)}\n".encode(), mkdirs=True)
             devfreq = f"{gpu['path']}/devfreq/cur_freq"
             fs.write(devfreq, f"{gpu.get('hz', 0)}\n".encode(), mkdirs=True)
+        self._populate_accelerators()
         fs.capacity_bytes = p.disk_bytes
+        fs.free_limit = free_limit
         fs.get(WORK_DIR).mode = stat.S_IFDIR | 0o771
+
+    def _populate_accelerators(self) -> None:
+        """The files a real phone has for its accelerators: the OpenCL library, the HAL
+        manifest naming its NNAPI devices, the Hexagon libraries, each CPU's top clock."""
+        fs, p = self.fs, self.profile
+        for i, khz in enumerate(p.cpu_max_khz):
+            path = f"{CPU_DIR}/cpu{i}/cpufreq/cpuinfo_max_freq"
+            fs.write(path, f"{khz}\n".encode(), mkdirs=True)
+        fs.write(f"{VENDOR_LIB}/libEGL_{p.props.get('ro.hardware.egl', 'gpu')}.so", b"\x7fELF",
+                 mkdirs=True)  # fmt: skip
+        if p.opencl_lib:
+            fs.write(f"{VENDOR_LIB}/{p.opencl_lib}", b"\x7fELF", mkdirs=True)
+        fs.write(VINTF_MANIFEST, _manifest([n for n in p.nnapi if n != NNAPI_REFERENCE]),
+                 mkdirs=True)  # fmt: skip
+        if p.hexagon:
+            fs.write(f"{p.hexagon['interface']}/libhexagon_interface.so", b"\x7fELF", mkdirs=True)
+            for skel in ("libhexagon_nn_skel.so", "libhexagon_nn_skel_v65.so",
+                         "libhexagon_nn_skel_v66.so"):  # fmt: skip
+                fs.write(f"{p.hexagon['skel_dir']}/{skel}", b"\x7fELF", mkdirs=True)
 
     # -- plugging in and out ----------------------------------------------------------
 
@@ -170,3 +197,15 @@ class SimulatedPhone:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _manifest(nnapi: list[str]) -> bytes:
+    """A VINTF manifest with the NNAPI HAL's instances (AIDL, as Android 12+ declares it)."""
+    instances = "".join(f"        <fqname>IDevice/{n}</fqname>\n" for n in nnapi)
+    hal = (
+        '    <hal format="aidl">\n        <name>android.hardware.neuralnetworks</name>\n'
+        f"        <version>1</version>\n{instances}    </hal>\n"
+        if nnapi
+        else ""
+    )
+    return f'<manifest version="2.0" type="device">\n{hal}</manifest>\n'.encode()

@@ -3,9 +3,9 @@
 Each entry names the LiteRT source that defines it (paths under google-ai-edge/LiteRT's
 `tflite/tools/`). Both tools also take the delegate providers' flags
 (`delegates/tflite_execution_providers`); the default provider's and the GPU provider's
-are here, the others (NNAPI, Hexagon, XNNPACK, external, stable delegate) are not
-simulated, so the simulator treats them as unknown: stricter than a phone, never more
-lenient.
+and the NNAPI, Hexagon and XNNPACK providers' are here (copied from their
+`CreateFlags`); the others (external, stable delegate, Core ML) are not simulated, so the
+simulator treats them as unknown: stricter than a phone, never more lenient.
 
 `Flags::Parse` (command_line_flags.cc): an argument is a flag only as `--name=value`
 (a bare `--use_gpu` is not); a value that does not parse (bool: true/false/1/0 only) is
@@ -25,6 +25,9 @@ BENCHMARK_TFLITE_MODEL_CC = "tools/benchmark/benchmark_tflite_model.cc"
 DEFAULT_PROVIDER_CC = "tools/delegates/default_execution_provider.cc"
 GPU_PROVIDER_CC = "tools/delegates/gpu_delegate_provider.cc"
 RUN_EVAL_CC = "tools/evaluation/tasks/inference_diff/run_eval.cc"
+NNAPI_PROVIDER_CC = "tools/delegates/nnapi_delegate_provider.cc"
+HEXAGON_PROVIDER_CC = "tools/delegates/hexagon_delegate_provider.cc"
+XNNPACK_PROVIDER_CC = "tools/delegates/xnnpack_delegate_provider.cc"
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,40 @@ _GPU_PROVIDER = (
         ("gpu_backend", "string", ""),
     ],
 )
+_NNAPI_PROVIDER = (
+    NNAPI_PROVIDER_CC,
+    [
+        ("use_nnapi", "bool", False),
+        ("nnapi_execution_preference", "string", ""),
+        ("nnapi_execution_priority", "string", ""),
+        ("nnapi_accelerator_name", "string", ""),
+        ("disable_nnapi_cpu", "bool", True),
+        ("nnapi_allow_fp16", "bool", False),
+        ("nnapi_allow_dynamic_dimensions", "bool", False),
+        ("nnapi_use_burst_mode", "bool", False),
+        ("nnapi_support_library_path", "string", ""),
+    ],
+)
+#: Built with TFLITE_ENABLE_HEXAGON (the Android arm builds).
+_HEXAGON_PROVIDER = (
+    HEXAGON_PROVIDER_CC,
+    [
+        ("use_hexagon", "bool", False),
+        ("hexagon_lib_path", "string", "/data/local/tmp"),
+        ("hexagon_profiling", "bool", False),
+    ],
+)
+_XNNPACK_PROVIDER = (
+    XNNPACK_PROVIDER_CC,
+    [
+        ("use_xnnpack", "bool", False),
+        ("xnnpack_force_fp16", "bool", False),
+        ("xnnpack_weight_cache_file_path", "string", ""),
+        ("xnnpack_runtime_flags", "int32", 0),
+    ],
+)
+_PROVIDERS = (_DEFAULT_PROVIDER, _GPU_PROVIDER, _NNAPI_PROVIDER, _HEXAGON_PROVIDER,
+              _XNNPACK_PROVIDER)  # fmt: skip
 
 #: benchmark_model: BenchmarkModel::GetFlags, BenchmarkTfLiteModel::GetFlags, providers.
 BENCHMARK_MODEL_FLAGS = _table(
@@ -112,8 +149,7 @@ BENCHMARK_MODEL_FLAGS = _table(
             ("list_signatures", "bool", False),
         ],
     ),
-    _DEFAULT_PROVIDER,
-    _GPU_PROVIDER,
+    *_PROVIDERS,
 )
 
 #: inference_diff's run_eval: InferenceDiff::GetFlags, then the providers (TaskExecutor).
@@ -128,8 +164,7 @@ RUN_EVAL_FLAGS = _table(
             ("delegate", "string", ""),
         ],
     ),
-    _DEFAULT_PROVIDER,
-    _GPU_PROVIDER,
+    *_PROVIDERS,
 )
 
 TABLES = {"benchmark_model": BENCHMARK_MODEL_FLAGS, "run_eval": RUN_EVAL_FLAGS}

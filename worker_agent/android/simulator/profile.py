@@ -9,6 +9,10 @@ A profile is JSON or YAML (or a built-in name from `BUILTIN`):
     cpu_khz: [1803000, 1803000, 2348000]       # scaling_cur_freq per CPU
     gpu: {kind: mali, path: ..., hz: 848000000}   # or kind: kgsl
     disk_bytes: 1073741824
+    cpu_max_khz: [1803000, ..., 2850000]       # cpuinfo_max_freq per CPU (big/little)
+    opencl_lib: libOpenCL.so                   # in /vendor/lib64 ("" : no OpenCL)
+    nnapi: [google-edgetpu, nnapi-reference]   # the NNAPI devices, as NNAPI names them
+    hexagon: {interface: /vendor/lib64, skel_dir: /vendor/lib/rfsa/adsp}   # {}: none
     faults: {slow_s: 0, drop_after_s: null, garbage: "", disk_free_bytes: null,
              unauthorized: false, offline: false}
 """
@@ -48,6 +52,10 @@ class Profile:
     cpu_khz: list[int] = field(default_factory=list)
     gpu: dict[str, Any] = field(default_factory=dict)
     disk_bytes: int = DEFAULT_DISK_BYTES
+    cpu_max_khz: list[int] = field(default_factory=list)
+    opencl_lib: str = ""
+    nnapi: list[str] = field(default_factory=list)
+    hexagon: dict[str, str] = field(default_factory=dict)
     faults: Faults = field(default_factory=Faults)
 
     @classmethod
@@ -86,6 +94,9 @@ _PIXEL = {
     "thermal": {"BIG": 41200, "MID": 40100, "LITTLE": 39000, "G3D": 38500, "battery": 31000},
     "cpu_khz": [1803000, 1803000, 1803000, 1803000, 2348000, 2348000, 2850000, 2850000],
     "gpu": {"kind": "mali", "path": "/sys/class/devfreq/28000000.mali", "hz": 848000000},
+    "cpu_max_khz": [1803000] * 4 + [2348000] * 2 + [2850000] * 2,
+    "opencl_lib": "libOpenCL-pixel.so",
+    "nnapi": ["google-edgetpu", "nnapi-reference"],
 }
 _GALAXY = {
     "serial": "sim-s23",
@@ -111,9 +122,73 @@ _GALAXY = {
     "thermal": {"cpu-0-0": 36100, "cpu-1-0": 37300, "gpuss-0": 35200, "battery": 29800},
     "cpu_khz": [1094400, 1094400, 1094400, 1555200, 1555200, 1555200, 1555200, 2016000],
     "gpu": {"kind": "kgsl", "path": "/sys/class/kgsl/kgsl-3d0", "hz": 680000000},
+    "cpu_max_khz": [2016000] * 3 + [2803200] * 4 + [3360000],
+    "opencl_lib": "libOpenCL.so",
+    "nnapi": ["qti-default", "qti-dsp", "qti-gpu", "qti-hta", "nnapi-reference"],
+}
+#: A Snapdragon 855 phone of the Hexagon era: the Hexagon NN libraries where the delegate
+#: looks for them, and Qualcomm's NNAPI devices (its HAL names them qti-*).
+_PIXEL4 = {
+    "serial": "sim-pixel4",
+    "props": {
+        "ro.product.manufacturer": "Google",
+        "ro.product.model": "Pixel 4",
+        "ro.product.name": "flame",
+        "ro.product.device": "flame",
+        "ro.build.version.sdk": "33",
+        "ro.build.version.release": "13",
+        "ro.board.platform": "msmnile",
+        "ro.soc.manufacturer": "QTI",
+        "ro.soc.model": "SM8150",
+        "ro.hardware.egl": "adreno",
+        "ro.product.cpu.abi": "arm64-v8a",
+        "ro.product.cpu.abilist": "arm64-v8a,armeabi-v7a,armeabi",
+    },
+    "gles": {
+        "vendor": "Qualcomm",
+        "renderer": "Adreno (TM) 640",
+        "version": "OpenGL ES 3.2 V@0502.0 (GIT@7cfc9a2, I5e5cb9d5a5, 1614209032)",
+    },
+    "thermal": {"cpu-0-0-usr": 35100, "cpu-1-0-usr": 36400, "gpuss-0-usr": 34800},
+    "cpu_khz": [1785600] * 4 + [2419200] * 3 + [2841600],
+    "gpu": {"kind": "kgsl", "path": "/sys/class/kgsl/kgsl-3d0", "hz": 585000000},
+    "cpu_max_khz": [1785600] * 4 + [2419200] * 3 + [2841600],
+    "opencl_lib": "libOpenCL.so",
+    "nnapi": ["qti-default", "qti-dsp", "qti-gpu", "nnapi-reference"],
+    "hexagon": {"interface": "/vendor/lib64", "skel_dir": "/vendor/lib/rfsa/adsp"},
+}
+#: A low-end phone: a Mali GPU with OpenGL ES only (no OpenCL library), no Hexagon, and
+#: only NNAPI's own CPU implementation.
+_GALAXY_A = {
+    "serial": "sim-a14",
+    "props": {
+        "ro.product.manufacturer": "samsung",
+        "ro.product.model": "SM-A145F",
+        "ro.product.name": "a14xx",
+        "ro.product.device": "a14",
+        "ro.build.version.sdk": "34",
+        "ro.build.version.release": "14",
+        "ro.board.platform": "mt6769",
+        "ro.soc.manufacturer": "Mediatek",
+        "ro.soc.model": "MT6769V/CZ",
+        "ro.hardware.egl": "mali",
+        "ro.product.cpu.abi": "arm64-v8a",
+        "ro.product.cpu.abilist": "arm64-v8a,armeabi-v7a,armeabi",
+    },
+    "gles": {"vendor": "ARM", "renderer": "Mali-G52 MC2", "version": "OpenGL ES 3.2 v1.r32p1"},
+    "thermal": {"soc_max": 38000, "battery": 30500},
+    "cpu_khz": [1800000] * 6 + [2000000] * 2,
+    "gpu": {"kind": "mali", "path": "/sys/class/devfreq/13000000.mali", "hz": 950000000},
+    "cpu_max_khz": [1800000] * 6 + [2000000] * 2,
+    "nnapi": ["nnapi-reference"],
 }
 #: Built-in profiles by name (`devicefarm adb-sim --profile pixel-7`).
-BUILTIN: dict[str, dict[str, Any]] = {"pixel-7": _PIXEL, "galaxy-s23": _GALAXY}
+BUILTIN: dict[str, dict[str, Any]] = {
+    "pixel-7": _PIXEL,
+    "galaxy-s23": _GALAXY,
+    "pixel-4": _PIXEL4,
+    "galaxy-a14": _GALAXY_A,
+}
 
 
 def load_profile(spec: str | Path | dict[str, Any]) -> Profile:

@@ -19,7 +19,7 @@ import numpy as np
 
 from delegate_runtime.errors import DevicefarmError
 
-from . import delegate_profile, flags, input_layers
+from . import accelerators, delegate_profile, flags, input_layers
 from .fs import FsError
 from .shell import CANNOT_EXECUTE, Command, Context
 from .transport import StreamClosed
@@ -133,6 +133,97 @@ def _parse_flags(ctx: Context, tool: str) -> flags.Parsed | None:
     return parsed
 
 
+class _After(io.TextIOBase):
+    """Passes lines on, writing `extra` once right after the `Loaded model` line."""
+
+    def __init__(self, out, extra: str):
+        self.out, self.extra = out, extra
+
+    def write(self, text: str) -> int:
+        self.out.write(text)
+        if self.extra and "Loaded model" in text:
+            self.out.write(self.extra)
+            self.extra = ""
+        return len(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+def _has(ctx: Context, path: str) -> bool:
+    try:
+        ctx.phone.fs.read(path)
+    except FsError:
+        return False
+    return True
+
+
+def _hexagon_ready(ctx: Context, lib_path: str) -> bool:
+    """The Hexagon delegate loads libhexagon_interface.so (a system library path or the
+    tool's folder) and the skel libraries from --hexagon_lib_path."""
+    interface = any(_has(ctx, f"{d}/libhexagon_interface.so") for d in ("/vendor/lib64", lib_path))
+    return interface and _has(ctx, f"{lib_path.rstrip('/')}/libhexagon_nn_skel.so")
+
+
+def _sdk(ctx: Context) -> int:
+    raw = ctx.phone.profile.props.get("ro.build.version.sdk", "0")
+    return int(raw) if raw.isdigit() else 0
+
+
+def _accelerator(ctx: Context, v: dict) -> tuple[str | None, str, str]:
+    """Which non-GPU delegate benchmark_model applies: (delegate or None, lines printed
+    before the run, the error that ends it ("" when it runs))."""
+    prof = ctx.phone.profile
+    if v["use_nnapi"]:
+        listed = ",".join(prof.nnapi)
+        lines = f"INFO: NNAPI accelerators available: [{listed}]\n" if listed else ""
+        if _sdk(ctx) < 27 or not prof.nnapi:
+            return (
+                None,
+                lines + "WARNING: NNAPI acceleration is unsupported on this platform.\n",
+                "",
+            )
+        name = v["nnapi_accelerator_name"]
+        if name and name not in prof.nnapi:
+            return (
+                None,
+                lines,
+                (
+                    f"ERROR: Could not find the specified NNAPI accelerator: {name}. "
+                    f"Must be one of: {{{listed}}}.\nERROR: Failed to apply NNAPI delegate.\n"
+                ),
+            )
+        return "nnapi", lines + "INFO: Created TensorFlow Lite delegate for NNAPI.\n", ""
+    if v["use_hexagon"]:
+        if not _hexagon_ready(ctx, v["hexagon_lib_path"]):
+            return (
+                None,
+                (
+                    "WARNING: Could not create Hexagon delegate: platform may not support delegate "
+                    "or required libraries are missing\n"
+                ),
+                "",
+            )
+        return "hexagon", "", ""
+    if v["use_xnnpack"]:
+        return "xnnpack", "INFO: Created TensorFlow Lite XNNPACK delegate for CPU.\n", ""
+    return None, "", ""
+
+
+def _gpu_backend_error(ctx: Context, v: dict) -> str:
+    """The GPU delegate forced to a backend the phone lacks fails (gpu_backend's help:
+    "fail if unsuccessful"); opencl_wrapper.cc's words for a missing OpenCL library."""
+    if not v["use_gpu"] or v["gpu_backend"] != "cl" or ctx.phone.profile.opencl_lib:
+        return ""
+    return (
+        "ERROR: TfLiteGpuDelegate Init: Can not open OpenCL library on this device - "
+        'dlopen failed: library "libOpenCL.so" not found\n'
+        "ERROR: TfLiteGpuDelegate Prepare: delegate is not initialized\n"
+        "ERROR: Node number 0 (TfLiteGpuDelegateV2) failed to prepare.\n"
+        "ERROR: Failed to apply GPU delegate.\n"
+    )
+
+
 def benchmark_model(ctx: Context) -> int:
     from delegate_runtime.reader import load_model
     from delegate_runtime.tools.benchmark import INPUT_SEED, BenchmarkOptions, run_benchmark
@@ -165,6 +256,12 @@ def benchmark_model(ctx: Context) -> int:
         return 143
     if ctx.phone.profile.faults.garbage == "noise":
         return _noise(ctx)
+    accel, accel_lines, accel_error = _accelerator(ctx, v)
+    failed = accel_error or _gpu_backend_error(ctx, v)
+    if failed:
+        ctx.write(f"INFO: Loaded model {v['graph']}\n{accel_lines}{failed}")
+        ctx.write("ERROR: Benchmarking failed.\n")
+        return 1
     options = BenchmarkOptions(
         num_runs=v["num_runs"],
         min_secs=v["min_secs"],
@@ -196,8 +293,18 @@ def benchmark_model(ctx: Context) -> int:
             lambda: benchmark_inputs(model, np.random.default_rng(INPUT_SEED)),
         )
 
+    def delegated(path: str, out: _Output):
+        """The stream with the accelerator's lines after `Loaded model`."""
+        if accel is None:
+            return _After(out, accel_lines)
+        parts, total = accelerators.partitions(
+            accel, load_model(path), v["max_delegated_partitions"]
+        )
+        return _After(out, accel_lines + accelerators.delegation_lines(accel, parts, total))
+
     def body(path: str, out: _Output) -> None:
         inputs = user_values(path, out)
+        out = delegated(path, out)
         if not options.enable_op_profiling:
             run_benchmark(path, options, progress=_cancel_check(ctx), out=out, inputs=inputs)
             return
@@ -225,6 +332,28 @@ def benchmark_model(ctx: Context) -> int:
 RUN_EVAL_DELEGATES = ("nnapi", "gpu", "hexagon", "xnnpack", "coreml")
 
 
+def _eval_delegate_error(ctx: Context, v: dict) -> str:
+    """evaluation_delegate_provider.cc's error when `--delegate` cannot be created here
+    (the CPU-side delegates are simulated by the CPU path; coreml is iOS only)."""
+    d, prof = v["delegate"], ctx.phone.profile
+    if d == "coreml":
+        return "Core ML delegate not supported."
+    if d == "nnapi" and (_sdk(ctx) < 27 or not prof.nnapi):
+        return "NNAPI not supported"
+    if (
+        d == "nnapi"
+        and v["nnapi_accelerator_name"]
+        and v["nnapi_accelerator_name"] not in prof.nnapi
+    ):
+        return (f"Could not find the specified NNAPI accelerator: {v['nnapi_accelerator_name']}. "
+                f"Must be one of: {{{','.join(prof.nnapi)}}}.")  # fmt: skip
+    if d == "hexagon" and not _hexagon_ready(ctx, v["hexagon_lib_path"]):
+        return (
+            "Hexagon delegate is not supported on the platform or required libraries are missing."
+        )
+    return ""
+
+
 def run_eval(ctx: Context) -> int:
     """inference_diff's run_eval: --model_file, --output_file_path, --num_runs,
     --num_interpreter_threads, --delegate, and the providers' flags."""
@@ -240,8 +369,9 @@ def run_eval(ctx: Context) -> int:
     if v["delegate"] and v["delegate"] not in RUN_EVAL_DELEGATES:
         ctx.write(f"WARNING: Unsupported TFLite delegate: {v['delegate']}\n{failed}")
         return 1
-    if v["delegate"] not in ("", "gpu"):
-        ctx.write(f"ERROR: {v['delegate']} delegate not supported.\n{failed}")
+    why = _eval_delegate_error(ctx, v)
+    if why:
+        ctx.write(f"ERROR: {why}\n{failed}")
         return 1
     if not _start(ctx):
         return 143
