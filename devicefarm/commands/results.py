@@ -30,6 +30,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(every switch with its value and source: default, env, option...), with its jobs; "
         "json carries it as `measurement`",
     )
+    p.add_argument(
+        "--delegates",
+        action="store_true",
+        help="which delegate per device and model: each configuration's latency, init, "
+        "error against the CPU, nodes delegated and fallbacks, the recommended one (*), and "
+        "the configurations each device refuses with the reason (docs/delegates.md)",
+    )
     common.add_db(p)
     p.epilog = (
         "exit status: 1 when a job of the campaign failed, timed out or was cancelled (or on "
@@ -44,8 +51,27 @@ def run(args: argparse.Namespace) -> int:
     rows = campaign_rows(common.engine(args), args.campaign, full=args.full)
     if not rows:
         raise JobError(f"campaign {args.campaign} has no jobs (or does not exist)")
-    show(rows, args)
+    if args.delegates:
+        print(delegate_report(common.engine(args), args.campaign, rows))
+    else:
+        show(rows, args)
     return 1 if common.failed_jobs(rows) else 0
+
+
+def delegate_report(engine, campaign: int, rows: list[dict]) -> str:
+    """The per-device delegate comparison, with the refusals of the campaign's devices."""
+    from sqlalchemy import select
+
+    from farm_core.schema import Campaign, Device
+    from orchestrator.delegate_choice import choose, format_choice, refusals
+
+    keys = sorted({r["device"] for r in rows})
+    with engine.begin() as conn:
+        configs = conn.execute(select(Campaign.configs).where(Campaign.id == campaign)).scalar()
+        devices = [dict(d) for d in conn.execute(
+            select(Device.key, Device.kind, Device.facts).where(Device.key.in_(keys))
+        ).mappings()]  # fmt: skip
+    return format_choice(choose(rows), refusals(devices, configs or []))
 
 
 def show(rows: list[dict], args: argparse.Namespace) -> None:
