@@ -147,20 +147,8 @@ def test_a_capture_that_fails_never_changes_the_jobs_error(phone, tmp_path) -> N
         runner.run(spec)
 
 
-@pytest.fixture
-def hooked(monkeypatch) -> None:
-    """AdbRunner.run with the capture around it (the lines runner.py's owner inserts)."""
-    plain = AdbRunner.run
-
-    def run(self, spec):
-        with artifacts.captured(self, spec):
-            return plain(self, spec)
-
-    monkeypatch.setattr(AdbRunner, "run", run)
-
-
 def test_a_crashing_job_through_the_executor_stores_its_artifacts(
-    phone, tmp_path, hooked, monkeypatch
+    phone, tmp_path, monkeypatch
 ) -> None:
     from worker_agent.executor import execute_job
 

@@ -37,6 +37,12 @@ ARM64_EVAL = b"\x7fELF fake arm64 run_eval"
 ARMV7_BENCH = b"\x7fELF fake armv7 benchmark_model"
 
 
+#: The debug artifacts' capture around every run on a phone (docs/artifacts.md): the log
+#: buffers cleared before, the run's lines dumped after.
+LOGCAT_CLEAR = "logcat -c"
+LOGCAT_DUMP = "logcat -d -v threadtime -t 20000"
+
+
 @pytest.fixture(scope="module")
 def adb_server():
     require(shutil.which("adb") is not None, "adb (Debian package adb)")
@@ -153,12 +159,14 @@ def test_job_gives_the_record_of_a_local_run(phone, tmp_path) -> None:
     )
     assert not ph.fs.exists(f"/data/local/tmp/devicefarm/{spec.model_sha256}.tflite")
     assert ph.commands == [
+        LOGCAT_CLEAR,
         _bench_line(spec, bench_sha),
         _bench_line(spec, bench_sha, profile=True),
         f"/data/local/tmp/devicefarm/tools/{eval_sha[:16]}/run_eval "
         f"--model_file=/data/local/tmp/devicefarm/{spec.model_sha256}.tflite "
         "--num_runs=2 --num_interpreter_threads=1 --delegate=gpu "
         "--gpu_precision_loss_allowed=false",
+        LOGCAT_DUMP,
         _rm_line(spec),
     ]
     # a second job reuses the pushed tools
@@ -175,7 +183,7 @@ def test_timed_runs_are_not_profiled_and_the_profile_is_a_pass_of_its_own(phone,
     b = runner.run(spec).benchmark
     bench_sha = hashlib.sha256(ARM64_BENCH).hexdigest()
     timed_line, profile_line = _bench_line(spec, bench_sha), _bench_line(spec, bench_sha, True)
-    assert ph.commands == [timed_line, profile_line, _rm_line(spec)]
+    assert ph.commands == [LOGCAT_CLEAR, timed_line, profile_line, LOGCAT_DUMP, _rm_line(spec)]
     assert b["timing"] == {"path": "shipped", "profile": "separate pass"}
     assert b["tool"]["argv"] == shlex.split(timed_line)
     assert b["tool"]["profile_argv"] == shlex.split(profile_line)
@@ -260,8 +268,9 @@ def test_slow_phone_times_out_and_its_tool_is_stopped(phone, tmp_path) -> None:
     assert isinstance(e.value, DeviceError) and e.value.retryable
     assert "STARTING!" in e.value.log
     assert time.monotonic() - start < 10.0
-    tool = ph.commands[0].split()[0]
-    assert ph.commands[1:] == [f"pkill -f {tool}", _rm_line(spec)]
+    tool = ph.commands[1].split()[0]
+    assert ph.commands[0] == LOGCAT_CLEAR
+    assert ph.commands[2:] == [f"pkill -f {tool}", LOGCAT_DUMP, _rm_line(spec)]
     deadline = time.monotonic() + 2
     while ph.processes and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -308,8 +317,10 @@ def test_injection_corpus_runs_only_the_intended_commands(corpus_phone, tmp_path
     runner.run(spec)
     bench_sha = hashlib.sha256(ARM64_BENCH).hexdigest()
     assert ph.commands == [
+        LOGCAT_CLEAR,
         _bench_line(spec, bench_sha),
         _bench_line(spec, bench_sha, profile=True),
+        LOGCAT_DUMP,
         _rm_line(spec),
     ]
     assert ph.violations == []

@@ -29,7 +29,7 @@ from farm_core.text_safety import storable_text
 
 from ..devices import DeviceInfo
 from ..runners.base import CanaryReading, JobSpec, Runner, RunOutcome
-from . import adb, conditions, invocations
+from . import adb, artifacts, conditions, invocations
 from .diff_output import parse_diff_output
 from .profile_output import op_profile_rows
 from .sync import SyncFailed, SyncSession
@@ -293,9 +293,11 @@ class AdbRunner(Runner):
         return record
 
     def run(self, spec: JobSpec) -> RunOutcome:
-        """The base template, with adb's own errors as DeviceError and clean-up after."""
+        """The base template, with adb's own errors as DeviceError, the run's debug
+        artifacts captured around it (artifacts.captured) and clean-up after."""
         try:
-            return super().run(spec)
+            with artifacts.captured(self, spec):
+                return super().run(spec)
         except adb.adb_errors() as exc:
             raise DeviceError(f"{self.device.key}: adb failed: {exc}") from exc
         finally:
