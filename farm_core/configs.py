@@ -119,19 +119,21 @@ def canonical(text: str) -> str:
     return config.name
 
 
-class _Configs(dict[str, RunConfig]):
-    """The presets by name; looking up any other canonical configuration parses it."""
-
-    def __missing__(self, key: str) -> RunConfig:
-        config, errors = parse_config(key) if isinstance(key, str) else (None, [])
-        if config is None or config.name != key:
-            raise KeyError(key)
-        return config
+#: The presets, by name.
+CONFIGS: dict[str, RunConfig] = {name: parse_config(name)[0] for name in PRESETS}  # type: ignore[misc]
 
 
-CONFIGS: dict[str, RunConfig] = _Configs(
-    {name: parse_config(name)[0] for name in PRESETS}  # type: ignore[misc]
-)
+def stored_config(name: str) -> RunConfig:
+    """The configuration a job or result row names: a preset or a canonical form, as
+    parse_config made it (KeyError for any other spelling)."""
+    if name in CONFIGS:
+        return CONFIGS[name]
+    config, _ = parse_config(name)
+    if config is None or config.name != name:
+        raise KeyError(name)
+    return config
+
+
 for _name, _c in CONFIGS.items():
     assert _c.name == _name, _name  # a preset's canonical form is its own name
 DEFAULT_CONFIGS = ("cpu", "gpu-fp32", "gpu-fp16")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from farm_core.configs import CONFIGS
+from farm_core.configs import stored_config
 from farm_core.schema import SUCCEEDED
 
 #: Mean absolute error against the CPU a configuration may have, by precision.
@@ -23,7 +23,7 @@ def _ok_error(row: dict[str, Any]) -> bool:
     err = row.get("max_avg_error")
     if err is None:
         return True  # no diff measured (cpu, or diff_runs=0)
-    return err <= ERROR_LIMIT[CONFIGS[row["config"]].precision]
+    return err <= ERROR_LIMIT[stored_config(row["config"]).precision]
 
 
 def choose(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

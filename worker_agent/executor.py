@@ -22,7 +22,7 @@ from sqlalchemy import select
 
 from delegate_runtime.errors import DevicefarmError, JobError, JobTimeout
 from farm_core import jobs, user_inputs
-from farm_core.configs import CONFIGS
+from farm_core.configs import stored_config
 from farm_core.database import retrying, unreachable
 from farm_core.schema import (
     FAILED,
@@ -231,7 +231,7 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
             attempt,
             model_path(ctx, claimed.model_sha256),
             claimed.model_sha256,
-            CONFIGS[claimed.config],
+            stored_config(claimed.config),
             input_paths(ctx, _settings(ctx, claimed.campaign_id)),
             progress,
         )

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from delegate_runtime.errors import JobError
-from farm_core.configs import CONFIGS, canonical
+from farm_core.configs import canonical, stored_config
 from tests.conftest import require
 from tests.support.farm import write_model
 from worker_agent.android import adb, discovery
@@ -73,7 +73,7 @@ def model(tmp_path) -> Path:
 
 def _spec(path: Path, config: str) -> JobSpec:
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
-    return JobSpec(1, 1, path, sha, CONFIGS[canonical(config)], dict(FAST))
+    return JobSpec(1, 1, path, sha, stored_config(canonical(config)), dict(FAST))
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from farm_core.configs import (
     canonical,
     parse_config,
     parse_configs,
+    stored_config,
     supports,
 )
 
@@ -88,11 +89,11 @@ def test_canonical_names_fit_the_column() -> None:
 
 
 def test_stored_canonical_names_resolve_and_other_spellings_do_not() -> None:
-    c = CONFIGS["nnapi:accelerator=google-edgetpu;fp16=true"]
+    c = stored_config("nnapi:accelerator=google-edgetpu;fp16=true")
     assert (c.delegate, c.option("accelerator"), c.precision) == ("nnapi", "google-edgetpu", "fp16")
     assert list(CONFIGS) == ["cpu", "gpu-fp32", "gpu-fp16"]
     with pytest.raises(KeyError):
-        CONFIGS["nnapi:fp16=true;accelerator=google-edgetpu"]  # not the canonical order
+        stored_config("nnapi:fp16=true;accelerator=google-edgetpu")  # not the canonical order
 
 
 @pytest.mark.parametrize(
