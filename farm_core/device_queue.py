@@ -51,11 +51,13 @@ def queue_depth() -> int:
 
 @dataclass
 class Filled:
-    """What one fill sent, and why projects' jobs were held (project -> reason)."""
+    """What one fill sent, why projects' jobs were held (project -> reason), and how many
+    jobs each device's queue holds after it (dispatched or running)."""
 
     sent: list[SendOrder] = field(default_factory=list)
     broker_error: str = ""
     held: dict[str, str] = field(default_factory=dict)
+    holding: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,8 @@ def fill(
         return out
     with engine.begin() as conn:
         fill_locks.lock_devices(conn, keys)
-        orders = _plan(conn, keys, depth, now, out.held)
+        orders, room = _plan(conn, keys, depth, now, out.held)
+    out.holding = {k: depth - room.get(k, 0) for k in keys}
     if not orders:
         return out
     out.sent, out.broker_error = dispatcher.send(orders)
@@ -90,16 +93,19 @@ def fill(
         took = {(o.job_id, o.attempt) for o in out.sent}
         with engine.begin() as conn:
             jobs.take_back(conn, [o for o in orders if (o.job_id, o.attempt) not in took])
+    for o in out.sent:
+        out.holding[o.device_key] += 1
     return out
 
 
 def _plan(
     conn: Connection, keys: list[str], depth: int, now: datetime, held: dict[str, str]
-) -> list[SendOrder]:
-    """Pick each device's next jobs and mark them dispatched; the orders to send."""
+) -> tuple[list[SendOrder], dict[str, int]]:
+    """Pick each device's next jobs and mark them dispatched; the orders to send, and the
+    places each device's queue had free before."""
     state = queue_state.read(conn, keys, depth, now)
     if not state.groups:
-        return []
+        return [], state.room
     room = state.room
     quota = {g.project: g.quota for g in state.groups if g.quota.limited()}
     capped = [p for p, q in quota.items() if q.max_concurrent_jobs is not None]
@@ -139,7 +145,7 @@ def _plan(
                 why = quotas.concurrent_reason(quota[project], shares[project].out)
                 held[project] = why
                 _note(conn, key, project, owner, holds.held(why))
-    return orders
+    return orders, room
 
 
 def _shares(

@@ -44,7 +44,7 @@ class ConsumerContext:
     cache_dir: Path = field(default_factory=lambda: home() / "cache")
     campaign_settings: dict[int, dict[str, Any]] = field(default_factory=dict)
     jobs_since_canary: int = 0
-    jobs_since_fill: int = 0  #: jobs ended since this consumer last filled its queue
+    jobs_to_fill: int = 1  #: jobs to end before this consumer fills its queue again
     quarantined: bool = False
 
     @cached_property

@@ -58,24 +58,27 @@ def run_job(job_id: int, attempt: int) -> str:
 
 
 def refill(ctx: ConsumerContext) -> None:
-    """Send this device its next queued jobs (farm_core.device_queue) once half its queue
-    has run since the last fill: the queue never runs dry without a reconciler pass, and a
-    fill (a farm-wide lock and counts) is paid once per several jobs, not per job (per job,
-    the spine's throughput halved: bench/bench_spine.py). A failure is logged: the
-    reconciler fills it later."""
-    from farm_core.device_queue import fill, queue_depth
+    """Send this device its next queued jobs (farm_core.device_queue) when its queue is down
+    to its last job (the fill says how many it holds): the device never waits for a
+    message, since the fill runs between two jobs with one still queued, and a fill is paid
+    once per `queue_depth() - 1` jobs, not per job (per job, the spine's throughput
+    halved: bench/bench_spine.py). Fair shares hold as well as with a fill after every job:
+    a project that comes later still waits behind at most a queue's depth of others' jobs
+    per device (those queued when it came, then its jobs go first). A fill that fails or
+    finds nothing to send tries again after the next job (jobs may become sendable
+    meanwhile: a quota freed, a reservation ended); the reconciler fills it too."""
+    from farm_core.device_queue import fill
 
     if ctx.quarantined:
         return
-    every = max(1, queue_depth() // 2)
-    ctx.jobs_since_fill += 1
-    if ctx.jobs_since_fill < every:
+    ctx.jobs_to_fill -= 1
+    if ctx.jobs_to_fill > 0:
         return
+    ctx.jobs_to_fill = 1
     try:
-        sent = fill(ctx.engine, ctx.dispatcher, [ctx.device.key]).sent
+        filled = fill(ctx.engine, ctx.dispatcher, [ctx.device.key])
     except Exception as exc:  # noqa: BLE001 - the job is done; never fail it for this
         log.warning("%s: could not fill its queue (%s)", ctx.device.key, str(exc)[:200])
         return
-    # a fill that found nothing to send tries again after the next job (jobs may become
-    # sendable meanwhile: a quota freed, a reservation ended); one that sent waits
-    ctx.jobs_since_fill = 0 if sent else every - 1
+    if filled.sent:
+        ctx.jobs_to_fill = max(1, filled.holding.get(ctx.device.key, 0) - 1)
