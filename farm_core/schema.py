@@ -117,6 +117,9 @@ class Campaign(Base):
         String(64), default=DEFAULT_PROJECT, server_default=DEFAULT_PROJECT
     )
     owner: Mapped[str] = mapped_column(String(64), default="", server_default="")
+    #: what submission refused, each {"device", "config", "reason"} (orchestrator.refusals);
+    #: None for a campaign submitted before refusals were kept (migration 0011)
+    refusals: Mapped[list[Any] | None] = mapped_column(nullable=True, default=None)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 

@@ -1,6 +1,6 @@
 """Which delegate for this model on this device: the campaign's configurations side by
 side per device and model (latency, init, accuracy against the CPU, nodes delegated and
-fallbacks), with a recommendation.
+fallbacks), with a recommendation, and what submission refused (orchestrator.refusals).
 
 The recommended configuration is the fastest succeeded one whose error against the CPU
 reference is within its precision's limit (fp32 1e-3, fp16 5e-2 mean absolute), not
@@ -69,8 +69,13 @@ def _num(x: Any, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def format_choice(entries: Sequence[dict[str, Any]], refused: Sequence[str] = ()) -> str:
-    """The comparison as text: a block per device and model, then the refusals."""
+def format_choice(
+    entries: Sequence[dict[str, Any]], refused: Sequence[dict[str, Any]] | None = ()
+) -> str:
+    """The comparison as text: a block per device and model, then the refusals submission
+    kept (orchestrator.refusals; None: the campaign has no record)."""
+    from .refusals import lines as refusal_lines
+
     lines = []
     for e in entries:
         lines.append(f"{e['device']}  {e['model']}  recommended: {e['recommended'] or '-'}")
@@ -85,18 +90,5 @@ def format_choice(entries: Sequence[dict[str, Any]], refused: Sequence[str] = ()
             )
             if c["state"] != SUCCEEDED and c["reason"]:
                 lines.append(f"    {c['reason']}")
-    lines += [f"refused: {r}" for r in refused]
+    lines += refusal_lines(refused)
     return "\n".join(lines)
-
-
-def refusals(devices: Sequence[dict[str, Any]], configs: Sequence[str]) -> list[str]:
-    """Why each device refuses each configuration its kind could run (from its facts now)."""
-    from farm_core.configs import supports
-
-    out = []
-    for d in devices:
-        for c in configs:
-            ok, why = supports(d["kind"], c, d.get("facts"))
-            if not ok and supports(d["kind"], c)[0]:
-                out.append(f"{c} on {d['key']}: {why}")
-    return out

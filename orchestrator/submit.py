@@ -41,6 +41,8 @@ from farm_core.settings import JOB_HARD_LIMIT_S, VISIBILITY_TIMEOUT_S, Timing
 from farm_core.text_safety import string_errors
 from farm_core.user_inputs import UserInput
 
+from . import refusals
+
 #: Rows per INSERT/UPDATE statement when a campaign is stored.
 BATCH_ROWS = 2000
 MAX_USER_PRIORITY = 9
@@ -302,11 +304,12 @@ def _select_devices(
 
 def placements(
     models: Sequence[_ModelIn], devices: list[dict[str, Any]], configs: list[RunConfig]
-) -> tuple[list[tuple[str, str, str]], list[str]]:
-    """(model, device, configuration) for every pair a device can run, and a line for
-    each device that refuses a configuration from its recorded facts (a phone without the
-    Hexagon libraries, without the named NNAPI accelerator, ...): its reason, before any
-    job exists. A device kind that never runs a configuration is not reported."""
+) -> tuple[list[tuple[str, str, str]], list[dict[str, str]]]:
+    """(model, device, configuration) for every pair a device can run, and a refusal
+    (orchestrator.refusals) for each device that refuses a configuration from its recorded
+    facts (a phone without the Hexagon libraries, without the named NNAPI accelerator,
+    ...): its reason, before any job exists. A device kind that never runs a
+    configuration is not reported."""
     runs, refused = set(), []
     for d in devices:
         for c in configs:
@@ -314,7 +317,7 @@ def placements(
             if ok:
                 runs.add((d["key"], c.name))
             elif supports(d["kind"], c)[0]:
-                refused.append(f"refused {c.name} on {d['key']}: {why}")
+                refused.append(refusals.refusal(d["key"], c.name, why))
     pairs = [(m.sha256, d["key"], c.name) for m in models for d in devices for c in configs
              if (d["key"], c.name) in runs]  # fmt: skip
     return pairs, refused
@@ -412,8 +415,8 @@ def submit(
         {user_inputs.INPUTS: [v.setting() for v in values]} if values else {}
     )
     lineage = {m.sha256: model_name or m.name for m in models}
-    pairs, refusals = placements(models, devices, run_configs)
-    warnings.extend(refusals)
+    pairs, refused = placements(models, devices, run_configs)
+    warnings.extend(f"refused {refusals.line(r)}" for r in refused)
     with engine.begin() as conn:
         have = set(
             conn.execute(
@@ -435,6 +438,7 @@ def submit(
                 priority=priority,
                 project=project,
                 owner=owner[: column_length(Campaign.owner)],
+                refusals=refused,
                 created_at=now,
             )
             .returning(Campaign.id)

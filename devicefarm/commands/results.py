@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="which delegate per device and model: each configuration's latency, init, "
         "error against the CPU, nodes delegated and fallbacks, the recommended one (*), and "
-        "the configurations each device refuses with the reason (docs/delegates.md)",
+        "the configurations submission refused on each device with the reason (docs/delegates.md)",
     )
     common.add_db(p)
     p.epilog = (
@@ -59,19 +59,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def delegate_report(engine, campaign: int, rows: list[dict]) -> str:
-    """The per-device delegate comparison, with the refusals of the campaign's devices."""
-    from sqlalchemy import select
+    """The per-device delegate comparison, with the refusals submission kept."""
+    from orchestrator.delegate_choice import choose, format_choice
+    from orchestrator.refusals import stored
 
-    from farm_core.schema import Campaign, Device
-    from orchestrator.delegate_choice import choose, format_choice, refusals
-
-    keys = sorted({r["device"] for r in rows})
     with engine.begin() as conn:
-        configs = conn.execute(select(Campaign.configs).where(Campaign.id == campaign)).scalar()
-        devices = [dict(d) for d in conn.execute(
-            select(Device.key, Device.kind, Device.facts).where(Device.key.in_(keys))
-        ).mappings()]  # fmt: skip
-    return format_choice(choose(rows), refusals(devices, configs or []))
+        refused = stored(conn, campaign)
+    return format_choice(choose(rows), refused)
 
 
 def show(rows: list[dict], args: argparse.Namespace) -> None:

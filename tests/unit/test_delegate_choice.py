@@ -1,11 +1,12 @@
 """The per-device delegate comparison: the fastest accurate configuration not slower than
-the CPU is recommended; refusals come from the devices' recorded accelerators."""
+the CPU is recommended; the refusals are those submission kept."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchestrator.delegate_choice import choose, format_choice, refusals
+from orchestrator.delegate_choice import choose, format_choice
+from orchestrator.refusals import refusal
 
 
 def _row(config, avg_ms, err=None, state="succeeded", delegated=None, device="android:p4"):
@@ -32,19 +33,9 @@ def test_recommendation(rows, recommended) -> None:
 def test_table_shows_fallbacks_and_refusals() -> None:
     text = format_choice(
         choose([_row("cpu", 10), _row("nnapi:accelerator=qti-dsp", 3, 0.0, delegated="3/5")]),
-        ["hexagon on android:a14: Could not create Hexagon delegate"],
+        [refusal("android:a14", "hexagon", "Could not create Hexagon delegate")],
     )
     assert "* nnapi:accelerator=qti-dsp" in text
     line = next(ln for ln in text.splitlines() if ln.startswith("* "))
     assert line.split()[-2:] == ["3/5", "2"]
     assert text.endswith("refused: hexagon on android:a14: Could not create Hexagon delegate")
-
-
-def test_refusals_name_only_what_the_kind_could_run() -> None:
-    devices = [
-        {"key": "android:a14", "kind": "android",
-         "facts": {"accelerators": {"gpu_backends": ["gl"], "nnapi_devices": [], "hexagon": {}}}},
-        {"key": "opencl:x:y", "kind": "opencl", "facts": {}},
-    ]  # fmt: skip
-    out = refusals(devices, ["cpu", "hexagon", "gpu-fp16"])
-    assert len(out) == 1 and out[0].startswith("hexagon on android:a14: hexagon: Could not")
