@@ -14,6 +14,7 @@ PAGES = (
     ("views/fleet.py", "Fleet", ":material/devices:"),
     ("views/campaigns.py", "Campaigns", ":material/playlist_play:"),
     ("views/compare.py", "Compare devices", ":material/speed:"),
+    ("views/delegates.py", "Which delegate", ":material/alt_route:"),
     ("views/accuracy.py", "Accuracy", ":material/target:"),
     ("views/op_coverage.py", "Op coverage", ":material/account_tree:"),
     ("views/compatibility.py", "Compatibility", ":material/verified:"),

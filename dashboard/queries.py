@@ -157,6 +157,29 @@ def campaign_failures(
         ]
 
 
+def delegate_choice(
+    engine: Engine, campaign_id: int, projects: Projects = None
+) -> dict[str, Any] | None:
+    """Which delegate per device and model in a campaign (orchestrator.delegate_choice):
+    `entries`, each with its configurations' figures and `recommended`, and `refused`,
+    the refusals submission kept (None: no record). None for a campaign not of `projects`
+    (or none at all)."""
+    from orchestrator.delegate_choice import choose
+    from orchestrator.refusals import stored
+    from orchestrator.report import campaign_rows
+
+    with engine.begin() as conn:
+        visible = conn.execute(
+            select(Campaign.id).where(
+                Campaign.id == campaign_id, of_projects(Campaign.project, projects)
+            )
+        ).scalar()
+        if visible is None:
+            return None
+        refused = stored(conn, campaign_id)
+    return {"entries": choose(campaign_rows(engine, campaign_id)), "refused": refused}
+
+
 def campaign_jobs(engine: Engine, campaign_id: int, projects: Projects = None) -> list[int]:
     """A campaign's job ids, failed and timed-out ones first (none for a campaign not of
     `projects`)."""

@@ -33,7 +33,16 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-PAGES = ("fleet", "campaigns", "compare", "accuracy", "op_coverage", "compatibility", "history")
+PAGES = (
+    "fleet",
+    "campaigns",
+    "compare",
+    "delegates",
+    "accuracy",
+    "op_coverage",
+    "compatibility",
+    "history",
+)
 #: Words a page shows only when something broke.
 BROKEN = ("Traceback", "Error:", "Exception", "StreamlitAPIException")
 #: Column names that must not reach a reader as axis or legend titles.
