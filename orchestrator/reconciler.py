@@ -36,6 +36,7 @@ from farm_core.settings import Timing
 
 from .homecoming import bring_back
 from .probes import Probe
+from .relocation import group_key, relocate
 
 log = logging.getLogger(__name__)
 
@@ -206,8 +207,8 @@ def reconcile(
         reserved = reservations.active_on(conn, None, now)
 
     away: dict[tuple, list[int]] = {}  #: queued jobs on devices reserved for others
+    lost_queued = []  #: queued jobs on lost or quarantined devices, placed in sets
     grace = now - timedelta(seconds=timing.dispatch_grace_s)
-    gone = now - timedelta(seconds=timing.device_gone_s)
     in_broker: set[str] | None = None
     if any(j.state == DISPATCHED and (j.dispatched_at or now) < grace for j in active):
         in_broker = probe()
@@ -266,13 +267,12 @@ def reconcile(
         elif j.state == QUEUED and alive and healthy:
             hold = reserved.get(j.device_key)
             if hold is not None and not hold.holds(j.project, j.owner):
-                away.setdefault(_group(j), []).append(j.id)
+                away.setdefault(group_key(j), []).append(j.id)
             # else it waits its turn in its device's queue (filled below)
         elif j.state == QUEUED and (j.updated_at or now) < grace:
-            order = _place_queued(engine, j, timing, now)
-            if order is None and (j.updated_at or now) < gone:
-                _expire(engine, j, now, timing, report)
+            lost_queued.append(j)
 
+    report.expired = relocate(engine, lost_queued, timing, now).expired
     if away:
         _away_from_reservations(engine, away, timing, now)
     if orders:
@@ -289,36 +289,6 @@ def reconcile(
     if report.changed():
         log.info("reconcile: %s", report)
     return report
-
-
-def _expire(engine: Engine, j, now: datetime, timing: Timing, report: ReconcileReport) -> None:
-    waited = (now - j.updated_at).total_seconds()
-    why = f"expired after waiting {waited:.0f} s (device_gone_s={timing.device_gone_s:g})"
-    with engine.begin() as conn:
-        if jobs.expire(conn, j.id, why, now):
-            report.expired.append(j.id)
-
-
-def _place_queued(engine: Engine, j, timing: Timing, now: datetime) -> SendOrder | None:
-    """A queued job whose device is lost or quarantined: onto another device of the same
-    hardware, where its queue sends it in turn (the order is not sent here: quotas and the
-    device's queue depth decide); None when no device takes it."""
-    with engine.begin() as conn:
-        return jobs.place(
-            conn,
-            j.id,
-            timing,
-            expect_state=QUEUED,
-            expect_attempt=j.attempt,
-            now=now,
-            outcome="",
-            reason=j.reason,
-        )
-
-
-def _group(j) -> tuple:
-    """Queued jobs that go to the same devices: same campaign, hardware, configuration."""
-    return (j.campaign_id, j.device_key, j.planned_device, j.config, j.project, j.owner)
 
 
 def _away_from_reservations(

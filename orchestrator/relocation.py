@@ -1,0 +1,268 @@
+"""Queued jobs whose device is lost or quarantined, placed in sets.
+
+The reconciler used to place each such job in a transaction of its own (its selector, the
+eligible devices, the reservations and the loads read again per job): 6,667 jobs waiting
+for a device that was gone cost 27-33 s on every pass (issue 44). Here the jobs are taken
+in groups that go to the same devices (one campaign, device, planned hardware,
+configuration, project and owner). The live devices, the planned devices' hardware, the
+campaigns' selectors, the reservations, the loads and the devices each job failed on are
+read once a pass; per group the eligible devices are picked from them (as
+jobs.eligible_devices would), the jobs are spread over the free ones (untried first, then
+the least loaded, counting the jobs given out in this pass) and each device's share is
+moved in one statement. Jobs that no device takes wait (one statement marks those not yet
+waiting) or, past `device_gone_s`, expire (one statement). Each such statement takes at
+most 500 jobs (farm_core.pair_chunks). Every change is a compare-and-set on (id, attempt)
+in state queued, as jobs.place's.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Engine, case, func, literal, select, tuple_, update
+
+from farm_core import holds, reservations
+from farm_core.configs import supports
+from farm_core.jobs import HARDWARE, JOBS, WAITING
+from farm_core.pair_chunks import chunks
+from farm_core.schema import (
+    ACTIVE_STATES,
+    QUARANTINED,
+    QUEUED,
+    TIMED_OUT,
+    Attempt,
+    Campaign,
+    Device,
+    Job,
+)
+from farm_core.selectors import parse_selector
+from farm_core.settings import Timing
+
+#: Attempt outcomes that make a device one to avoid for the job (as jobs.place).
+_FAILED_THERE = ("device_error", "lease_expired", "worker_lost")
+
+
+@dataclass
+class Relocated:
+    """Job ids by what became of them."""
+
+    moved: list[int] = field(default_factory=list)  #: onto another device's queue
+    held: list[int] = field(default_factory=list)  #: to a device reserved for now
+    waiting: list[int] = field(default_factory=list)  #: newly marked waiting
+    expired: list[int] = field(default_factory=list)
+
+
+def group_key(j: Any) -> tuple:
+    """Queued jobs that go to the same devices: same campaign, hardware, configuration."""
+    return (j.campaign_id, j.device_key, j.planned_device, j.config, j.project, j.owner)
+
+
+def relocate(engine: Engine, lost: Sequence[Any], timing: Timing, now: datetime) -> Relocated:
+    """Place `lost` (reconciler rows of queued jobs on lost or quarantined devices, each
+    waiting past the dispatch grace) on other devices, in sets; expire those that waited
+    past `device_gone_s` with none."""
+    done = Relocated()
+    if not lost:
+        return done
+    groups: dict[tuple, list[Any]] = defaultdict(list)
+    for j in lost:
+        groups[group_key(j)].append(j)
+    unplaced: list[Any] = []
+    with engine.begin() as conn:
+        live = _live_devices(conn, timing, now)
+        if live:
+            places = _Places(conn, live, groups, [j.id for j in lost], now)
+            for (campaign_id, key, planned, config, project, owner), rows in groups.items():
+                eligible = places.eligible(campaign_id, planned, config)
+                free = [k for k in eligible if places.free_for(k, project, owner)]
+                held = [k for k in eligible if k not in free]
+                if free:
+                    done.moved += places.spread(rows, free, key)
+                elif held:
+                    done.held += places.hold(rows, held, key)
+                else:
+                    unplaced += rows
+        else:
+            unplaced = list(lost)
+        _wait_or_expire(conn, unplaced, timing, now, done)
+    return done
+
+
+def _live_devices(conn: Connection, timing: Timing, now: datetime) -> list[Any]:
+    """Online (state and heartbeat), unquarantined devices: jobs.eligible_devices's."""
+    alive_since = now - timedelta(seconds=timing.offline_after_s)
+    return list(
+        conn.execute(
+            select(Device.__table__).where(
+                Device.state == "online",
+                Device.last_seen >= alive_since,
+                Device.health != QUARANTINED,
+            )
+        ).mappings()
+    )
+
+
+class _Places:
+    """What one pass reads once to place every group: live devices, the planned devices'
+    hardware, selectors, reservations, loads and the devices each job failed on."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        live: list[Any],
+        groups: dict[tuple, list[Any]],
+        job_ids: list[int],
+        now: datetime,
+    ) -> None:
+        self.conn, self.live, self.now = conn, live, now
+        cols = [getattr(Device, c) for c in HARDWARE]
+        planned = {g[2] for g in groups}
+        self.hardware = {
+            k: tuple(hw)
+            for k, *hw in conn.execute(select(Device.key, *cols).where(Device.key.in_(planned)))
+        }
+        selectors = conn.execute(
+            select(Campaign.id, Campaign.selector).where(Campaign.id.in_({g[0] for g in groups}))
+        )
+        self.selectors = {i: parse_selector(text)[0] for i, text in selectors}
+        self.reserved = reservations.active_on(conn, None, now)
+        self.tried = _tried(conn, job_ids)
+        self.load = _loads(conn)
+
+    def eligible(self, campaign_id: int, planned: str, config: str) -> list[str]:
+        selector, hardware = self.selectors.get(campaign_id), self.hardware.get(planned)
+        if selector is None or hardware is None:
+            return []
+        return sorted(
+            d["key"]
+            for d in self.live
+            if tuple(d[c] for c in HARDWARE) == hardware
+            and supports(d["kind"], config)[0]
+            and selector.matches(d)
+        )
+
+    def free_for(self, key: str, project: str, owner: str) -> bool:
+        hold = self.reserved.get(key)
+        return hold is None or hold.holds(project, owner)
+
+    def _pick(self, j: Any, among: list[str], current: str) -> str:
+        """jobs.choose_device's order, with prefer_other: untried, not the lost device,
+        least loaded, then by name."""
+        avoid = self.tried.get(j.id, set())
+        return min(among, key=lambda k: (k in avoid, k == current, self.load[k], k))
+
+    def spread(self, rows: list[Any], free: list[str], current: str) -> list[int]:
+        shares: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for j in rows:
+            pick = self._pick(j, free, current)
+            self.load[pick] += 1
+            shares[pick].append((j.id, j.attempt))
+        return sorted(
+            i for pick, pairs in shares.items() for i in _move(self.conn, pairs, self.now, pick)
+        )
+
+    def hold(self, rows: list[Any], held: list[str], current: str) -> list[int]:
+        """Every device is reserved for someone else now: each job waits on one of them,
+        sent when its reservation allows (jobs on that very device stay as they are)."""
+        shares: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for j in rows:
+            pick = self._pick(j, held, current)
+            if pick != current:
+                self.load[pick] += 1
+                shares[pick].append((j.id, j.attempt))
+        moved = []
+        for pick, pairs in shares.items():
+            why = holds.held(self.reserved[pick].wait_reason())
+            moved += _move(self.conn, pairs, self.now, pick, reason=why)
+        return sorted(moved)
+
+
+def _tried(conn: Connection, job_ids: list[int]) -> dict[int, set[str]]:
+    rows = conn.execute(
+        select(Attempt.job_id, Attempt.device_key).where(
+            Attempt.job_id.in_(job_ids), Attempt.outcome.in_(_FAILED_THERE)
+        )
+    )
+    tried: dict[int, set[str]] = defaultdict(set)
+    for job_id, device in rows:
+        tried[job_id].add(device)
+    return tried
+
+
+def _loads(conn: Connection) -> dict[str, int]:
+    """Active jobs per device, read once a pass and counted on as jobs are given out."""
+    rows = conn.execute(
+        select(Job.device_key, func.count())
+        .where(Job.state.in_(ACTIVE_STATES))
+        .group_by(Job.device_key)
+    )
+    return defaultdict(int, {k: n for k, n in rows})
+
+
+def _wait_or_expire(
+    conn: Connection, rows: list[Any], timing: Timing, now: datetime, done: Relocated
+) -> None:
+    """No device takes `rows`: past device_gone_s they expire (one statement); the others
+    not yet waiting are marked so (one statement; a job already waiting keeps when it
+    began)."""
+    gone = now - timedelta(seconds=timing.device_gone_s)
+    old = [(j.id, j.attempt) for j in rows if (j.updated_at or now) < gone]
+    if old:
+        why = f"expired after waiting over {timing.device_gone_s:g} s (device_gone_s): "
+        for part in chunks(old):
+            expired = conn.execute(
+                update(JOBS)
+                .where(tuple_(JOBS.c.id, JOBS.c.attempt).in_(part), JOBS.c.state == QUEUED)
+                .values(
+                    state=TIMED_OUT,
+                    finished_at=now,
+                    updated_at=now,
+                    reason=literal(why) + JOBS.c.reason,
+                )
+                .returning(JOBS.c.id)
+            )
+            done.expired += sorted(expired.scalars())
+    fresh = [
+        (j.id, j.attempt)
+        for j in rows
+        if (j.updated_at or now) >= gone and not j.reason.endswith(WAITING)
+    ]
+    if fresh:
+        waiting = case(
+            (JOBS.c.reason == "", literal(WAITING)),
+            else_=JOBS.c.reason + literal(f"; {WAITING}"),
+        )
+        done.waiting += _move(conn, fresh, now, reason=waiting)
+
+
+def _move(
+    conn: Connection,
+    pairs: list[tuple[int, int]],
+    now: datetime,
+    device_key: str | None = None,
+    **values: Any,
+) -> list[int]:
+    """queued at (id, attempt) -> queued at the next attempt, unleased and unclaimed (on
+    `device_key` when given), with `values`; the ids moved."""
+    if device_key is not None:
+        values["device_key"] = device_key
+    moved: list[int] = []
+    for part in chunks(pairs):
+        rows = conn.execute(
+            update(JOBS)
+            .where(tuple_(JOBS.c.id, JOBS.c.attempt).in_(part), JOBS.c.state == QUEUED)
+            .values(
+                attempt=JOBS.c.attempt + 1,
+                worker="",
+                lease_expires_at=None,
+                updated_at=now,
+                **values,
+            )
+            .returning(JOBS.c.id)
+        )
+        moved += rows.scalars()
+    return sorted(moved)
