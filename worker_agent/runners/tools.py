@@ -17,6 +17,27 @@ from .base import CanaryReading, JobSpec, Runner
 
 #: Canary invocations timed for its latency (the median is kept).
 CANARY_RUNS = 5
+#: The folder, beside the kernel cache, where `gpu:serialize=true` keeps the delegate's
+#: serialized programs (keyed by the model's sha256, as --delegate_serialize_token).
+SERIALIZED_DIR_NAME = "serialized"
+
+
+def serialize_dir() -> str:
+    """Where this host's OpenCL delegate serializes programs for `gpu:serialize=true`."""
+    from delegate_runtime.gpu.opencl.cache import default_cache_dir
+
+    return str(default_cache_dir().parent / SERIALIZED_DIR_NAME)
+
+
+def gpu_fields(config: Any) -> dict[str, Any]:
+    """The GPU configuration's options as BenchmarkOptions' fields: `quant` (the
+    delegate's enable_quant) and `serialize` (its serialization_dir); none for others."""
+    if not config.use_gpu:
+        return {}
+    return {
+        "enable_quant": config.option("quant") != "false",
+        "serialize_dir": serialize_dir() if config.option("serialize") == "true" else None,
+    }
 
 
 def _tools() -> tuple[Any, Any, Any]:
@@ -66,6 +87,7 @@ class ToolsRunner(Runner):
             warmup_runs=int(s.get("warmup_runs", 1)),
             use_gpu=spec.config.use_gpu,
             precision=spec.config.precision,
+            **gpu_fields(spec.config),
             device=self.device_spec(),
             # every job measures the per-op profile (in a pass of its own after the timed
             # runs: the timed runs take the path the delegate ships) and the peak memory
