@@ -7,6 +7,7 @@ instead of failing when it upgrades a read to a write.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -107,29 +108,47 @@ def make_engine(url: str, durable: bool = True) -> Engine:
     return engine
 
 
-@contextmanager
-def statements(engine: Engine) -> Iterator[Connection]:
-    """A connection for work made only of single-statement compare-and-sets (the claim,
-    and on PostgreSQL the finish): autocommit on PostgreSQL, saving a round trip per
-    statement; a transaction elsewhere."""
-    if engine.dialect.name == "postgresql":
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            yield conn
-    else:
-        with engine.begin() as conn:
-            yield conn
+class Statements:
+    """A worker's work made only of single-statement compare-and-sets (the claim, and on
+    PostgreSQL the finish), on one connection kept open in autocommit: each statement is
+    one round trip, and no connection is checked out and reset per use (0.2-0.3 ms per use,
+    a quarter of a no-op job's claim). Elsewhere (SQLite) each use is a transaction of its
+    own. A connection found dead is replaced and the work replayed once; one that met any
+    other error is given back, and the next use takes a fresh one."""
 
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self._conn: Connection | None = None
 
-def retrying(engine: Engine, fn: Callable[[Connection], T]) -> T:
-    """`fn(conn)` on `statements(engine)`, replayed once if the connection was found dead."""
-    try:
-        with statements(engine) as conn:
-            return fn(conn)
-    except DBAPIError as exc:
-        if not exc.connection_invalidated:
+    def run(self, fn: Callable[[Connection], T]) -> T:
+        """`fn(conn)`; replayed once on a new connection if the connection was dead."""
+        try:
+            return self._run(fn)
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                raise
+        return self._run(fn)
+
+    def _run(self, fn: Callable[[Connection], T]) -> T:
+        if self.engine.dialect.name != "postgresql":
+            with self.engine.begin() as conn:
+                return fn(conn)
+        if self._conn is None:
+            self._conn = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        try:
+            out = fn(self._conn)
+            self._conn.commit()  # no round trip in autocommit; ends SQLAlchemy's autobegin
+            return out
+        except BaseException:
+            self.close()
             raise
-    with statements(engine) as conn:
-        return fn(conn)
+
+    def close(self) -> None:
+        """Give the connection back (the next use opens another)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):  # a dead one is discarded by the pool
+                conn.close()
 
 
 #: PEP 249 exception classes that mean the connection, not the statement, failed.

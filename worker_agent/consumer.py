@@ -54,6 +54,13 @@ class ConsumerContext:
         return make_engine(self.db_url, durable=False)
 
     @cached_property
+    def statements(self) -> Any:
+        """The claim's and the finish's connection (farm_core.database.Statements)."""
+        from farm_core.database import Statements
+
+        return Statements(self.engine)
+
+    @cached_property
     def facts(self) -> dict[str, Any]:
         """The device's facts as stored with each result."""
         return self.device.row()

@@ -23,7 +23,7 @@ from sqlalchemy import select
 from delegate_runtime.errors import DevicefarmError, JobError, JobTimeout
 from farm_core import jobs, user_inputs
 from farm_core.configs import stored_config
-from farm_core.database import retrying, unreachable
+from farm_core.database import unreachable
 from farm_core.schema import (
     FAILED,
     QUARANTINED,
@@ -196,8 +196,8 @@ def _quarantined(ctx: ConsumerContext, claimed: jobs.Claimed) -> bool:
     key = ctx.device.key
     if claimed.device_health is not None and claimed.device_key == key:
         return claimed.device_health == QUARANTINED
-    health = retrying(
-        ctx.engine, lambda c: c.execute(select(Device.health).where(Device.key == key)).scalar()
+    health = ctx.statements.run(
+        lambda c: c.execute(select(Device.health).where(Device.key == key)).scalar()
     )
     return health == QUARANTINED
 
@@ -206,8 +206,8 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
     """Run dispatch `attempt` of job `job_id`; returns its outcome (for the task's log)."""
     from celery.exceptions import SoftTimeLimitExceeded
 
-    claimed = retrying(
-        ctx.engine, lambda c: jobs.claim(c, job_id, attempt, ctx.worker, ctx.timing.lease_s)
+    claimed = ctx.statements.run(
+        lambda c: jobs.claim(c, job_id, attempt, ctx.worker, ctx.timing.lease_s)
     )
     if claimed is None:
         return STALE
@@ -272,8 +272,8 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
         ctx.lease.release()
     values = result_values(outcome, ctx.facts, time.perf_counter() - start)
     values["error"] = error
-    written = retrying(
-        ctx.engine, lambda c: jobs.finish(c, job_id, attempt, ctx.worker, state, values)
+    written = ctx.statements.run(
+        lambda c: jobs.finish(c, job_id, attempt, ctx.worker, state, values)
     )
     ctx.after_job()  # its canary first: a canary that passes would lift a streak's quarantine
     if written and failure is not None:

@@ -1,0 +1,58 @@
+"""A worker's claim-and-finish connection (farm_core.database.Statements) on PostgreSQL: one
+connection kept for every use, in autocommit, replaced when the server dropped it."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import ProgrammingError
+
+from farm_core.database import Statements, make_engine
+
+PID = text("SELECT pg_backend_pid()")
+
+
+def test_one_connection_serves_every_use_and_each_statement_commits(pg_session_url) -> None:
+    engine = make_engine(pg_session_url)
+    statements = Statements(engine)
+    try:
+        first = statements.run(lambda c: c.execute(PID).scalar())
+        statements.run(lambda c: c.execute(text("CREATE TEMP TABLE t (x int)")))
+        statements.run(lambda c: c.execute(text("INSERT INTO t VALUES (1)")))
+        assert statements.run(lambda c: c.execute(PID).scalar()) == first
+        with engine.connect() as other:  # not in a transaction: another session may look
+            state = other.execute(
+                text("SELECT state FROM pg_stat_activity WHERE pid = :p"), {"p": first}
+            ).scalar()
+        assert state == "idle"
+        assert statements.run(lambda c: c.execute(text("SELECT x FROM t")).scalar()) == 1
+    finally:
+        statements.close()
+        engine.dispose()
+
+
+def test_a_dropped_connection_is_replaced_and_the_work_replayed(pg_session_url) -> None:
+    engine = make_engine(pg_session_url)
+    statements = Statements(engine)
+    try:
+        first = statements.run(lambda c: c.execute(PID).scalar())
+        with engine.connect() as admin:
+            admin.execute(text("SELECT pg_terminate_backend(:p)"), {"p": first})
+            admin.commit()
+        again = statements.run(lambda c: c.execute(PID).scalar())
+        assert again != first
+    finally:
+        statements.close()
+        engine.dispose()
+
+
+def test_a_failed_statement_leaves_the_next_use_a_working_connection(pg_session_url) -> None:
+    engine = make_engine(pg_session_url)
+    statements = Statements(engine)
+    try:
+        with pytest.raises(ProgrammingError):
+            statements.run(lambda c: c.execute(text("SELECT * FROM no_such_table")))
+        assert statements.run(lambda c: c.execute(text("SELECT 1")).scalar()) == 1
+    finally:
+        statements.close()
+        engine.dispose()
