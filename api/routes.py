@@ -513,30 +513,33 @@ async def devices(request: Request) -> Response:
 
 
 def _allowlist(
-    engine: Any, model: str, fmt: str, thresholds: Any, projects: Any
+    engine: Any, model: str, fmt: str, thresholds: Any, projects: Any, delegate: str = "gpu"
 ) -> tuple[bytes, str, str]:
-    """A model of `projects`, its allowlist from their results only (404 for a model no
-    job of theirs ran)."""
+    """A model of `projects`, its allowlist (`delegate`'s) from their results only (404
+    for a model no job of theirs ran)."""
     from orchestrator.allowlist.export import render
     from orchestrator.allowlist.rules import summary
     from orchestrator.scope import build_allowlist
 
     try:
-        allowlist = build_allowlist(engine, model, thresholds, projects)
+        allowlist = build_allowlist(engine, model, thresholds, projects, delegate)
     except JobError as exc:
         if str(exc).startswith("no model"):
             raise ApiError(404, str(exc)) from exc
         raise
     counts = summary({str(i): e.decision for i, e in enumerate(allowlist.entries)})
-    line = f"{allowlist.model_name} ({allowlist.model_sha256[:12]}): " + ", ".join(
+    which = "" if delegate == "gpu" else f" {delegate} list"
+    line = f"{allowlist.model_name} ({allowlist.model_sha256[:12]}){which}: " + ", ".join(
         f"{n} {s}" for s, n in counts.items()
     )
     return render(allowlist, fmt), allowlist.model_sha256, line
 
 
 async def allowlist(request: Request) -> Response:
-    """A model's GPU allowlist as a file, as `devicefarm allowlist --format F` writes it."""
-    from orchestrator.allowlist.rules import Thresholds
+    """A model's allowlist as a file, as `devicefarm allowlist --format F --delegate D`
+    writes it (D: gpu by default)."""
+    from orchestrator.allowlist.export import BINARY_GPU_ONLY
+    from orchestrator.allowlist.rules import LIST_DELEGATES, Thresholds
 
     farm = _farm(request)
     access = _access(request, write=False)
@@ -546,6 +549,12 @@ async def allowlist(request: Request) -> Response:
         params.errors.append("model: give the model's sha256, a prefix of it, or its name")
     if fmt not in ALLOWLIST_MEDIA:
         params.errors.append(f"format: one of {', '.join(ALLOWLIST_MEDIA)}, not {fmt[:20]!r}")
+    delegate = params.text("delegate", "gpu")
+    if delegate not in LIST_DELEGATES:
+        choices = ", ".join(LIST_DELEGATES)
+        params.errors.append(f"delegate: one of {choices}, not {delegate[:20]!r}")
+    elif delegate != "gpu" and fmt == "devicedb-bin":
+        params.errors.append(f"format: a {delegate} list: {BINARY_GPU_ONLY}")
     thresholds = Thresholds(
         min_speedup=params.number("min_speedup", 1.2),
         max_error=params.number("max_error", None),
@@ -561,10 +570,13 @@ async def allowlist(request: Request) -> Response:
     params.check()
     projects = access.who.projects
     access.log(ANY_PROJECT if projects is None else ",".join(projects))
-    data, sha, line = await _call(_allowlist, farm.engine, model, fmt, thresholds, projects)
+    data, sha, line = await _call(
+        _allowlist, farm.engine, model, fmt, thresholds, projects, delegate
+    )
     media, ext = ALLOWLIST_MEDIA[fmt]
+    name = f"allowlist-{sha[:12]}" if delegate == "gpu" else f"allowlist-{delegate}-{sha[:12]}"
     headers = {
-        "Content-Disposition": f'attachment; filename="allowlist-{sha[:12]}.{ext}"',
+        "Content-Disposition": f'attachment; filename="{name}.{ext}"',
         SUMMARY_HEADER: urllib.parse.quote(line),
     }
     return Response(data, media_type=media, headers=headers)

@@ -50,7 +50,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "delegate_runtime.commands.accuracy",
         "task accuracy: image classification top-K, detection mAP",
     ),
-    "allowlist": ("devicefarm.commands.allowlist", "export a model's GPU allowlist"),
+    "allowlist": ("devicefarm.commands.allowlist", "export a model's allowlist, per delegate"),
     "dashboard": ("devicefarm.commands.dashboard", "serve the Streamlit dashboard"),
     "api": ("devicefarm.commands.api", "serve the farm's HTTP API, or manage its users' tokens"),
     "make-dataset": (

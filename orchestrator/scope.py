@@ -83,8 +83,13 @@ def decide_models(
     return decide(engine, thresholds, models, models_of(projects), results_of(projects))
 
 
-def build_allowlist(engine: Engine, model: str, thresholds: Any, projects: Projects) -> Any:
-    """The allowlist of one model of `projects` (sha256, prefix or name), on their results."""
+def build_allowlist(
+    engine: Engine, model: str, thresholds: Any, projects: Projects, delegate: str = "gpu"
+) -> Any:
+    """The allowlist (`delegate`'s) of one model of `projects` (sha256, prefix or name), on
+    their results."""
     from orchestrator.allowlist.collect import build_allowlist as build
 
-    return build(engine, model, thresholds, models_of(projects), results_of(projects))
+    return build(
+        engine, model, thresholds, models_of(projects), results_of(projects), delegate=delegate
+    )

@@ -1,10 +1,15 @@
-"""`devicefarm allowlist`: export a model's GPU allowlist, or ask or merge lists.
+"""`devicefarm allowlist`: export a model's allowlist (GPU, or one per delegate), or ask
+or merge lists.
 
     devicefarm allowlist --model M --format devicedb-json|devicedb-bin|csv|json --out FILE
+    devicefarm allowlist --model M --delegate nnapi|hexagon|xnnpack --out allowlist-nnapi.json
     devicefarm allowlist evaluate LIST --facts K=V,...   (SUPPORTED/UNSUPPORTED/UNKNOWN)
     devicefarm allowlist merge OURS --base LIST --out FILE
 
-Exported lists always carry Android SDK ranges (orchestrator/allowlist/export.py).
+Exported lists always carry Android SDK ranges (orchestrator/allowlist/export.py). The
+GPU list (the default) is LiteRT's compatibility list; another delegate's is the same tree
+with `devicefarm.<delegate>.status` and `.config`, in a file of its own
+(docs/delegates.md, "Allowlists per delegate").
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from pathlib import Path
 from . import argtypes, common
 
 FORMATS = ("devicedb-json", "devicedb-bin", "csv", "json")
+#: orchestrator.allowlist.rules.LIST_DELEGATES (not imported: --help stays light).
+DELEGATES = ("gpu", "xnnpack", "nnapi", "hexagon")
 
 
 #: subcommand -> (module in orchestrator.allowlist, one-line help)
@@ -30,7 +37,16 @@ ACTIONS = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.epilog = "Without an ACTION: export the model's list (--model and --out are needed)."
+    p.epilog = (
+        "Without an ACTION: export the model's list (--model and --out are needed). "
+        "--delegate gpu (the default) writes LiteRT's GPU compatibility list "
+        "(tflite.gpu.status); another delegate's list judges every configuration of that "
+        "delegate measured for the model (e.g. each NNAPI accelerator) by the same rules and "
+        "writes devicefarm.<delegate>.status (SUPPORTED/UNSUPPORTED) and "
+        "devicefarm.<delegate>.config (the best configuration) in a file of its own, e.g. "
+        "allowlist-nnapi.json, which an app's GPUCompatibilityList never reads "
+        "(devicedb-json, csv or json; not devicedb-bin)."
+    )
     sub = p.add_subparsers(dest="action", metavar="ACTION")
     for name, (module, help_text) in ACTIONS.items():
         action = sub.add_parser(name, help=help_text, description=help_text)
@@ -41,16 +57,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "or more characters, or its file name as submitted",
     )
     p.add_argument(
+        "--delegate",
+        choices=DELEGATES,
+        default="gpu",
+        help="whose list: gpu (default: LiteRT's GPU list), xnnpack, nnapi or hexagon "
+        "(devicefarm.<delegate>.status and .config, a file of its own)",
+    )
+    p.add_argument(
         "--min-speedup",
         type=argtypes.non_negative,
         default=1.2,
-        help="CPU / GPU latency needed (default 1.2)",
+        help="CPU / delegate latency needed (default 1.2)",
     )
     p.add_argument(
         "--max-error",
         type=argtypes.non_negative,
         default=None,
-        help="largest inference-diff avg error (default: 1e-3 for fp32, 1e-2 for fp16)",
+        help="largest inference-diff avg error (default: 1e-3 for fp32, 1e-2 for fp16: the "
+        "configuration's precision; fp16 for gpu precision=fp16 or nnapi/xnnpack fp16=true)",
     )
     p.add_argument(
         "--require-full-delegation",
@@ -64,7 +88,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--format",
         choices=FORMATS,
         default="devicedb-json",
-        help="devicedb-json (default), devicedb-bin, csv or json",
+        help="devicedb-json (default), devicedb-bin (GPU list only), csv or json",
     )
     p.add_argument(
         "--out",
@@ -103,7 +127,11 @@ def run(args: argparse.Namespace) -> int:
     if args.out == "-" and args.format == "devicedb-bin":
         raise UsageError("argument --out: devicedb-bin is binary: give --out FILE, not -")
     from orchestrator.allowlist.collect import build_allowlist
-    from orchestrator.allowlist.export import render
+    from orchestrator.allowlist.export import BINARY_GPU_ONLY, render
+    from orchestrator.allowlist.tree import GPU
+
+    if args.delegate != GPU and args.format == "devicedb-bin":
+        raise UsageError(f"argument --format: --delegate {args.delegate}: {BINARY_GPU_ONLY}")
     from orchestrator.allowlist.rules import Thresholds, summary
 
     thresholds = Thresholds(
@@ -114,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     )
     ref = model_ref(args.model)
     try:
-        allowlist = build_allowlist(common.engine(args), ref, thresholds)
+        allowlist = build_allowlist(common.engine(args), ref, thresholds, delegate=args.delegate)
     except JobError as exc:
         if ref == args.model or not str(exc).startswith("no model"):
             raise
@@ -131,8 +159,9 @@ def run(args: argparse.Namespace) -> int:
             raise JobError(f"cannot write {args.out}: {exc.strerror or exc}") from exc
     counts = summary({str(i): e.decision for i, e in enumerate(allowlist.entries)})
     aside = sum(e.evidence.set_aside for e in allowlist.entries)
+    which = "" if args.delegate == GPU else f" {args.delegate} list"
     print(
-        f"{allowlist.model_name} ({allowlist.model_sha256[:12]}): "
+        f"{allowlist.model_name} ({allowlist.model_sha256[:12]}){which}: "
         + ", ".join(f"{n} {s}" for s, n in counts.items())
         + (f"; {aside} results of other configurations set aside" if aside else "")
         + ("" if args.out == "-" else f"; wrote {args.format} to {args.out}"),

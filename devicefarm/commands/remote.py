@@ -482,6 +482,8 @@ def allowlist(args: argparse.Namespace, api: Client) -> int:
         "require_full_delegation": args.require_full_delegation,
         "min_runs": args.min_runs,
     }
+    if args.delegate != "gpu":  # the server refuses devicedb-bin for it, as run_local does
+        query["delegate"] = args.delegate
     try:
         data, headers = api.call("GET", "/v1/allowlist", query=query)
     except JobError as exc:

@@ -1,5 +1,6 @@
-"""GPU allowlists: per-model decisions from measured results, exported as TFLite's
-compatibility database (devicedb), CSV or JSON.
+"""Allowlists: per-model decisions from measured results, exported as TFLite's GPU
+compatibility database (devicedb), CSV or JSON; or, per delegate (NNAPI, Hexagon,
+XNNPACK), the same tree with `devicefarm.<delegate>.*` properties in a file of its own.
 
 - `facts`: a device's facts as the list's `tflite.*` variables (canonicalised).
 - `rules`: supported / unsupported (with a reason) / unknown, from aggregated evidence.

@@ -39,6 +39,7 @@ from .causes import device_caused
 from .config_records import MEASURED_UNDER, NEWEST_OK, keep_newest
 from .facts import list_variables, signature
 from .rules import NOT_MEASURED, UNKNOWN, ConfigStats, Decision, Evidence, Thresholds, decide
+from .tree import GPU
 
 Signature = tuple[tuple[str, str], ...]
 
@@ -56,12 +57,13 @@ class Entry:
 
 @dataclass
 class Allowlist:
-    """One model's decisions, per entry (fact signature)."""
+    """One model's decisions, per entry (fact signature), for one delegate's list."""
 
     model_sha256: str
     model_name: str
     thresholds: Thresholds
     entries: list[Entry]
+    delegate: str = GPU  #: whose configurations were judged (rules.LIST_DELEGATES)
 
     def entry_for(self, device_key: str) -> Entry | None:
         """The entry of a device's current facts."""
@@ -241,10 +243,11 @@ def decide_models(
     models: Iterable[str] | None = None,
     among: Any = None,
     evidence: Any = None,
+    delegate: str = GPU,
 ) -> dict[str, Allowlist]:
     """Allowlists for `models` (sha256; default every stored model), one query for all;
     `among` limits the models (a condition on StoredModel) and `evidence` the results (one
-    on Result) to one project's (orchestrator.scope)."""
+    on Result) to one project's (orchestrator.scope); `delegate`: whose list."""
     with engine.begin() as conn:
         listed = select(StoredModel.sha256, StoredModel.name)
         if among is not None:
@@ -259,7 +262,8 @@ def decide_models(
             query = query.where(evidence)
         rows = [dict(r) for r in conn.execute(query).mappings()]
         devices = load_devices(conn)
-    return build_allowlists(rows, devices, {m: names.get(m, m) for m in wanted}, thresholds)
+    named = {m: names.get(m, m) for m in wanted}
+    return build_allowlists(rows, devices, named, thresholds, delegate)
 
 
 def build_allowlists(
@@ -267,8 +271,10 @@ def build_allowlists(
     devices: Mapping[str, Mapping[str, Any]],
     models: Mapping[str, str],
     thresholds: Thresholds,
+    delegate: str = GPU,
 ) -> dict[str, Allowlist]:
-    """Allowlists from aggregated evidence rows and the device table (pure)."""
+    """Allowlists from aggregated evidence rows and the device table (pure), judging the
+    configurations of `delegate`."""
     accs: dict[tuple[str, Signature], dict[str, _Acc]] = defaultdict(dict)
     seen: dict[tuple[str, Signature], set[str]] = defaultdict(set)
     variables: dict[Signature, dict[str, str]] = {}
@@ -318,14 +324,14 @@ def build_allowlists(
             why = f"no CPU baseline ({metrics.no_baseline_reason(kind)})"
             evidence = Evidence(configs, cpu_us, why)
             decision = (
-                decide(evidence, thresholds)
+                decide(evidence, thresholds, delegate)
                 if configs
                 else Decision(UNKNOWN, NOT_MEASURED, "not measured")
             )
             entries.append(
                 Entry(dict(variables[sig]), keys, sorted(current.get(sig, [])), evidence, decision)
             )
-        out[model] = Allowlist(model, name, thresholds, entries)
+        out[model] = Allowlist(model, name, thresholds, entries, delegate)
     return out
 
 
@@ -352,10 +358,15 @@ def _host_baseline(
 
 
 def build_allowlist(
-    engine: Engine, model: str, thresholds: Thresholds, among: Any = None, evidence: Any = None
+    engine: Engine,
+    model: str,
+    thresholds: Thresholds,
+    among: Any = None,
+    evidence: Any = None,
+    delegate: str = GPU,
 ) -> Allowlist:
-    """The allowlist of one model (sha256, prefix or name); `among` and `evidence` as
-    decide_models'."""
+    """The allowlist of one model (sha256, prefix or name); `among`, `evidence` and
+    `delegate` as decide_models'."""
     with engine.begin() as conn:
         sha, _ = resolve_model(conn, model, among)
-    return decide_models(engine, thresholds, [sha], among, evidence)[sha]
+    return decide_models(engine, thresholds, [sha], among, evidence, delegate)[sha]

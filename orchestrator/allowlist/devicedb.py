@@ -27,6 +27,7 @@ import json
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import flatbuffers
@@ -36,11 +37,12 @@ from flatbuffers import number_types, packer, table
 from .facts import DRIVER, ORDER, RUNTIME_VARIABLES, SDK, signature
 from .reader import status
 from .rules import NOT_MEASURED, SUPPORTED, UNKNOWN, UNSUPPORTED, Decision, merge
-from .sdk_ranges import range_nodes
+from .sdk_ranges import Properties, range_nodes
 from .tree import (
     COMPARISON_NAMES,
     ENABLE_QUANT,
     EQUAL,
+    GPU,
     MINIMUM,
     PRECISION,
     REASON,
@@ -50,6 +52,9 @@ from .tree import (
     STATUS_UNSUPPORTED,
     Edge,
     Node,
+    config_variable,
+    reason_variable,
+    status_variable,
 )
 
 Signature = tuple[tuple[str, str], ...]
@@ -60,10 +65,17 @@ _TFLITE_STATUS = {
 }
 
 
-def properties(d: Decision) -> list[tuple[str, str]]:
+def properties(d: Decision, delegate: str = GPU) -> list[tuple[str, str]]:
     """The derived properties of a decision; every key is always written, so a device that
-    passed another device's edge first keeps none of its options."""
+    passed another device's edge first keeps none of its options. Another delegate's list
+    says its status, best configuration and reason (`tree.status_variable` and kin)."""
     ok = d.status == SUPPORTED
+    if delegate != GPU:
+        return [
+            (status_variable(delegate), _TFLITE_STATUS[d.status]),
+            (config_variable(delegate), d.config if ok else "none"),
+            (reason_variable(delegate), (d.code or "none") if d.status == UNSUPPORTED else "none"),
+        ]
     quant = ("true" if d.enable_quant else "false") if ok else "none"
     return [
         (STATUS, _TFLITE_STATUS[d.status]),
@@ -105,12 +117,12 @@ def _insert(roots: dict[str, _TNode], sig: Signature, decision: Decision) -> Non
 UNMEASURED_DRIVER = Decision(UNKNOWN, NOT_MEASURED, "driver version not measured")
 
 
-def unmeasured_driver_reset() -> Node:
+def unmeasured_driver_reset(props: Properties = properties) -> Node:
     """A catch-all on the driver: MINIMUM "" matches every value (`value >= ""`)."""
-    return Node(DRIVER, MINIMUM, [Edge("", [], properties(UNMEASURED_DRIVER))])
+    return Node(DRIVER, MINIMUM, [Edge("", [], props(UNMEASURED_DRIVER))])
 
 
-def _emit(children: Mapping[str, _TNode], sdk_ranges: bool) -> list[Node]:
+def _emit(children: Mapping[str, _TNode], sdk_ranges: bool, props: Properties) -> list[Node]:
     out = []
     for var in sorted(children, key=ORDER.index, reverse=True):
         tn = children[var]
@@ -120,23 +132,28 @@ def _emit(children: Mapping[str, _TNode], sdk_ranges: bool) -> list[Node]:
             te = tn.edges[value]
             by_driver = te.terminal is None and bool(te.fallback)
             d = te.terminal or (merge(te.fallback, "driver not given") if by_driver else None)
-            nodes = _emit(te.children, sdk_ranges)
+            nodes = _emit(te.children, sdk_ranges, props)
             if by_driver:
-                nodes.insert(0, unmeasured_driver_reset())
+                nodes.insert(0, unmeasured_driver_reset(props))
             if d is not None:
                 decided[value] = (d, by_driver)
-            items.append(Edge(value, nodes, properties(d) if d else []))
+            items.append(Edge(value, nodes, props(d) if d else []))
         if sdk_ranges and var == SDK:
-            out += range_nodes(decided, properties, unmeasured_driver_reset)
+            out += range_nodes(decided, props, partial(unmeasured_driver_reset, props))
         out.append(Node(var, EQUAL, items))
     return out
 
 
 def build_tree(
-    entries: Iterable[tuple[Mapping[str, str], Decision]], sdk_ranges: bool = True
+    entries: Iterable[tuple[Mapping[str, str], Decision]],
+    sdk_ranges: bool = True,
+    delegate: str = GPU,
 ) -> list[Node]:
     """The tree's roots for (canonical variables, decision) pairs, one per fact signature;
-    `sdk_ranges`: MINIMUM/MAXIMUM ranges on the Android SDK where the decisions allow."""
+    `sdk_ranges`: MINIMUM/MAXIMUM ranges on the Android SDK where the decisions allow;
+    `delegate`: whose properties the edges carry (`properties`)."""
+    props: Properties = partial(properties, delegate=delegate)
+    variable = status_variable(delegate)
     items = [(signature(v), d) for v, d in entries]
     listed = [(s, d) for s, d in items if s and d.status != UNKNOWN]
     pending = [(s, d) for s, d in items if s and d.status == UNKNOWN]
@@ -144,8 +161,8 @@ def build_tree(
         trie: dict[str, _TNode] = {}
         for s, d in listed:
             _insert(trie, s, d)
-        roots = _emit(trie, sdk_ranges)
-        wrong = [(s, d) for s, d in pending if status(roots, dict(s)) != UNKNOWN]
+        roots = _emit(trie, sdk_ranges, props)
+        wrong = [(s, d) for s, d in pending if status(roots, dict(s), variable) != UNKNOWN]
         if not wrong:
             return roots
         listed += wrong

@@ -1,4 +1,9 @@
-"""An allowlist in the formats `devicefarm allowlist --format` writes."""
+"""An allowlist in the formats `devicefarm allowlist --format` writes.
+
+A GPU list is LiteRT's compatibility list (any format). Another delegate's list has no
+official format: it is the same tree with `devicefarm.<delegate>.*` properties, written
+as devicedb JSON, CSV or JSON; never as the flatbuffer, which only LiteRT's
+`GPUCompatibilityList` reads (BINARY_GPU_ONLY)."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from typing import Any
 from . import devicedb
 from .collect import Allowlist, Entry
 from .facts import ORDER
-from .tree import Node
+from .tree import GPU, Node
 
 FORMATS = ("devicedb-json", "devicedb-bin", "csv", "json")
 CSV_COLUMNS = (
@@ -24,6 +29,12 @@ CSV_COLUMNS = (
     "devices",
     *ORDER,
 )
+#: Another delegate's list names its best configuration in place of the GPU's options.
+DELEGATE_CSV_COLUMNS = tuple("config" if c == "enable_quant" else c for c in CSV_COLUMNS)
+BINARY_GPU_ONLY = (
+    "devicedb-bin is LiteRT's GPU compatibility list, read only by GPUCompatibilityList; "
+    "another delegate's list is written as devicedb-json, csv or json"
+)
 
 
 def listed(allowlist: Allowlist) -> list[Entry]:
@@ -33,13 +44,15 @@ def listed(allowlist: Allowlist) -> list[Entry]:
 
 def tree(allowlist: Allowlist) -> list[Node]:
     """The decision tree of an allowlist (with SDK ranges where the decisions allow)."""
-    return devicedb.build_tree((e.variables, e.decision) for e in listed(allowlist))
+    entries = ((e.variables, e.decision) for e in listed(allowlist))
+    return devicedb.build_tree(entries, delegate=allowlist.delegate)
 
 
-def row(e: Entry) -> dict[str, Any]:
-    """One entry as a flat row (CSV, tables)."""
+def row(e: Entry, delegate: str = GPU) -> dict[str, Any]:
+    """One entry as a flat row (CSV, tables): a GPU list's (CSV_COLUMNS) or another
+    delegate's (DELEGATE_CSV_COLUMNS)."""
     d = e.decision
-    return {
+    out = {
         "status": d.status,
         "reason_code": d.code,
         "reason": d.reason,
@@ -49,21 +62,30 @@ def row(e: Entry) -> dict[str, Any]:
         "devices": " ".join(e.devices),
         **{v: e.variables.get(v, "") for v in ORDER},
     }
+    if delegate != GPU:
+        out["config"] = d.config
+        del out["enable_quant"]
+    return out
 
 
 def to_csv(allowlist: Allowlist) -> str:
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    gpu = allowlist.delegate == GPU
+    w = csv.DictWriter(
+        buf, fieldnames=CSV_COLUMNS if gpu else DELEGATE_CSV_COLUMNS, lineterminator="\n"
+    )
     w.writeheader()
     for e in listed(allowlist):
-        w.writerow(row(e))
+        w.writerow(row(e, allowlist.delegate))
     return buf.getvalue()
 
 
 def to_json(allowlist: Allowlist) -> str:
+    which = {} if allowlist.delegate == GPU else {"delegate": allowlist.delegate}
     return (
         json.dumps(
             {
+                **which,
                 "model": {"sha256": allowlist.model_sha256, "name": allowlist.model_name},
                 "thresholds": asdict(allowlist.thresholds),
                 "entries": [
@@ -93,6 +115,8 @@ def render(allowlist: Allowlist, fmt: str, sdk_minimum: bool = True) -> bytes:
         return to_csv(allowlist).encode()
     if fmt == "json":
         return to_json(allowlist).encode()
+    if fmt == "devicedb-bin" and allowlist.delegate != GPU:
+        raise ValueError(f"a {allowlist.delegate} list: {BINARY_GPU_ONLY}")
     data = devicedb.encode(tree(allowlist))
     if fmt == "devicedb-bin":
         return data

@@ -19,12 +19,22 @@ import sys
 from collections.abc import Sequence
 
 from delegate_runtime.commands._flags import existing_file, output_file
+from delegate_runtime.errors import JobError
 
 from . import reader
 from .entry import standalone
 from .listfile import load_list, write_list
 from .rules import SUPPORTED, UNSUPPORTED
-from .tree import EQUAL, STATUS, STATUS_SUPPORTED, STATUS_UNKNOWN, STATUS_UNSUPPORTED, Edge, Node
+from .tree import (
+    EQUAL,
+    GPU,
+    STATUS,
+    STATUS_SUPPORTED,
+    STATUS_UNKNOWN,
+    STATUS_UNSUPPORTED,
+    Edge,
+    Node,
+)
 
 _LITERT_STATUS = {SUPPORTED: STATUS_SUPPORTED, UNSUPPORTED: STATUS_UNSUPPORTED}
 
@@ -72,7 +82,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    roots = merged(load_list(args.base), load_list(args.ours))
+    ours = load_list(args.ours)
+    others = sorted(reader.delegates(ours) - {GPU})
+    if others:  # LiteRT's shipped list is a GPU list: another delegate's stays apart
+        raise JobError(
+            f"{args.ours} is a {' and '.join(others)} list: only a GPU list merges onto "
+            "LiteRT's; ship another delegate's list as a file of its own"
+        )
+    roots = merged(load_list(args.base), ours)
     write_list(roots, args.out, args.format)
     print(f"wrote {args.format} to {args.out}: {args.base} with {args.ours} on top")
     return 0

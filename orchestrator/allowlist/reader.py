@@ -9,12 +9,14 @@ are applied in order (later ones overwrite), then its children are followed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from .canonical import canonical_value_with_key
 from .rules import SUPPORTED, UNKNOWN, UNSUPPORTED
 from .tree import (
     EQUAL,
+    GPU,
     MINIMUM,
     STATUS,
     STATUS_SUPPORTED,
@@ -75,11 +77,31 @@ def evaluate(roots: Sequence[Node], variables: Mapping[str, str]) -> dict[str, s
     return out
 
 
-def status(roots: Sequence[Node], variables: Mapping[str, str]) -> str:
-    """supported / unsupported / unknown for a device's variables."""
-    got = evaluate(roots, variables).get(STATUS, "")
+def status(roots: Sequence[Node], variables: Mapping[str, str], variable: str = STATUS) -> str:
+    """supported / unsupported / unknown for a device's variables (`variable`: the status
+    property read: a per-delegate list's `tree.status_variable`)."""
+    got = evaluate(roots, variables).get(variable, "")
     if got == STATUS_SUPPORTED:
         return SUPPORTED
     if got == STATUS_UNSUPPORTED:
         return UNSUPPORTED
     return UNKNOWN
+
+
+_DELEGATE_STATUS = re.compile(r"devicefarm\.([a-z0-9_]+)\.status")
+
+
+def delegates(roots: Sequence[Node]) -> set[str]:
+    """The delegates whose status a list holds: `gpu` for `tflite.gpu.status`, D for a
+    per-delegate list's `devicefarm.D.status`."""
+    found: set[str] = set()
+    nodes = list(roots)
+    while nodes:
+        node = nodes.pop()
+        for edge in node.items:
+            nodes.extend(edge.children)
+            for name, _ in edge.derived_properties:
+                hit = _DELEGATE_STATUS.fullmatch(name)
+                if name == STATUS or hit:
+                    found.add(hit.group(1) if hit else GPU)
+    return found

@@ -1,13 +1,16 @@
 """Per-device decisions for one model: supported (with the best options), unsupported
 (with the reason) or unknown (not measured enough), from aggregated evidence.
 
-A GPU configuration is judged in this order; the first failed check is its reason:
-failed results (crashed: the tool or the delegate failed by the device's fault, see
-`causes`; error too large: wrong outputs by the inference diff) → too few runs (no data)
-→ ops fell back (with `require_full_delegation`) → unstable (latency spread) → slower
-than CPU (speed-up below the threshold). The device is supported when a configuration
-passes (the fastest one is the best option), unsupported when every configuration with
-data failed a check, and unknown otherwise.
+A list judges one delegate's configurations (`judged`): the GPU list its presets
+(`GPU_CONFIGS`), another delegate's list every canonical configuration of that delegate
+(e.g. several NNAPI accelerators), each with the error limit of its precision. A
+configuration is judged in this order; the first failed check is its reason: failed
+results (crashed: the tool or the delegate failed by the device's fault, see `causes`;
+error too large: wrong outputs by the inference diff) → too few runs (no data) → ops fell
+back (with `require_full_delegation`) → unstable (latency spread) → slower than CPU
+(speed-up below the threshold). The device is supported when a configuration passes (the
+fastest one is the best option), unsupported when every configuration with data failed a
+check, and unknown otherwise.
 
 An unsupported verdict overrides LiteRT's shipped answer in a merged list, so it needs
 repeated evidence: MIN_DEVICE_EVIDENCE independent results behind it, and for failed
@@ -22,7 +25,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from farm_core import metrics
-from farm_core.configs import CONFIGS
+from farm_core.configs import CONFIGS, stored_config
+from farm_core.delegates import DELEGATES
+
+from .tree import GPU
 
 SUPPORTED, UNSUPPORTED, UNKNOWN = "supported", "unsupported", "unknown"
 STATUSES = (SUPPORTED, UNSUPPORTED, UNKNOWN)
@@ -38,6 +44,8 @@ NOT_MEASURED = "not_measured"
 
 #: GPU configurations and their delegate precision.
 GPU_CONFIGS = {c.name: c.precision for c in CONFIGS.values() if c.use_gpu}
+#: Delegates a list can be exported for: the GPU, then every other delegate but the CPU's.
+LIST_DELEGATES = (GPU, *(d for d in DELEGATES if d not in (GPU, "cpu")))
 #: Inference-diff limits (mean absolute error, worst output) when --max-error is not given.
 DEFAULT_MAX_ERROR = {"fp32": 1e-3, "fp16": 1e-2}
 #: Independent results (jobs) an unsupported verdict needs: one may be chance.
@@ -98,7 +106,7 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One GPU configuration judged: ok True/False, or None when there is no data."""
+    """One configuration judged: ok True/False, or None when there is no data."""
 
     config: str
     ok: bool | None
@@ -118,6 +126,23 @@ class Decision:
     precision: str = ""
     enable_quant: bool | None = None
     speedup: float | None = None
+
+
+def judged(config: str, delegate: str = GPU) -> str | None:
+    """The precision of `config` when the list of `delegate` judges it, else None: the GPU
+    list its presets, another delegate's list each canonical configuration of it."""
+    if delegate == GPU:
+        return GPU_CONFIGS.get(config)
+    try:
+        c = stored_config(config)
+    except KeyError:  # a spelling no configuration has (never stored by the farm)
+        return None
+    return c.precision if c.delegate == delegate else None
+
+
+def _precision(config: str) -> str:
+    """A judged configuration's precision (its error limit follows it)."""
+    return GPU_CONFIGS.get(config) or stored_config(config).precision
 
 
 def _first_line(text: str) -> str:
@@ -142,7 +167,7 @@ def _failures(stats: ConfigStats, th: Thresholds) -> Verdict | None:
     """The verdict from failed results (device-caused failures and wrong outputs), or
     None when there are none."""
     c = stats.config
-    limit = th.error_limit(GPU_CONFIGS[c])
+    limit = th.error_limit(_precision(c))
     wrong, right = _wrong(stats, limit)
     bad = stats.failed + wrong
     if not bad:
@@ -190,7 +215,7 @@ def judge(
     th: Thresholds,
     no_cpu: str = "no CPU baseline to compare with",
 ) -> Verdict:
-    """One GPU configuration against the thresholds (`no_cpu`: why cpu_us is None)."""
+    """One configuration against the thresholds (`no_cpu`: why cpu_us is None)."""
     failed = _failures(stats, th)
     return failed if failed is not None else _repeated(stats, _measured(stats, cpu_us, th, no_cpu))
 
@@ -232,12 +257,12 @@ def _measured(stats: ConfigStats, cpu_us: float | None, th: Thresholds, no_cpu: 
     return Verdict(c, True, "", "", speedup)
 
 
-def decide(evidence: Evidence, th: Thresholds) -> Decision:
-    """The decision for one device from its evidence."""
+def decide(evidence: Evidence, th: Thresholds, delegate: str = GPU) -> Decision:
+    """The decision for one device from its evidence, on the configurations of `delegate`."""
     verdicts = [
         judge(s, evidence.cpu_us, th, evidence.no_cpu)
         for c, s in sorted(evidence.configs.items())
-        if c in GPU_CONFIGS
+        if judged(c, delegate)
     ]
     good = [v for v in verdicts if v.ok]
     if good:
@@ -248,8 +273,8 @@ def decide(evidence: Evidence, th: Thresholds) -> Decision:
         return Decision(
             SUPPORTED,
             config=best.config,
-            precision=GPU_CONFIGS[best.config],
-            enable_quant=stats[best.config].enable_quant,
+            precision=_precision(best.config),
+            enable_quant=stats[best.config].enable_quant if delegate == GPU else None,
             speedup=best.speedup,
         )
     bad = [v for v in verdicts if v.ok is False]
@@ -257,7 +282,8 @@ def decide(evidence: Evidence, th: Thresholds) -> Decision:
         code = min((v.code for v in bad), key=REASONS.index)
         return Decision(UNSUPPORTED, code, "; ".join(v.reason for v in bad))
     if not verdicts:
-        return Decision(UNKNOWN, NOT_MEASURED, "no GPU configuration measured")
+        what = "GPU" if delegate == GPU else delegate
+        return Decision(UNKNOWN, NOT_MEASURED, f"no {what} configuration measured")
     return Decision(UNKNOWN, NOT_MEASURED, "; ".join(v.reason for v in verdicts))
 
 
@@ -278,7 +304,9 @@ def merge(decisions: Iterable[Decision], why: str = "") -> Decision:
             SUPPORTED,
             config=base.config,
             precision=base.precision,
-            enable_quant=all(d.enable_quant for d in ds),
+            enable_quant=None
+            if any(d.enable_quant is None for d in ds)  # not a GPU list
+            else all(d.enable_quant for d in ds),
             speedup=min(speedups) if speedups else None,
         )
     if UNSUPPORTED in statuses:

@@ -35,3 +35,23 @@ class Node:
 PRECISION = "devicefarm.gpu.precision"  #: fp16 (precision loss allowed) / fp32 / none
 ENABLE_QUANT = "devicefarm.gpu.enable_quant"  #: true / false / none
 REASON = "devicefarm.gpu.reason"  #: the reason code of an unsupported device, else none
+
+#: The delegate whose list is LiteRT's own (`tflite.gpu.status`, read by an app's
+#: GPUCompatibilityList). Another delegate's list is a file of its own with derived
+#: properties `devicefarm.<delegate>.*` (docs/delegates.md, "Allowlists per delegate").
+GPU = "gpu"
+
+
+def status_variable(delegate: str = GPU) -> str:
+    """The derived property that holds a delegate's SUPPORTED/UNSUPPORTED/UNKNOWN."""
+    return STATUS if delegate == GPU else f"devicefarm.{delegate}.status"
+
+
+def config_variable(delegate: str) -> str:
+    """The best canonical configuration of a supported device (another delegate's list)."""
+    return f"devicefarm.{delegate}.config"
+
+
+def reason_variable(delegate: str = GPU) -> str:
+    """The reason code of an unsupported device, else none."""
+    return REASON if delegate == GPU else f"devicefarm.{delegate}.reason"

@@ -515,6 +515,29 @@ def test_the_cli_exports_an_allowlist_through_the_api_as_it_does_locally(
     assert (remote.returncode, remote.stdout, remote.stderr) == (0, local.stdout, local.stderr)
 
 
+def test_a_delegates_allowlist_exports_through_the_api_as_it_does_locally(
+    api: ApiServer, farm, tmp_path: Path
+) -> None:
+    from tests.support.farm import add_device
+
+    add_device(farm.engine, "noop:x")
+    model = write_model(tmp_path / "nn.tflite")
+    farm.submit([model], "key=noop:x", "cpu,nnapi")
+    env = {"DEVICEFARM_API_TOKEN": api.tokens["read"]}
+    args = ("allowlist", "--model", str(model), "--delegate", "nnapi", "--format", "json")
+    remote = cli(*args, "--out", "-", "--api", api.url, env=env)
+    local = cli(*args, "--out", "-", "--db", farm.db_url)
+    assert local.returncode == 0, local.stderr
+    assert '"delegate": "nnapi"' in local.stdout
+    assert (remote.returncode, remote.stdout, remote.stderr) == (0, local.stdout, local.stderr)
+    for query, words in (
+        ("delegate=npu", "delegate: one of gpu, xnnpack, nnapi, hexagon"),
+        ("delegate=nnapi&format=devicedb-bin", "devicedb-bin is LiteRT's GPU"),
+    ):
+        reply = call(api, "GET", f"/v1/allowlist?model=nn.tflite&{query}", "read")
+        assert reply.status == 400 and words in reply.body.decode(), reply.body
+
+
 # --- the CLI with --api ------------------------------------------------------------------
 
 
