@@ -24,6 +24,7 @@ from sqlalchemy import Connection, and_, bindparam, case, func, insert, select, 
 from . import free_claim, holds, metrics, reservations
 from .configs import supports
 from .dispatch import SendOrder
+from .pair_chunks import chunks
 from .schema import (
     ACTIVE_STATES,
     CANCELLED,
@@ -480,22 +481,24 @@ def place(
 def take_many(
     conn: Connection, picks: Sequence[tuple[int, int]], now: datetime
 ) -> set[tuple[int, int]]:
-    """queued -> dispatched, in one statement, for each (job id, attempt) still queued at
-    that attempt, before their messages are sent (farm_core.device_queue), so that two
-    senders never send one job; a held job's reason is cleared. Returns the pairs taken."""
-    if not picks:
-        return set()
-    rows = conn.execute(
-        update(JOBS)
-        .where(tuple_(JOBS.c.id, JOBS.c.attempt).in_(list(picks)), JOBS.c.state == QUEUED)
-        .values(
-            state=DISPATCHED,
-            dispatched_at=now,
-            reason=case((JOBS.c.reason.like(f"{holds.HELD}%"), ""), else_=JOBS.c.reason),
+    """queued -> dispatched, in one statement per PAIRS_PER_STATEMENT, for each (job id,
+    attempt) still queued at that attempt, before their messages are sent
+    (farm_core.device_queue), so that two senders never send one job; a held job's reason is
+    cleared. Returns the pairs taken."""
+    taken: set[tuple[int, int]] = set()
+    for part in chunks(list(picks)):
+        rows = conn.execute(
+            update(JOBS)
+            .where(tuple_(JOBS.c.id, JOBS.c.attempt).in_(part), JOBS.c.state == QUEUED)
+            .values(
+                state=DISPATCHED,
+                dispatched_at=now,
+                reason=case((JOBS.c.reason.like(f"{holds.HELD}%"), ""), else_=JOBS.c.reason),
+            )
+            .returning(JOBS.c.id, JOBS.c.attempt)
         )
-        .returning(JOBS.c.id, JOBS.c.attempt)
-    )
-    return {(i, a) for i, a in rows}
+        taken.update((i, a) for i, a in rows)
+    return taken
 
 
 def take_back(conn: Connection, orders: Sequence[SendOrder]) -> None:
