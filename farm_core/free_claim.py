@@ -34,31 +34,34 @@ _HEALTH = func.coalesce(
     select(Device.health).where(Device.key == JOBS.c.device_key).scalar_subquery(), ""
 )
 
-#: Params: jid, att, w (worker), lease (its expiry), now. Returns the `jobs.Claimed` columns.
+#: Every claim's compare-and-set (jobs.claim's plain path too): the job still queued or
+#: dispatched at the attempt its message names. Params: jid, att.
+CLAIMABLE = (
+    JOBS.c.id == bindparam("jid"),
+    JOBS.c.attempt == bindparam("att"),
+    JOBS.c.state.in_((QUEUED, DISPATCHED)),
+)
+#: What a claim sets. Params: w (worker), lease (its expiry), now.
+CLAIM_VALUES = {
+    "state": RUNNING,
+    "worker": bindparam("w"),
+    "lease_expires_at": bindparam("lease"),
+    "started_at": bindparam("now"),
+    "updated_at": bindparam("now"),
+    "progress": "",
+}
+#: What a claim returns: the `jobs.Claimed` columns.
+CLAIMED = (
+    JOBS.c.id,
+    JOBS.c.attempt,
+    JOBS.c.campaign_id,
+    JOBS.c.model_sha256,
+    JOBS.c.config,
+    JOBS.c.device_key,
+)
 CLAIM_FREE = (
     update(JOBS)
-    .where(
-        JOBS.c.id == bindparam("jid"),
-        JOBS.c.attempt == bindparam("att"),
-        JOBS.c.state.in_((QUEUED, DISPATCHED)),
-        ~_RESERVED_NOW,
-        ~_LIMITED,
-    )
-    .values(
-        state=RUNNING,
-        worker=bindparam("w"),
-        lease_expires_at=bindparam("lease"),
-        started_at=bindparam("now"),
-        updated_at=bindparam("now"),
-        progress="",
-    )
-    .returning(
-        JOBS.c.id,
-        JOBS.c.attempt,
-        JOBS.c.campaign_id,
-        JOBS.c.model_sha256,
-        JOBS.c.config,
-        JOBS.c.device_key,
-        _HEALTH.label("device_health"),
-    )
+    .where(*CLAIMABLE, ~_RESERVED_NOW, ~_LIMITED)
+    .values(**CLAIM_VALUES)
+    .returning(*CLAIMED, _HEALTH.label("device_health"))
 )

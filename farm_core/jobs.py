@@ -52,27 +52,9 @@ PROGRESS_CHARS = 200
 JOBS = Job.__table__
 _CLAIM = (
     update(JOBS)
-    .where(
-        JOBS.c.id == bindparam("jid"),
-        JOBS.c.attempt == bindparam("att"),
-        JOBS.c.state.in_((QUEUED, DISPATCHED)),
-    )
-    .values(
-        state=RUNNING,
-        worker=bindparam("w"),
-        lease_expires_at=bindparam("lease"),
-        started_at=bindparam("now"),
-        updated_at=bindparam("now"),
-        progress="",
-    )
-    .returning(
-        JOBS.c.id,
-        JOBS.c.attempt,
-        JOBS.c.campaign_id,
-        JOBS.c.model_sha256,
-        JOBS.c.config,
-        JOBS.c.device_key,
-    )
+    .where(*free_claim.CLAIMABLE)
+    .values(**free_claim.CLAIM_VALUES)
+    .returning(*free_claim.CLAIMED)
 )
 _FINISH = (
     update(JOBS)
