@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, select, update
+from sqlalchemy import Connection, Engine, func, select, update
 
 from delegate_runtime.errors import UsageError
 
 from . import fairness, fill_locks, holds, jobs, queue_state, quotas, reservations
 from .dispatch import Dispatcher, SendOrder
-from .schema import QUEUED, Campaign, Job, utcnow
+from .schema import DISPATCHED, QUEUED, RUNNING, Campaign, Job, utcnow
 
 #: Overrides the depth of every device's queue (jobs dispatched or running at once).
 ENV_QUEUE_DEPTH = "DEVICEFARM_QUEUE_DEPTH"
@@ -66,6 +66,16 @@ class _Waiting:
     attempt: int
     priority: int
     settings: dict[str, Any]  #: its campaign's (time limits)
+
+
+def jobs_out(engine: Engine, key: str) -> int:
+    """Jobs device `key` holds now: dispatched or running (one count on the queue's index)."""
+    with engine.connect() as conn:
+        return conn.execute(
+            select(func.count())
+            .select_from(Job)
+            .where(Job.device_key == key, Job.state.in_((DISPATCHED, RUNNING)))
+        ).scalar_one()
 
 
 def fill(

@@ -66,13 +66,17 @@ def refill(ctx: ConsumerContext) -> None:
     a project that comes later still waits behind at most a queue's depth of others' jobs
     per device (those queued when it came, then its jobs go first). A fill that fails or
     finds nothing to send tries again after the next job (jobs may become sendable
-    meanwhile: a quota freed, a reservation ended); the reconciler fills it too."""
-    from farm_core.device_queue import fill
+    meanwhile: a quota freed, a reservation ended); the reconciler fills it too. Between
+    fills the database says whether the queue is down to its last job all the same (one
+    count): a count kept here alone drifts (a message that ran no job, a pool child
+    replaced), and a device whose queue ran dry before its count did would wait for the
+    reconciler."""
+    from farm_core.device_queue import fill, jobs_out
 
     if ctx.quarantined:
         return
     ctx.jobs_to_fill -= 1
-    if ctx.jobs_to_fill > 0:
+    if ctx.jobs_to_fill > 0 and jobs_out(ctx.engine, ctx.device.key) > 1:
         return
     ctx.jobs_to_fill = 1
     try:

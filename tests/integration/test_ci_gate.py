@@ -325,6 +325,8 @@ def test_migration_0004_names_existing_jobs_after_their_model(empty_db: str) -> 
     with engine.begin() as conn:
         assert conn.execute(select(Job.model_name)).scalars().all() == ["old.tflite"]
         diffs = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    if engine.dialect.name == "sqlite":  # SQLite's reflection drops an index column's DESC:
+        diffs = [d for d in diffs if "ix_jobs_device_queue" not in repr(d)]  # PostgreSQL checks it
     assert [d for d in diffs if "jobs" in repr(d)] == []  # the migration makes the schema
     engine.dispose()
 

@@ -54,3 +54,30 @@ def test_the_queue_is_filled_when_its_last_job_is_left(tmp_path: Path) -> None:
     assert [left for _, left, _ in fills[1:]] == [1] * (len(fills) - 1)
     assert [n for _, _, n in fills[1:-1]] == [depth - 1] * (len(fills) - 2)
     assert len(fills) == 1 + -(-(JOBS - depth - 1) // (depth - 1))
+
+
+def test_a_count_that_drifted_never_lets_the_queue_run_dry(tmp_path: Path) -> None:
+    """The consumer's own count of jobs to the next fill can drift from its queue (a
+    message that ran no job, a pool child replaced): the database's count of the device's
+    jobs out decides as well, so the queue is filled at its last job all the same (before:
+    the device ran dry and waited for the reconciler)."""
+    engine = sqlite_engine(tmp_path)
+    add_device(engine, "noop:a")
+    models = [write_model(tmp_path / f"m{i}.tflite", 1.0 + i) for i in range(JOBS)]
+    first = RecordingDispatcher()
+    submit(engine, first, models, "key=noop:a", "cpu")
+    ctx = ConsumerContext(
+        noop_device("noop:a", "h"), f"sqlite:///{tmp_path / 'farm.db'}", "unused://", "w1"
+    )
+    ctx.__dict__["dispatcher"] = RecordingDispatcher()
+    queue = deque(first.sent)
+    ran = 0
+    while queue:
+        order = queue.popleft()
+        execute_job(ctx, order.job_id, order.attempt)
+        ran += 1
+        ctx.jobs_to_fill += 5  # the count drifts past what the queue holds
+        before = len(ctx.dispatcher.sent)
+        refill(ctx)
+        queue.extend(ctx.dispatcher.sent[before:])
+    assert ran == JOBS
