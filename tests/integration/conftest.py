@@ -8,6 +8,7 @@ A missing service skips locally and fails in CI (CI=true).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -282,3 +284,15 @@ def models(tmp_path: Path) -> Callable[[int], list[Path]]:
         return [write_model(tmp_path / f"m{i}.tflite", 1.0 + i) for i in range(n)]
 
     return make
+
+
+@pytest.fixture(scope="module")
+def adb_server() -> Iterator[Any]:
+    """Debian's adb server with the simulator's transport (one per test module)."""
+    from worker_agent.android.simulator.testing import AdbServer
+
+    require(shutil.which("adb") is not None, "adb (Debian package adb)")
+    require(importlib.util.find_spec("adbutils") is not None, "adbutils")
+    server = AdbServer().start()
+    yield server
+    server.stop()

@@ -3,30 +3,17 @@ private server; discovery, facts, states and file transfer go through that serve
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
 import stat
 import time
 
 import pytest
 
-from tests.conftest import require
 from worker_agent.android import adb, discovery
 from worker_agent.android.simulator import SimulatedPhone, load_profile
-from worker_agent.android.simulator.testing import AdbServer
 from worker_agent.android.sync import SyncFailed, SyncSession
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def adb_server():
-    require(shutil.which("adb") is not None, "adb (Debian package adb)")
-    require(importlib.util.find_spec("adbutils") is not None, "adbutils")
-    server = AdbServer().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

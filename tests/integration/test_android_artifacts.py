@@ -27,7 +27,7 @@ from worker_agent.android.simulator import debuggerd
 pytestmark = pytest.mark.integration
 
 # the adb runner's tests' fixtures: the real adb server, the tools, the phone factory
-adb_server, tools, phone = plain_runs.adb_server, plain_runs.tools, plain_runs.phone
+tools, phone = plain_runs.tools, plain_runs.phone  # adb_server: the conftest's
 _tools_env, _spec = plain_runs._tools_env, plain_runs._spec
 
 THREADTIME_FATAL = re.compile(

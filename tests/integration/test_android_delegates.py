@@ -6,35 +6,22 @@ real one does when asked for an accelerator the phone lacks."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import shutil
 from pathlib import Path
 
 import pytest
 
 from delegate_runtime.errors import JobError
 from farm_core.configs import canonical, stored_config
-from tests.conftest import require
 from tests.support.farm import write_model
 from worker_agent.android import adb, discovery
 from worker_agent.android.runner import AdbRunner, ToolOutputError
 from worker_agent.android.simulator import SimulatedPhone, load_profile
-from worker_agent.android.simulator.testing import AdbServer
 from worker_agent.runners.base import JobSpec
 
 pytestmark = pytest.mark.integration
 
 FAST = {"num_runs": 2, "warmup_runs": 1, "min_secs": 0.0, "max_secs": 5.0,
         "warmup_min_secs": 0.0, "diff_runs": 2, "cooldown_s": 0.0}  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def adb_server():
-    require(shutil.which("adb") is not None, "adb (Debian package adb)")
-    require(importlib.util.find_spec("adbutils") is not None, "adbutils")
-    server = AdbServer().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -5,9 +5,7 @@ corpus of model names that proves exactly which commands reached the phone."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import shlex
-import shutil
 import time
 from pathlib import Path
 
@@ -17,12 +15,10 @@ import pytest
 from delegate_runtime.errors import DeviceError, ModelError
 from delegate_runtime.tools.benchmark_parser import parse_benchmark_output
 from farm_core.configs import CONFIGS
-from tests.conftest import require
 from tests.support.farm import converter_named_model, write_model
 from worker_agent.android import adb, discovery
 from worker_agent.android.runner import AdbRunner, ToolOutputError, ToolTimeout
 from worker_agent.android.simulator import SimulatedPhone, load_profile
-from worker_agent.android.simulator.testing import AdbServer
 from worker_agent.executor import result_values
 from worker_agent.runners.base import JobSpec
 from worker_agent.runners.cpu import CpuRunner
@@ -41,15 +37,6 @@ ARMV7_BENCH = b"\x7fELF fake armv7 benchmark_model"
 #: buffers cleared before, the run's lines dumped after.
 LOGCAT_CLEAR = "logcat -c"
 LOGCAT_DUMP = "logcat -d -v threadtime -t 20000"
-
-
-@pytest.fixture(scope="module")
-def adb_server():
-    require(shutil.which("adb") is not None, "adb (Debian package adb)")
-    require(importlib.util.find_spec("adbutils") is not None, "adbutils")
-    server = AdbServer().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")
