@@ -3,8 +3,8 @@ the rest wait in the database, queued, and are sent as the device frees a place:
 priority, then fair share between projects (farm_core.fairness), never past a project's
 quota nor to a device reserved for someone else (farm_core.holds).
 
-`fill` is called by submission (the campaign's devices), by a worker after half its queue
-has run (its own device) and by every reconciler pass (every live device). Fills of one
+`fill` is called by submission (the campaign's devices), by a worker when its queue is
+down to its last job (its own device; worker_agent.tasks.refill) and by every reconciler pass (every live device). Fills of one
 device, or touching one project with a concurrent-jobs quota, run one at a time
 (farm_core.fill_locks; SQLite: BEGIN IMMEDIATE), and a job is marked dispatched before its
 message is sent, so a job is never sent twice and a quota never overshot.
