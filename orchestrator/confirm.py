@@ -1,16 +1,20 @@
 """Confirming a suspect regression with paired runs on its own device.
 
 A suspect (orchestrator.history) fails a build only when interleaved runs agree. A
-confirmation campaign runs the baseline's version (B) and the candidate (C) alternately on
-the suspect's device, in its configuration, with its campaign's run settings: B C B C B C,
-so that each pair sees the same host (FAI-PEP's control and treatment). Each pair gives the
+confirmation campaign runs the baseline's version (B) and the candidate (C) in pairs on the
+suspect's device, in its configuration, with its campaign's run settings, so that each pair
+sees the same host (FAI-PEP's control and treatment). The pairs take turns going first,
+B C, C B, B C (counterbalanced, as ABBA designs are): on a host that grows busier during the
+confirmation the later job of every pair is slower, and a fixed order would blame that on
+the candidate in every pair (a busy CI host once confirmed an unchanged model so, with
+candidate/baseline 1.024 1.068 1.442). Each pair gives the
 ratio of the candidate's figure to the baseline's (history.figure: the fastest run), and
 the regression is confirmed when
 - the median ratio exceeds 1 + threshold, and
 - the candidate is slower in every pair.
 An unchanged model (B and C the same sha256) is run the same way, and passes.
 
-A confirmation's jobs are stored in order (a pair's baseline first) and sent in order; its
+A confirmation's jobs are stored in that order (`pair_order`) and sent in order; its
 campaign's settings name the job it confirms (`history.CONFIRMS_JOB`), which keeps its
 results out of every cell's history, and keeps a confirmed regression out of its cell's
 good history. A job that failed, or a pair measured under two
@@ -39,10 +43,15 @@ DEFAULT_PAIRS = 3
 #: The settings key naming the campaign of the job a confirmation confirms.
 CONFIRMS_CAMPAIGN = "confirms_campaign"
 #: NOTE: kombu's filesystem broker orders messages by their millisecond, then by a random
-#: uuid: sends this far apart keep B C B C in order.
+#: uuid: sends this far apart keep B C C B in order.
 SEND_GAP_S = 0.002
 
 RUNNING, CONFIRMED, CLEARED, FAILED = "running", "confirmed", "cleared", "failed"
+
+
+def baseline_first(pair: int) -> bool:
+    """Whether pair number `pair` (from 0) runs the baseline first: every other pair."""
+    return pair % 2 == 0
 
 
 def decide(ratios: Sequence[float], threshold: float = DEFAULT_THRESHOLD) -> tuple[bool, str]:
@@ -80,12 +89,12 @@ class Confirmation:
 
     def describe(self, baseline_sha256: str = "") -> str:
         """`confirmation campaign 12: 3 pairs of version 1a2b3c4d5e and this one,
-        alternating: candidate/baseline 1.120 1.090 1.150 (slower in every pair, ...)`."""
+        taking turns first: candidate/baseline 1.120 1.090 1.150 (slower in every pair, ...)`."""
         ratios = " ".join(f"{r:.3f}" for r in self.ratios) or "none yet"
         version = f"version {baseline_sha256[:10]}" if baseline_sha256 else "the baseline"
         return (
             f"confirmation campaign {self.campaign}: {self.pairs} pairs of {version} and this "
-            f"one, alternating: candidate/baseline {ratios} ({self.why})"
+            f"one, taking turns first: candidate/baseline {ratios} ({self.why})"
         )
 
 
@@ -121,7 +130,8 @@ def read(conn: Connection, campaign_id: int, threshold: float = DEFAULT_THRESHOL
         why = f"{len(failed)} of {len(rows)} jobs did not succeed" if failed else "no pairs"
         return made((), FAILED, why)
     ratios: list[float] = []
-    for b, c in zip(rows[0::2], rows[1::2], strict=True):
+    for pair, (first, second) in enumerate(zip(rows[0::2], rows[1::2], strict=True)):
+        b, c = (first, second) if baseline_first(pair) else (second, first)
         fb, fc = figure(sample_or_none(b)), figure(sample_or_none(c))
         if fb is None or fc is None:
             return made(ratios, FAILED, "a pair has no latency")
@@ -167,7 +177,7 @@ def submit(
     pairs: int = DEFAULT_PAIRS,
 ) -> int:
     """Store and send a confirmation of job `job_id` against the version `baseline_sha256`:
-    `pairs` pairs of jobs, baseline then candidate, on the job's device and configuration;
+    `pairs` pairs of jobs, B C, C B, B C, on the job's device and configuration;
     its campaign id."""
     if pairs < 1:
         raise JobError(f"a confirmation needs at least one pair, not {pairs}")
@@ -228,8 +238,12 @@ def submit(
                 )
                 .returning(Job.id)
             ).scalar_one()
-            for _ in range(pairs)
-            for sha in (baseline_sha256, job.model_sha256)
+            for pair in range(pairs)
+            for sha in (
+                (baseline_sha256, job.model_sha256)
+                if baseline_first(pair)
+                else (job.model_sha256, baseline_sha256)
+            )
         ]
     _send_in_order(engine, dispatcher, ids, job.device_key, job.priority, settings)
     return int(campaign_id)

@@ -108,8 +108,8 @@ def add_gate(p: argparse.ArgumentParser) -> None:
         type=argtypes.int_in(0, MAX_PAIRS),
         default=None,
         metavar="N",
-        help="confirm each suspect with N pairs of runs, the baseline's version then this "
-        "one, alternating on the suspect's device: a regression only when slower in every "
+        help="confirm each suspect with N pairs of runs of the baseline's version and this "
+        "one, taking turns first, on the suspect's device: a regression only when slower in every "
         f"pair and beyond the threshold (default {DEFAULT_PAIRS}; 0: no confirmation, a "
         "suspect fails the build as regressed)",
     )

@@ -301,13 +301,21 @@ def test_a_clean_run_passes_and_a_slowed_model_of_its_name_regresses(lab: Lab, t
         assert "(the median of 1 run(s); noise ±10.0%, a prior" in slowed.stdout
         report = tmp_path / "ci2" / "farm-junit.xml"
         assert junit(report) == [(f"{lab.cpu_key} cpu", "regression")]
-        # the confirmation ran through the API: the first version, then this one, 3 times
+        # the confirmation ran through the API: 3 pairs of the first version and this one,
+        # taking turns first
         found = re.search(r"confirmation campaign (\d+): 3 pairs of version (\w+)", slowed.stdout)
         pairs = lab.rows(int(found[1]))
         first = lab.rows(campaign_of(clean.stdout))[0]["sha256"]
         now = lab.rows(campaign_of(slowed.stdout))[0]["sha256"]
         assert first.startswith(found[2]) and first != now
-        assert [r["sha256"] for r in sorted(pairs, key=lambda r: r["job"])] == [first, now] * 3
+        assert [r["sha256"] for r in sorted(pairs, key=lambda r: r["job"])] == [
+            first,
+            now,
+            now,
+            first,
+            first,
+            now,
+        ]
         assert {(r["state"], r["device"], r["model"]) for r in pairs} == {
             ("succeeded", lab.cpu_key, "net")
         }

@@ -200,11 +200,12 @@ def test_a_slowed_model_of_the_same_name_regresses(farm, start_agent, tmp_path) 
     for args in (["status", "2"], ["results", "2"]):
         shown = cli(farm, *args)
         assert shown.returncode == 0 and "regressed, confirmed" in shown.stdout, shown.stdout
-    # the confirmation ran v1 and v2 alternately, in that order, on the suspect's device
+    # the confirmation ran v1 and v2 in pairs taking turns first, on the suspect's device
     with farm.engine.begin() as conn:
         shas = dict(conn.execute(select(Job.campaign_id, Job.model_sha256)).all())
     ran = confirmation_jobs(farm, 3)
-    assert [j.model_sha256 for j in ran] == [shas[1], shas[2]] * 3
+    v1, v2 = shas[1], shas[2]
+    assert [j.model_sha256 for j in ran] == [v1, v2, v2, v1, v1, v2]
     assert {(j.device_key, j.config, j.model_name) for j in ran} == {(cpu, "cpu", "net")}
     ratios = re.search(r"candidate/baseline ([\d. ]+) \(", out)[1].split()
     assert len(ratios) == 3 and all(float(r) > 2 for r in ratios)

@@ -93,8 +93,8 @@ def test_a_suspect_needs_its_confirmation_and_the_pairs_alternate(farm, models) 
         ).all()
         settings = conn.execute(select(Campaign.settings).where(Campaign.id == cid)).scalar_one()
     shas = [r.model_sha256 for r in rows]
-    assert shas[0::2] == [cell.verdict.baseline_sha256] * 3 and len(set(shas[1::2])) == 1
-    assert shas[0] != shas[1]  # v1, then v2: B C B C B C
+    base, new = cell.verdict.baseline_sha256, shas[1]
+    assert base != new and shas == [base, new, new, base, base, new]  # pairs take turns first
     assert {(r.device_key, r.config, r.model_name) for r in rows} == {(DEVICE, "cpu", "net")}
     assert [o.job_id for o in sent.sent] == [r.id for r in rows]  # sent in that order
     assert settings["num_runs"] == 5 and settings[history.CONFIRMS_JOB] == cell.job
@@ -102,7 +102,7 @@ def test_a_suspect_needs_its_confirmation_and_the_pairs_alternate(farm, models) 
     running = gate.evaluate(farm, candidate)
     assert running.cells[0].pending and running.cells[0].confirmation.state == confirm.RUNNING
     assert gate.confirm_pending(farm, sent, running, pairs=3) == [cid]  # not a second one
-    for r, us in zip(rows, [1000, 1150, 1010, 1190, 990, 1180], strict=True):
+    for r, us in zip(rows, [1000, 1150, 1190, 1010, 990, 1180], strict=True):
         finish(farm, r.id, us)
     report = gate.evaluate(farm, candidate)
     [cell] = report.cells
@@ -125,6 +125,20 @@ def test_a_suspect_its_pairs_clear_passes(farm, models) -> None:
     assert "suspect, cleared" in "\n".join(gate.summary_lines(report))
 
 
+def test_a_host_growing_busier_does_not_confirm_a_regression(farm, models) -> None:
+    """Every job 10% slower than the one before it (a CI host filling up): with the baseline
+    first in every pair the candidate would be slower in every pair; taking turns clears it."""
+    v1, v2 = models
+    history_of(farm, [1000.0, 1010.0, 990.0, 1005.0, 995.0, 1000.0], v1)
+    candidate = run(farm, v2, 1200.0)
+    [cid] = gate.confirm_pending(farm, RecordingDispatcher(), gate.evaluate(farm, candidate), 3)
+    for n, job in enumerate(jobs_of(farm, cid)):
+        finish(farm, job, 1000.0 * 1.1**n)
+    [cell] = gate.evaluate(farm, candidate).cells
+    assert cell.confirmation.ratios == pytest.approx((1.1, 1 / 1.1, 1.1))
+    assert cell.confirmation.state == confirm.CLEARED, cell.confirmation.why
+
+
 def test_pairs_under_two_configuration_records_leave_it_undecided(farm, models) -> None:
     v1, v2 = models
     history_of(farm, [1000.0, 1010.0, 990.0, 1005.0, 995.0, 1000.0], v1)
@@ -142,7 +156,7 @@ def test_confirmations_stay_out_of_history_and_a_confirmed_regression_too(farm, 
     history_of(farm, [1000.0, 1010.0, 990.0, 1005.0, 995.0, 1000.0], v1)
     first = run(farm, v2, 1300.0)
     [cid] = gate.confirm_pending(farm, RecordingDispatcher(), gate.evaluate(farm, first), 3)
-    for job, us in zip(jobs_of(farm, cid), [1000, 1300] * 3, strict=True):
+    for job, us in zip(jobs_of(farm, cid), [1000, 1300, 1300, 1000, 1000, 1300], strict=True):
         finish(farm, job, us)
     assert gate.evaluate(farm, first).exit_code == gate.EXIT_REGRESSED
     again = run(farm, v2, 1300.0)  # resubmitted unchanged
