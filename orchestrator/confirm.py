@@ -10,7 +10,9 @@ the candidate in every pair (a busy CI host once confirmed an unchanged model so
 candidate/baseline 1.024 1.068 1.442). Each pair gives the
 ratio of the candidate's figure to the baseline's (history.figure: the fastest run), and
 the regression is confirmed when
-- the median ratio exceeds 1 + threshold, and
+- the median ratio exceeds 1 + the bar: the threshold, or the cell's run-to-run noise where
+  that is larger (`bar`; a pair's ratio within the noise its history shows is no evidence,
+  and that CI run's median was +6.8% against a noise of ±10%), and
 - the candidate is slower in every pair.
 An unchanged model (B and C the same sha256) is run the same way, and passes.
 
@@ -35,7 +37,7 @@ from farm_core import jobs
 from farm_core.dispatch import Dispatcher, SendOrder
 from farm_core.schema import ACTIVE_STATES, QUEUED, SUCCEEDED, Campaign, Job, Result, utcnow
 
-from .history import CONFIRMS_JOB, figure
+from .history import CONFIRMS_JOB, Noise, figure
 from .regression import DEFAULT_THRESHOLD, SAMPLE_COLUMNS, sample_or_none
 
 #: Baseline-candidate pairs a confirmation runs by default.
@@ -54,13 +56,19 @@ def baseline_first(pair: int) -> bool:
     return pair % 2 == 0
 
 
+def bar(threshold: float, noise: Noise | None) -> float:
+    """How far beyond 1 the median pair must be to confirm: the threshold, or the cell's
+    noise (its relative standard deviation) where that is larger."""
+    return max(threshold, noise.sigma) if noise is not None else threshold
+
+
 def decide(ratios: Sequence[float], threshold: float = DEFAULT_THRESHOLD) -> tuple[bool, str]:
     """Whether pair ratios (candidate / baseline) confirm a regression, and why."""
     if not ratios:
         raise ValueError("no pairs to decide on")
     median = float(np.median(ratios)) - 1.0
     if median <= threshold:
-        return False, f"the median pair is {median:+.1%}, within the {threshold:.0%} threshold"
+        return False, f"the median pair is {median:+.1%}, within the {threshold:.1%} bar"
     faster = sum(r <= 1.0 for r in ratios)
     if faster:
         return False, f"the median pair is {median:+.1%}, but {faster} pair(s) were not slower"

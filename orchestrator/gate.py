@@ -250,7 +250,8 @@ def _judge_cell(
     cell.baseline_campaign = max(verdict.baseline_campaigns, default=None)
     if cell.confirm and verdict.suspect:
         found = confirming.find(conn, cell.job)
-        checked = confirming.read(conn, found, threshold) if found is not None else None
+        bar = confirming.bar(threshold, verdict.noise)
+        checked = confirming.read(conn, found, bar) if found is not None else None
         if checked is not None and checked.baseline_sha256 == verdict.baseline_sha256:
             cell.confirmation = checked  # else it ran against another version: confirm again
 

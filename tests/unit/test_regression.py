@@ -341,7 +341,7 @@ def test_slower_in_every_pair_beyond_the_threshold_is_confirmed() -> None:
 @pytest.mark.parametrize(
     ("ratios", "because"),
     [
-        ([1.02, 1.04, 1.03], "within the 5% threshold"),  # consistent, but small
+        ([1.02, 1.04, 1.03], "within the 5.0% bar"),  # consistent, but small
         ([1.30, 0.98, 1.25], "1 pair(s) were not slower"),  # large, but not consistent
         ([1.0, 1.2, 1.2], "1 pair(s) were not slower"),  # a tie is not slower
     ],
@@ -349,6 +349,17 @@ def test_slower_in_every_pair_beyond_the_threshold_is_confirmed() -> None:
 def test_small_or_inconsistent_pairs_clear_a_suspect(ratios, because) -> None:
     regressed, why = confirm.decide(ratios)
     assert not regressed and because in why
+
+
+def test_pairs_within_the_cells_noise_clear_a_suspect() -> None:
+    """The bar is the cell's noise where that exceeds the threshold: CI's busy-host pairs
+    (+6.8% median) against a 3-run history's prior of 10% are no evidence."""
+    prior = history.Noise(sigma=0.10, runs=3, prior=True)
+    assert confirm.bar(0.05, prior) == 0.10 and confirm.bar(0.05, None) == 0.05
+    assert confirm.bar(0.05, history.Noise(sigma=0.02, runs=20, prior=False)) == 0.05
+    regressed, why = confirm.decide([1.024, 1.068, 1.442], confirm.bar(0.05, prior))
+    assert not regressed and "+6.8%, within the 10.0% bar" in why
+    assert confirm.decide([1.024, 1.068, 1.442], 0.05)[0]  # what the 5% threshold said
 
 
 def test_the_same_model_in_pairs_is_not_confirmed() -> None:
