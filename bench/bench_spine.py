@@ -31,7 +31,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from farm_core.celery_app import make_app, prepare_broker  # noqa: E402
-from tests.support.farm import RedisServer, free_port  # noqa: E402
+from labkit.processes import free_port  # noqa: E402
+from labkit.redis_server import RedisServer  # noqa: E402
 
 #: Targets from the issue.
 TARGET_RATIO = 0.5
@@ -121,7 +122,7 @@ def make_database(choice: str, workdir: Path) -> tuple[str, object]:
 
 
 def write_models(folder: Path, n: int) -> list[Path]:
-    from tests.support.farm import write_model
+    from labkit.farm_rows import write_model
 
     folder.mkdir(parents=True, exist_ok=True)
     return [write_model(folder / f"m{i}.tflite", 1.0 + i) for i in range(n)]
@@ -242,8 +243,8 @@ def bench_campaign(db_url: str, broker_url: str, workdir: Path) -> tuple[float, 
 
     from farm_core.database import open_database
     from farm_core.dispatch import CeleryDispatcher
+    from labkit.farm_rows import add_device
     from orchestrator.submit import submit
-    from tests.support.farm import add_device
 
     engine = open_database(db_url)
     for i in range(100):

@@ -1,23 +1,32 @@
-"""Helpers for tests and benchmarks: a recording dispatcher, devices and models on demand,
-free ports, and redis-servers of their own."""
+"""Helpers for tests: a recording dispatcher, engines and jobs on demand; labkit's lab pieces
+(devices, models, ports, redis-servers), which benchmarks share, re-exported."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import socket
-import subprocess
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from sqlalchemy import Engine, insert
+from sqlalchemy import Engine
 
 from farm_core.database import open_database
 from farm_core.dispatch import SendOrder
-from farm_core.schema import Device, utcnow
+from labkit.farm_rows import add_device, write_model
+from labkit.processes import STOP_GRACE_S, free_port, kill_group, wait_until
+from labkit.redis_server import RedisServer
+
+__all__ = [
+    "STOP_GRACE_S",
+    "RecordingDispatcher",
+    "RedisServer",
+    "add_device",
+    "converter_named_model",
+    "finish_jobs",
+    "free_port",
+    "kill_group",
+    "sqlite_engine",
+    "wait_until",
+    "write_model",
+]
 
 
 class RecordingDispatcher:
@@ -39,23 +48,6 @@ class RecordingDispatcher:
 
 def sqlite_engine(folder: Path) -> Engine:
     return open_database(f"sqlite:///{folder / 'farm.db'}")
-
-
-def add_device(engine: Engine, key: str, kind: str = "noop", **columns) -> None:
-    """Register a device row directly (as an agent would), online now."""
-    now = utcnow()
-    values = {"key": key, "kind": kind, "last_seen": now, "registered_at": now, "state": "online"}
-    values.update(columns)
-    with engine.begin() as conn:
-        conn.execute(insert(Device).values(**values))
-
-
-def write_model(path: Path, scale: float = 1.0) -> Path:
-    """A tiny valid model (y = x * scale) written to `path`; `scale` makes its hash differ."""
-    from delegate_runtime.examples import scaled_model
-
-    path.write_bytes(scaled_model(scale))
-    return path
 
 
 def finish_jobs(
@@ -96,97 +88,3 @@ def converter_named_model(path: Path, output: str = "y") -> Path:
     g.output(y)
     path.write_bytes(b.build())
     return path
-
-
-def wait_until(check: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.2) -> Any:
-    """Poll `check` until it returns something truthy; AssertionError after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(every_s)
-
-
-#: How long a signalled process group gets to exit before SIGKILL.
-STOP_GRACE_S = 5.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
-    """Signal a process started in its own session, and everything it started."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-    try:
-        proc.wait(STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
-class RedisServer:
-    """A redis-server on a port of its own; stop/start keep the port. Without persistence
-    by default; `persistent=True` keeps everything in an append-only file (fsync always)."""
-
-    def __init__(self, port: int, workdir: Path, persistent: bool = False):
-        self.port = port
-        self.workdir = workdir
-        self.persistent = persistent
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "yes" if self.persistent else "no",
-                "--appendfsync",
-                "always",
-                "--dir",
-                str(self.workdir),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        import redis
-
-        client = redis.Redis.from_url(self.url)
-        wait_until(lambda: _ping(client), 10, "redis-server to start", 0.05)
-
-    def stop(self) -> None:
-        """Kill it: whatever it held is gone (unless persistent)."""
-        if self.proc is not None:
-            kill_group(self.proc)
-            self.proc = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-
-def _ping(client) -> bool:
-    import redis
-
-    try:
-        return bool(client.ping())
-    except redis.RedisError:
-        return False
