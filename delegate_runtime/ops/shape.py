@@ -131,10 +131,15 @@ def infer_shape(ctx: OpContext, shape: list[int], size: int) -> tuple[int, ...]:
     return tuple(shape)
 
 
+#: RESHAPE moves bytes whatever they hold: complex spectra too (tf.signal.stft's frames
+#: after RFFT2D), as TFLite's kernel, which copies the buffer.
+RESHAPE_TYPES = DATA_TYPES | {_dt(np.complex64), _dt(np.complex128)}
+
+
 @register("RESHAPE", versions=(1,))
 def reshape(ctx: OpContext) -> np.ndarray:
     """RESHAPE: new shape from input 1 (a vector) or the options, one -1 inferred."""
-    x = data_input(ctx)
+    x = data_input(ctx, allowed=RESHAPE_TYPES)
     return x.reshape(infer_shape(ctx, _target_shape(ctx), x.size))
 
 

@@ -150,3 +150,23 @@ def test_rfft2d_then_magnitude() -> None:
     g.output(magnitude)
     x = random_array(_rng("spectrogram"), (1, 6, 32))
     assert_matches_litert(b.build(), [x])
+
+
+def test_rfft2d_reshaped_then_magnitude() -> None:
+    """tf.signal.stft's conversion: RFFT2D of [frames, 1, length], the complex spectrum
+    RESHAPEd to [frames, bins] (TFLite's RESHAPE copies complex64 as any other type), then
+    COMPLEX_ABS."""
+    b = ModelBuilder()
+    g = b.main
+    frames = g.input("frames", (1, 6, 1, 32), np.float32)
+    length = g.const("fft_length", np.array([1, 32], np.int32))
+    spectrum = g.tensor("spectrum", (1, 6, 1, 17), np.complex64)
+    shape = g.const("shape", np.array([1, 6, 17], np.int32))
+    bins = g.tensor("bins", (1, 6, 17), np.complex64)
+    magnitude = g.tensor("magnitude", (1, 6, 17), np.float32)
+    g.op("RFFT2D", [frames, length], [spectrum])
+    g.op("RESHAPE", [spectrum, shape], [bins])
+    g.op("COMPLEX_ABS", [bins], [magnitude])
+    g.output(magnitude)
+    x = random_array(_rng("stft"), (1, 6, 1, 32))
+    assert_matches_litert(b.build(), [x])
