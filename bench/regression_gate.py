@@ -10,8 +10,16 @@ one more, and its true slowdown is measured first on the quiet host (the fastest
 runs each, the two alternating). Then, each through `devicefarm submit ... --name net
 --wait` (the CI gate, its suspects confirmed by paired runs):
 1. the model resubmitted `--resubmits` times: a build that fails (exit 3) is a false alarm;
-2. the slower variant submitted `--tries` times: a build that fails (exit 3) caught it.
-Prints each build, then both rates (targets: no false alarm, at least 9 catches in 10).
+2. the slower variant submitted `--tries` times: a build that fails (exit 3) caught it;
+3. the model resubmitted `--forced` times against a history made to look faster (every
+   stored run scaled by 0.5, as tests/integration/test_ci_gate.py does): each is suspect, and
+   its confirmation alone decides; a build that fails is a false alarm of the confirmation.
+   Each confirmation's runs are also read the way the gate before 2026-12-03 paired them
+   (the baseline first in every pair, the 5% threshold as the bar): B and C are the same
+   version, so both readings are valid on the same runs.
+`--bursty` stops and continues the busy processes at random (0.2-3 s each way), as a CI
+host's neighbours come and go. Prints each build, then the rates (targets: no false alarm,
+at least 9 catches in 10).
 """
 
 from __future__ import annotations
@@ -20,11 +28,13 @@ import argparse
 import contextlib
 import io
 import os
+import random
 import re
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,6 +162,8 @@ def measured(builds: list[Build]) -> dict[int, dict]:
 def spread(builds: list[Build], results: dict[int, dict]) -> str:
     """What the builds' jobs measured: the job medians and the fastest runs."""
     rows = [results[b.campaign] for b in builds]
+    if not rows:
+        return "  no builds"
     medians = np.array([r["median_us"] for r in rows])
     fastest = np.array([min(r["runs_us"]) for r in rows])
     return (
@@ -179,6 +191,73 @@ def old_gate(builds: list[Build], results: dict[int, dict]) -> list[bool]:
 
     verdicts = chain([sample_or_none(results[b.campaign]) for b in builds])
     return [v is not None and v.regressed for v in verdicts]
+
+
+def make_history_faster(scaled: set[int]) -> None:
+    """Every stored result not yet scaled, scaled by 0.5 (its runs and its fastest run)."""
+    from sqlalchemy import select, update
+
+    from farm_core.database import open_database
+    from farm_core.schema import Result
+    from farm_core.settings import default_db_url
+
+    with open_database(default_db_url()).begin() as conn:
+        for rid, bench in conn.execute(select(Result.id, Result.benchmark)).all():
+            if rid in scaled or not bench:
+                continue
+            faster = {
+                "runs_us": [v * 0.5 for v in bench["runs_us"]],
+                "min_us": bench["min_us"] * 0.5,
+            }
+            conn.execute(update(Result).where(Result.id == rid).values(benchmark=bench | faster))
+            scaled.add(rid)
+
+
+def fixed_order_verdict(build: Build) -> bool | None:
+    """What a confirmation's runs said when read as the gate before 2026-12-03 paired them:
+    jobs in order, (1, 2), (3, 4), (5, 6) as (baseline, candidate), the 5% bar."""
+    from sqlalchemy import select
+
+    from farm_core.database import open_database
+    from farm_core.schema import Campaign, Job, Result
+    from farm_core.settings import default_db_url
+    from orchestrator import confirm
+    from orchestrator.confirm import CONFIRMS_CAMPAIGN
+    from orchestrator.history import figure
+    from orchestrator.regression import SAMPLE_COLUMNS, sample_or_none
+
+    with open_database(default_db_url()).begin() as conn:
+        confirms = Campaign.settings[CONFIRMS_CAMPAIGN].as_integer()
+        cid = conn.execute(select(Campaign.id).where(confirms == build.campaign)).scalar()
+        if cid is None:
+            return None
+        rows = conn.execute(
+            select(*SAMPLE_COLUMNS)
+            .join(Job, (Job.id == Result.job_id) & (Job.attempt == Result.attempt))
+            .where(Job.campaign_id == cid)
+            .order_by(Job.id)
+        ).mappings()
+        figures = [figure(sample_or_none(r)) for r in rows]
+    if len(figures) < 2 or len(figures) % 2 or None in figures:
+        return None
+    ratios = [c / b for b, c in zip(figures[0::2], figures[1::2], strict=True)]
+    return confirm.decide(ratios, 0.05)[0]
+
+
+def come_and_go(busy: list[subprocess.Popen], stop: threading.Event) -> None:
+    """Stop and continue each busy process at random, 0.2-3 s each way, until `stop`."""
+    rng = random.Random(0)
+    due = {p.pid: time.monotonic() + rng.uniform(0.2, 3.0) for p in busy}
+    running = {p.pid: True for p in busy}
+    while not stop.wait(0.05):
+        now = time.monotonic()
+        for pid, when in due.items():
+            if now >= when:
+                running[pid] = not running[pid]
+                os.kill(pid, signal.SIGCONT if running[pid] else signal.SIGSTOP)
+                due[pid] = now + rng.uniform(0.2, 3.0)
+    for p in busy:
+        os.kill(p.pid, signal.SIGCONT)
 
 
 def start_worker(home: Path) -> tuple[subprocess.Popen, str]:
@@ -220,6 +299,10 @@ def main() -> int:
     ap.add_argument("--busy", type=int, default=6, help="CPU-burning processes beside it")
     ap.add_argument("--runs", type=int, default=30, help="timed runs per job")
     ap.add_argument("--pairs", type=int, default=3, help="pairs per confirmation")
+    ap.add_argument(
+        "--forced", type=int, default=0, help="builds of the unchanged model made suspect"
+    )
+    ap.add_argument("--bursty", action="store_true", help="busy processes come and go")
     args = ap.parse_args()
 
     t0 = time.monotonic()
@@ -238,11 +321,26 @@ def main() -> int:
 
     worker, device = start_worker(home)
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
-    print(f"{args.busy} busy processes beside the farm; {args.runs} runs per job", flush=True)
+    calm = threading.Event()
+    if args.bursty:
+        threading.Thread(target=come_and_go, args=(busy, calm), daemon=True).start()
+    how = " coming and going" if args.bursty else ""
+    print(f"{args.busy} busy processes{how} beside the farm; {args.runs} runs per job", flush=True)
     builds: list[Build] = []
+    forced: list[Build] = []
+    scaled: set[int] = set()
     try:
-        plan = [base] * args.resubmits + [slow] * args.tries
+        plan = [base] * args.resubmits + [slow] * args.tries + [home / "forced"] * args.forced
         for i, model in enumerate(plan, 1):
+            if model.name == "forced":
+                make_history_faster(scaled)
+                b = submit(base, device, args.runs, args.pairs)
+                forced.append(b)
+                old_said = fixed_order_verdict(b)
+                b.model = "forced suspect"
+                b.ratios += f" (read in fixed order: {'confirmed' if old_said else 'cleared'})"
+                print(f"[{i}/{len(plan)}] {b.model}: exit {b.code}, pairs {b.ratios}", flush=True)
+                continue
             b = submit(model, device, args.runs, args.pairs)
             builds.append(b)
             pairs = f", pairs {b.ratios}" if b.ratios else ""
@@ -252,6 +350,8 @@ def main() -> int:
                 flush=True,
             )
     finally:
+        calm.set()
+        time.sleep(0.2)
         for p in busy:
             p.kill()
             p.wait()
@@ -261,7 +361,7 @@ def main() -> int:
     slower = [b for b in builds if b.model == slow.stem]
     false_alarms = sum(b.code == 3 for b in same)
     caught = sum(b.code == 3 for b in slower)
-    other = [b.code for b in builds if b.code not in (0, 3)]
+    other = [b.code for b in builds + forced if b.code not in (0, 3)]
     results = measured(builds)
     old = old_gate(builds, results)
     print()
@@ -278,6 +378,15 @@ def main() -> int:
         f"{sum(old[len(same) :])} of {len(slower)})"
     )
     print(spread(slower, results))
+    if forced:
+        wolf = sum(b.code == 3 for b in forced)
+        old_wolf = sum(fixed_order_verdict(b) is True for b in forced)
+        print(
+            f"unchanged model against a history scaled x0.5: {wolf} of {len(forced)} "
+            f"confirmations confirmed (the same runs read in fixed order with the 5% bar: "
+            f"{old_wolf} of {len(forced)})"
+        )
+        false_alarms += wolf
     if other:
         print(f"builds that failed otherwise (exit 1: a job failed or undecided): {len(other)}")
     print(f"took {time.monotonic() - t0:.0f} s")
