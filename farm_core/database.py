@@ -8,6 +8,7 @@ instead of failing when it upgrades a read to a write.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,7 @@ from sqlalchemy.pool import NullPool
 
 from delegate_runtime.errors import JobError
 
+from .db_pool import BURST, ENV_POOLER, DbPool
 from .settings import CONNECT_TIMEOUT_S
 
 SQLITE_BUSY_TIMEOUT_MS = 60_000
@@ -59,13 +61,17 @@ def _postgres_driver() -> str:
     return "postgresql+psycopg"
 
 
-def make_engine(url: str, durable: bool = True) -> Engine:
+def make_engine(url: str, durable: bool = True, pool: int | None = None) -> Engine:
     """An engine for `url`; SQLite files get their folder created and safe pragmas.
 
     `durable=False` (worker agents) lets PostgreSQL acknowledge commits before their WAL
     is flushed: a server crash may then lose the last fraction of a second of claims and
     results, which the reconciler repairs like any lost message (every worker-side write is
-    a compare-and-set that can be replayed), and each job saves two flush waits.
+    a compare-and-set that can be replayed), and each job saves two flush waits. It is a
+    startup option of each connection, never a SET on a session a pooler might share;
+    behind a transaction pooler (farm_core.db_pool) it is left to the server's role settings.
+
+    `pool`: connections kept open between uses (default `DEVICEFARM_DB_POOL`); 0 keeps none.
     """
     try:
         parsed = make_url(url)
@@ -82,52 +88,81 @@ def make_engine(url: str, durable: bool = True) -> Engine:
         engine = create_engine(url, poolclass=NullPool)
         _sqlite_pragmas(engine)
         return engine
+    settings = DbPool.from_env()
+    size = settings.size if pool is None else pool
     # a server that does not answer is unreachable after CONNECT_TIMEOUT_S (libpq would
     # wait on the network for minutes), unless the URL sets its own connect_timeout
     connect_args: dict[str, Any] = {}
-    if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
-        connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
+    if parsed.get_backend_name() == "postgresql":
+        if "connect_timeout" not in parsed.query:
+            connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
+        if not durable and not settings.transaction_pooler:
+            given = parsed.query.get("options", "")
+            given = given if isinstance(given, str) else " ".join(given)
+            connect_args["options"] = f"{given} -c synchronous_commit=off".strip()
+        if settings.transaction_pooler and parsed.drivername.endswith("+psycopg"):
+            # psycopg 3 prepares a statement on the server after 5 runs: a pooler hands the
+            # next transaction another server session, which never saw it
+            connect_args["prepare_threshold"] = None
+    if size == 0:
+        return create_engine(url, poolclass=NullPool, connect_args=connect_args)
     # no pre-ping (a round trip per checkout): `retrying` replays a transaction once when
     # its pooled connection turns out to be dead
-    engine = create_engine(
+    return create_engine(
         url,
-        pool_size=5,
-        max_overflow=5,
+        pool_size=size,
+        max_overflow=BURST,
         pool_recycle=POOL_RECYCLE_S,
         connect_args=connect_args,
     )
-    if not durable and parsed.get_backend_name() == "postgresql":
 
-        @event.listens_for(engine, "connect")
-        def _relaxed(dbapi_conn: Any, _record: Any) -> None:
-            cur = dbapi_conn.cursor()
-            cur.execute("SET synchronous_commit = off")
-            cur.close()
-            dbapi_conn.commit()
 
-    return engine
+def check_worker_connection(url: str) -> None:
+    """Open and close one connection as a worker's consumer would (`durable=False`);
+    JobError, in one line, when a pooler refuses its startup option because
+    `DEVICEFARM_DB_POOLER=transaction` is not set."""
+    engine = make_engine(url, durable=False, pool=0)
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+    except OperationalError as exc:
+        if "unsupported startup parameter" in str(exc.orig):
+            raise JobError(
+                f"the database at {engine.url.render_as_string(hide_password=True)} is "
+                f"behind a pooler that refuses connection options (PgBouncer): set "
+                f"{ENV_POOLER}=transaction for every farm process (docs/deploy.md)"
+            ) from exc
+        raise
+    finally:
+        engine.dispose()
 
 
 class Statements:
-    """A worker's work made only of single-statement compare-and-sets (the claim, and on
-    PostgreSQL the finish), on one connection kept open in autocommit: each statement is
-    one round trip, and no connection is checked out and reset per use (0.2-0.3 ms per use,
-    a quarter of a no-op job's claim). Elsewhere (SQLite) each use is a transaction of its
-    own. A connection found dead is replaced and the work replayed once; one that met any
-    other error is given back, and the next use takes a fresh one."""
+    """A worker's work made only of single-statement compare-and-sets and reads (the claim,
+    the lease, the queue's count, and on PostgreSQL the finish), on one connection kept
+    open in autocommit: each statement is one round trip, and no connection is checked out
+    and reset per use (0.2-0.3 ms per use, a quarter of a no-op job's claim). Elsewhere
+    (SQLite) each use is a transaction of its own. A connection found dead is replaced and
+    the work replayed once; one that met any other error is given back, and the next use
+    takes a fresh one. Uses from several threads (the job's and its lease's) take turns.
+
+    Autocommit keeps no transaction open between statements, so a transaction-mode pooler
+    lends this connection a server session only for each statement's length."""
 
     def __init__(self, engine: Engine):
         self.engine = engine
         self._conn: Connection | None = None
+        self._lock = threading.Lock()
 
     def run(self, fn: Callable[[Connection], T]) -> T:
         """`fn(conn)`; replayed once on a new connection if the connection was dead."""
-        try:
+        with self._lock:
+            try:
+                return self._run(fn)
+            except DBAPIError as exc:
+                if not exc.connection_invalidated:
+                    raise
             return self._run(fn)
-        except DBAPIError as exc:
-            if not exc.connection_invalidated:
-                raise
-        return self._run(fn)
 
     def _run(self, fn: Callable[[Connection], T]) -> T:
         if self.engine.dialect.name != "postgresql":
@@ -140,15 +175,39 @@ class Statements:
             self._conn.commit()  # no round trip in autocommit; ends SQLAlchemy's autobegin
             return out
         except BaseException:
-            self.close()
+            self._close()
             raise
 
     def close(self) -> None:
         """Give the connection back (the next use opens another)."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(Exception):  # a dead one is discarded by the pool
                 conn.close()
+
+
+@contextmanager
+def transaction_block(conn: Connection) -> Iterator[None]:
+    """The block as one transaction on `conn`, also when `conn` is in autocommit
+    (`Statements`): then an explicit BEGIN and COMMIT (ROLLBACK on error), so that a
+    transaction-scoped lock holds for the whole block and a pooler keeps the block on one
+    server session. Elsewhere the block runs in the caller's transaction (SQLite's is
+    BEGIN IMMEDIATE: one writer at a time already)."""
+    if conn.dialect.name != "postgresql" or not conn.connection.dbapi_connection.autocommit:
+        yield
+        return
+    conn.exec_driver_sql("BEGIN")
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            conn.exec_driver_sql("ROLLBACK")
+        raise
+    conn.exec_driver_sql("COMMIT")
 
 
 #: PEP 249 exception classes that mean the connection, not the statement, failed.

@@ -69,14 +69,13 @@ class _Waiting:
     settings: dict[str, Any]  #: its campaign's (time limits)
 
 
-def jobs_out(engine: Engine, key: str) -> int:
+def jobs_out(conn: Connection, key: str) -> int:
     """Jobs device `key` holds now: dispatched or running (one count on the queue's index)."""
-    with engine.connect() as conn:
-        return conn.execute(
-            select(func.count())
-            .select_from(Job)
-            .where(Job.device_key == key, Job.state.in_((DISPATCHED, RUNNING)))
-        ).scalar_one()
+    return conn.execute(
+        select(func.count())
+        .select_from(Job)
+        .where(Job.device_key == key, Job.state.in_((DISPATCHED, RUNNING)))
+    ).scalar_one()
 
 
 def fill(

@@ -15,6 +15,7 @@ from datetime import datetime
 from sqlalchemy import Connection, and_, select, text
 
 from . import quotas
+from .database import transaction_block
 from .reservations import Held
 from .schema import Campaign, Job, Project, Reservation
 
@@ -30,16 +31,17 @@ def held(why: str) -> str:
 @contextmanager
 def project_lock(conn: Connection, project: str) -> Iterator[None]:
     """One claim at a time of `project` on PostgreSQL, so that two workers cannot both
-    take the last slot of its quota (SQLite: BEGIN IMMEDIATE already serializes)."""
+    take the last slot of its quota (SQLite: BEGIN IMMEDIATE already serializes). The lock
+    is transaction-scoped, held to the end of the block's transaction (the claim's
+    autocommit connection gets one of its own: database.transaction_block), so that no
+    lock outlives its session behind a transaction-mode pooler."""
     if conn.dialect.name != "postgresql":
         yield
         return
     key = zlib.crc32(f"devicefarm-quota:{project}".encode())
-    conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
-    try:
+    with transaction_block(conn):
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
         yield
-    finally:
-        conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
 
 
 @contextmanager

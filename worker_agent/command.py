@@ -59,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from farm_core import service_urls
-    from farm_core.database import open_farm
+    from farm_core.database import check_worker_connection, is_local_file, open_farm
     from farm_core.reach import reach_broker
 
     from .agent import Agent
@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     reach_broker(broker_url)  # once, here: Celery's consumer would retry it forever
     # a server database's schema is `devicefarm db upgrade`'s to change: refused unless current
     open_farm(db_url).dispose()
+    if not is_local_file(db_url):
+        check_worker_connection(db_url)  # as the consumers will connect, refused here if not
     specs = args.devices
     tags = [t for t in args.tags.split(",") if t.strip()]
     devices = discover(specs, tags)

@@ -49,16 +49,24 @@ class ConsumerContext:
 
     @cached_property
     def engine(self) -> Engine:
+        """Keeps no connection between uses: a device runs one job at a time, and what it
+        does per job goes through `statements`."""
         from farm_core.database import make_engine
 
-        return make_engine(self.db_url, durable=False)
+        return make_engine(self.db_url, durable=False, pool=0)
 
     @cached_property
     def statements(self) -> Any:
-        """The claim's and the finish's connection (farm_core.database.Statements)."""
+        """The claim's, the lease's, the queue count's and the finish's connection
+        (farm_core.database.Statements): the one this device holds while its queue has jobs."""
         from farm_core.database import Statements
 
         return Statements(self.engine)
+
+    def release_connection(self) -> None:
+        """Close the device's connection (its queue ran dry; the next job opens another)."""
+        if "statements" in self.__dict__:
+            self.statements.close()
 
     @cached_property
     def facts(self) -> dict[str, Any]:
@@ -83,7 +91,7 @@ class ConsumerContext:
     def lease(self) -> Any:
         from .lease import LeaseKeeper
 
-        return LeaseKeeper(self.engine, self.worker, self.timing.lease_s)
+        return LeaseKeeper(self.statements, self.worker, self.timing.lease_s)
 
     def after_job(self) -> None:
         """Every `canary_every_jobs` jobs, re-run the canary; quarantine on failure."""

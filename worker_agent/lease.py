@@ -21,10 +21,9 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 
-from sqlalchemy import Engine
-
 from delegate_runtime.tools.progress import LINE_INTERVAL_S
 from farm_core import jobs
+from farm_core.database import Statements
 
 log = logging.getLogger(__name__)
 #: The signal the lease thread sends to abort the job of its own process.
@@ -41,8 +40,8 @@ class LeaseKeeper:
     """One thread per process; `hold(job, attempt, progress)` while a job runs, `release()`
     after."""
 
-    def __init__(self, engine: Engine, worker: str, lease_s: float):
-        self.engine = engine
+    def __init__(self, statements: Statements, worker: str, lease_s: float):
+        self.statements = statements  #: shared with the job's own claim and finish
         self.worker = worker
         self.lease_s = lease_s
         self._current: tuple[int, int] | None = None
@@ -105,8 +104,11 @@ class LeaseKeeper:
             line = progress() if progress is not None else None
             new = line if (current, line) != stored else None
             try:
-                with self.engine.begin() as conn:
-                    mine = jobs.renew_lease(conn, *current, self.worker, self.lease_s, progress=new)
+                mine = self.statements.run(
+                    lambda c, job=current, line=new: jobs.renew_lease(
+                        c, *job, self.worker, self.lease_s, progress=line
+                    )
+                )
                 stored = (current, line)
             except Exception as exc:  # noqa: BLE001 - a DB blip must not kill the thread
                 log.warning("lease renewal failed: %s", exc)

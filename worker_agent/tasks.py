@@ -70,19 +70,26 @@ def refill(ctx: ConsumerContext) -> None:
     fills the database says whether the queue is down to its last job all the same (one
     count): a count kept here alone drifts (a message that ran no job, a pool child
     replaced), and a device whose queue ran dry before its count did would wait for the
-    reconciler."""
+    reconciler.
+
+    A device whose queue is empty after the fill (or that is quarantined) gives back its
+    database connection: an idle device holds none (farm_core.db_pool)."""
     from farm_core.device_queue import fill, jobs_out
 
+    key = ctx.device.key
     if ctx.quarantined:
+        ctx.release_connection()
         return
     ctx.jobs_to_fill -= 1
-    if ctx.jobs_to_fill > 0 and jobs_out(ctx.engine, ctx.device.key) > 1:
+    if ctx.jobs_to_fill > 0 and ctx.statements.run(lambda c: jobs_out(c, key)) > 1:
         return
     ctx.jobs_to_fill = 1
     try:
-        filled = fill(ctx.engine, ctx.dispatcher, [ctx.device.key])
+        filled = fill(ctx.engine, ctx.dispatcher, [key])
     except Exception as exc:  # noqa: BLE001 - the job is done; never fail it for this
-        log.warning("%s: could not fill its queue (%s)", ctx.device.key, str(exc)[:200])
+        log.warning("%s: could not fill its queue (%s)", key, str(exc)[:200])
         return
     if filled.sent:
-        ctx.jobs_to_fill = max(1, filled.holding.get(ctx.device.key, 0) - 1)
+        ctx.jobs_to_fill = max(1, filled.holding.get(key, 0) - 1)
+    elif not filled.holding.get(key):
+        ctx.release_connection()

@@ -19,6 +19,7 @@ from sqlalchemy import Engine, select
 from devicefarm.cli import main
 from devicefarm.commands import common
 from farm_core import jobs
+from farm_core.database import Statements
 from farm_core.schema import Job
 from orchestrator.submit import RunSettings, submit
 from tests.support.farm import RecordingDispatcher, add_device, sqlite_engine, write_model
@@ -68,7 +69,7 @@ def test_a_running_job_shows_its_progress_to_a_distributed_wait(farm, tmp_path, 
     progress = JobProgress(job, stream=io.StringIO())
     progress("benchmark", 0, 50)
     progress("benchmark", 12, 50)
-    keeper = LeaseKeeper(farm, "w", lease_s=0.3)
+    keeper = LeaseKeeper(Statements(farm), "w", lease_s=0.3)
     keeper.hold(job, 1, progress.line)
     try:
         assert not common.wait_showing_jobs(farm, cid, timeout_s=1.5)
