@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Build the Keras part of the real-model zoo: keras.applications architectures at batch 1,
-random weights with calibrated BatchNorm statistics, converted by the official converter.
+random weights with calibrated BatchNorm statistics, and small non-vision models (a text
+classifier, a top-k head, a stacked LSTM, a log-mel front end), converted by the official
+converter.
 
     python scripts/make_keras_zoo.py [--out DIR] [--only NAME ...] [--force]
 
@@ -15,6 +17,13 @@ Random weights lose their signal through depth: each BatchNorm's moving statisti
 from the batch statistics of calibration images (one pass in training mode with momentum
 0), so activations stay normalised and the classifier's softmax is not uniform. A model
 whose outputs do not vary with the input is refused.
+
+The non-vision models (SMALL_MODELS) carry the ops vision models do not: an embedding
+lookup (GATHER), a recurrent layer (Keras 3's GRU: a WHILE loop; tf_keras's LSTM: the
+converter's fused UNIDIRECTIONAL_SEQUENCE_LSTM, which Keras 3's LSTM no longer gets),
+ARG_MAX, TOPK_V2, and tf.signal's STFT (RFFT2D, COMPLEX_ABS) with a mel matrix and LOG.
+Builtins only: a model that would need SELECT_TF_OPS (Flex) fails to convert. Their inputs
+are uniform over the input range (token ids: its integers), as tests/models draws them.
 """
 
 from __future__ import annotations
@@ -25,8 +34,10 @@ import importlib.util
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -46,11 +57,19 @@ class ZooModel:
     input_range: tuple[float, float]  #: pixel range the architecture expects
     variants: tuple[str, ...] = ("fp32",)
     options: tuple[tuple[str, object], ...] = ()  #: extra constructor arguments
+    #: how inputs are drawn: smooth random images (random_images)
+    inputs: ClassVar[str] = "images"
+    input_shape: ClassVar[tuple[int, ...]] = (1, IMAGE_SIZE, IMAGE_SIZE, 3)
+    input_dtype: ClassVar[str] = "float32"
+
+    def draw(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """`count` inputs, stacked: smooth random images over the input range."""
+        return random_images(rng, count, *self.input_range)
 
 
 # Models with built-in preprocessing take pixels in [0, 255]; the others take [-1, 1]
 # (their preprocess_input runs outside the model).
-ZOO = [
+IMAGE_MODELS = [
     ZooModel("MobileNetV2", (-1.0, 1.0), ("fp32", "fp16", "int8")),
     ZooModel(
         "MobileNetV3Small",
@@ -67,6 +86,27 @@ ZOO = [
 ]
 
 
+@dataclass(frozen=True)
+class SmallModel:
+    """A small non-vision model built by a function of this script, with seeded random
+    weights, fixed shapes and batch 1."""
+
+    name: str
+    build: Callable[[], object]  #: () -> the Keras model (Keras 3, or tf_keras)
+    input_shape: tuple[int, ...]  #: batch 1 first
+    input_range: tuple[float, float]  #: uniform over it; int32 inputs: its integers
+    input_dtype: str = "float32"
+    variants: tuple[str, ...] = ("fp32",)
+    #: how inputs are drawn (tests/models draws them the same way)
+    inputs: ClassVar[str] = "uniform"
+
+    def draw(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """`count` inputs, stacked: uniform over the input range (integer inputs: the
+        floor of such a draw, as numpy's cast of it)."""
+        shape = (count, *self.input_shape[1:])
+        return rng.uniform(*self.input_range, shape).astype(self.input_dtype)
+
+
 def random_images(rng: np.random.Generator, count: int, lo: float, hi: float) -> np.ndarray:
     """Smooth random images (coarse blobs plus fine noise) scaled to [lo, hi], NHWC float32."""
     coarse = rng.random((count, 7, 7, 3))
@@ -76,8 +116,11 @@ def random_images(rng: np.random.Generator, count: int, lo: float, hi: float) ->
     return (lo + (hi - lo) * unit).astype(np.float32)
 
 
-def build(spec: ZooModel):
-    """The architecture with random weights and BatchNorm statistics calibrated on images."""
+def build(spec: ZooModel | SmallModel):
+    """The model with random weights, and a note on what calibrated it: an architecture's
+    BatchNorm statistics from images, or a small model's own builder."""
+    if isinstance(spec, SmallModel):
+        return spec.build(), "built by " + spec.build.__name__
     import keras
 
     keras.utils.set_random_seed(SEED)
@@ -90,7 +133,7 @@ def build(spec: ZooModel):
     images = random_images(rng, CALIBRATION_IMAGES, *spec.input_range)
     model(images, training=True)
     scale_classifier(model, images)
-    return model, len(norms)
+    return model, f"{len(norms)} BatchNorm layers calibrated"
 
 
 def scale_classifier(model, images: np.ndarray) -> None:
@@ -109,13 +152,117 @@ def scale_classifier(model, images: np.ndarray) -> None:
         head.bias.assign(head.bias * factor)
 
 
-def output_spread(model, spec: ZooModel) -> dict[str, float]:
-    """How much the output varies across inputs, relative to its range (0: a constant)."""
+# -- the non-vision models ------------------------------------------------------------------
+
+VOCAB, TOKENS, EMBED, CLASSES = 500, 16, 24, 4  #: the text classifier's sizes
+FEATURES, TOPK_CLASSES, TOPK = 64, 100, 5  #: the top-k head's sizes
+STEPS, CHANNELS = 20, 8  #: the LSTM's sequence: time steps x features
+SAMPLE_RATE_HZ, AUDIO_SAMPLES = 16000, 4000  #: the log-mel front end's input: 0.25 s
+FRAME, HOP, MEL_BANDS = 512, 160, 40  #: its STFT frame and hop (samples) and mel bands
+MEL_EDGES_HZ = (20.0, 7600.0)
+LOG_OFFSET = 1e-6  #: log(mel + this): silence stays finite
+
+
+def calibrated_head(model, spec_name: str) -> None:
+    """scale_classifier on the small model's own seeded inputs."""
+    spec = next(m for m in SMALL_MODELS if m.name == spec_name)
+    scale_classifier(model, spec.draw(np.random.default_rng(SEED), CALIBRATION_IMAGES))
+
+
+def text_gru():
+    """Token ids -> Embedding -> GRU -> Dense logits -> softmax, and the class (ARG_MAX).
+    Keras 3's GRU converts to a WHILE loop over the time steps."""
+    import keras
+    import tensorflow as tf
+
+    class ArgMax(keras.layers.Layer):
+        # NOTE: keras.ops.argmax orders -0.0 below 0.0 with a BitwiseAnd, which needs Flex.
+        def call(self, x):
+            return tf.math.argmax(x, axis=-1, output_type=tf.int32)
+
+    keras.utils.set_random_seed(SEED)
+    tokens = keras.Input((TOKENS,), dtype="int32", name="tokens")
+    x = keras.layers.Embedding(VOCAB, EMBED)(tokens)
+    x = keras.layers.GRU(32)(x)
+    logits = keras.layers.Dense(CLASSES)(x)
+    model = keras.Model(tokens, [keras.layers.Softmax()(logits), ArgMax()(logits)])
+    calibrated_head(keras.Model(tokens, logits), "TextGRU")
+    return model
+
+
+def topk_head():
+    """Features -> Dense -> Dense logits -> softmax -> the TOPK largest probabilities and
+    their classes (tf.math.top_k: TOPK_V2)."""
+    import keras
+    import tensorflow as tf
+
+    class TopK(keras.layers.Layer):
+        def call(self, x):
+            values, indices = tf.math.top_k(x, k=TOPK)
+            return values, indices
+
+    keras.utils.set_random_seed(SEED)
+    features = keras.Input((FEATURES,), name="features")
+    x = keras.layers.Dense(128, activation="relu")(features)
+    logits = keras.layers.Dense(TOPK_CLASSES)(x)
+    calibrated_head(keras.Model(features, logits), "TopKHead")
+    return keras.Model(features, list(TopK()(keras.layers.Softmax()(logits))))
+
+
+def sequence_lstm():
+    """Two stacked LSTMs (the first returning its sequence) and a Dense regression head,
+    in tf_keras (Keras 2): its LSTM converts to the fused UNIDIRECTIONAL_SEQUENCE_LSTM, as
+    apps built with TF_USE_LEGACY_KERAS get (Keras 3's converts to a WHILE loop)."""
+    import tf_keras
+
+    tf_keras.utils.set_random_seed(SEED)
+    x = inputs = tf_keras.Input((STEPS, CHANNELS), batch_size=1, name="sequence")
+    x = tf_keras.layers.LSTM(24, return_sequences=True)(x)
+    x = tf_keras.layers.LSTM(16)(x)
+    return tf_keras.Model(inputs, tf_keras.layers.Dense(5)(x))
+
+
+def log_mel():
+    """An audio front end: tf.signal.stft (framing, Hann window, RFFT2D), magnitude
+    (COMPLEX_ABS), a mel filter bank (a constant matrix), log."""
+    import keras
+    import tensorflow as tf
+
+    class LogMel(keras.layers.Layer):
+        def call(self, audio):
+            stft = tf.signal.stft(audio, frame_length=FRAME, frame_step=HOP, fft_length=FRAME)
+            mel = tf.signal.linear_to_mel_weight_matrix(
+                MEL_BANDS, FRAME // 2 + 1, SAMPLE_RATE_HZ, *MEL_EDGES_HZ
+            )
+            return tf.math.log(tf.matmul(tf.abs(stft), mel) + LOG_OFFSET)
+
+    audio = keras.Input((AUDIO_SAMPLES,), name="audio")
+    return keras.Model(audio, LogMel()(audio))
+
+
+SMALL_MODELS = [
+    SmallModel("TextGRU", text_gru, (1, TOKENS), (0.0, float(VOCAB)), "int32"),
+    SmallModel("TopKHead", topk_head, (1, FEATURES), (-1.0, 1.0)),
+    SmallModel("SequenceLSTM", sequence_lstm, (1, STEPS, CHANNELS), (-1.0, 1.0)),
+    SmallModel("LogMel", log_mel, (1, AUDIO_SAMPLES), (-1.0, 1.0)),
+]
+ZOO = [*IMAGE_MODELS, *SMALL_MODELS]
+
+
+def outputs_of(model, x: np.ndarray) -> list[np.ndarray]:
+    """The model's outputs on a batch, as a list in the model's output order."""
+    out = model(x, training=False)
+    return [np.asarray(y) for y in (out if isinstance(out, (list, tuple)) else [out])]
+
+
+def output_spread(model, spec: ZooModel | SmallModel) -> dict[str, float]:
+    """How much the first float output varies across inputs, relative to its range (0: a
+    constant)."""
     rng = np.random.default_rng(SEED + 1)
     outs = np.stack(
         [
-            np.asarray(model(x[None], training=False))[0]
-            for x in random_images(rng, 4, *spec.input_range)
+            next(y for y in outputs_of(model, x[None]) if y.dtype.kind == "f")[0]
+            for x in spec.draw(rng, 4)
         ]
     )
     span = float(outs.max() - outs.min())
@@ -128,34 +275,42 @@ def output_spread(model, spec: ZooModel) -> dict[str, float]:
     }
 
 
-def convert(model, spec: ZooModel, variant: str) -> bytes:
+def convert(model, spec: ZooModel | SmallModel, variant: str) -> bytes:
     """The official converter at batch 1: float32, float16 weights, or full-integer int8
     with float inputs and outputs (ranges from a representative dataset)."""
     import tempfile
 
     import tensorflow as tf
 
+    if type(model).__module__.startswith("tf_keras"):  # Keras 2: its own converter entry
+        converter = tf.lite.TFLiteConverter.from_keras_model(model)
+        return _with_variant(converter, spec, variant).convert()
     # Through a SavedModel (Keras 3's export): a concrete function would keep the BatchNorm
     # statistics as resource variables (READ_VARIABLE ops) instead of constants.
-    signature = tf.TensorSpec((1, IMAGE_SIZE, IMAGE_SIZE, 3), tf.float32, name="input")
+    signature = tf.TensorSpec(spec.input_shape, spec.input_dtype, name="input")
     with tempfile.TemporaryDirectory() as saved:
         model.export(saved, input_signature=[signature], verbose=False)
         converter = tf.lite.TFLiteConverter.from_saved_model(saved)
-        if variant == "fp16":
-            converter.optimizations = [tf.lite.Optimize.DEFAULT]
-            converter.target_spec.supported_types = [tf.float16]
-        elif variant == "int8":
-            rng = np.random.default_rng(SEED + 2)
-            images = random_images(rng, REPRESENTATIVE_IMAGES, *spec.input_range)
-            converter.optimizations = [tf.lite.Optimize.DEFAULT]
-            converter.representative_dataset = lambda: ([x[None]] for x in images)
-            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        return converter.convert()
+        return _with_variant(converter, spec, variant).convert()
 
 
-def check_loads(data: bytes, spec: ZooModel, model) -> float:
+def _with_variant(converter, spec: ZooModel | SmallModel, variant: str):
+    import tensorflow as tf
+
+    if variant == "fp16":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.target_spec.supported_types = [tf.float16]
+    elif variant == "int8":
+        samples = spec.draw(np.random.default_rng(SEED + 2), REPRESENTATIVE_IMAGES)
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = lambda: ([x[None]] for x in samples)
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    return converter
+
+
+def check_loads(data: bytes, spec: ZooModel | SmallModel, model) -> float:
     """Run the converted model once in LiteRT's reference kernels; its largest difference
-    from Keras relative to the output's range."""
+    from Keras relative to each output's range (integer outputs, classes: 0 where equal)."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     it = Interpreter(
@@ -163,14 +318,19 @@ def check_loads(data: bytes, spec: ZooModel, model) -> float:
         num_threads=1,
         experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
     )
-    it.allocate_tensors()
-    x = random_images(np.random.default_rng(SEED + 3), 1, *spec.input_range)
-    it.set_tensor(it.get_input_details()[0]["index"], x)
-    it.invoke()
-    got = it.get_tensor(it.get_output_details()[0]["index"])
-    want = np.asarray(model(x, training=False))
-    span = float(want.max() - want.min()) or 1.0
-    return float(np.abs(got - want).max()) / span
+    runner = it.get_signature_runner()
+    x = spec.draw(np.random.default_rng(SEED + 3), 1)
+    got = runner(**{runner.get_input_details().popitem()[0]: x})
+    wants = outputs_of(model, x)
+    # Keras 3's export names a model's outputs output_0, output_1, ...; one output keeps
+    # its layer's name.
+    names = [f"output_{i}" for i in range(len(wants))] if len(wants) > 1 else list(got)
+    error = 0.0
+    for name, want in zip(names, wants, strict=True):
+        span = float(want.max() - want.min()) or 1.0
+        diff = np.abs(got[name].astype(np.float64) - want.astype(np.float64)).max()
+        error = max(error, float(diff) / span)
+    return error
 
 
 def recipe() -> str:
@@ -211,9 +371,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{spec.name}: present, skipped (--force rebuilds)")
             continue
         start = time.monotonic()
-        model, norms = build(spec)
+        model, note = build(spec)
         spread = output_spread(model, spec)
-        print(f"{spec.name}: {norms} BatchNorm layers calibrated; output {spread}")
+        print(f"{spec.name}: {note}; output {spread}")
         if spread["spread_across_inputs"] < MIN_OUTPUT_SPREAD:
             print(f"{spec.name}: output does not depend on the input; refused", file=sys.stderr)
             return 1
@@ -225,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
                 "model": spec.name,
                 "variant": variant,
                 "input_range": list(spec.input_range),
+                "inputs": spec.inputs,
                 "bytes": len(data),
                 "litert_vs_keras": error,
                 "tensorflow": tf.__version__,

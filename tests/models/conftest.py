@@ -1,7 +1,8 @@
 """The real-model tier: fixtures for zoo models, LiteRT goldens and the OpenCL device.
 
 MediaPipe models are fetched from PyPI at test time (a failed download fails under CI=true);
-Keras models are present only where scripts/make_keras_zoo.py has run (never in CI).
+Keras models are present where scripts/make_keras_zoo.py has run (scripts/test.sh runs it
+where a file is missing, in CI too).
 """
 
 from __future__ import annotations
@@ -236,14 +237,34 @@ def openwakeword_case(name: str) -> ZooCase:
     )
 
 
+#: The non-vision Keras models' ops that the GPU delegate leaves to the CPU, as TFLite's
+#: leaves them (gpu/support.py): int32 token arithmetic (Keras's Embedding wraps negative
+#: ids: LESS, ADD, SELECT on int32), GATHER with 2-D indices (the embedding lookup, the
+#: STFT's framing), WHILE (Keras 3's GRU loop), ARG_MAX, TOPK_V2, the fused
+#: UNIDIRECTIONAL_SEQUENCE_LSTM, RFFT2D, COMPLEX_ABS and the RESHAPE of the complex spectrum.
+KERAS_CPU_OPS = {
+    "TextGRU": frozenset({"LESS", "ADD", "SELECT", "GATHER", "WHILE", "ARG_MAX"}),
+    "TopKHead": frozenset({"TOPK_V2"}),
+    "SequenceLSTM": frozenset({"UNIDIRECTIONAL_SEQUENCE_LSTM"}),
+    "LogMel": frozenset({"GATHER", "RFFT2D", "RESHAPE", "COMPLEX_ABS"}),
+}
+
+
 def keras_case(name: str, variant: str) -> ZooCase:
     found = zoo.keras_model(name, variant)
     if found is None:  # scripts/test.sh builds them; a bare pytest run may lack them
         require(False, f"{name}__{variant}.tflite (built by scripts/make_keras_zoo.py)")
     path, input_range = found
     # Noise unlike the calibration images saturates the softmax (one-hot outputs that any
-    # rounding flips): the Keras models get images drawn as their calibration images were.
-    return ZooCase(f"{name}__{variant}", path, input_range, smooth=True)
+    # rounding flips): the Keras architectures get images drawn as their calibration images
+    # were; the non-vision models uniform inputs, as scripts/make_keras_zoo.py drew them.
+    return ZooCase(
+        f"{name}__{variant}",
+        path,
+        input_range,
+        smooth=name not in zoo.KERAS_SMALL_MODELS,
+        cpu_ops=KERAS_CPU_OPS.get(name, frozenset()),
+    )
 
 
 @pytest.fixture(scope="session")

@@ -7,9 +7,9 @@ ZOO/mediapipe/; openWakeWord: the 8 `.tflite` files under `openwakeword/resource
 in the openwakeword==0.5.1 wheel (an audio front end: melspectrogram; a speech embedding
 CNN; six wake-word classifiers, one with an IF), the same way into ZOO/openwakeword/; the
 selfie segmenters' photograph comes the same way from scikit-image's
-wheel into ZOO/images/. Keras: the files scripts/make_keras_zoo.py writes into ZOO/keras/ (not
-built in CI: TensorFlow is too heavy). ZOO is ~/.cache/devicefarm/zoo unless
-DEVICEFARM_ZOO_DIR says otherwise.
+wheel into ZOO/images/. Keras: the files scripts/make_keras_zoo.py writes into ZOO/keras/
+(keras.applications architectures and small non-vision models; scripts/test.sh builds them
+where missing). ZOO is ~/.cache/devicefarm/zoo unless DEVICEFARM_ZOO_DIR says otherwise.
 """
 
 from __future__ import annotations
@@ -162,8 +162,12 @@ def _keras_script() -> Any:
 
 
 _KERAS_SCRIPT = _keras_script()
-#: (architecture, variant) of every file scripts/make_keras_zoo.py builds.
+#: (model, variant) of every file scripts/make_keras_zoo.py builds: keras.applications
+#: architectures, then the small non-vision models (text, top-k, LSTM, log-mel).
 KERAS_MODELS = tuple((m.name, v) for m in _KERAS_SCRIPT.ZOO for v in m.variants)
+#: The non-vision models among them: their inputs are uniform over the input range (token
+#: ids: its integers), not smooth images.
+KERAS_SMALL_MODELS = frozenset(m.name for m in _KERAS_SCRIPT.SMALL_MODELS)
 
 
 def smooth_images(rng: Any, count: int, lo: float, hi: float) -> Any:
