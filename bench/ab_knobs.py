@@ -15,7 +15,7 @@ the host alike for all.
     python bench/ab_knobs.py MODEL [...] --variant NAME=MODULE.CONST=VALUE[,...] [...]
         [--runs 600] [--rounds 10] [--precision fp32] [--device SPEC] [--reference]
 
-e.g. `--variant aligned1=opencl.fusion.DEPTHWISE_ALIGNED=1` (modules under
+e.g. `--variant aligned1=opencl.fusions.depthwise_into_gemm.DEPTHWISE_ALIGNED=1` (modules under
 delegate_runtime.gpu; VALUE is a Python literal).
 """
 

@@ -72,15 +72,15 @@ GPU_CONSTANTS: dict[str, tuple[str, ...]] = {
         "GEMM_GROUPS_PER_CU",
         "DEPTHWISE_SMALL_TILE_GROUPS_PER_CU",
     ),
-    f"{_CL}.fusion": (
-        "MAX_STEPS",
+    f"{_CL}.fusions.epilogue": ("MAX_STEPS",),
+    f"{_CL}.fusions.depthwise_into_gemm": (
         "DEPTHWISE_MAX_READER_CHANNELS",
         "DEPTHWISE_MAX_GEMM_MACS",
         "DEPTHWISE_SMALL_MAP_PIXELS",
         "DEPTHWISE_SMALL_MAP_CHANNELS",
         "DEPTHWISE_ALIGNED",
-        "MEAN_MAX_READER_CHANNELS",
     ),
+    f"{_CL}.fusions.mean_into_gemm": ("MEAN_MAX_READER_CHANNELS",),
     f"{_CL}.squeeze_excite": (
         "MAX_CHANNELS",
         "MAX_WEIGHTS",
@@ -95,6 +95,15 @@ GPU_CONSTANTS: dict[str, tuple[str, ...]] = {
     f"{_CL}.records.mean": ("WIDE_FROM",),
     f"{_CL}.records.softmax": ("ROW_GROUP",),
     f"{_GPU}.fold": ("MAX_FOLDED_ELEMENTS",),
+}
+
+#: Modules whose constants are recorded under another name than the module's own: the
+#: fusions' kept `gpu.fusion.*` from when one module held them all, so that records stored
+#: before the split keep their fingerprints.
+RECORDED_AS = {
+    f"{_CL}.fusions.epilogue": "fusion",
+    f"{_CL}.fusions.depthwise_into_gemm": "fusion",
+    f"{_CL}.fusions.mean_into_gemm": "fusion",
 }
 
 #: Environment variables that set the CPU reference's BLAS threads (numpy's matmuls).
@@ -174,7 +183,7 @@ def gpu_switches() -> dict[str, dict[str, Any]]:
         raw = os.environ.get(var, "").strip()
         out[name] = _entry(_env_value(raw, default), "env") if raw else _entry(default, "default")
     for module, attrs in GPU_CONSTANTS.items():
-        short = module.rsplit(".", 1)[-1]
+        short = RECORDED_AS.get(module, module.rsplit(".", 1)[-1])
         for attr in attrs:
             found = _constant(module, attr)
             if found is not None:

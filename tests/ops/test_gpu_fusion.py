@@ -1,7 +1,7 @@
 """Fused elementwise chains on the GPU delegate against LiteRT's reference kernels.
 
 Each case is a small model whose elementwise nodes the delegate runs inside the kernel
-producing their input (opencl/fusion.py); the case checks the output against LiteRT
+producing their input (opencl/fusions/); the case checks the output against LiteRT
 (BUILTIN_REF) and that the nodes were fused as expected (one kernel covering them).
 One case per fusion pattern and precision.
 """

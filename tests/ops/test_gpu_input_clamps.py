@@ -5,7 +5,7 @@ branches read that input unclamped, so no kernel can absorb the RELU after its p
 Where every reader is a 1x1 convolution (a GEMM), a depthwise convolution that such a
 GEMM computes as it loads, or a depthwise convolution on the general kernel, the RELU
 launches nothing: each reader clamps the values it
-loads (fusion.py's `_input_clamps`). Each case checks the outputs against LiteRT
+loads (opencl/fusions/relu_into_readers.py). Each case checks the outputs against LiteRT
 (BUILTIN_REF) in both precisions, that no kernel of its own ran for the RELU, and which
 kernel is named after it.
 """

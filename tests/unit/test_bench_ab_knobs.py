@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from delegate_runtime.gpu.opencl import fusion, program
+from delegate_runtime.gpu.opencl import program
+from delegate_runtime.gpu.opencl.fusions import depthwise_into_gemm
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "ab_knobs.py"
 
@@ -25,16 +26,16 @@ def _ab_knobs():
 def test_a_value_holding_commas_is_one_setting():
     text = (
         'tk32=opencl.program.GEMM_VARIANTS={"gemm64": (64, 4, 32), "gemm32": (32, 2, 32)},'
-        "opencl.fusion.DEPTHWISE_MAX_GEMM_MACS=7"
+        "opencl.fusions.depthwise_into_gemm.DEPTHWISE_MAX_GEMM_MACS=7"
     )
     name, changes = _ab_knobs().parse_variant(text)
     assert name == "tk32"
     assert changes == [
         (program, "GEMM_VARIANTS", {"gemm64": (64, 4, 32), "gemm32": (32, 2, 32)}),
-        (fusion, "DEPTHWISE_MAX_GEMM_MACS", 7),
+        (depthwise_into_gemm, "DEPTHWISE_MAX_GEMM_MACS", 7),
     ]
 
 
 def test_an_unknown_constant_is_refused():
     with pytest.raises(SystemExit, match="has no NO_SUCH"):
-        _ab_knobs().parse_variant("x=opencl.fusion.NO_SUCH=1")
+        _ab_knobs().parse_variant("x=opencl.fusions.depthwise_into_gemm.NO_SUCH=1")

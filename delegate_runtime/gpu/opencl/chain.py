@@ -1,4 +1,4 @@
-"""A fusion chain: a producer node and what its kernel absorbs (fusion.py plans them,
+"""A fusion chain: a producer node and what its kernel absorbs (fusions/ plans them,
 lowering.py and the records' lowerings read them)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class Chain:
     #: too (a squeeze-excite computing its input)
     first: Chain | None = None
     #: tensor -> (the tensor read instead, low, high): an elided RELU's output, which its
-    #: kernel reads as its input clamped (`_input_clamps`)
+    #: kernel reads as its input clamped (fusions/relu_into_readers.py)
     clamped: dict[int, tuple[int, float, float]] = field(default_factory=dict)
     #: the elided RELUs its launches are named after (each RELU by one reader's kernel)
     clamps: list[int] = field(default_factory=list)

@@ -19,7 +19,8 @@ from ...ops.common import dequantize
 from . import program, squeeze_excite
 from .codes import Act, Binary, Step, Unary
 from .concat_views import ConcatPlan, View, plan_concat_views
-from .fusion import MAX_STEPS, plan_fusion
+from .fusions import plan_fusion
+from .fusions.epilogue import MAX_STEPS
 from .launch import (
     LOCAL_1D,
     Buf,
@@ -145,7 +146,7 @@ class Lowerer:
         #: constant MUL and ADD before it: it reads clamp(input * scale + shift, low, high)
         self.input_affine: tuple[int, int, int, float, float] | None = None
         #: tensor -> (tensor, low, high): the node being lowered reads the first as the
-        #: second clamped (an elided RELU, fusion.py's `_input_clamps`)
+        #: second clamped (an elided RELU, fusions/relu_into_readers.py)
         self.clamped: dict[int, tuple[int, float, float]] = {}
         #: (input, top, left) of the node being lowered, when it absorbed a PAD before it
         self.input_pad: tuple[int, int, int] | None = None
@@ -237,7 +238,7 @@ class Lowerer:
 
     def lower_partition(self, nodes: list[int], leaving: set[int]) -> None:
         """Append the launches of a partition's nodes, each elementwise chain fused into
-        the kernel producing its input (opencl/fusion.py); `leaving`: the tensors read
+        the kernel producing its input (opencl/fusions/); `leaving`: the tensors read
         after the partition."""
         chains = plan_fusion(self.sg, nodes, leaving)
         fused = {n: chain.nodes for n, chain in chains.items()}

@@ -1,7 +1,7 @@
 """The order a partition's kernels launch in, once fusion has grouped its nodes.
 
-Each kernel does the work of a unit: a producer node and the nodes fused into it (opencl/
-fusion.py). A unit runs after every unit producing a tensor one of its nodes reads. Where
+Each kernel does the work of a unit: a producer node and the nodes fused into it
+(opencl/fusions/). A unit runs after every unit producing a tensor one of its nodes reads. Where
 a fused step's operand comes from a node later in the model's order (the residual branch of
 a strided block, computed after the main branch's convolution), that node's unit moves
 ahead; fusion refuses a step that would make two units wait on each other.

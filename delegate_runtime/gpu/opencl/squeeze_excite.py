@@ -2,9 +2,9 @@
 map, with its activation), then the two 1x1 convolutions on that one pixel, each with the
 elementwise nodes fused into it (squeeze_excite.cl).
 
-opencl/fusion.py finds the pattern (a MEAN chain whose `then` holds the two convolutions'
-chains, and whose `first` may hold the depthwise convolution making its input); here it is
-lowered. The mean and the hidden vector stay in the kernel's local memory; only the second
+opencl/fusions/squeeze_excite_convs.py finds the pattern (a MEAN chain whose `then` holds
+the two convolutions' chains) and depthwise_into_squeeze_excite.py the depthwise
+convolution making its input (its `first`); here it is lowered. The mean and the hidden vector stay in the kernel's local memory; only the second
 convolution's result (the gate) is written, and the depthwise output where there is one.
 """
 

@@ -1,4 +1,4 @@
-"""How elementwise nodes become steps of their producer's epilogue (opencl/fusion.py)."""
+"""How elementwise nodes become steps of their producer's epilogue (opencl/fusions/epilogue.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,13 @@
+"""Which nodes each OpenCL kernel runs besides its own: the fusion pass (plan.py) and one
+module per fusion, each with its rule, its conditions and its tuning constants, and a
+test of its own (tests/ops/fusions/).
+
+A plan is a `Chain` per kernel (opencl/chain.py); lowering.py and the records' lowerings
+read it. To add a fusion: a module here with its NAME and rule, its place in
+plan.FUSIONS and plan_fusion, what its chain records in chain.py, its tuning constants in
+tools/config_record.py, and its test.
+"""
+
+from .plan import FUSIONS, plan_fusion
+
+__all__ = ["FUSIONS", "plan_fusion"]
