@@ -20,7 +20,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, select, update
+from sqlalchemy import (
+    ARRAY,
+    Connection,
+    Engine,
+    Integer,
+    String,
+    bindparam,
+    func,
+    literal,
+    select,
+    update,
+)
 
 from delegate_runtime.errors import UsageError
 
@@ -127,7 +138,7 @@ def _plan(
         if q.device_minutes_per_day is not None
     }
     reserved = reservations.active_on(conn, state.reserved, now) if state.reserved else {}
-    by_device: dict[str, dict[tuple[str, str], list[_Waiting]]] = defaultdict(dict)
+    wanted: list[tuple[str, str, str]] = []
     for g in state.groups:
         key, project, owner = g.device_key, g.project, g.owner
         hold = reserved.get(key)
@@ -141,7 +152,11 @@ def _plan(
             continue
         if g.held:
             _note(conn, key, project, owner, "")
-        by_device[key][(project, owner)] = _next_jobs(conn, key, project, owner, room[key])
+        wanted.append((key, project, owner))
+    waiting = _next_jobs(conn, wanted, room)
+    by_device: dict[str, dict[tuple[str, str], list[_Waiting]]] = defaultdict(dict)
+    for key, project, owner in wanted:
+        by_device[key][(project, owner)] = waiting.get((key, project, owner), [])
     picks: list[tuple[str, _Waiting]] = []
     for key in sorted(by_device):
         queues = by_device[key]
@@ -201,15 +216,61 @@ def _note(conn: Connection, key: str, project: str, owner: str, reason: str) -> 
     conn.execute(update(Job).where(*where).values(reason=reason))
 
 
-def _next_jobs(conn: Connection, key: str, project: str, owner: str, n: int) -> list[_Waiting]:
+def _next_jobs(
+    conn: Connection,
+    groups: Sequence[tuple[str, str, str]],
+    room: dict[str, int],
+    one_statement: bool | None = None,
+) -> dict[tuple[str, str, str], list[_Waiting]]:
+    """Each group's (device, project, owner) first queued jobs, as many as its device has
+    room for, by priority then id. `one_statement` (default: on PostgreSQL): a LATERAL
+    pick per group, each an index range, in one statement; else a statement per group."""
+    if not groups:
+        return {}
+    cols = (Job.id, Job.attempt, Job.priority, Campaign.settings)
+    if not (conn.dialect.name == "postgresql" if one_statement is None else one_statement):
+        return {
+            (key, project, owner): _waiting(
+                conn.execute(_pick(cols, key, project, owner, room[key]))
+            )
+            for key, project, owner in groups
+        }
+    texts = ARRAY(String)
+    g = (
+        func.unnest(
+            bindparam("keys", [k for k, _, _ in groups], type_=texts),
+            bindparam("projects", [p for _, p, _ in groups], type_=texts),
+            bindparam("owners", [o for _, _, o in groups], type_=texts),
+            bindparam("ns", [room[k] for k, _, _ in groups], type_=ARRAY(Integer)),
+        )
+        .table_valued("key", "project", "owner", "n")
+        .render_derived(name="g")
+    )
+    pick = _pick(cols, g.c.key, g.c.project, g.c.owner, g.c.n).lateral("pick")
     rows = conn.execute(
-        select(Job.id, Job.attempt, Job.priority, Campaign.settings)
+        select(g.c.key, g.c.project, g.c.owner, *pick.c).select_from(g.join(pick, literal(True)))
+    )
+    out: dict[tuple[str, str, str], list[_Waiting]] = defaultdict(list)
+    for key, project, owner, *job in rows:
+        out[(key, project, owner)].extend(_waiting([job]))
+    for jobs_of in out.values():  # a lateral join's rows need not keep the pick's order
+        jobs_of.sort(key=lambda w: (-w.priority, w.job_id))
+    return out
+
+
+def _pick(cols: Sequence[Any], key: Any, project: Any, owner: Any, n: Any) -> Any:
+    """One group's first `n` queued jobs (values or columns of the groups)."""
+    return (
+        select(*cols)
         .join(Campaign, Campaign.id == Job.campaign_id)
         .where(Job.state == QUEUED, Job.device_key == key, Job.project == project)
         .where(Campaign.owner == owner)
         .order_by(Job.priority.desc(), Job.id)
         .limit(n)
     )
+
+
+def _waiting(rows: Iterable[Sequence[Any]]) -> list[_Waiting]:
     return [_Waiting(i, a, p, s or {}) for i, a, p, s in rows]
 
 

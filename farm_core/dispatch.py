@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from .celery_app import (
     TASK_RUN_JOB,
@@ -17,6 +17,9 @@ from .celery_app import (
 )
 
 log = logging.getLogger(__name__)
+
+#: Messages per broker round trip (a Redis pipeline; other transports send one at a time).
+SEND_BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -47,27 +50,23 @@ class CeleryDispatcher:
         self.app = make_app(broker_url)
 
     def send(self, orders: Sequence[SendOrder]) -> tuple[list[SendOrder], str]:
-        from kombu.exceptions import OperationalError
+        """Send in batches of SEND_BATCH; an order counts as sent once its batch is flushed
+        (a batch that failed may have been delivered in part: its orders count as unsent,
+        and a second message for one dispatch is stale at its claim)."""
+        from kombu.exceptions import KombuError
 
         sent: list[SendOrder] = []
         if not orders:
             return sent, ""
         try:
             with self.app.producer_or_acquire() as producer:
-                for o in orders:
-                    self.app.send_task(
-                        TASK_RUN_JOB,
-                        args=[o.job_id, o.attempt],
-                        queue=queue_for(o.device_key),
-                        task_id=task_id(o.job_id, o.attempt),
-                        priority=broker_priority(o.priority),
-                        countdown=o.countdown_s or None,
-                        soft_time_limit=o.soft_limit_s,
-                        time_limit=o.hard_limit_s,
-                        producer=producer,
-                    )
-                    sent.append(o)
-        except (OperationalError, OSError) as exc:
+                for start in range(0, len(orders), SEND_BATCH):
+                    batch = orders[start : start + SEND_BATCH]
+                    with producer.batch(max_size=2 * SEND_BATCH):  # flushed as it exits
+                        for o in batch:
+                            self._send(o, producer)
+                    sent.extend(batch)
+        except (KombuError, OSError) as exc:  # BatchPublishError, OperationalError
             log.warning(
                 "broker %s unreachable after %d of %d sends: %s",
                 self.broker_url,
@@ -77,6 +76,23 @@ class CeleryDispatcher:
             )
             return sent, f"{type(exc).__name__}: {exc}"
         return sent, ""
+
+    def _send(self, o: SendOrder, producer: Any) -> None:
+        self.app.send_task(
+            TASK_RUN_JOB,
+            args=[o.job_id, o.attempt],
+            queue=queue_for(o.device_key),
+            task_id=task_id(o.job_id, o.attempt),
+            priority=broker_priority(o.priority),
+            countdown=o.countdown_s or None,
+            soft_time_limit=o.soft_limit_s,
+            time_limit=o.hard_limit_s,
+            producer=producer,
+            # NOTE: not declared: the message goes to the queue's list by name (Celery's
+            # anonymous exchange) and its worker declares the queue; declaring cost three
+            # Redis round trips per new queue, 1,000 in a 1,000-device campaign.
+            declare=[],
+        )
 
     def close(self) -> None:
         self.app.close()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, case, func, insert, select, tuple_, update
+from sqlalchemy import Connection, and_, bindparam, case, func, insert, select, update
 
 from . import free_claim, holds, metrics, reservations
 from .configs import supports
@@ -46,6 +46,8 @@ from .settings import BACKOFF_BASE_S, BACKOFF_MAX_S, MAX_FAILURES, Timing
 from .text_safety import storable, storable_text
 
 WAITING = "waiting for a matching device"
+#: Job ids per `id IN (...)` statement (SQLite allows 32,766 parameters).
+IDS_PER_STATEMENT = 5000
 #: The most characters of a progress line stored (a runner's stage name is free text).
 PROGRESS_CHARS = 200
 #: Core tables: statements on them skip the ORM's per-statement value coercion (hot path).
@@ -463,23 +465,29 @@ def place(
 def take_many(
     conn: Connection, picks: Sequence[tuple[int, int]], now: datetime
 ) -> set[tuple[int, int]]:
-    """queued -> dispatched, in one statement per PAIRS_PER_STATEMENT, for each (job id,
-    attempt) still queued at that attempt, before their messages are sent
-    (farm_core.device_queue), so that two senders never send one job; a held job's reason is
-    cleared. Returns the pairs taken."""
+    """queued -> dispatched for each (job id, attempt) still queued at that attempt, before
+    their messages are sent (farm_core.device_queue), so that two senders never send one
+    job; a held job's reason is cleared. Returns the pairs taken.
+
+    One statement per attempt number and IDS_PER_STATEMENT ids: `id IN (...)` is a lookup
+    on the primary key, where `(id, attempt) IN (...)` made PostgreSQL scan the table."""
+    by_attempt: dict[int, list[int]] = {}
+    for job_id, attempt in picks:
+        by_attempt.setdefault(attempt, []).append(job_id)
     taken: set[tuple[int, int]] = set()
-    for part in chunks(list(picks)):
-        rows = conn.execute(
-            update(JOBS)
-            .where(tuple_(JOBS.c.id, JOBS.c.attempt).in_(part), JOBS.c.state == QUEUED)
-            .values(
-                state=DISPATCHED,
-                dispatched_at=now,
-                reason=case((JOBS.c.reason.like(f"{holds.HELD}%"), ""), else_=JOBS.c.reason),
+    for attempt, ids in sorted(by_attempt.items()):
+        for part in chunks(ids, IDS_PER_STATEMENT):
+            rows = conn.execute(
+                update(JOBS)
+                .where(JOBS.c.id.in_(part), JOBS.c.attempt == attempt, JOBS.c.state == QUEUED)
+                .values(
+                    state=DISPATCHED,
+                    dispatched_at=now,
+                    reason=case((JOBS.c.reason.like(f"{holds.HELD}%"), ""), else_=JOBS.c.reason),
+                )
+                .returning(JOBS.c.id, JOBS.c.attempt)
             )
-            .returning(JOBS.c.id, JOBS.c.attempt)
-        )
-        taken.update((i, a) for i, a in rows)
+            taken.update((i, a) for i, a in rows)
     return taken
 
 

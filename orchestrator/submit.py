@@ -28,7 +28,6 @@ from farm_core.dispatch import Dispatcher
 from farm_core.schema import (
     DEFAULT_PROJECT,
     QUARANTINED,
-    QUEUED,
     Campaign,
     Device,
     InputFile,
@@ -41,10 +40,8 @@ from farm_core.settings import JOB_HARD_LIMIT_S, VISIBILITY_TIMEOUT_S, Timing
 from farm_core.text_safety import string_errors
 from farm_core.user_inputs import UserInput
 
-from . import refusals
+from . import refusals, submit_jobs
 
-#: Rows per INSERT/UPDATE statement when a campaign is stored.
-BATCH_ROWS = 2000
 MAX_USER_PRIORITY = 9
 #: Most runs of each kind a job may ask for (a typo of 10**9 runs would hold a device for days).
 MAX_RUNS = 100_000
@@ -303,24 +300,22 @@ def _select_devices(
 
 
 def placements(
-    models: Sequence[_ModelIn], devices: list[dict[str, Any]], configs: list[RunConfig]
-) -> tuple[list[tuple[str, str, str]], list[dict[str, str]]]:
-    """(model, device, configuration) for every pair a device can run, and a refusal
-    (orchestrator.refusals) for each device that refuses a configuration from its recorded
-    facts (a phone without the Hexagon libraries, without the named NNAPI accelerator,
-    ...): its reason, before any job exists. A device kind that never runs a
-    configuration is not reported."""
-    runs, refused = set(), []
+    devices: list[dict[str, Any]], configs: list[RunConfig]
+) -> tuple[list[tuple[str, str]], list[dict[str, str]]]:
+    """(device, configuration) for every pair a device can run (each model of the campaign
+    makes a job on each), and a refusal (orchestrator.refusals) for each device that refuses
+    a configuration from its recorded facts (a phone without the Hexagon libraries, without
+    the named NNAPI accelerator, ...): its reason, before any job exists. A device kind that
+    never runs a configuration is not reported."""
+    places, refused = [], []
     for d in devices:
         for c in configs:
             ok, why = supports(d["kind"], c, d.get("facts"))
             if ok:
-                runs.add((d["key"], c.name))
+                places.append((d["key"], c.name))
             elif supports(d["kind"], c)[0]:
                 refused.append(refusals.refusal(d["key"], c.name, why))
-    pairs = [(m.sha256, d["key"], c.name) for m in models for d in devices for c in configs
-             if (d["key"], c.name) in runs]  # fmt: skip
-    return pairs, refused
+    return places, refused
 
 
 def validate(
@@ -415,7 +410,7 @@ def submit(
         {user_inputs.INPUTS: [v.setting() for v in values]} if values else {}
     )
     lineage = {m.sha256: model_name or m.name for m in models}
-    pairs, refused = placements(models, devices, run_configs)
+    places, refused = placements(devices, run_configs)
     warnings.extend(f"refused {refusals.line(r)}" for r in refused)
     with engine.begin() as conn:
         have = set(
@@ -443,35 +438,20 @@ def submit(
             )
             .returning(Campaign.id)
         ).scalar_one()
-        rows = [
-            dict(
-                campaign_id=campaign_id,
-                model_sha256=sha,
-                model_name=lineage[sha],
-                project=project,
-                config=cfg,
-                planned_device=key,
-                device_key=key,
-                state=QUEUED,
-                attempt=1,
-                failures=0,
-                priority=priority,
-                worker="",
-                reason="",
-                created_at=now,
-                updated_at=now,
-            )
-            for sha, key, cfg in pairs
-        ]
-        ids: list[int] = []
-        for i in range(0, len(rows), BATCH_ROWS):
-            res = conn.execute(
-                insert(Job).returning(Job.id, sort_by_parameter_order=True),
-                rows[i : i + BATCH_ROWS],
-            )
-            ids.extend(res.scalars())
+        ids = submit_jobs.store(
+            conn,
+            list(lineage.items()),
+            places,
+            {
+                "campaign_id": campaign_id,
+                "project": project,
+                "priority": priority,
+                "created_at": now,
+                "updated_at": now,
+            },
+        )
     # each device's queue takes what its depth allows; the rest are sent as it frees a place
-    filled = device_queue.fill(engine, dispatcher, {key for _, key, _ in pairs}, now)
+    filled = device_queue.fill(engine, dispatcher, {key for key, _ in places}, now)
     mine = set(ids)
     sent = sum(o.job_id in mine for o in filled.sent)
     broker_error = filled.broker_error
