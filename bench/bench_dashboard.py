@@ -25,10 +25,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dashboard import queries  # noqa: E402
+from devicefarm.demo_lab import DEVICES, MODELS, extra_phones, seed  # noqa: E402
 from farm_core.configs import KIND_CONFIGS  # noqa: E402
 from farm_core.database import make_engine, open_database  # noqa: E402
 from orchestrator.allowlist.rules import Thresholds  # noqa: E402
-from tests.support.demo_lab import DEVICES, MODELS, extra_phones, seed  # noqa: E402
 
 TARGET_S = 2.0
 DEFAULT_URL = "postgresql://postgres:postgres@127.0.0.1:5432/postgres"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from devicefarm.demo_lab import seed
 from tests.conftest import require
-from tests.support.demo_lab import seed
 from tests.support.farm import free_port, sqlite_engine
 
 pytestmark = pytest.mark.e2e

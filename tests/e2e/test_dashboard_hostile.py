@@ -22,10 +22,10 @@ import pytest
 from sqlalchemy import update
 from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, PAGE_TIMEOUT_MS, SERVE_TIMEOUT_S
 
+from devicefarm.demo_lab import seed
 from farm_core.accounts import Accounts, save_accounts
 from farm_core.schema import Campaign, StoredModel
 from tests.conftest import require
-from tests.support.demo_lab import seed
 from tests.support.farm import free_port, sqlite_engine
 
 pytestmark = pytest.mark.e2e

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from devicefarm.cli import main
+from devicefarm.demo_lab import MODELS, seed
 from orchestrator.allowlist import devicedb, reader
 from orchestrator.allowlist.listfile import load_list
-from tests.support.demo_lab import MODELS, seed
 from tests.support.farm import sqlite_engine
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
+from devicefarm.demo_lab import DEVICES, MODELS, NEW_PHONE, seed
 from orchestrator.allowlist import devicedb, export, reader
 from orchestrator.allowlist.collect import Allowlist, decide_models, load_devices
 from orchestrator.allowlist.facts import list_variables
 from orchestrator.allowlist.rules import SUPPORTED, Thresholds
 from orchestrator.allowlist.tree import ENABLE_QUANT, PRECISION
-from tests.support.demo_lab import DEVICES, MODELS, NEW_PHONE, seed
 from tests.support.farm import sqlite_engine
 
 DEVICE_KEYS = [d.key for d in (*DEVICES, NEW_PHONE)]

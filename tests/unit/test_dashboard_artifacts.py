@@ -16,10 +16,10 @@ from sqlalchemy import select  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from dashboard import queries  # noqa: E402
+from devicefarm.demo_lab import seed  # noqa: E402
 from farm_core import artifacts  # noqa: E402
 from farm_core.artifacts import NewArtifact  # noqa: E402
 from farm_core.schema import FAILED, TIMED_OUT, Job  # noqa: E402
-from tests.support.demo_lab import seed  # noqa: E402
 from tests.support.farm import sqlite_engine  # noqa: E402
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")

@@ -14,7 +14,7 @@ from tests.conftest import require_module
 require_module("streamlit", "streamlit (the dashboard extra)")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from tests.support.demo_lab import seed  # noqa: E402
+from devicefarm.demo_lab import seed  # noqa: E402
 from tests.support.farm import sqlite_engine  # noqa: E402
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")

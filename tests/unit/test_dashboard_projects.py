@@ -18,9 +18,9 @@ from sqlalchemy import insert, select, update  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from dashboard import queries  # noqa: E402
+from devicefarm.demo_lab import seed  # noqa: E402
 from farm_core.accounts import Accounts, save_accounts  # noqa: E402
 from farm_core.schema import Campaign, Job, Result, StoredModel  # noqa: E402
-from tests.support.demo_lab import seed  # noqa: E402
 from tests.support.farm import sqlite_engine  # noqa: E402
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")

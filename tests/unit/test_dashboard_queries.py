@@ -9,11 +9,11 @@ import pytest
 from sqlalchemy import Engine, select
 
 from dashboard import queries
+from devicefarm.demo_lab import MODELS, SeedSummary, seed
 from farm_core import metrics
 from farm_core.schema import Campaign
 from orchestrator.allowlist.rules import Thresholds
 from orchestrator.submit import SubmissionError, submit
-from tests.support.demo_lab import MODELS, SeedSummary, seed
 from tests.support.farm import (
     RecordingDispatcher,
     add_device,

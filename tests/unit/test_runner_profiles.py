@@ -11,12 +11,12 @@ import pytest
 from sqlalchemy import inspect, select
 
 from dashboard import queries
+from devicefarm.demo_lab import MODELS, seed
 from farm_core import metrics
 from farm_core.configs import CONFIGS
 from farm_core.database import MIGRATIONS_DIR, make_engine, migrate
 from farm_core.schema import SUCCEEDED, Result
 from tests.conftest import require
-from tests.support.demo_lab import MODELS, seed
 from tests.support.farm import sqlite_engine, write_model
 from worker_agent.android.profile_output import op_profile_rows
 from worker_agent.discovery import discover_cpu, discover_opencl

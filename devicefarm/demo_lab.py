@@ -1,4 +1,4 @@
-"""A realistic demo lab for tests and benchmarks, made the way the farm makes its data.
+"""A realistic demo lab for tests, benchmarks and demos, made the way the farm makes its data.
 
 A lab of three hosts (desktop OpenCL GPUs, the CPU reference, Android phones), four models
 and a series of campaigns over the last weeks, with the situations the dashboard and the
@@ -28,6 +28,7 @@ from sqlalchemy import Engine, select, update
 
 from farm_core import jobs
 from farm_core.configs import DEFAULT_CONFIGS, KIND_CONFIGS
+from farm_core.dispatch import SendOrder
 from farm_core.schema import (
     FAILED,
     HEALTHY,
@@ -39,7 +40,6 @@ from farm_core.schema import (
     utcnow,
 )
 from orchestrator.submit import submit
-from tests.support.farm import RecordingDispatcher
 from worker_agent import health
 from worker_agent.agent import Agent
 from worker_agent.devices import DeviceInfo
@@ -598,7 +598,7 @@ def _campaign(
     device's worker with what the runner measured (executor.result_values writes it)."""
     sub = submit(
         engine,
-        RecordingDispatcher(),
+        _Broker(),
         [paths[m.name] for m in MODELS],
         _selector(fleet),
         list(DEFAULT_CONFIGS),
@@ -633,16 +633,21 @@ def _campaign(
     return sub.jobs, results
 
 
-class _PartlySent(RecordingDispatcher):
+class _Broker:
+    """A broker that takes every message (the demo's workers are played in-process)."""
+
+    def send(self, orders: Sequence[SendOrder]) -> tuple[list[SendOrder], str]:
+        return list(orders), ""
+
+
+class _PartlySent:
     """A broker that takes the messages of some devices, then goes away."""
 
     def __init__(self, keys: set[str]):
-        super().__init__()
         self.keys = keys
 
-    def send(self, orders):
+    def send(self, orders: Sequence[SendOrder]) -> tuple[list[SendOrder], str]:
         took = [o for o in orders if o.device_key in self.keys]
-        self.sent.extend(took)
         return took, "" if len(took) == len(orders) else "ConnectionError: demo broker went away"
 
 
