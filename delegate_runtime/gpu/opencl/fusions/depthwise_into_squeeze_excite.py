@@ -9,9 +9,9 @@ among TFLite's transformations.
 
 from __future__ import annotations
 
+from .. import squeeze_excite as kernel
 from ..chain import Chain
 from ..records.depthwise import fuses_into_reader
-from ..squeeze_excite import DW_MAX_CHANNELS
 from .scope import Scope
 
 NAME = "depthwise_into_squeeze_excite"
@@ -30,7 +30,7 @@ def fuse(scope: Scope, chains: dict[int, Chain], m: int) -> None:
     dw = sg.operators[d]
     if dw.op != "DEPTHWISE_CONV_2D" or not fuses_into_reader(dw, sg):
         return
-    if sg.tensors[x].shape[-1] > DW_MAX_CHANNELS:
+    if sg.tensors[x].shape[-1] > kernel.DW_MAX_CHANNELS:  # read here: ab_knobs sets it
         return
     if chain.then or chain.first or chain.input_scale or chain.input_affine:
         return

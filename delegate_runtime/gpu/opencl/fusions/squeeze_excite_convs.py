@@ -13,10 +13,10 @@ TFLite's transformations.
 
 from __future__ import annotations
 
+from .. import squeeze_excite as kernel
 from ..chain import Chain
 from ..records.conv import is_gemm
 from ..records.pool import averages_whole_map
-from ..squeeze_excite import MAX_CHANNELS, MAX_WEIGHTS
 from . import depthwise_into_squeeze_excite
 from .scope import Scope
 
@@ -28,12 +28,14 @@ def fuse(scope: Scope, chains: dict[int, Chain]) -> None:
     read only by a 1x1 convolution whose result only a second 1x1 convolution reads: the
     MEAN's kernel runs both (its `then`), where their weights are few enough."""
     sg = scope.sg
+    # the kernel's limits read from its module at each call (bench/ab_knobs.py sets them)
+    max_channels, max_weights = kernel.MAX_CHANNELS, kernel.MAX_WEIGHTS
     for m in list(chains):
         op = sg.operators[m]
         x = sg.tensors[op.inputs[0]].shape
         if op.op != "MEAN" and not averages_whole_map(op, sg):
             continue
-        if len(x) != 4 or x[0] != 1 or x[-1] > MAX_CHANNELS:
+        if len(x) != 4 or x[0] != 1 or x[-1] > max_channels:
             continue
         if sg.tensors[op.outputs[0]].size != x[-1]:
             continue  # not a mean over every pixel
@@ -45,7 +47,7 @@ def fuse(scope: Scope, chains: dict[int, Chain]) -> None:
             continue
         r = sg.tensors[chains[first].output].size
         n = sg.tensors[chains[second].output].size
-        if max(r, n) > MAX_CHANNELS or x[-1] * r + r * n > MAX_WEIGHTS:
+        if max(r, n) > max_channels or x[-1] * r + r * n > max_weights:
             continue  # too much for the one work group that runs both
         pair = [chains[first], chains[second]]
         if not scope.operands_ready(m, [*pair[0].steps, *pair[1].steps]):
