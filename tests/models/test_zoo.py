@@ -291,12 +291,25 @@ def test_mediapipe(name: str, backend: str, request: pytest.FixtureRequest) -> N
     check_gpu_against_litert(case, backend, request.getfixturevalue("opencl_device"), request)
 
 
+#: Keras files our runtime refuses though LiteRT runs them: strict xfails on every backend.
+REFUSED_KERAS = {
+    "SequenceLSTM__int8": (
+        "full-integer UNIDIRECTIONAL_SEQUENCE_LSTM (int8 weights and activations, int16 cell "
+        "state: TFLite's 8x8->16 integer LSTM kernel) is not implemented: the reference "
+        "interpreter refuses it ('only float LSTMs are supported'), and so does the GPU "
+        "session, which checks every node against it; LiteRT runs the file"
+    ),
+}
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
     "name,variant", zoo.KERAS_MODELS, ids=[f"{n}__{v}" for n, v in zoo.KERAS_MODELS]
 )
 def test_keras(name: str, variant: str, backend: str, request: pytest.FixtureRequest) -> None:
     case = keras_case(name, variant)
+    if case.label in REFUSED_KERAS:
+        request.applymarker(pytest.mark.xfail(reason=REFUSED_KERAS[case.label], strict=True))
     if backend == "cpu":
         check_cpu(case)
         return
