@@ -31,7 +31,8 @@ MAX_CHANNELS = 2048
 #: kernel took 11-13 us up to 4,800 weights, 16-18 us at 19,200, 20-27 us at 37,632 and
 #: 41,472, against about 30 us for the three launches it replaces (MEAN, two GEMMs), but
 #: 42-50 us at 110,592 (EfficientNetB0's last blocks) and 56-58 us at 165,888
-#: (MobileNetV3Small's).
+#: (MobileNetV3Small's) (docs/notebook/06-*.md, "Squeeze-excite").
+#: fusions/squeeze_excite_convs.py reads it and MAX_CHANNELS at each call.
 MAX_WEIGHTS = 50_000
 
 
@@ -40,13 +41,15 @@ MAX_WEIGHTS = 50_000
 #: (slices x channels, over its items) stays within DW_TAIL_LOADS loads per item. On an
 #: H200 (EfficientNetB0's blocks, profiled) 4 and 64 ran its first six blocks in 136 us
 #: against 141 for the two launches each replaces; 2 and 16 left the depthwise work too few
-#: groups (its 112x112x32 block 28 us against 20).
+#: groups (its 112x112x32 block 28 us against 20) (docs/notebook/09-*.md, "A squeeze-excite
+#: that computes its depthwise input").
 DW_GROUPS_PER_CU = 4
 DW_TAIL_LOADS = 64
 #: The most channels of a depthwise convolution the kernel computes. Past them the slices
 #: its depthwise work needs make the last group's reading dear: on the H200 EfficientNetB0's
 #: 14x14x672 blocks took 39 us against 31-35 for the two launches, its 480-channel ones
-#: 28-31 against 28-32.
+#: 28-31 against 28-32 (docs/notebook/09-*.md, as above). Read by
+#: fusions/depthwise_into_squeeze_excite.py.
 DW_MAX_CHANNELS = 512
 
 

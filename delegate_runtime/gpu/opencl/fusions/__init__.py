@@ -1,5 +1,6 @@
 """Which nodes each OpenCL kernel runs besides its own: the fusion pass (plan.py) and one
-module per fusion, each with its rule, its conditions and its tuning constants, and a
+module per fusion, each with its rule, its conditions and its tuning constants (the
+squeeze-excite kernel's limits stay with its lowering, opencl/squeeze_excite.py), and a
 test of its own (tests/ops/fusions/).
 
 A plan is a `Chain` per kernel (opencl/chain.py); lowering.py and the records' lowerings
