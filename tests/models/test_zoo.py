@@ -1,6 +1,8 @@
 """Production models no one here wrote, each on the CPU reference and the GPU delegate:
 MediaPipe's vision models, openWakeWord's audio models (a mel front end resized to a real
-length, a speech embedding CNN, wake-word classifiers, one of them under an IF), Keras's.
+length, a speech embedding CNN, wake-word classifiers, one of them under an IF), Keras's
+(keras.applications architectures; small non-vision models: a GRU text classifier with an
+ARG_MAX, a TOPK_V2 head, a fused-LSTM sequence model, a log-mel STFT front end).
 
 Every zoo model (tests/models/zoo.py) x {CPU reference, GPU fp32, GPU fp16} is its own
 case, on seeded uniform inputs over the model's input range. Goldens come from LiteRT at
@@ -24,9 +26,11 @@ shared conformance checker allows:
   Where one input decides by chance (a softmax's few top logits turn equal rounding noise
   into its largest error), both are compared on the median over FP16_MEDIAN_INPUTS input
   sets instead (LITERT_GPU_FP16_MEDIAN).
+- Integer outputs (a class, top-k indices) on every backend: equal to the golden.
 Where ours is worse than LiteRT's GPU accelerator: a strict xfail naming both figures
 (WORSE_THAN_LITERT). The GPU delegate must take every node that TFLite's delegate takes:
-all of them, except hey_jarvis's IF (ZooCase.cpu_ops), which runs on LiteRT's CPU runtime.
+all of them, except hey_jarvis's IF and the non-vision Keras models' ops TFLite's delegate
+does not take (ZooCase.cpu_ops, conftest.KERAS_CPU_OPS), which run on LiteRT's CPU runtime.
 """
 
 from __future__ import annotations
@@ -70,13 +74,16 @@ def cpu_outputs(case: ZooCase) -> list[np.ndarray]:
 def assert_close(
     got: list[np.ndarray], want: list[np.ndarray], fractions: list[float], noise: list[float]
 ) -> None:
-    """Per output: max |got - want| <= fraction * output_scale(want) + 2 * noise."""
+    """Per output: max |got - want| <= fraction * output_scale(want) + 2 * noise; integer
+    outputs (a class, top-k indices: no value is nearer than another) equal the golden."""
     report, ok = [], True
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert g.shape == w.shape, f"output {i}: shape {g.shape} != golden {w.shape}"
+        assert g.dtype == w.dtype, f"output {i}: dtype {g.dtype} != golden {w.dtype}"
         scale = output_scale(w)
         error = float(np.abs(g.astype(np.float64) - w.astype(np.float64)).max())
-        limit = fractions[i] * scale + 2 * noise[i]
+        exact = np.issubdtype(w.dtype, np.integer)
+        limit = 0.0 if exact else fractions[i] * scale + 2 * noise[i]
         ok &= error <= limit
         report.append(f"output {i}: {error / scale:.2e} of range (allowed {limit / scale:.2e})")
     assert ok, "; ".join(report)
