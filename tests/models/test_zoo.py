@@ -304,7 +304,8 @@ REFUSED_KERAS = {
         "full-integer UNIDIRECTIONAL_SEQUENCE_LSTM (int8 weights and activations, int16 cell "
         "state: TFLite's 8x8->16 integer LSTM kernel) is not implemented: the reference "
         "interpreter refuses it ('only float LSTMs are supported'), and so does the GPU "
-        "session, which checks every node against it; LiteRT runs the file"
+        "session: the delegate leaves the LSTMs to the CPU, and a CPU run goes to LiteRT only "
+        "once the reference has run it on zeros (gpu/cpu_runs.py); LiteRT runs the file"
     ),
 }
 
