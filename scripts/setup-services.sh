@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install (when missing) and start the services the test tiers use: redis-server,
 # PostgreSQL, Debian's adb, headless Chromium, clang (a compile check of the
-# half-arithmetic kernels) and Debian's PoCL. Prints what it does; safe to re-run.
+# half-arithmetic kernels) and Debian's PoCL; and install PgBouncer, which the tests start
+# themselves (tests/integration/test_pgbouncer.py). Prints what it does; safe to re-run.
 set -euo pipefail
 
 SUDO=""
@@ -10,6 +11,7 @@ SUDO=""
 missing=()
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v pg_ctlcluster >/dev/null || missing+=(postgresql)
+command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
 command -v adb >/dev/null || missing+=(adb)
 command -v chromium >/dev/null || missing+=(chromium chromium-driver)
 compgen -c clang | grep -qE '^clang(-[0-9]+)?$' || missing+=(clang)

@@ -34,6 +34,8 @@ POOL = 5
 DEVICES = 8
 #: Debian's package runs it as this user; PgBouncer refuses to run as root.
 RUN_AS = "postgres"
+#: Where Debian installs it (outside a user's PATH).
+BINARY = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin:/usr/local/sbin")
 
 
 class PgBouncer:
@@ -75,7 +77,7 @@ logfile = {self.folder / "pgbouncer.log"}
 pidfile = {self.folder / "pgbouncer.pid"}
 """
         )
-        cmd = [shutil.which("pgbouncer") or "pgbouncer"]
+        cmd = [BINARY or "pgbouncer"]
         if os.geteuid() == 0:
             shutil.chown(self.folder, RUN_AS)
             cmd += ["-u", RUN_AS]
@@ -122,7 +124,7 @@ pidfile = {self.folder / "pgbouncer.pid"}
 
 @pytest.fixture
 def bouncer() -> Iterator[PgBouncer]:
-    require(shutil.which("pgbouncer") is not None, "pgbouncer (Debian package pgbouncer)")
+    require(BINARY is not None, "pgbouncer (Debian package pgbouncer)")
     # a folder of its own under /tmp: pytest's are closed to the user it may run as
     folder = Path(tempfile.mkdtemp(prefix="devicefarm-pgbouncer-"))
     server = PgBouncer(folder, free_port())
