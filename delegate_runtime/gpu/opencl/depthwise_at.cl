@@ -6,7 +6,7 @@
 // result passes the depthwise node's fused activation `act`, then one operand-free step
 // (`k`, `s`: its quantize-and-dequantize in a quantized model), rounded as storing it would.
 // Each input value is clamped to `iclamp` as it is loaded: a RELU before the depthwise
-// convolution, elided (fusion.py's `_input_clamps`); (-inf, inf) for none.
+// convolution, elided (fusions/relu_into_readers.py); (-inf, inf) for none.
 
 #define NO_CLAMP ((float2)(-INFINITY, INFINITY))
 
