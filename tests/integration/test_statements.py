@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import ProgrammingError
 
-from farm_core.database import Statements, make_engine
+from farm_core.database import Statements, make_engine, transaction_block
 
 PID = text("SELECT pg_backend_pid()")
 
@@ -53,6 +53,33 @@ def test_a_failed_statement_leaves_the_next_use_a_working_connection(pg_session_
         with pytest.raises(ProgrammingError):
             statements.run(lambda c: c.execute(text("SELECT * FROM no_such_table")))
         assert statements.run(lambda c: c.execute(text("SELECT 1")).scalar()) == 1
+    finally:
+        statements.close()
+        engine.dispose()
+
+
+def test_a_transaction_block_holds_its_lock_across_autocommit_statements(
+    pg_session_url,
+) -> None:
+    engine = make_engine(pg_session_url)
+    statements = Statements(engine)
+    locks = text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242")
+
+    def locked_twice(conn) -> list[int]:
+        seen = []
+        with transaction_block(conn):
+            conn.execute(text("SELECT pg_advisory_xact_lock(4242)"))
+            with engine.connect() as other:
+                seen.append(other.execute(locks).scalar())
+            conn.execute(text("SELECT 1"))  # a second statement: still in the block
+            with engine.connect() as other:
+                seen.append(other.execute(locks).scalar())
+        return seen
+
+    try:
+        assert statements.run(locked_twice) == [1, 1]
+        with engine.connect() as other:
+            assert other.execute(locks).scalar() == 0  # released at the block's end
     finally:
         statements.close()
         engine.dispose()
