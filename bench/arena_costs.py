@@ -1,25 +1,22 @@
-"""What a launch's arguments cost the host, and a model's launches with and without the
-arena (delegate_runtime/gpu/opencl/arena.py): docs/notebook/15-2026-11-28-one-allocation-per-partition-every-launch-a-copy.md, "One allocation per
-partition".
+"""What a launch's arguments cost the host (why copies take the arena,
+delegate_runtime/gpu/opencl/arena.py): docs/notebook/15-2026-11-28-one-allocation-per-partition-every-launch-a-copy.md, "One allocation per
+partition". The model sessions without the arena it also timed were deleted with that
+variant (docs/notebook/29-2026-12-03-deleted-variants.md).
 
-python bench/arena_costs.py [--model MODEL ...] [--device SPEC] [--rounds 2]
+python bench/arena_costs.py [--device SPEC] [--rounds 2]
 
 `arguments`: one do-nothing kernel with a GEMM's arguments (11 buffers, 14 int, 6 float4),
 the same buffers as sub-buffers of one allocation, the buffers alone, one buffer, one
 buffer and local memory: 24 launches back to back through the hot path's loop, host us
-per launch and with the finish. Each MODEL: its session with the arena's copies and
-without (`specialize.ARENA`), host us per launch enqueued, invoke ms, the arena's
-sub-buffers and the profiled kernel sum by kernel.
+per launch and with the finish.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import statistics
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -94,69 +91,12 @@ def timed_enqueues(hot, runs: int) -> tuple[float, float]:
     return statistics.median(enq), statistics.median(tot)
 
 
-def arena_on_off(model: str, device: str | None, rounds: int) -> None:
-    from delegate_runtime import load_model
-    from delegate_runtime.gpu.delegate import GpuSession
-    from delegate_runtime.gpu.opencl import specialize
-
-    m = load_model(model)
-    t = m.main.tensors[m.main.inputs[0]]
-    x = np.random.default_rng(0).uniform(-1, 1, t.shape).astype(np.float32)
-    sessions = {}
-    for arena in (True, False):
-        specialize.ARENA = arena
-        sessions[arena] = [
-            GpuSession(
-                m, precision="fp32", device=device, log=io.StringIO(), profiling=p, specialize=True
-            )
-            for p in (False, True)
-        ]
-    specialize.ARENA = True
-    print(f"\n{Path(model).stem} (fp32)")
-    for r in range(rounds):
-        for arena, (session, profiled) in sessions.items():
-            ex = session.executors[0]
-            for _ in range(20):
-                session.invoke([x])
-            enq, _ = timed_enqueues(ex.hot, 100)
-            invokes = []
-            for _ in range(100):
-                t0 = time.perf_counter_ns()
-                session.invoke([x])
-                invokes.append((time.perf_counter_ns() - t0) / 1e3)
-            n = len(ex.kernels)
-            print(
-                f"round {r + 1}, arena {'on' if arena else 'off'}: {n} launches, "
-                f"{ex.arena.sub_buffers} sub-buffers, enqueue {enq / n:.2f} us per launch, "
-                f"invoke {statistics.median(invokes) / 1e3:.3f} ms"
-            )
-            print("   profiled kernels: " + kernel_sums(profiled, x))
-
-
-def kernel_sums(session, x: np.ndarray) -> str:
-    """The profiled kernel times of one invoke: the sum, then the largest by kernel."""
-    from delegate_runtime.gpu.opencl.specialize import generic_name
-
-    ex = session.executors[0]
-    for _ in range(5):
-        session.invoke([x])
-    per = defaultdict(list)
-    for (k, _, _), e in zip(ex.kernels, ex.last_events, strict=True):
-        per[generic_name(k.function_name)].append((e.profile.end - e.profile.start) / 1e3)
-    total = sum(sum(v) for v in per.values())
-    top = sorted(per.items(), key=lambda kv: -sum(kv[1]))[:6]
-    return f"sum {total:.0f} us; " + ", ".join(f"{k} {len(v)}x {sum(v):.0f}" for k, v in top)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", action="append", default=[])
     ap.add_argument("--device", default=None)
     ap.add_argument("--rounds", type=int, default=2)
     a = ap.parse_args()
     argument_costs(a.device, a.rounds)
-    for model in a.model:
-        arena_on_off(model, a.device, a.rounds)
     return 0
 
 

@@ -60,11 +60,9 @@ GPU_CONSTANTS: dict[str, tuple[str, ...]] = {
         "MAX_RUN_BYTES",
         "CHECK_SPINS",
         "RUN_SPINS",
-        "LAYER_STAMPS",
-        "BARRIER_RELEASE_ACQUIRE",
     ),
-    f"{_CL}.specialize": ("ARENA", "OFFSETS_PER_PARAM"),
-    f"{_CL}.host_copy": ("MIN_BYTES", "CHUNK_BYTES", "STREAMING", "SPIN_US"),
+    f"{_CL}.specialize": ("OFFSETS_PER_PARAM",),
+    f"{_CL}.host_copy": ("MIN_BYTES", "CHUNK_BYTES", "SPIN_US"),
     f"{_CL}.lowering": (
         "MIN_SPLIT_STEPS",
         "MIN_STEPS_PER_SPLIT",
@@ -125,6 +123,16 @@ FINGERPRINTED_AS_PRESENCE = frozenset(
 #: Constants added after results were stored: fingerprinted only when not None, so that a
 #: result of a session with one off is comparable with those from before it existed.
 FINGERPRINTED_WHEN_SET = frozenset({"gpu.persistent.MAX_RUN_BYTES"})
+
+#: Switches deleted with the variants they chose (docs/notebook/29-2026-12-03-deleted-variants.md):
+#: no longer recorded, but a GPU record's fingerprint still hashes each as the value the
+#: code now always has, so that results from before the deletion stay comparable.
+RETIRED = {
+    "gpu.persistent.LAYER_STAMPS": False,
+    "gpu.persistent.BARRIER_RELEASE_ACQUIRE": True,
+    "gpu.specialize.ARENA": True,
+    "gpu.host_copy.STREAMING": False,
+}
 
 #: Each constant's value when this module first read it: later differences are overrides.
 _SHIPPED: dict[tuple[str, str], Any] = {}
@@ -241,12 +249,16 @@ def configuration(options: Mapping[str, Any], session: Any = None) -> dict[str, 
 
 def fingerprint(record: Mapping[str, Mapping[str, Any]]) -> str:
     """16 hex digits of the record's values (sources, init-only entries and later
-    constants still off left out, the model's kernel counts as whether there were any)."""
+    constants still off left out, the model's kernel counts as whether there were any,
+    retired switches as their one value where their module's constants are recorded)."""
     values = {
         k: bool(v.get("value")) if k in FINGERPRINTED_AS_PRESENCE else v.get("value")
         for k, v in record.items()
         if k not in NOT_FINGERPRINTED
         and not (k in FINGERPRINTED_WHEN_SET and v.get("value") is None)
     }
+    modules = {k.rsplit(".", 1)[0] for k in record}
+    retired = {k: v for k, v in RETIRED.items() if k.rsplit(".", 1)[0] in modules}
+    values = retired | values  # a stored record's own value of one wins
     text = json.dumps(values, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -58,13 +58,14 @@ def test_biases_and_weights_are_float32_operands_storage() -> None:
     assert float32_consts(program_source(), lowered) == {"b", "w"}
 
 
-def test_half_weights_keep_the_storage_type(monkeypatch) -> None:
+def test_half_weights_keep_the_storage_type() -> None:
     """Weights read in half (a session's `half_weights`) keep the storage type, the bias
-    stays float32; with FLOAT32_WEIGHTS off every session reads them in half."""
+    stays float32; weights that are half values are read in half, others not."""
     lowered = _lowered(_depthwise_launch("b", "k"))
     assert float32_consts(program_source(), lowered, half_weights=True) == {"b"}
-    monkeypatch.setattr(const_types, "FLOAT32_WEIGHTS", False)
-    assert const_types.weights_in_half(program_source(), [lowered])
+    assert const_types.weights_in_half(program_source(), [lowered])  # ones: half values
+    lowered.consts["w"] = np.full(4, 0.1, F)
+    assert not const_types.weights_in_half(program_source(), [lowered])
 
 
 def test_a_constant_read_both_ways_gets_a_float32_twin() -> None:
@@ -172,10 +173,11 @@ def test_weights_that_are_half_values_are_read_in_half(opencl_device, monkeypatc
     model, inputs = half_valued_weights()
     half = GpuSession(read_model(model), precision="fp16", log=io.StringIO())
     assert half.half_weights
-    monkeypatch.setattr(const_types, "HALF_WHEN_EXACT", False)
+    # the plain path: the same weights read in float32 (weights_in_half refusing them)
+    monkeypatch.setattr(const_types, "weights_in_half", lambda source, parts: False)
     wide = GpuSession(read_model(model), precision="fp16", log=io.StringIO())
     assert not wide.half_weights
     np.testing.assert_array_equal(half.invoke(inputs)[0], wide.invoke(inputs)[0])
-    monkeypatch.setattr(const_types, "HALF_WHEN_EXACT", True)
+    monkeypatch.undo()
     tiny, _ = tiny_weights_then_scale("conv")
     assert not GpuSession(read_model(tiny), precision="fp16", log=io.StringIO()).half_weights

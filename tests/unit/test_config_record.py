@@ -115,3 +115,19 @@ def test_a_constant_added_later_joins_the_fingerprint_only_when_set(monkeypatch)
     before = {k: v for k, v in off.items() if k != "gpu.persistent.MAX_RUN_BYTES"}
     assert cr.fingerprint(off) == cr.fingerprint(before)
     assert cr.fingerprint(record) != cr.fingerprint(off)
+
+
+def test_a_retired_switch_is_not_recorded_and_keeps_the_fingerprint():
+    """Switches deleted with their variants are no longer listed; the fingerprint hashes
+    each as its one value, so records stored before the deletion, which listed it at that
+    value, keep theirs, and those that listed another value differ."""
+    record = cr.configuration({}, FakeGpuSession())
+    assert not set(cr.RETIRED) & set(record)
+    stored = record | {k: {"value": v, "source": "default"} for k, v in cr.RETIRED.items()}
+    assert cr.fingerprint(stored) == cr.fingerprint(record)
+    flipped = stored | {"gpu.host_copy.STREAMING": {"value": True, "source": "override"}}
+    assert cr.fingerprint(flipped) != cr.fingerprint(record)
+    cpu = cr.configuration({"use_gpu": False}, object())
+    assert cr.fingerprint(cpu) == cr.fingerprint(
+        {k: v for k, v in cpu.items() if k not in cr.RETIRED}
+    )

@@ -90,29 +90,13 @@ def test_layers_meet_at_a_barrier_between_them_and_stamps_come_off_by_default():
     assert "PK_STAMP" not in text and "stamps_" not in text
 
 
-def test_layer_stamps_open_the_kernel_and_follow_every_barrier(monkeypatch):
-    """With LAYER_STAMPS a barrier follows the last layer too, so each stamp marks when
-    every group was done with its layer; the stamps lie past the layers' offset vectors."""
-    monkeypatch.setattr(persistent, "LAYER_STAMPS", True)
-    text = persistent._kernel("persistent0_x", _calls(), ())
-    at, words = persistent.stamp_words(2, 3)
-    assert (at, words) == (persistent.HEADER + 3 * 16, 3 * persistent.STAMP_WORDS)
-    assert at % 2 == 0  # 64-bit words
-    assert f"(__global ulong*)(state + {at})" in text
-    order = ["PK_STAMP(0)", "pk_0_x(", "pk_grid_sync(state, 1)", "PK_STAMP(1)", "pk_1_x("]
-    order += ["pk_grid_sync(state, 2)", "PK_STAMP(2)", "pk_leave(state)"]
-    at_text = [text.index(piece) for piece in order]
-    assert at_text == sorted(at_text)
-
-
-@pytest.mark.parametrize("release_acquire", [True, False])
-def test_the_barrier_arrival_is_chosen_in_the_prelude(monkeypatch, release_acquire):
-    """NVIDIA's programs say which arrival their barriers use; a CPU device's program has
-    no PTX at all, whatever the setting."""
-    monkeypatch.setattr(persistent, "BARRIER_RELEASE_ACQUIRE", release_acquire)
+def test_the_barrier_arrival_is_ptx_on_nvidia_only():
+    """NVIDIA's programs arrive at their barriers with a release reduction and poll with
+    acquire loads (inline PTX, chosen by PK_PTX_FENCE); a CPU device's program has no PTX
+    at all."""
     nvidia = persistent.prelude(ptx_fence=True)
-    assert f"#define PK_RELACQ {int(release_acquire)}\n" in nvidia
     assert "#define PK_PTX_FENCE 1" in nvidia
+    assert "red.release.gpu.global.add.s32" in nvidia and "ld.acquire.gpu" in nvidia
     assert "#define PK_PTX_FENCE" not in persistent.prelude(ptx_fence=False)
 
 

@@ -1,5 +1,5 @@
 """host_copy.c: an input's copy shared with helper threads, against numpy's copy, byte for
-byte: sizes around its chunks, unaligned ends, streaming stores, callers in several threads
+byte: sizes around its chunks, unaligned ends, callers in several threads
 at once, and a forked child that inherits no helper threads. host_copy.py: the helpers
 sized from the usable CPUs, the agent's budget and the user's override, and their spin
 after a copy only in a back-to-back stream."""
@@ -51,12 +51,12 @@ def source(size: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8)
 
 
-def copied(lib, src: np.ndarray, helpers: int, streaming: bool, dst_offset: int = 0) -> np.ndarray:
+def copied(lib, src: np.ndarray, helpers: int, dst_offset: int = 0) -> np.ndarray:
     """src through host_copy into a zeroed buffer at `dst_offset` bytes (unaligned ends),
     with a guard byte either side that must stay zero."""
     room = np.zeros(src.size + dst_offset + 2, np.uint8)
     dst = room[1 + dst_offset : 1 + dst_offset + src.size]
-    lib.host_copy(dst.ctypes.data, src.ctypes.data, src.size, CHUNK, helpers, streaming, SPIN_US)
+    lib.host_copy(dst.ctypes.data, src.ctypes.data, src.size, CHUNK, helpers, SPIN_US)
     assert room[0] == 0 and room[-1] == 0, "wrote outside the destination"
     return dst
 
@@ -67,14 +67,14 @@ def copied(lib, src: np.ndarray, helpers: int, streaming: bool, dst_offset: int 
 @pytest.mark.parametrize("helpers", [0, 1, 3])
 def test_copy_equals_the_source(lib, size, helpers):
     src = source(size)
-    np.testing.assert_array_equal(copied(lib, src, helpers, streaming=False), src)
+    np.testing.assert_array_equal(copied(lib, src, helpers), src)
 
 
 @pytest.mark.parametrize("size", [15, 64, 602_112, 5 * CHUNK + 17])
 @pytest.mark.parametrize("dst_offset", [0, 1, 8, 15])
-def test_streaming_copy_equals_the_source_at_any_alignment(lib, size, dst_offset):
+def test_copy_equals_the_source_at_any_alignment(lib, size, dst_offset):
     src = source(size, seed=dst_offset)
-    np.testing.assert_array_equal(copied(lib, src, 3, True, dst_offset), src)
+    np.testing.assert_array_equal(copied(lib, src, 3, dst_offset), src)
 
 
 def test_copies_in_a_row_each_see_their_own_source(lib):
@@ -82,7 +82,7 @@ def test_copies_in_a_row_each_see_their_own_source(lib):
     dst = np.zeros(602_112, np.uint8)
     for seed in range(50):
         src = source(dst.size, seed)
-        lib.host_copy(dst.ctypes.data, src.ctypes.data, src.size, CHUNK, 3, 0, SPIN_US)
+        lib.host_copy(dst.ctypes.data, src.ctypes.data, src.size, CHUNK, 3, SPIN_US)
         assert np.array_equal(dst, src), f"copy {seed} differs"
 
 
@@ -95,7 +95,7 @@ def test_callers_in_several_threads_at_once(lib):
         src, dst = source(700_000, seed=100 + k), np.zeros(700_000, np.uint8)
         for i in range(40):
             dst[:] = 0
-            lib.host_copy(dst.ctypes.data, src.ctypes.data, src.size, CHUNK, 2, i % 2, SPIN_US)
+            lib.host_copy(dst.ctypes.data, src.ctypes.data, src.size, CHUNK, 2 + i % 2, SPIN_US)
             if not np.array_equal(dst, src):
                 failures.append(f"thread {k} copy {i}")
 
@@ -121,7 +121,6 @@ def _copy_in_child(path: str, queue) -> None:
         ctypes.c_size_t(src.size),
         ctypes.c_size_t(CHUNK),
         ctypes.c_int32(3),
-        ctypes.c_int32(0),
         ctypes.c_uint32(SPIN_US),
     )
     queue.put(bool(np.array_equal(dst, src)))
@@ -130,7 +129,7 @@ def _copy_in_child(path: str, queue) -> None:
 def test_a_forked_child_copies_without_the_parents_helpers(lib):
     """fork copies the state that says helpers run, not the threads: the child's caller
     copies every chunk itself instead of waiting for helpers that do not exist."""
-    copied(lib, source(602_112), helpers=3, streaming=False)  # the parent's helpers started
+    copied(lib, source(602_112), helpers=3)  # the parent's helpers started
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
     child = ctx.Process(target=_copy_in_child, args=(lib._name, queue))
@@ -293,21 +292,21 @@ def test_helpers_spin_only_after_a_copy_in_a_back_to_back_stream():
     """The spin passed to host_copy.c: SPIN after a copy that came within the spin of the
     one before, none after a longer gap; the helpers take part in every copy."""
     spin_us = 100_000  # long, so that this machine's load never makes quick copies slow
-    how = host_copy.Settings(3, host_copy.MIN_BYTES, CHUNK, False, spin_us)
+    how = host_copy.Settings(3, host_copy.MIN_BYTES, CHUNK, spin_us)
     src = np.zeros(host_copy.MIN_BYTES, np.uint8)
     dst = np.zeros_like(src)
     native = Recording()
     for gap_s in (0.3, 0, 0, 0.3, 0):
         time.sleep(gap_s)
         host_copy.copy(native, dst, src, how)
-    assert [call[6] for call in native.calls] == [0, spin_us, spin_us, 0, spin_us]
+    assert [call[5] for call in native.calls] == [0, spin_us, spin_us, 0, spin_us]
     assert {call[4] for call in native.calls} == {3}
 
 
 def test_copies_far_apart_leave_the_helpers_asleep(lib):
     """CPU time of copies 30 ms apart with a 20 ms spin: the helper sleeps again after
     each instead of spinning 20 ms (10 copies: 200 ms of CPU before, 2 ms now)."""
-    how = host_copy.Settings(1, host_copy.MIN_BYTES, CHUNK, False, 20_000)
+    how = host_copy.Settings(1, host_copy.MIN_BYTES, CHUNK, 20_000)
     src = source(602_112, seed=5)
     dst = np.zeros_like(src)
     time.sleep(0.05)  # the spins of copies before this test are over

@@ -2,7 +2,7 @@
 read through a `float*` parameter, the biases (every kernel's `bias`, the depthwise
 biases `DB`/`db`, squeeze-excite's `b1`/`b2`), and the weights its kernels read through
 `weight_t*` (the filters: GEMM's `B`, the depthwise `w`/`DW`/`dw`, squeeze-excite's
-`w1`/`w2`) unless FLOAT32_WEIGHTS is off.
+`w1`/`w2`).
 
 With half storage every other constant (an elementwise operand) is rounded to half like
 the activations. Biases and weights are not: rounded to half, each carries up to 2^-11 of
@@ -23,11 +23,6 @@ from .cl_source import kernel_params
 from .launch import Const, Lowered
 from .specialize import generic_name
 
-#: Weights stay float32 with half storage (off: in the storage type, as TFLite's GPU
-#: delegate keeps them; the program is then built with HALF_WEIGHTS, see build_options).
-FLOAT32_WEIGHTS = True
-#: ... unless every weight of the model is a half value (ab_knobs can turn this off).
-HALF_WHEN_EXACT = True
 #: The suffix of a float32 twin of a constant that some kernel reads in the storage type.
 FLOAT32_TWIN = ":f32"
 
@@ -44,12 +39,9 @@ def _const_reads(source: str, lowered: Lowered) -> Iterator[tuple[int, int, str,
 
 def weights_in_half(source: str, lowered: list[Lowered]) -> bool:
     """Whether a half-storage session reads its weights (the constants its kernels read
-    through `weight_t*`) in half: FLOAT32_WEIGHTS off, or HALF_WHEN_EXACT and every
-    weight a half value already, so half loses nothing."""
-    if not FLOAT32_WEIGHTS:
-        return True
-    if not HALF_WHEN_EXACT:
-        return False
+    through `weight_t*`) in half (the program then built with HALF_WEIGHTS, see
+    build_options): only where every weight is a half value already, so half loses
+    nothing."""
     for part in lowered:
         weights = {
             key for _, _, pointee, key in _const_reads(source, part) if pointee == "weight_t"

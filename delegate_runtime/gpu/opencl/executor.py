@@ -165,8 +165,6 @@ class PartitionExecutor:
             self.enqueued = list(self.kernels)
             #: the runs that became persistent kernels, each with its state buffer
             self.persistent: list[tuple[Run, Any]] = []
-            #: with persistent.LAYER_STAMPS, where each run's stamps lie in its state (ints)
-            self.stamps: dict[str, slice] = {}
             if lowered.runs and not profiling:
                 self._persist(ctx, programs, lowered.runs)
         except cl.Error as exc:
@@ -199,12 +197,6 @@ class PartitionExecutor:
             header = np.zeros(persistent.HEADER, np.int32)
             header[persistent.LIMIT] = persistent.CHECK_SPINS
             words = np.concatenate([header, *vectors])
-            if persistent.LAYER_STAMPS:
-                at, n = persistent.stamp_words(
-                    len(vectors), (len(words) - len(header)) // OFFSETS_PER_PARAM
-                )
-                words = np.concatenate([words, np.zeros(at + n - len(words), np.int32)])
-                self.stamps[run.kernel] = slice(at, at + n)
             flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
             state = cl.Buffer(ctx, flags, hostbuf=words)
             kernel = programs.kernel(run.kernel)

@@ -7,8 +7,7 @@
  * helper has claimed, so a helper that sleeps, or a forked child without helpers, leaves
  * the copy to the caller alone. A helper spins for `spin_us` after each copy (a stream of
  * invokes keeps it awake, as OpenMP's runtimes keep theirs), then sleeps on a futex.
- * With `streaming`, chunks are written with non-temporal stores, so the GPU's reads do not
- * find the lines dirty in a core's cache. */
+ */
 #include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,7 +19,7 @@
 #include <unistd.h>
 
 #if defined(__SSE2__)
-#include <emmintrin.h>
+#include <emmintrin.h>  // _mm_pause
 #define CPU_RELAX() _mm_pause()
 #else
 #define CPU_RELAX() ((void)0)
@@ -37,7 +36,7 @@ typedef struct {
   _Atomic(char *) dst;
   _Atomic(const char *) src;
   _Atomic size_t size, chunk;
-  _Atomic uint32_t chunks, streaming, spin_us;
+  _Atomic uint32_t chunks, spin_us;
   _Atomic int32_t helpers; /* started */
   _Atomic int32_t taking;  /* helpers 0..taking-1 take part in the current copy */
 } copy_state;
@@ -50,37 +49,6 @@ static uint64_t now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static void copy_streaming(char *dst, const char *src, size_t n) {
-#if !defined(__SSE2__)
-  memcpy(dst, src, n); /* no non-temporal stores here: a plain copy */
-  atomic_thread_fence(memory_order_release);
-#else
-  size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
-  if (head > n) head = n;
-  memcpy(dst, src, head);
-  size_t i = head;
-  for (; i + 64 <= n; i += 64) {
-    __m128i a = _mm_loadu_si128((const __m128i *)(src + i));
-    __m128i b = _mm_loadu_si128((const __m128i *)(src + i + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(src + i + 32));
-    __m128i d = _mm_loadu_si128((const __m128i *)(src + i + 48));
-    _mm_stream_si128((__m128i *)(dst + i), a);
-    _mm_stream_si128((__m128i *)(dst + i + 16), b);
-    _mm_stream_si128((__m128i *)(dst + i + 32), c);
-    _mm_stream_si128((__m128i *)(dst + i + 48), d);
-  }
-  memcpy(dst + i, src + i, n - i);
-  _mm_sfence(); /* the streamed lines are out before the chunk counts as finished */
-#endif
-}
-
-static void copy_span(char *dst, const char *src, size_t n, int streaming) {
-  if (streaming)
-    copy_streaming(dst, src, n);
-  else
-    memcpy(dst, src, n);
 }
 
 /* Claim and copy chunks of job `job` until none is left; returns the chunks copied. */
@@ -101,7 +69,7 @@ static uint32_t copy_chunks(uint32_t job) {
     size_t n = at + chunk > size ? size - at : chunk;
     char *dst = atomic_load_explicit(&state.dst, memory_order_relaxed) + at;
     const char *src = atomic_load_explicit(&state.src, memory_order_relaxed) + at;
-    copy_span(dst, src, n, (int)atomic_load_explicit(&state.streaming, memory_order_relaxed));
+    memcpy(dst, src, n);
     atomic_fetch_add_explicit(&state.finished, 1, memory_order_release);
     ++copied;
   }
@@ -151,7 +119,7 @@ static void start_helpers(int32_t want) {
 
 /* host_copy's copy with the helpers, the caller holding caller_lock. */
 static uint32_t shared_copy(char *dst, const char *src, size_t size, size_t chunk,
-                            int32_t helpers, int32_t streaming, uint32_t spin_us) {
+                            int32_t helpers, uint32_t spin_us) {
   if (helpers > MAX_HELPERS) helpers = MAX_HELPERS;
   if (helpers < 0) helpers = 0;
   if (helpers > 0 && atomic_load_explicit(&state.helpers, memory_order_relaxed) < helpers)
@@ -164,7 +132,6 @@ static uint32_t shared_copy(char *dst, const char *src, size_t size, size_t chun
   atomic_store_explicit(&state.size, size, memory_order_relaxed);
   atomic_store_explicit(&state.chunk, chunk, memory_order_relaxed);
   atomic_store_explicit(&state.chunks, chunks, memory_order_relaxed);
-  atomic_store_explicit(&state.streaming, (uint32_t)(streaming != 0), memory_order_relaxed);
   atomic_store_explicit(&state.spin_us, spin_us, memory_order_relaxed);
   atomic_store_explicit(&state.finished, 0, memory_order_relaxed);
   atomic_store_explicit(&state.taking, helpers, memory_order_relaxed);
@@ -180,16 +147,16 @@ static uint32_t shared_copy(char *dst, const char *src, size_t size, size_t chun
 }
 
 /* Copy `size` bytes from `src` to `dst` with up to `helpers` helper threads, in chunks of
- * `chunk` bytes, non-temporal stores when `streaming`; helpers spin `spin_us` after it.
+ * `chunk` bytes; helpers spin `spin_us` after it.
  * Returns the chunks the caller copied itself; a caller that finds another's copy in
  * flight (sessions invoked from several threads) copies alone. */
 uint32_t host_copy(char *dst, const char *src, size_t size, size_t chunk, int32_t helpers,
-                   int32_t streaming, uint32_t spin_us) {
+                   uint32_t spin_us) {
   if (pthread_mutex_trylock(&caller_lock) != 0) {
-    copy_span(dst, src, size, streaming);
+    memcpy(dst, src, size);
     return 1;
   }
-  uint32_t mine = shared_copy(dst, src, size, chunk, helpers, streaming, spin_us);
+  uint32_t mine = shared_copy(dst, src, size, chunk, helpers, spin_us);
   pthread_mutex_unlock(&caller_lock);
   return mine;
 }

@@ -2,9 +2,8 @@
 
 With host edges the invoke copies each input into its mapping before the launch, and the
 GPU then reads it across the bus. `host_copy.c` (built with the launch loop,
-native_loop.py) shares a large copy with helper threads, and may write it with
-non-temporal stores, which the GPU reads without snooping a core's cache. Smaller copies,
-and processes without the C helpers, copy with numpy.
+native_loop.py) shares a large copy with helper threads. Smaller copies, and processes
+without the C helpers, copy with numpy.
 
 The helpers' CPU. A helper spins (busy, one core) for SPIN_US after a copy so that the
 next invoke finds it awake, then sleeps on a futex until a copy wakes it. In a stream of
@@ -49,8 +48,6 @@ BUDGET_ENV = "DEVICEFARM_GPU_COPY_HELPER_BUDGET"
 MIN_BYTES = 128 * 1024
 #: Bytes a thread claims at a time.
 CHUNK_BYTES = 32 * 1024
-#: Non-temporal stores (the lines leave the cores' caches on the way).
-STREAMING = False
 #: How long a helper spins for the next copy before it sleeps (microseconds), after a copy
 #: that came within this long of the one before: back-to-back invokes find it awake.
 SPIN_US = 500
@@ -130,13 +127,12 @@ class Settings:
     helpers: int
     min_bytes: int
     chunk_bytes: int
-    streaming: bool
     spin_us: int
 
     @classmethod
     def current(cls) -> Settings:
         helpers = helper_plan()["helpers"]
-        return cls(helpers, MIN_BYTES, CHUNK_BYTES, STREAMING, SPIN_US)
+        return cls(helpers, MIN_BYTES, CHUNK_BYTES, SPIN_US)
 
 
 def copy(native: ctypes.CDLL | None, dst: np.ndarray, src: np.ndarray, how: Settings) -> None:
@@ -161,7 +157,6 @@ def copy(native: ctypes.CDLL | None, dst: np.ndarray, src: np.ndarray, how: Sett
         src.nbytes,
         how.chunk_bytes,
         how.helpers,
-        how.streaming,
         how.spin_us if back_to_back else 0,
     )
     _last_end = time.monotonic()

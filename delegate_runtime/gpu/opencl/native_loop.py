@@ -127,7 +127,6 @@ def _load(cache_dir: Path) -> tuple[ctypes.CDLL | None, str]:
         ctypes.c_size_t,
         ctypes.c_size_t,
         ctypes.c_int32,
-        ctypes.c_int32,
         ctypes.c_uint32,
     ]
     copy.restype = ctypes.c_uint32

@@ -69,17 +69,6 @@ RUN_SPINS = 1 << 30
 ON = True
 #: "1"/"0" forces persistent runs on/off on every device (tests on PoCL).
 ENV = "DEVICEFARM_GPU_PERSISTENT"
-#: Diagnostics (bench/persistent_layers.py): group 0 writes NVIDIA's clocks into the state
-#: buffer past the offsets at the start and after each layer's barrier (a last barrier is
-#: added after the last layer). Each stamp is STAMP_WORDS ints: %globaltimer (ns) then
-#: %clock64 (its SM's cycles), as two 64-bit words. NVIDIA only (inline PTX).
-LAYER_STAMPS = False
-STAMP_WORDS = 4
-#: On NVIDIA, a group arrives at a grid barrier with a release reduction (no fence, no
-#: returned count) and polls with acquire loads; else (and off NVIDIA) a fence, an atomic,
-#: volatile loads and a fence, as CUDA's cooperative groups once did (bench/ab_knobs.py
-#: measures both: docs/notebook/19-2026-11-28-where-the-persistent-kernel-s-time-goes-a.md).
-BARRIER_RELEASE_ACQUIRE = True
 #: The persistent kernels' state, one int buffer per run: in its first 128-byte line the
 #: groups out, failed and the spin limit; the barrier count alone in the second line (the
 #: groups poll it, and loads of other words in its line slow the arrivals and the polls:
@@ -320,12 +309,8 @@ _PRELUDE = r"""
 #define pk_global_size(d) ((size_t)(pk_ng_[d] * pk_ls_[d]))
 #ifdef PK_PTX_FENCE
 #define PK_FENCE() asm volatile("fence.acq_rel.gpu;" ::: "memory")
-// Group 0's first item writes stamp i: the global nanosecond timer, then its SM's clock.
-#define PK_STAMP(i) do { if (g == 0 && t == 0) { ulong ns_, ck_; \
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns_)); \
-  asm volatile("mov.u64 %0, %%clock64;" : "=l"(ck_)); \
-  stamps_[2 * (i)] = ns_; stamps_[2 * (i) + 1] = ck_; } } while (0)
-#if PK_RELACQ  // arrive with a release reduction, poll with acquire loads
+// On NVIDIA a group arrives with a release reduction (no fence, no returned count) and
+// polls with acquire loads (docs/notebook/19-2026-11-28-where-the-persistent-kernel-s-time-goes-a.md).
 #define PK_ARRIVE(p) asm volatile("red.release.gpu.global.add.s32 [%0], 1;" :: "l"((ulong)(p)) : "memory")
 inline int pk_poll(volatile __global int* p) {
   int v;
@@ -334,12 +319,8 @@ inline int pk_poll(volatile __global int* p) {
 }
 #define PK_POLL(p) pk_poll(p)
 #define PK_AFTER_POLL() do { } while (0)
-#endif
-#else
+#else  // elsewhere a fence, then an atomic; volatile loads, then a fence
 #define PK_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
-#define PK_STAMP(i) do { } while (0)
-#endif
-#ifndef PK_ARRIVE  // a fence, then an atomic; volatile loads, then a fence
 #define PK_ARRIVE(p) do { PK_FENCE(); atomic_inc(p); } while (0)
 #define PK_POLL(p) (*(p))
 #define PK_AFTER_POLL() PK_FENCE()
@@ -376,14 +357,6 @@ inline void pk_leave(volatile __global int* state) {
 """
 
 
-def stamp_words(layers: int, vectors: int) -> tuple[int, int]:
-    """Where a run's stamps start in its state buffer (ints, 64-bit aligned) and how many
-    ints they take: one stamp before the first of `layers` and one after each."""
-    start = HEADER + vectors * OFFSETS_PER_PARAM
-    start += start % 2
-    return start, (layers + 1) * STAMP_WORDS
-
-
 def _kernel(
     name: str, calls: list[tuple[_Layer, tuple[tuple[int, str], ...]]], edges: tuple[int, ...]
 ) -> str:
@@ -399,10 +372,6 @@ def _kernel(
         "  int g = get_group_id(0), G = get_num_groups(0), t = get_local_id(0);",
         f"  __global const int* offs = (__global const int*)state + {HEADER};",
     ]
-    if LAYER_STAMPS:
-        at, _ = stamp_words(len(layers), sum(layer.vectors for layer in layers))
-        lines.append(f"  __global ulong* stamps_ = (__global ulong*)(state + {at});")
-        lines.append("  PK_STAMP(0);")
     vector = 0
     for i, (layer, edge_args) in enumerate(calls):
         at = GROUP_ITEMS // layer.items  # virtual groups at a time
@@ -418,10 +387,8 @@ def _kernel(
             lines.append(f"    int v = base + t / {layer.items};")
             lines.append(f"    if (v < {layer.groups}) {call};")
         lines.append("  }")
-        if i + 1 < len(layers) or LAYER_STAMPS:
+        if i + 1 < len(layers):
             lines.append(f"  pk_grid_sync(state, {i + 1});")
-        if LAYER_STAMPS:
-            lines.append(f"  PK_STAMP({i + 1});")
     lines.append("  pk_leave(state);")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -432,6 +399,6 @@ def prelude(ptx_fence: bool) -> str:
     barrier's fence as NVIDIA's PTX (else OpenCL's mem_fence, enough on a CPU)."""
     out = (
         f"#define PK_COUNT {COUNT}\n#define PK_OUT {OUT}\n#define PK_FAILED {FAILED}\n"
-        f"#define PK_LIMIT {LIMIT}\n#define PK_RELACQ {int(BARRIER_RELEASE_ACQUIRE)}\n"
+        f"#define PK_LIMIT {LIMIT}\n"
     )
     return out + ("#define PK_PTX_FENCE 1\n" if ptx_fence else "") + _PRELUDE

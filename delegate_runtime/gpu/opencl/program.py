@@ -23,9 +23,6 @@ from .runtime import DeviceInfo, guarded
 
 #: GEMM variants: name -> (tile, work per thread, k step).
 GEMM_VARIANTS = {"gemm64": (64, 4, 32), "gemm32": (32, 2, 64), "gemm16": (16, 1, 64)}
-#: GEMM tiles load the next k step into registers before this step's multiply-adds
-#: (bench/ab_knobs.py measures it; off: each step loads, then computes).
-GEMM_PREFETCH = True
 #: Variants instantiated only computing A from a depthwise input (the others: every kind).
 DEPTHWISE_ONLY_VARIANTS = {"gemm16"}
 #: Suffix of the variants that load four elements at a time (K and N multiples of 4).
@@ -97,7 +94,6 @@ def gemm_instances(
         if (ts // wpt) ** 2 < tk:
             raise ValueError(f"GEMM variant {name}: fewer items than its k step's channels")
         base = {"@TS@": str(ts), "@WPT@": str(wpt), "@TK@": str(tk)}
-        base["@PREFETCH@"] = "1" if GEMM_PREFETCH else "0"
         kinds = [
             ("0", "0", "0", name),
             ("1", "0", "0", name + DEPTHWISE_SUFFIX),

@@ -41,8 +41,6 @@ from .launch import IN_ARENA, CopyArgs, Launch
 #: whose copies then take nothing but buffers and can join a persistent kernel
 #: (persistent.py). Other kernels get one copy, shared by their launches.
 SPECIALIZED_PREFIXES = ("gemm", "depthwise", "mean_axis", "softmax", "to_storage", "from_storage")
-#: Copies read their buffers through the arena (ab_knobs can turn it off to compare).
-ARENA = True
 #: Buffer offsets per int16 parameter of a copy.
 OFFSETS_PER_PARAM = 16
 
@@ -169,7 +167,7 @@ def _copy_plan(launch: Launch, params: list[Param]) -> tuple[str, str, CopyArgs]
             literal = float_literal(param.float_width, arg)
         if literal is not None:
             decls.append(f"{param.type} {param.name} = {literal};")
-        elif ARENA and param.global_pointer and isinstance(arg, IN_ARENA):
+        elif param.global_pointer and isinstance(arg, IN_ARENA):
             vector, lane = divmod(len(offsets), OFFSETS_PER_PARAM)
             unit = f"(size_t){offsets_param(vector)}.s{lane:x} * {ARENA_UNIT}"
             decls.append(f"{param.type} {param.name} = ({param.type})(arena_ + {unit});")
