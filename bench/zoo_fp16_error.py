@@ -2,9 +2,9 @@
 
 For every MediaPipe model of tests/models and every Keras file built here (NAME__VARIANT,
 e.g. MobileNetV2__int8), on exactly the inputs and goldens that tier uses
-(tests/models/conftest.py: `mediapipe_case`, `keras_case`, `golden`; the CPU reference
+(labkit/zoo_cases.py: `mediapipe_case`, `keras_case`, `golden`; the CPU reference
 where LiteRT cannot run the model), per output: max |out - golden| over the golden's scale
-(conftest.output_scale: its range). Runtimes: LiteRT's GPU accelerator (`CompiledModel`,
+(zoo_cases.output_scale: its range). Runtimes: LiteRT's GPU accelerator (`CompiledModel`,
 GPU) at its default precision (fp16) and with `enforce_f32`, and ours in fp16 and fp32.
 
     python bench/zoo_fp16_error.py [--device NVIDIA] [--inputs N] [--json OUT] [NAME ...]
@@ -32,8 +32,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.models import zoo  # noqa: E402
-from tests.models.conftest import (  # noqa: E402
+from labkit import zoo  # noqa: E402
+from labkit.zoo_cases import (  # noqa: E402
     ZooCase,
     golden,
     goldens,
@@ -41,7 +41,7 @@ from tests.models.conftest import (  # noqa: E402
     mediapipe_case,
     output_scale,
 )
-from tests.models.conftest import input_sets as draw_sets  # noqa: E402
+from labkit.zoo_cases import input_sets as draw_sets  # noqa: E402
 
 LITERT_FP16, LITERT_FP32 = "LiteRT GPU fp16", "LiteRT GPU enforce_f32"
 RUNTIMES = (LITERT_FP16, LITERT_FP32, "ours fp16", "ours fp32")

@@ -17,6 +17,12 @@ def available() -> bool:
     return True
 
 
+def lacks_kernel(error: Exception) -> bool:
+    """Whether LiteRT refused a model because its chosen resolver has no kernel for an op
+    (a builtin op or version, or a custom op)."""
+    return any(s in str(error) for s in ("Didn't find op for", "unresolved custom op"))
+
+
 def make_interpreter(
     model: bytes,
     num_threads: int = 1,

@@ -74,7 +74,7 @@ bash scripts/setup-services.sh
 
 # the folder tests/models reads the Keras files from, if any file of the zoo is missing or stale
 keras_out=$(python -c '
-from tests.models import zoo
+from labkit import zoo
 missing = [m for m in zoo.KERAS_MODELS if zoo.keras_model(*m) is None]
 print(zoo.zoo_dir() / "keras" if missing else "")')
 if [ -n "$keras_out" ]; then

@@ -4,7 +4,7 @@ length, a speech embedding CNN, wake-word classifiers, one of them under an IF),
 (keras.applications architectures; small non-vision models: a GRU text classifier with an
 ARG_MAX, a TOPK_V2 head, a fused-LSTM sequence model, a log-mel STFT front end).
 
-Every zoo model (tests/models/zoo.py) x {CPU reference, GPU fp32, GPU fp16} is its own
+Every zoo model (labkit/zoo.py) x {CPU reference, GPU fp32, GPU fp16} is its own
 case, on seeded uniform inputs over the model's input range. Goldens come from LiteRT at
 test time (conftest.golden): its reference kernels (BUILTIN_REF); its default resolver
 (XNNPACK) only where the reference resolver lacks an op, with a warning saying so. Where
@@ -41,7 +41,7 @@ import numpy as np
 import pytest
 
 from delegate_runtime.interpreter import Interpreter
-from tests.models import zoo
+from labkit import zoo
 from tests.models.conftest import (
     XNNPACK,
     ZooCase,

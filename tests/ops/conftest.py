@@ -31,12 +31,6 @@ def run_ours(
     return Interpreter(read_model(model), precision=precision).invoke(list(inputs))
 
 
-def litert_kernels_lack_op(error: Exception) -> bool:
-    """Whether LiteRT refused a model because its chosen resolver has no kernel for an op
-    (a builtin op or version, or a custom op)."""
-    return any(s in str(error) for s in ("Didn't find op for", "unresolved custom op"))
-
-
 def oracle_kernels(model: bytes, oracle: str = REFERENCE) -> dict[str, bool]:
     """The `litert` keyword arguments that pick the oracle's kernels for `model`: LiteRT's
     reference kernels, or its builtin ones (optimized, no XNNPACK) where a case says why
@@ -48,7 +42,7 @@ def oracle_kernels(model: bytes, oracle: str = REFERENCE) -> dict[str, bool]:
             litert.make_interpreter(model, reference=True)
             return {"reference": True}
         except ValueError as e:
-            if not litert_kernels_lack_op(e):
+            if not litert.lacks_kernel(e):
                 raise
             reason = str(e).splitlines()[0]
             warnings.warn(f"compared with LiteRT's builtin kernels: {reason}", stacklevel=3)

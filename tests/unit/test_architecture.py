@@ -20,6 +20,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "worker_agent": frozenset({"delegate_runtime", "farm_core"}),
     "dashboard": frozenset({"delegate_runtime", "farm_core", "orchestrator"}),
     "api": frozenset({"delegate_runtime", "farm_core", "orchestrator"}),
+    "labkit": frozenset({"delegate_runtime", "farm_core"}),
     "devicefarm": frozenset(
         {"delegate_runtime", "farm_core", "orchestrator", "worker_agent", "dashboard", "api"}
     ),
@@ -102,6 +103,17 @@ def test_imports_go_down_the_layers(package: str) -> None:
         if source == package and target not in ALLOWED[package]
     }
     assert wrong == {}
+
+
+def test_benchmarks_never_import_the_test_suite() -> None:
+    """bench/ imports product packages (labkit for its lab pieces), never `tests`."""
+    wrong = [
+        f"{path.relative_to(REPO)}:{line}"
+        for path in sorted((REPO / "bench").rglob("*.py"))
+        for line, module in imported_modules(path, "bench")
+        if module.split(".")[0] == "tests"
+    ]
+    assert wrong == []
 
 
 def test_the_checker_sees_imports_inside_functions_and_finds_cycles(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.models import zoo
+from labkit import zoo
 
 
 @pytest.fixture

@@ -63,7 +63,7 @@ PHOTOS = {
     "astronaut.png": "88431cd9653ccd539741b555fb0a46b61558b301d4110412b5bc28b5e3ea6cb5",
 }
 PIP_DOWNLOAD_TIMEOUT_S = 600
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def zoo_dir() -> Path:
