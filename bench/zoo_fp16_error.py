@@ -72,8 +72,9 @@ def litert_gpu(
     out_details = model.get_output_tensor_details(key)
     ins, outs = model.create_input_buffers(0), model.create_output_buffers(0)
     sg = case.model.main
-    in_names = [sg.tensors[i].name for i in sg.inputs]
-    out_names = [sg.tensors[i].name for i in sg.outputs]
+    stored = next((sig for sig in case.model.signatures if sig.key == key), None)
+    in_names = graph_order(sg, sg.inputs, stored.inputs if stored else None)
+    out_names = graph_order(sg, sg.outputs, stored.outputs if stored else None)
     results = []
     for inputs in input_sets:
         by_name = dict(zip(signature_order(in_names, in_details), inputs, strict=True))
@@ -88,10 +89,22 @@ def litert_gpu(
     return results, model.is_fully_accelerated()
 
 
+def graph_order(sg, tensors: tuple[int, ...], stored: dict[str, int] | None) -> list[str]:
+    """The graph's inputs or outputs by the names the model's signature gives their tensors
+    (the converter names a Keras model's `output_0`, `output_1` in its own order, which need
+    not be the graph's: TextGRU's class comes first in the graph); tensor names where the
+    model has no signature (MediaPipe)."""
+    if stored:
+        by_tensor = {index: name for name, index in stored.items()}
+        if all(t in by_tensor for t in tensors):
+            return [by_tensor[t] for t in tensors]
+    return [sg.tensors[t].name for t in tensors]
+
+
 def signature_order(tensor_names: list[str], signature: dict) -> list[str]:
-    """The signature's names in the graph's order: by tensor name where the signature uses
-    them (MediaPipe), else by position (the converter names a Keras model's signature
-    inputs after its layers, not its tensors)."""
+    """The signature's names in the graph's order: by name where the signature uses the
+    graph's (MediaPipe's tensor names, or the model's own signature names), else by
+    position."""
     names = list(signature)
     if set(tensor_names) <= set(names):
         return tensor_names
