@@ -1,9 +1,10 @@
 """This tree's GPU delegate with some of its tuning constants changed, against itself as
 shipped, in one process and one OpenCL context (issue 14).
 
-Each variant sets module constants of `delegate_runtime.gpu` while a model is lowered
-(fusion rules, tile thresholds: whatever the lowering reads when it runs); the sessions
-then take turns in rounds. Per model: each variant's launches, median host-in to host-out,
+Each variant is the switchboard (delegate_runtime/gpu/switches.py) with some switches
+changed, passed to its session as `GpuSession(..., switches=...)`; constants not yet on
+the switchboard (the fusions' rules, the GEMM variants) are set on their modules while
+the variant's model is lowered. The sessions then take turns in rounds. Per model: each variant's launches, median host-in to host-out,
 the shipped tree's time over the variant's, the largest difference of its outputs
 from the shipped ones (bench_zoo's max_error: over the range), and its session's init
 (of which building its program, cold unless the kernel cache held it); with
@@ -12,11 +13,14 @@ max_error, over the range: knobs that change the arithmetic). Separate
 processes on a lent machine differed by up to 1.5x on the same tree; one process keeps
 the host alike for all.
 
-    python bench/ab_knobs.py MODEL [...] --variant NAME=MODULE.CONST=VALUE[,...] [...]
+    python bench/ab_knobs.py MODEL [...] --variant NAME=SWITCH=VALUE[,...] [...]
         [--runs 600] [--rounds 10] [--precision fp32] [--device SPEC] [--reference]
 
-e.g. `--variant aligned1=opencl.fusions.depthwise_into_gemm.DEPTHWISE_ALIGNED=1` (modules under
-delegate_runtime.gpu; VALUE is a Python literal).
+e.g. `--variant split=persistent.MAX_RUN_BYTES=None`, `--variant g8=gemm_groups_per_cu=8`
+(SWITCH: a switch's field or its name in the configuration record, with or without
+"gpu." or the old "opencl." module path), or a constant not on the switchboard:
+`--variant aligned1=opencl.fusions.depthwise_into_gemm.DEPTHWISE_ALIGNED=1` (a module
+under delegate_runtime.gpu and its constant); VALUE is a Python literal.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import io
 import re
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,21 +43,47 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 SHIPPED = "shipped"
 
 
-def parse_variant(text: str) -> tuple[str, list[tuple[Any, str, Any]]]:
-    """'NAME=MODULE.CONST=VALUE,...' -> (NAME, [(module, CONST, value), ...])."""
+@dataclass
+class Variant:
+    """A variant's switches changed (field -> value), and constants not on the
+    switchboard set on their modules ((module, CONST, value) each)."""
+
+    switches: dict[str, Any] = field(default_factory=dict)
+    constants: list[tuple[Any, str, Any]] = field(default_factory=list)
+
+
+def parse_variant(text: str) -> tuple[str, Variant]:
+    """'NAME=SWITCH=VALUE,...' -> (NAME, its Variant); a SWITCH no switch has is
+    MODULE.CONST, a constant of a module under delegate_runtime.gpu."""
+    from delegate_runtime.gpu.switches import parse_setting
+
     name, _, settings = text.partition("=")
-    changes = []
-    # settings apart at commas that start the next MODULE.CONST= (values may hold commas)
-    for setting in re.split(r",(?=[A-Za-z_][\w.]*\.[A-Za-z_]\w*=)", settings):
+    variant = Variant()
+    # settings apart at commas that start the next NAME= (values may hold commas)
+    for setting in re.split(r",(?=[A-Za-z_][\w.]*=)", settings):
+        try:
+            switch, value = parse_setting(setting)
+        except KeyError:
+            pass
+        except ValueError as exc:
+            raise SystemExit(f"--variant {text!r}: {exc}") from exc
+        else:
+            variant.switches[switch] = value
+            continue
         target, _, value = setting.partition("=")
         module_name, _, const = target.rpartition(".")
-        module = importlib.import_module(f"delegate_runtime.gpu.{module_name}")
+        try:
+            module = importlib.import_module(f"delegate_runtime.gpu.{module_name}")
+        except ModuleNotFoundError:
+            raise SystemExit(f"--variant {text!r}: no switch or module {target}") from None
         if not hasattr(module, const):
-            raise SystemExit(f"delegate_runtime.gpu.{module_name} has no {const}")
-        changes.append((module, const, ast.literal_eval(value)))
-    if not name or not changes:
-        raise SystemExit(f"--variant {text!r}: expected NAME=MODULE.CONST=VALUE[,...]")
-    return name, changes
+            raise SystemExit(
+                f"no switch {target}; delegate_runtime.gpu.{module_name} has no {const}"
+            )
+        variant.constants.append((module, const, ast.literal_eval(value)))
+    if not name or not (variant.switches or variant.constants):
+        raise SystemExit(f"--variant {text!r}: expected NAME=SWITCH=VALUE[,...]")
+    return name, variant
 
 
 @contextlib.contextmanager
@@ -69,7 +100,7 @@ def changed(changes: list[tuple[Any, str, Any]]) -> Iterator[None]:
 
 def compare(
     path: str,
-    variants: dict[str, list],
+    variants: dict[str, Variant],
     precision: str,
     device: str | None,
     runs: int,
@@ -81,12 +112,17 @@ def compare(
 
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.switches import Switches
 
     xs = inputs_for(path)
+    base = Switches.from_env()
     sessions, outputs = {}, {}
-    for name, changes in {SHIPPED: [], **variants}.items():
-        with changed(changes):
-            sessions[name] = GpuSession(load_model(path), precision, device, io.StringIO())
+    for name, variant in {SHIPPED: Variant(), **variants}.items():
+        switches = base.replace(**variant.switches)
+        with changed(variant.constants):
+            sessions[name] = GpuSession(
+                load_model(path), precision, device, io.StringIO(), switches=switches
+            )
         outputs[name] = sessions[name].invoke(xs)
     steps = {n: (lambda s=s: s.invoke(xs)) for n, s in sessions.items()}
     stats = interleaved_ms(steps, runs, rounds)
@@ -114,7 +150,7 @@ def compare(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="+")
-    ap.add_argument("--variant", action="append", default=[], help="NAME=MODULE.CONST=VALUE,...")
+    ap.add_argument("--variant", action="append", default=[], help="NAME=SWITCH=VALUE,...")
     ap.add_argument("--runs", type=int, default=600, help="timed invokes per variant and model")
     ap.add_argument("--rounds", type=int, default=10, help="turns each variant takes")
     ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16"))

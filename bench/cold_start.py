@@ -14,7 +14,9 @@ inference's outputs read back into host arrays (imports and reading the file exc
 both are the same for every model); "process" is the child's whole wall time. Every child
 prints one JSON line; the table ends with the ratio of our cold start to LiteRT's.
 `--env` passes settings to our children only (e.g. DEVICEFARM_GPU_PERSISTENT=0);
-`--set persistent.MAX_RUN_BYTES=None` sets a constant of a module of `gpu/opencl` in them.
+`--set persistent.MAX_RUN_BYTES=None` changes a switch of their sessions
+(delegate_runtime/gpu/switches.py: a field or its record name), or, for a constant not on
+the switchboard (the fusions' rules), sets it on its module of `gpu/opencl`.
 After the first inference each child times `--steady` more (outputs read back each time):
 the warm children's median is the inference speed a cold start must not cost.
 """
@@ -30,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -69,18 +72,33 @@ def steady_us(invoke, runs: int) -> float | None:
     return float(np.median(times)) if times else None
 
 
-def apply_settings(settings: list[str]) -> None:
-    """`module.NAME=VALUE` each: a constant of delegate_runtime.gpu.opencl.module set."""
+def apply_settings(settings: list[str]) -> Any:
+    """`NAME=VALUE` each: a switch (the sessions' Switches, returned: the environment's
+    with these changed), else `module.NAME` a constant of delegate_runtime.gpu.opencl.module
+    not on the switchboard, set on it."""
     import ast
     import importlib
 
+    from delegate_runtime.gpu.switches import Switches, parse_setting
+
+    changes = {}
     for item in settings:
+        try:
+            switch, parsed = parse_setting(item)
+        except KeyError:
+            pass
+        except ValueError as exc:
+            raise SystemExit(f"--set: {exc}") from exc
+        else:
+            changes[switch] = parsed
+            continue
         target, value = item.split("=", 1)
         module, name = target.rsplit(".", 1)
         mod = importlib.import_module(f"delegate_runtime.gpu.opencl.{module}")
         if not hasattr(mod, name):
-            raise SystemExit(f"--set: {module} has no {name}")
-        setattr(mod, name, ast.literal_eval(value))
+            raise SystemExit(f"--set: no switch {target}, and {module} has no {name}")
+        setattr(mod, name, ast.literal_eval(value))  # not on the switchboard yet
+    return Switches.from_env().replace(**changes)
 
 
 def child_ours(
@@ -94,7 +112,7 @@ def child_ours(
 ) -> dict:
     import pyopencl  # noqa: F401  (loading the library is process start-up)
 
-    apply_settings(list(settings))
+    switches = apply_settings(list(settings))
 
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
@@ -111,6 +129,7 @@ def child_ours(
         serialization_dir=cache,
         build_jobs=jobs,
         log=io.StringIO(),
+        switches=switches,
     )
     t1 = time.perf_counter()
     outs = session.invoke(xs)
@@ -236,7 +255,7 @@ def main() -> int:
     ap.add_argument("--build-jobs", type=int, default=None, help="ours: units built at once")
     ap.add_argument("--no-litert", action="store_true", help="ours only")
     ap.add_argument("--steady", type=int, default=100, help="timed inferences after the first")
-    ap.add_argument("--set", action="append", default=[], help="module.NAME=VALUE for ours")
+    ap.add_argument("--set", action="append", default=[], help="SWITCH=VALUE for ours")
     ap.add_argument("--child-ours", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-litert", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)

@@ -2,7 +2,7 @@
 after another, in threads, or in processes, and its persistent unit alone.
 
     python bench/diag_build.py MODEL [--device NVIDIA] [--precision fp32] [--jobs 16]
-        [--each] [--set persistent.MAX_RUN_BYTES=64000]
+        [--each] [--set persistent.MAX_RUN_BYTES=64000]   (a switch: gpu/switches.py)
 
 `--each` builds the units one after another in one process instead, after a unit of the
 helpers alone (every unit holds them): each unit's size, kernels and seconds, largest
@@ -26,10 +26,13 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 
-def session_units(model: str, precision: str, device: str | None, jobs: int) -> list[str]:
-    """The units a session of `model` builds, caught before it builds them."""
+def session_units(
+    model: str, precision: str, device: str | None, jobs: int, switches: Any = None
+) -> list[str]:
+    """The units a session of `model` with `switches` builds, caught before it builds them."""
     from delegate_runtime import load_model
     from delegate_runtime.gpu import delegate
     from delegate_runtime.gpu.opencl import program_units
@@ -52,6 +55,7 @@ def session_units(model: str, precision: str, device: str | None, jobs: int) -> 
             build_jobs=jobs,
             serialization_dir=tempfile.mkdtemp(),
             log=io.StringIO(),
+            switches=switches,
         )
     return caught[0]
 
@@ -104,7 +108,7 @@ def main() -> int:
     ap.add_argument("--how", default="serial", help=argparse.SUPPRESS)
     ap.add_argument("--opts", default="", help=argparse.SUPPRESS)
     ap.add_argument("--each", action="store_true", help="each unit's build, one at a time")
-    ap.add_argument("--set", action="append", default=[], help="module.NAME=VALUE (gpu/opencl)")
+    ap.add_argument("--set", action="append", default=[], help="SWITCH=VALUE (gpu/switches.py)")
     a = ap.parse_args()
     if a.child:
         child(a.child, [int(i) for i in a.indices.split(",")], a.how, a.device, a.opts)
@@ -116,8 +120,8 @@ def main() -> int:
     from delegate_runtime.gpu.opencl.program_units import without_kernels
     from delegate_runtime.gpu.opencl.runtime import describe, select_device
 
-    apply_settings(a.set)
-    units = session_units(a.model, a.precision, a.device, a.jobs)
+    switches = apply_settings(a.set)
+    units = session_units(a.model, a.precision, a.device, a.jobs, switches)
     opts = build_options(a.precision, describe(select_device(a.device)))
     path = Path(tempfile.mkdtemp()) / "units.json"
     if a.each:

@@ -228,7 +228,6 @@ def phases(model: str, device: str | None, precision: str, runs: int = 600) -> N
     and the whole session.invoke, in the same loop. Medians of `runs`, us."""
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
-    from delegate_runtime.gpu.opencl.executor import FLUSH_EVERY
 
     m = load_model(model)
     s = GpuSession(m, precision=precision, device=device, log=io.StringIO())
@@ -249,7 +248,7 @@ def phases(model: str, device: str | None, precision: str, runs: int = 600) -> N
         t.append(clock())
         hot.write(dst, pinned_in, dst_at)
         t.append(clock())
-        hot.enqueue(FLUSH_EVERY)
+        hot.enqueue(ex.switches.flush_every)
         t.append(clock())
         hot.read(src, host_out, src_at)
         t.append(clock())
@@ -775,13 +774,11 @@ def fusion(model: str, device: str | None, runs: int = 300) -> None:
 def gemm_split(model: str, device: str | None, runs: int = 300) -> None:
     """Whole-model latency for each split-K setting of the GEMM (work groups wanted per
     compute unit before K is split; 0: never split), interleaved, fp32."""
-    from unittest import mock
-
     from bench_gpu import interleaved_ms
 
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
-    from delegate_runtime.gpu.opencl import lowering
+    from delegate_runtime.gpu.switches import Switches
 
     m = load_model(model)
     t = m.main.tensors[m.main.inputs[0]]
@@ -789,18 +786,13 @@ def gemm_split(model: str, device: str | None, runs: int = 300) -> None:
     steps, outs = {}, {}
     for per_cu in (0, 1, 2, 4, 8):
         never = per_cu == 0
-        with (
-            mock.patch.object(lowering, "GEMM_GROUPS_PER_CU", max(per_cu, 1)),
-            mock.patch.object(
-                lowering, "MIN_SPLIT_STEPS", 1 << 30 if never else lowering.MIN_SPLIT_STEPS
-            ),
-            mock.patch.object(
-                lowering,
-                "MIN_COMPUTED_SPLIT_K",
-                1 << 30 if never else lowering.MIN_COMPUTED_SPLIT_K,
-            ),
-        ):
-            s = GpuSession(m, device=device, log=io.StringIO())
+        base = Switches.from_env()
+        switches = base.replace(
+            gemm_groups_per_cu=max(per_cu, 1),
+            min_split_steps=1 << 30 if never else base.min_split_steps,
+            min_computed_split_k=1 << 30 if never else base.min_computed_split_k,
+        )
+        s = GpuSession(m, device=device, log=io.StringIO(), switches=switches)
         steps[f"groups/CU {per_cu}"] = lambda s=s: s.invoke([x])
         outs[f"groups/CU {per_cu}"] = s.invoke([x])[0]
     stats = interleaved_ms(steps, runs)
@@ -812,35 +804,33 @@ def gemm_split(model: str, device: str | None, runs: int = 300) -> None:
 
 
 def flush_intervals(model: str, device: str | None, runs: int = 400) -> None:
-    """One session's invoke with the queue flushed every N launches (executor.FLUSH_EVERY),
-    for several N, interleaved in rounds: whole-invoke medians, fp32 and fp16."""
+    """One session's invoke with the queue flushed every N launches (the switches'
+    flush_every, changed on the session's executors between invokes), for several N,
+    interleaved in rounds: whole-invoke medians, fp32 and fp16."""
     from bench_gpu import interleaved_ms
 
     from delegate_runtime import load_model
-    from delegate_runtime.gpu.opencl import executor
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_zoo import inputs_for
 
     xs = inputs_for(model)
-    shipped = executor.FLUSH_EVERY
     for precision in ("fp32", "fp16"):
         from delegate_runtime.gpu.delegate import GpuSession
 
         s = GpuSession(load_model(model), precision, device, io.StringIO())
+        shipped = s.switches.flush_every
 
         def every(n: int, session: Any = s):
             def step():
-                executor.FLUSH_EVERY = n
+                for ex in session.executors:
+                    ex.switches = session.switches.replace(flush_every=n)
                 session.invoke(xs)
 
             return step
 
         intervals = (1, 3, shipped, 12, 24, 48, 1_000_000)
-        try:
-            stats = interleaved_ms({str(n): every(n) for n in intervals}, runs)
-        finally:
-            executor.FLUSH_EVERY = shipped
+        stats = interleaved_ms({str(n): every(n) for n in intervals}, runs)
         launches = sum(len(ex.kernels) for ex in s.executors)
         print(f"\nflush intervals on {Path(model).name} ({precision}, {launches} launches):")
         base = stats[str(shipped)][0]

@@ -39,10 +39,11 @@ def previous_plan(
     m: int, n: int, k: int, units: int, computed_a: bool, taps: int
 ) -> tuple[str, int, int]:
     """The tile rule of 54df840: 16 wide for a window over 3x3 where the 32-wide tiles
-    number fewer than GEMM_GROUPS_PER_CU per compute unit."""
+    number fewer than gemm_groups_per_cu (gpu/switches.py) per compute unit."""
     from delegate_runtime.gpu.opencl import lowering
+    from delegate_runtime.gpu.switches import DEFAULTS
 
-    target = lowering.GEMM_GROUPS_PER_CU * units
+    target = DEFAULTS.gemm_groups_per_cu * units
     name = "gemm64" if -(-m // 64) * -(-n // 64) >= target else "gemm32"
     if taps > 9 and name == "gemm32" and -(-m // 32) * -(-n // 32) < target:
         name = "gemm16"

@@ -25,6 +25,7 @@ from .cpu_runs import LITERT, REFERENCE, CpuRun, plan_cpu_runs
 from .fold import fold_constants
 from .partition import DelegationSummary, partition
 from .support import SupportOptions
+from .switches import Switches
 
 
 @dataclass
@@ -39,7 +40,7 @@ class GpuDelegateOptions:
     device: str | None = None  #: 'P:D' or a name substring; None: the first GPU
     profiling: bool = False
     #: compile each launch's integer arguments into its kernel (opencl/specialize.py);
-    #: None: on GPUs, unless $DEVICEFARM_GPU_SPECIALIZE says otherwise
+    #: None: as the session's switches say (on GPUs unless $DEVICEFARM_GPU_SPECIALIZE)
     specialize: bool | None = None
     #: what runs the nodes the GPU does not take: "litert" (the official CPU runtime,
     #: where installed and able) or "reference" (gpu/cpu_runs.py)
@@ -59,7 +60,9 @@ class GpuDelegateOptions:
 
 
 class GpuSession:
-    """A model prepared for the GPU delegate; `invoke` runs it host-in to host-out."""
+    """A model prepared for the GPU delegate; `invoke` runs it host-in to host-out.
+    `switches` (gpu/switches.py; None: the defaults and the DEVICEFARM_* variables, read
+    now) decide its paths and tuning; the session keeps them for its result records."""
 
     def __init__(
         self,
@@ -67,14 +70,16 @@ class GpuSession:
         precision: str = "fp32",
         device: str | None = None,
         log: IO[str] | None = None,
+        switches: Switches | None = None,
         **options: Any,
     ):
         self.options = GpuDelegateOptions(precision=precision, device=device, **options)
         self.options.validate()
+        self.switches = Switches.from_env() if switches is None else switches
         self.log = log if log is not None else sys.stderr
         start = time.perf_counter()
         self.init_phases_ms: dict[str, float] = {}
-        self.model, self.folded_ops = fold_constants(model)
+        self.model, self.folded_ops = fold_constants(model, self.switches.max_folded_elements)
         self.cpu = Interpreter(self.model)
         self.delegation: DelegationSummary = partition(
             self.model.main,
@@ -136,12 +141,11 @@ class GpuSession:
         from .opencl.host_edges import host_edges_for
         from .opencl.lowering import Lowerer
         from .opencl.native_loop import build_identity, native_loop, unavailable
-        from .opencl.persistent import GROUPS_PER_CU
         from .opencl.program import program_source
         from .opencl.program_units import build_jobs, build_units
         from .opencl.runtime import describe, guarded, select_device, shared_context
 
-        opts = self.options
+        opts, switches = self.options, self.switches
         explicit = opts.serialization_dir is not None
         cache_dir = Path(opts.serialization_dir) if explicit else default_cache_dir()
         point_driver_cache(cache_dir)
@@ -153,16 +157,16 @@ class GpuSession:
         self.queue = guarded(
             "creating a command queue", lambda: cl.CommandQueue(self.ctx, device, properties=props)
         )
-        edges = None if opts.profiling else host_edges_for(self.ctx, self.queue)
+        edges = None if opts.profiling else host_edges_for(self.ctx, self.queue, switches)
         self.host_edges = edges is not None
         t = self._phase("context", t)
         sg = self.model.main
         lowered = []
         info = self.device_info
         # GEMMs aim to fill the persistent kernels' grid where those run (they hold most)
-        per_cu = GROUPS_PER_CU if self._persistent_kernels() else None
+        per_cu = switches.persistent_groups_per_cu if self._persistent_kernels() else None
         for nodes in self.delegation.partitions:
-            lowerer = Lowerer(sg, info.compute_units, opts.precision, per_cu)
+            lowerer = Lowerer(sg, info.compute_units, opts.precision, per_cu, switches)
             ins, outs = boundary(sg, nodes)
             lowerer.lower_partition(nodes, set(outs))
             out = lowerer.out
@@ -197,7 +201,7 @@ class GpuSession:
         self.program_summary = programs.summary()
         self.program_from_cache = programs.from_cache
         t = self._phase("program", t)
-        native = None if opts.profiling else native_loop(cache_dir)
+        native = None if opts.profiling else native_loop(cache_dir, switches)
         t = self._phase("launch_loop", t)
         storage = np.float16 if opts.precision == "fp16" else np.float32
         for (out, ins, outs), floats in zip(lowered, float_consts, strict=True):
@@ -216,12 +220,13 @@ class GpuSession:
                     native=native,
                     float_consts=frozenset(floats),
                     host_edges=edges,
+                    switches=switches,
                 )
             )
         self._phase("upload", t)
         loops = {ex.hot.loop if ex.hot is not None else "pyopencl" for ex in self.executors}
         self.launch_loop = "+".join(sorted(loops))
-        self.launch_loop_why = unavailable() if "python" in loops else ""
+        self.launch_loop_why = unavailable(switches) if "python" in loops else ""
         self.launch_loop_build = build_identity() if "c" in loops else ""
         self._whole_graph = self._covers_whole_graph()
 
@@ -233,7 +238,7 @@ class GpuSession:
         from .opencl import persistent, specialize
         from .opencl.program_units import split_units, without_kernels
 
-        if not specialize.enabled(self.device_info.is_gpu, self.options.specialize):
+        if not specialize.enabled(self.device_info.is_gpu, self.options.specialize, self.switches):
             return [source], "program"
         launches = [launch for out in lowered for launch in out.launches]
         own = specialize.model_program(source, launches)
@@ -246,7 +251,9 @@ class GpuSession:
             nvidia = "NVIDIA" in self.device_info.platform
             prelude = without_kernels(own.source) + persistent.prelude(nvidia)
             for p, out in enumerate(lowered):
-                out.runs, texts = persistent.plan_runs(own.source, out.launches, f"persistent{p}_")
+                out.runs, texts = persistent.plan_runs(
+                    own.source, out.launches, f"persistent{p}_", self.switches
+                )
                 units += [prelude + text for text in texts]
         return units, "model"
 
@@ -255,9 +262,9 @@ class GpuSession:
         from .opencl import persistent, specialize
 
         info = self.device_info
-        if not specialize.enabled(info.is_gpu, self.options.specialize):
+        if not specialize.enabled(info.is_gpu, self.options.specialize, self.switches):
             return False
-        return persistent.enabled(info.platform, info.is_gpu, specialized=True)
+        return persistent.enabled(info.platform, info.is_gpu, True, self.switches)
 
     def _covers_whole_graph(self) -> bool:
         """True when one GPU partition runs every node, reading only the model's inputs

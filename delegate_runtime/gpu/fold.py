@@ -14,6 +14,7 @@ import numpy as np
 
 from ..graph import Model, Operator, Subgraph
 from ..ops.registry import OpContext, lookup
+from .switches import DEFAULTS
 
 #: Ops never folded even with constant inputs (side effects, subgraphs, state).
 NEVER_FOLD = {
@@ -27,11 +28,9 @@ NEVER_FOLD = {
     "UNIDIRECTIONAL_SEQUENCE_LSTM",
     "LSTM",
 }
-#: Largest folded output kept (elements); bigger results stay as runtime ops.
-MAX_FOLDED_ELEMENTS = 1 << 24
 
 
-def _fold_one(op: Operator, sg: Subgraph) -> list[np.ndarray] | None:
+def _fold_one(op: Operator, sg: Subgraph, max_elements: int) -> list[np.ndarray] | None:
     if op.op in NEVER_FOLD or any(sg.tensors[t].is_variable for t in op.inputs if t >= 0):
         return None
     if op.op == "SHAPE":  # the delegate runs on the shapes it was prepared with
@@ -54,13 +53,17 @@ def _fold_one(op: Operator, sg: Subgraph) -> list[np.ndarray] | None:
     if len(outs) != len(op.outputs):  # left to the interpreter, which names the mismatch
         return None
     # DENSIFY always folds, as in TFLite's delegate: the reader holds its dense data already.
-    if op.op != "DENSIFY" and any(np.asarray(o).size > MAX_FOLDED_ELEMENTS for o in outs):
+    if op.op != "DENSIFY" and any(np.asarray(o).size > max_elements for o in outs):
         return None
     return [np.asarray(o) for o in outs]
 
 
-def fold_constants(model: Model) -> tuple[Model, int]:
-    """A copy of `model` with static ops folded into constants; returns it and the count."""
+def fold_constants(
+    model: Model, max_elements: int = DEFAULTS.max_folded_elements
+) -> tuple[Model, int]:
+    """A copy of `model` with static ops folded into constants; returns it and the count.
+    An op whose output would have more than `max_elements` stays a runtime op (the
+    switches' `max_folded_elements`)."""
     folded_model = copy.copy(model)
     folded_model.subgraphs = []
     total = 0
@@ -68,7 +71,8 @@ def fold_constants(model: Model) -> tuple[Model, int]:
         tensors = [copy.copy(t) for t in sg.tensors]
         work = Subgraph(sg.name, tensors, [], sg.inputs, sg.outputs)
         for op in sg.operators:
-            outs = None if any(t in sg.outputs for t in op.outputs) else _fold_one(op, work)
+            kept = any(t in sg.outputs for t in op.outputs)
+            outs = None if kept else _fold_one(op, work, max_elements)
             if outs is None:
                 work.operators.append(op)
                 continue

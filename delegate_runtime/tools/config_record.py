@@ -4,10 +4,13 @@ runtime, with its value and where it came from, frozen when the session opened.
     record = configuration(options, session)    # {name: {"value": v, "source": s}}
     fingerprint(record)                          # 16 hex digits; equal records, equal digits
 
-Sources: `default` (the value the code ships), `env` (a DEVICEFARM_* variable), `option`
-(the caller's, e.g. a benchmark flag), `override` (a module constant changed in this
-process, as bench/ab_knobs.py does), `session` (what the session actually did: the launch
-loop it got, whether host edges or persistent kernels were available on this device).
+The GPU delegate's switches and tuning constants come from the session's switchboard
+(gpu/switches.py: `Switches.record()`), the kernels' layout constants and the fusions'
+rules from their modules. Sources: `default` (the value the code ships), `env` (a
+DEVICEFARM_* variable), `option` (the caller's, e.g. a benchmark flag), `override` (a
+switch a caller set, as bench/ab_knobs.py does, or a module constant changed in this
+process), `session` (what the session actually did: the launch loop it got, whether host
+edges or persistent kernels were available on this device).
 
 Two results are comparable only when their fingerprints agree: the fingerprint covers the
 values (not the sources) of everything that changes the timed path. Conditions (driver,
@@ -21,55 +24,16 @@ import importlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from ..gpu.switches import LAYOUT, Switches
 
 _GPU = "delegate_runtime.gpu"
 _CL = f"{_GPU}.opencl"
 
-
-@dataclass(frozen=True)
-class Switch:
-    """A module constant the runtime reads, optionally overridden by an environment
-    variable (`env`: "0"/"1" for booleans, a whole number for integers)."""
-
-    name: str
-    module: str
-    attr: str
-    env: str | None = None
-
-
-#: The GPU delegate's switches (an environment variable can set them).
-GPU_SWITCHES = (
-    Switch("gpu.specialize", f"{_CL}.specialize", "ON_GPU", "DEVICEFARM_GPU_SPECIALIZE"),
-    Switch("gpu.persistent", f"{_CL}.persistent", "ON", "DEVICEFARM_GPU_PERSISTENT"),
-    Switch("gpu.host_edges", f"{_CL}.host_edges", "ON", "DEVICEFARM_GPU_HOST_EDGES"),
-    # the input copy's helpers (DEVICEFARM_GPU_COPY_HELPERS, the agent's budget, the
-    # usable CPUs) are recorded as host_copy.helper_plan() decides them: _copy_helpers
-)
-#: Environment switches without a module constant: (name, variable, default).
-GPU_ENV_ONLY = (("gpu.native_loop", "DEVICEFARM_NATIVE_LOOP", True),)
-
-#: The GPU delegate's tuning constants, by module.
+#: The fusions' rules, by module: still module constants, recorded as their modules hold
+#: them (the switches and every other tuning constant: gpu/switches.py).
 GPU_CONSTANTS: dict[str, tuple[str, ...]] = {
-    f"{_CL}.persistent": (
-        "GROUP_ITEMS",
-        "GROUPS_PER_CU",
-        "GROUPS",
-        "MIN_LAYERS",
-        "MAX_RUN_BYTES",
-        "CHECK_SPINS",
-        "RUN_SPINS",
-    ),
-    f"{_CL}.specialize": ("OFFSETS_PER_PARAM",),
-    f"{_CL}.host_copy": ("MIN_BYTES", "CHUNK_BYTES", "SPIN_US"),
-    f"{_CL}.lowering": (
-        "MIN_SPLIT_STEPS",
-        "MIN_STEPS_PER_SPLIT",
-        "MIN_COMPUTED_SPLIT_K",
-        "GEMM_GROUPS_PER_CU",
-        "DEPTHWISE_SMALL_TILE_GROUPS_PER_CU",
-    ),
     f"{_CL}.fusions.epilogue": ("MAX_STEPS",),
     f"{_CL}.fusions.depthwise_into_gemm": (
         "DEPTHWISE_MAX_READER_CHANNELS",
@@ -86,13 +50,6 @@ GPU_CONSTANTS: dict[str, tuple[str, ...]] = {
         "DW_TAIL_LOADS",
         "DW_MAX_CHANNELS",
     ),
-    f"{_CL}.executor": ("FLUSH_EVERY",),
-    f"{_CL}.launch": ("LOCAL_1D",),
-    f"{_CL}.arena": ("ARENA_UNIT",),
-    f"{_CL}.records.conv": ("PATCH_GEMM_MIN_N", "PATCH_GEMM_MIN_K"),
-    f"{_CL}.records.mean": ("WIDE_FROM",),
-    f"{_CL}.records.softmax": ("ROW_GROUP",),
-    f"{_GPU}.fold": ("MAX_FOLDED_ELEMENTS",),
 }
 
 #: Modules whose constants are recorded under another name than the module's own: the
@@ -165,31 +122,16 @@ def _constant(module: str, attr: str) -> tuple[Any, str] | None:
     return value, "default" if value == shipped else "override"
 
 
-def _env_value(raw: str, default: Any) -> Any:
-    """An environment override parsed as the module parses it."""
-    if isinstance(default, bool):
-        return raw == "1" if raw in ("0", "1") else default
-    try:
-        return int(raw)
-    except ValueError:
-        return raw
-
-
-def gpu_switches() -> dict[str, dict[str, Any]]:
-    """The GPU delegate's switches and tuning constants, each with its source."""
-    out: dict[str, dict[str, Any]] = {}
-    for s in GPU_SWITCHES:
-        found = _constant(s.module, s.attr)
-        if found is None:
-            continue
-        value, source = found
-        raw = os.environ.get(s.env or "", "").strip()
-        if raw:
-            value, source = _env_value(raw, value), "env"
-        out[s.name] = _entry(value, source)
-    for name, var, default in GPU_ENV_ONLY:
-        raw = os.environ.get(var, "").strip()
-        out[name] = _entry(_env_value(raw, default), "env") if raw else _entry(default, "default")
+def gpu_switches(switches: Switches | None = None) -> dict[str, dict[str, Any]]:
+    """The GPU delegate's switches and tuning constants, each with its source: those of
+    `switches` (None: the defaults and the environment's now), the kernels' layout and
+    the fusions' rules."""
+    switches = Switches.from_env() if switches is None else switches
+    out: dict[str, dict[str, Any]] = switches.record()
+    for name, (module, attr) in LAYOUT.items():
+        found = _constant(module, attr)
+        if found is not None:
+            out[name] = _entry(*found)
     for module, attrs in GPU_CONSTANTS.items():
         short = RECORDED_AS.get(module, module.rsplit(".", 1)[-1])
         for attr in attrs:
@@ -199,13 +141,13 @@ def gpu_switches() -> dict[str, dict[str, Any]]:
     return out
 
 
-def _copy_helpers(out: dict[str, dict[str, Any]]) -> None:
+def _copy_helpers(out: dict[str, dict[str, Any]], switches: Switches) -> None:
     """The helper threads the input copy really gets on this host (host_copy's plan)."""
     try:
         from ..gpu.opencl import host_copy
     except ImportError:
         return
-    plan = host_copy.helper_plan()
+    plan = host_copy.helper_plan(switches)
     out["gpu.copy_helpers"] = _entry(plan["helpers"], plan["source"])
     out["gpu.copy_helpers.why"] = _entry(plan["why"], "session")
 
@@ -237,12 +179,14 @@ def cpu_switches() -> dict[str, dict[str, Any]]:
 
 def configuration(options: Mapping[str, Any], session: Any = None) -> dict[str, dict[str, Any]]:
     """The whole record for a run with `options` (name -> value, the caller's) on
-    `session` (a GpuSession, or the CPU interpreter)."""
+    `session` (a GpuSession, or the CPU interpreter); a GPU session's switches are those
+    it was made with."""
     record = {f"option.{k}": _entry(v, "option") for k, v in sorted(options.items())}
     record |= cpu_switches()
     if hasattr(session, "launch_loop"):  # the GPU delegate (its partitions may be empty)
-        record |= gpu_switches()
-        _copy_helpers(record)
+        switches = getattr(session, "switches", None) or Switches.from_env()
+        record |= gpu_switches(switches)
+        _copy_helpers(record, switches)
         record |= session_path(session)
     return record
 

@@ -97,7 +97,7 @@ def test_copies_through_the_arena_beyond_sixteen_buffers(opencl_device, monkeypa
     from delegate_runtime.gpu.opencl.launch import Buf, Const, Counters, Scratch
 
     built = float_block((5, 6), 16, 4)()
-    monkeypatch.setenv(specialize.ENV, "1")
+    monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "1")
     session = check_against_litert(built.model, built.inputs, precision, runs=2)
     ex = session.executors[0]
     assert ex.arena.whole and ex.arena.sub_buffers == 0
@@ -107,7 +107,7 @@ def test_copies_through_the_arena_beyond_sixteen_buffers(opencl_device, monkeypa
     for launch, c in zip(ex.launches, copies, strict=True):
         assert not any(isinstance(launch.args[p], in_arena) for p in c.kept), launch.kernel
     assert max(len(c.offsets) for c in copies) > specialize.OFFSETS_PER_PARAM
-    monkeypatch.setenv(specialize.ENV, "0")
+    monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "0")
     generic = GpuSession(read_model(built.model), precision, log=io.StringIO())
     assert not generic.executors[0].arena.whole
     for a, b in zip(session.invoke(built.inputs), generic.invoke(built.inputs), strict=True):

@@ -20,6 +20,7 @@ from delegate_runtime.builder import ModelBuilder, Quant
 from tests.conftest import require_module
 from tests.ops.test_gpu_fusion import Built, _binary, _graph, _same_conv, check_fused
 from tests.ops.test_gpu_ops import PRECISIONS, opencl_device, randn
+from tests.switched import switched
 
 require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
 
@@ -150,7 +151,7 @@ CASES: dict[str, tuple[Callable[[], Built], str]] = {
     "pad-depthwise-stride2": (pad_depthwise_pointwise, "dwv"),
     "quantized": (quantized_separable, "dwv"),
 }
-#: tile -> lowering.DEPTHWISE_SMALL_TILE_GROUPS_PER_CU that makes these small GEMMs take it
+#: tile -> the switches' depthwise_small_tile_groups_per_cu that makes these small GEMMs take it
 #: on any device (the shipped value picks by the device's compute units)
 TILES = {"gemm16": float("inf"), "gemm32": 0.0}
 #: kernels -> $DEVICEFARM_GPU_SPECIALIZE: the generic program's (CPU OpenCL's default) or
@@ -167,10 +168,8 @@ KERNELS = {"generic": "0", "specialized": "1"}
 def test_depthwise_runs_inside_the_pointwise_gemm(
     opencl_device, monkeypatch, make, suffix, precision, tile, kernels
 ):
-    from delegate_runtime.gpu.opencl import lowering, specialize
-
-    monkeypatch.setattr(lowering, "DEPTHWISE_SMALL_TILE_GROUPS_PER_CU", TILES[tile])
-    monkeypatch.setenv(specialize.ENV, KERNELS[kernels])
+    switched(monkeypatch, depthwise_small_tile_groups_per_cu=TILES[tile])
+    monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", KERNELS[kernels])
     names = check_fused(make(), precision, runs=2)  # split K's counters reset between runs
     assert tile + suffix in names, names
     assert not any(n.startswith("depthwise") for n in names), names
@@ -263,7 +262,7 @@ def test_specialized_copies_compute_what_the_generic_kernels_do(
     built = separable((1, 9, 9, 8), 12, (9, 9), k=7)()
     sessions = {}
     for kernels, flag in KERNELS.items():
-        monkeypatch.setenv(specialize.ENV, flag)
+        monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", flag)
         sessions[kernels] = GpuSession(read_model(built.model), precision, log=io.StringIO())
     ex = sessions["specialized"].executors[0]
     names = [k.function_name for k, _, _ in ex.kernels]

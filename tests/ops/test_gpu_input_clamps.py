@@ -21,6 +21,7 @@ from delegate_runtime import read_model
 from tests.conftest import require_module
 from tests.ops.test_gpu_fusion import Built, _graph, _same_conv, check_against_litert
 from tests.ops.test_gpu_ops import PRECISIONS, opencl_device, randn
+from tests.switched import switched
 
 require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
 
@@ -129,10 +130,8 @@ CASES = {
     [pytest.param(m, k, p, id=f"{n}-{p}") for n, (m, k) in CASES.items() for p in PRECISIONS],
 )
 def test_relu_read_by_gemms_launches_nothing(opencl_device, monkeypatch, make, kernel, precision):
-    from delegate_runtime.gpu.opencl import lowering
-
     # the 32-wide tile on any device (the 16-wide one is the same code: depthwise fusion tests)
-    monkeypatch.setattr(lowering, "DEPTHWISE_SMALL_TILE_GROUPS_PER_CU", 0.0)
+    switched(monkeypatch, depthwise_small_tile_groups_per_cu=0.0)
     built = make()
     session = check_against_litert(built.model, built.inputs, precision, runs=2)
     ex = session.executors[0]

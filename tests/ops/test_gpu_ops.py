@@ -19,6 +19,7 @@ from delegate_runtime.builder import ModelBuilder, Quant
 from delegate_runtime.graph import Model
 from delegate_runtime.interpreter import Interpreter
 from tests.conftest import require, require_module
+from tests.switched import switched
 
 require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
 
@@ -680,7 +681,7 @@ def test_split_k_gemm_forced(opencl_device, monkeypatch, make, precision):
     """Many work groups wanted per compute unit: small outputs split K into several slices."""
     from delegate_runtime.gpu.opencl import lowering
 
-    monkeypatch.setattr(lowering, "GEMM_GROUPS_PER_CU", 64)
+    switched(monkeypatch, gemm_groups_per_cu=64)
     monkeypatch.setenv("DEVICEFARM_GPU_PERSISTENT", "0")  # else GEMMs plan for its grid
     recorded: list[tuple[str, tuple]] = []
     real_emit = lowering.Lowerer.emit

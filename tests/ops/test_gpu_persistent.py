@@ -15,6 +15,7 @@ from delegate_runtime.builder import ModelBuilder
 from tests.conftest import require_module
 from tests.ops.test_gpu_fusion import _same_conv, _same_depthwise, check_against_litert
 from tests.ops.test_gpu_ops import PRECISIONS, opencl_device, randn
+from tests.switched import switched
 
 require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
 
@@ -89,15 +90,13 @@ def _session(model: bytes, precision: str, persistent: str, monkeypatch):
 def _one_group_per_unit(monkeypatch) -> None:
     """One group on a CPU device (PoCL may hand two groups to one thread, which then
     never meet at a barrier); one per compute unit on a GPU, which holds them all."""
-    from delegate_runtime.gpu.opencl import lowering, persistent
     from delegate_runtime.gpu.opencl.runtime import describe, select_device
 
     if describe(select_device(None)).is_gpu:
-        monkeypatch.setattr(persistent, "GROUPS_PER_CU", 1)
+        # the launches one by one plan their GEMMs as the persistent kernel's do
+        switched(monkeypatch, persistent_groups_per_cu=1, gemm_groups_per_cu=1)
     else:
-        monkeypatch.setattr(persistent, "GROUPS", 1)
-    # the launches one by one plan their GEMMs as the persistent kernel's do
-    monkeypatch.setattr(lowering, "GEMM_GROUPS_PER_CU", persistent.GROUPS_PER_CU)
+        switched(monkeypatch, persistent_groups=1, gemm_groups_per_cu=2)
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -144,16 +143,15 @@ def _check_one_kernel(case: tuple[bytes, list[np.ndarray]], precision: str, monk
 
 
 def test_a_run_past_the_size_bound_is_split_into_kernels_in_a_row(opencl_device, monkeypatch):
-    """A run whose layer functions pass persistent.MAX_RUN_BYTES is split into persistent
-    kernels of at least MIN_LAYERS layers, one after another with no launch between them
-    (each its own program unit, built in parallel), computing what the launches compute."""
-    from delegate_runtime.gpu.opencl import persistent
-
+    """A run whose layer functions pass persistent_max_run_bytes is split into persistent
+    kernels of at least persistent_min_layers layers, one after another with no launch
+    between them (each its own program unit, built in parallel), computing what the
+    launches compute."""
     model, inputs = separable_blocks()
     one_by_one = _session(model, "fp32", "0", monkeypatch)
     launches = len(one_by_one.executors[0].kernels)
     want = one_by_one.invoke(inputs)
-    monkeypatch.setattr(persistent, "MAX_RUN_BYTES", 1)  # every run as short as allowed
+    switched(monkeypatch, persistent_max_run_bytes=1)  # every run as short as allowed
     session = _session(model, "fp32", "1", monkeypatch)
     runs = [(run.start, run.end) for run, _ in session.executors[0].persistent]
     spans = [(i, i + 2) for i in range(0, launches - launches % 2 - 2, 2)]
@@ -168,13 +166,12 @@ def test_groups_the_device_cannot_hold_at_once_fall_back_to_launches(opencl_devi
     finds a grid barrier that never filled, keeps the launches, and computes what they
     compute (the tiles' counters, disturbed by the failed run, start again at zero)."""
     from delegate_runtime.gpu.delegate import GpuSession
-    from delegate_runtime.gpu.opencl import persistent
     from delegate_runtime.gpu.opencl.runtime import select_device
 
     model, inputs = separable_blocks()
     want = _session(model, "fp32", "0", monkeypatch).invoke(inputs)
-    monkeypatch.setattr(persistent, "GROUPS", 64 * select_device(None).max_compute_units)
-    monkeypatch.setattr(persistent, "CHECK_SPINS", 1 << 16)
+    groups = 64 * select_device(None).max_compute_units
+    switched(monkeypatch, persistent_groups=groups, persistent_check_spins=1 << 16)
     monkeypatch.setenv("DEVICEFARM_GPU_PERSISTENT", "1")
     session = GpuSession(read_model(model), precision="fp32", log=io.StringIO())
     ex = session.executors[0]
@@ -209,10 +206,11 @@ def test_two_partitions_each_with_a_run_share_one_program(opencl_device, monkeyp
 
 def test_gemms_plan_for_the_persistent_grid_where_one_runs(opencl_device, monkeypatch):
     """A session that runs persistent kernels lowers its GEMMs for their grid
-    (persistent.GROUPS_PER_CU groups a compute unit); one that does not, for launches of
-    their own (lowering.GEMM_GROUPS_PER_CU). Stopped once lowered: no program is built."""
+    (persistent_groups_per_cu groups a compute unit); one that does not, for launches of
+    their own (gemm_groups_per_cu). Stopped once lowered: no program is built."""
     from delegate_runtime.gpu.delegate import GpuSession
-    from delegate_runtime.gpu.opencl import lowering, persistent
+    from delegate_runtime.gpu.opencl import lowering
+    from delegate_runtime.gpu.switches import DEFAULTS
 
     class Lowered(Exception):
         pass
@@ -220,9 +218,9 @@ def test_gemms_plan_for_the_persistent_grid_where_one_runs(opencl_device, monkey
     planned = []
     lowerer_init = lowering.Lowerer.__init__
 
-    def init(self, sg, compute_units, precision="fp32", gemm_groups_per_cu=None):
+    def init(self, sg, compute_units, precision="fp32", gemm_groups_per_cu=None, switches=None):
         planned.append(gemm_groups_per_cu)
-        lowerer_init(self, sg, compute_units, precision, gemm_groups_per_cu)
+        lowerer_init(self, sg, compute_units, precision, gemm_groups_per_cu, switches)
 
     def stop(self, source, lowered, jobs):
         raise Lowered
@@ -231,7 +229,7 @@ def test_gemms_plan_for_the_persistent_grid_where_one_runs(opencl_device, monkey
     monkeypatch.setattr(GpuSession, "_program_units", stop)
     monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "1")
     model, _ = separable_blocks(blocks=1)
-    for flag, want in (("1", persistent.GROUPS_PER_CU), ("0", None)):
+    for flag, want in (("1", DEFAULTS.persistent_groups_per_cu), ("0", None)):
         monkeypatch.setenv("DEVICEFARM_GPU_PERSISTENT", flag)
         with pytest.raises(Lowered):
             GpuSession(read_model(model), log=io.StringIO())

@@ -83,9 +83,8 @@ def test_a_specialized_program_is_cached_as_the_model_s_own(
 ):
     """With kernels specialized (GPUs' default), the cache holds the model's own program,
     which a second session loads and runs."""
-    from delegate_runtime.gpu.opencl import specialize
 
-    monkeypatch.setenv(specialize.ENV, "1")
+    monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "1")
     model, xs = model_and_input
     cold = session(model, tmp_path)
     assert cold.specialized_kernels >= 1 and not cold.program_from_cache
@@ -104,10 +103,10 @@ def test_units_built_by_worker_processes_are_loaded_and_count_as_built(
     taken for one), worker processes and the session build the units the cache lacks, and
     the session loads them: a cold session still says built, not from cache; a warm one
     starts none."""
-    from delegate_runtime.gpu.opencl import build_workers, specialize
+    from delegate_runtime.gpu.opencl import build_workers
     from delegate_runtime.gpu.opencl.runtime import describe, select_device
 
-    monkeypatch.setenv(specialize.ENV, "1")
+    monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "1")
     platform = describe(select_device(opencl_device)).platform
     monkeypatch.setattr(build_workers, "ONE_BUILD_PER_PROCESS", (platform,))
     ran = []
@@ -135,10 +134,10 @@ def test_the_session_builds_every_unit_its_workers_could_not(
 ):
     """Workers that die at start (here: no Python at all) leave their claims untaken: the
     session, a builder itself, builds every unit, largest first, and runs the model."""
-    from delegate_runtime.gpu.opencl import build_workers, specialize
+    from delegate_runtime.gpu.opencl import build_workers
     from delegate_runtime.gpu.opencl.runtime import describe, select_device
 
-    monkeypatch.setenv(specialize.ENV, "1")
+    monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "1")
     platform = describe(select_device(opencl_device)).platform
     monkeypatch.setattr(build_workers, "ONE_BUILD_PER_PROCESS", (platform,))
     monkeypatch.setattr(build_workers.sys, "executable", "/bin/false")

@@ -1,5 +1,6 @@
 """bench/ab_knobs.py's --variant parsing: settings apart at the commas that start the next
-MODULE.CONST=, so a value may hold commas of its own (a dict of GEMM variants)."""
+NAME=, so a value may hold commas of its own (a dict of GEMM variants); a switch of the
+switchboard by its field or record name, any other name a module's constant."""
 
 from __future__ import annotations
 
@@ -28,12 +29,23 @@ def test_a_value_holding_commas_is_one_setting():
         'tk32=opencl.program.GEMM_VARIANTS={"gemm64": (64, 4, 32), "gemm32": (32, 2, 32)},'
         "opencl.fusions.depthwise_into_gemm.DEPTHWISE_MAX_GEMM_MACS=7"
     )
-    name, changes = _ab_knobs().parse_variant(text)
-    assert name == "tk32"
-    assert changes == [
+    name, variant = _ab_knobs().parse_variant(text)
+    assert name == "tk32" and variant.switches == {}
+    assert variant.constants == [
         (program, "GEMM_VARIANTS", {"gemm64": (64, 4, 32), "gemm32": (32, 2, 32)}),
         (depthwise_into_gemm, "DEPTHWISE_MAX_GEMM_MACS", 7),
     ]
+
+
+def test_switches_are_named_by_field_or_by_record_name():
+    text = "v=persistent.MAX_RUN_BYTES=None,opencl.lowering.GEMM_GROUPS_PER_CU=8,flush_every=3"
+    name, variant = _ab_knobs().parse_variant(text)
+    assert variant.constants == []
+    assert variant.switches == {
+        "persistent_max_run_bytes": None,
+        "gemm_groups_per_cu": 8,
+        "flush_every": 3,
+    }
 
 
 def test_an_unknown_constant_is_refused():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from delegate_runtime.gpu.switches import KNOBS, LAYOUT, Switches
 from delegate_runtime.tools import config_record as cr
 
 pytest.importorskip("pyopencl")  # the GPU delegate's modules
@@ -24,8 +25,9 @@ class FakeGpuSession:
 
 
 def test_every_switch_is_recorded_with_its_default_source(monkeypatch):
-    for s in cr.GPU_SWITCHES:
-        monkeypatch.delenv(s.env, raising=False)
+    for knob in KNOBS.values():
+        if knob.env:
+            monkeypatch.delenv(knob.env, raising=False)
     record = cr.configuration({"precision": "fp32"}, FakeGpuSession())
     assert record["gpu.persistent"] == {"value": True, "source": "default"}
     assert record["gpu.specialize"] == {"value": True, "source": "default"}
@@ -33,7 +35,8 @@ def test_every_switch_is_recorded_with_its_default_source(monkeypatch):
     assert record["option.precision"] == {"value": "fp32", "source": "option"}
     assert record["gpu.session.persistent_kernels"] == {"value": 2, "source": "session"}
     assert record["gpu.session.launch_loop"]["value"] == "c"
-    constants = sum(len(v) for v in cr.GPU_CONSTANTS.values())
+    recorded = [k.record for k in KNOBS.values() if k.record and k.record.count(".") == 2]
+    constants = len(recorded) + len(LAYOUT) + sum(len(v) for v in cr.GPU_CONSTANTS.values())
     assert sum(k.count(".") == 2 and k.split(".")[2].isupper() for k in record) == constants
 
 
@@ -55,13 +58,23 @@ def test_the_same_value_from_another_source_keeps_the_fingerprint(monkeypatch):
     assert cr.fingerprint(said) == cr.fingerprint(plain)
 
 
-def test_a_constant_changed_in_process_is_an_override(monkeypatch):
+def test_a_switch_a_caller_set_is_an_override():
+    """The record is the session's switches: one made with a switch changed records it."""
+    before = cr.configuration({}, FakeGpuSession())
+    session = FakeGpuSession()
+    session.switches = Switches.from_env().replace(persistent_groups_per_cu=3)
+    after = cr.configuration({}, session)
+    assert after["gpu.persistent.GROUPS_PER_CU"] == {"value": 3, "source": "override"}
+    assert cr.fingerprint(after) != cr.fingerprint(before)
+
+
+def test_a_layout_constant_changed_in_process_is_an_override(monkeypatch):
     from delegate_runtime.gpu.opencl import persistent
 
     before = cr.configuration({}, FakeGpuSession())
-    monkeypatch.setattr(persistent, "GROUPS_PER_CU", persistent.GROUPS_PER_CU + 1)
+    monkeypatch.setattr(persistent, "GROUP_ITEMS", 128)
     after = cr.configuration({}, FakeGpuSession())
-    assert after["gpu.persistent.GROUPS_PER_CU"]["source"] == "override"
+    assert after["gpu.persistent.GROUP_ITEMS"] == {"value": 128, "source": "override"}
     assert cr.fingerprint(after) != cr.fingerprint(before)
 
 
@@ -105,12 +118,11 @@ def test_a_constant_added_later_joins_the_fingerprint_only_when_set(monkeypatch)
     """persistent.MAX_RUN_BYTES came after results were stored: off (None), it leaves the
     fingerprint as it was before it existed; at its default or any other value, it
     changes it."""
-    from delegate_runtime.gpu.opencl import persistent
-
     record = cr.configuration({}, FakeGpuSession())
     assert record["gpu.persistent.MAX_RUN_BYTES"] == {"value": 64_000, "source": "default"}
-    monkeypatch.setattr(persistent, "MAX_RUN_BYTES", None)
-    off = cr.configuration({}, FakeGpuSession())
+    session = FakeGpuSession()
+    session.switches = Switches.from_env().replace(persistent_max_run_bytes=None)
+    off = cr.configuration({}, session)
     assert off["gpu.persistent.MAX_RUN_BYTES"] == {"value": None, "source": "override"}
     before = {k: v for k, v in off.items() if k != "gpu.persistent.MAX_RUN_BYTES"}
     assert cr.fingerprint(off) == cr.fingerprint(before)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from delegate_runtime.gpu.opencl import persistent
+from delegate_runtime.gpu.switches import DEFAULTS, Switches
 
 
 def test_local_arrays_become_aligned_views_and_a_local_scalar_a_macro():
@@ -30,11 +31,10 @@ def test_a_local_array_of_an_unknown_type_is_refused():
         persistent._local_views("__local mystery_t x[4];")
 
 
-def test_grid_sizes_halve_down_to_one_group_per_compute_unit(monkeypatch):
-    monkeypatch.setattr(persistent, "GROUPS_PER_CU", 4)
-    assert persistent.grid_sizes(132) == [528, 264, 132]
-    monkeypatch.setattr(persistent, "GROUPS", 1)
-    assert persistent.grid_sizes(132) == [1]
+def test_grid_sizes_halve_down_to_one_group_per_compute_unit():
+    four = DEFAULTS.replace(persistent_groups_per_cu=4)
+    assert persistent.grid_sizes(132, four) == [528, 264, 132]
+    assert persistent.grid_sizes(132, four.replace(persistent_groups=1)) == [1]
 
 
 def test_the_barrier_count_has_its_cache_line_to_itself():
@@ -66,9 +66,14 @@ def test_a_barrier_reads_the_spin_limit_once_and_the_failure_word_now_and_then()
         ("0", "NVIDIA CUDA", True, True, False),
     ],
 )
-def test_where_persistent_kernels_are_used(monkeypatch, env, platform, is_gpu, specialized, want):
-    monkeypatch.setenv(persistent.ENV, env)
-    assert persistent.enabled(platform, is_gpu, specialized) is want
+def test_where_persistent_kernels_are_used(env, platform, is_gpu, specialized, want):
+    switches = Switches.from_env({"DEVICEFARM_GPU_PERSISTENT": env})
+    assert persistent.enabled(platform, is_gpu, specialized, switches) is want
+
+
+def test_a_persistent_switch_set_off_by_a_caller_holds_on_nvidia_too():
+    off = DEFAULTS.replace(persistent=False)
+    assert not persistent.enabled("NVIDIA CUDA", True, True, off)
 
 
 def _layers() -> list:

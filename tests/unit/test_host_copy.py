@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from delegate_runtime.gpu.opencl import host_copy, native_loop
+from delegate_runtime.gpu.switches import DEFAULTS, MAX_COPY_HELPERS
 from tests.conftest import require
 
 CHUNK = 32 * 1024
@@ -157,7 +158,7 @@ def test_small_copies_and_machines_of_few_cores_stay_with_numpy(lib, monkeypatch
     usable(monkeypatch, 2)
     few = host_copy.Settings.current()
     assert few.helpers == 0
-    big = np.arange(host_copy.MIN_BYTES, dtype=np.float32)
+    big = np.arange(DEFAULTS.copy_min_bytes, dtype=np.float32)
     out = np.zeros_like(big)
     host_copy.copy(Refusing(), out, big, few)
     np.testing.assert_array_equal(out, big)
@@ -166,7 +167,7 @@ def test_small_copies_and_machines_of_few_cores_stay_with_numpy(lib, monkeypatch
 def test_a_large_copy_goes_through_the_helpers(lib, monkeypatch):
     usable(monkeypatch, 16)
     how = host_copy.Settings.current()
-    assert how.helpers == min(host_copy.HELPERS, 4)
+    assert how.helpers == min(DEFAULTS.copy_helpers_default, 4)
     calls = []
 
     class Counting:
@@ -292,8 +293,8 @@ def test_helpers_spin_only_after_a_copy_in_a_back_to_back_stream():
     """The spin passed to host_copy.c: SPIN after a copy that came within the spin of the
     one before, none after a longer gap; the helpers take part in every copy."""
     spin_us = 100_000  # long, so that this machine's load never makes quick copies slow
-    how = host_copy.Settings(3, host_copy.MIN_BYTES, CHUNK, spin_us)
-    src = np.zeros(host_copy.MIN_BYTES, np.uint8)
+    how = host_copy.Settings(3, DEFAULTS.copy_min_bytes, CHUNK, spin_us)
+    src = np.zeros(DEFAULTS.copy_min_bytes, np.uint8)
     dst = np.zeros_like(src)
     native = Recording()
     for gap_s in (0.3, 0, 0, 0.3, 0):
@@ -306,7 +307,7 @@ def test_helpers_spin_only_after_a_copy_in_a_back_to_back_stream():
 def test_copies_far_apart_leave_the_helpers_asleep(lib):
     """CPU time of copies 30 ms apart with a 20 ms spin: the helper sleeps again after
     each instead of spinning 20 ms (10 copies: 200 ms of CPU before, 2 ms now)."""
-    how = host_copy.Settings(1, host_copy.MIN_BYTES, CHUNK, 20_000)
+    how = host_copy.Settings(1, DEFAULTS.copy_min_bytes, CHUNK, 20_000)
     src = source(602_112, seed=5)
     dst = np.zeros_like(src)
     time.sleep(0.05)  # the spins of copies before this test are over
@@ -324,7 +325,7 @@ def test_a_large_hosts_budget_may_exceed_what_one_session_starts(monkeypatch):
 
     usable(monkeypatch, 64)
     monkeypatch.setenv(host_copy.BUDGET_ENV, "62")  # 64 CPUs, one GPU consumer
-    assert host_copy.helper_plan()["helpers"] <= host_copy.MAX_HELPERS
+    assert host_copy.helper_plan()["helpers"] <= MAX_COPY_HELPERS
     monkeypatch.setenv(host_copy.BUDGET_ENV, "-3")
     with pytest.raises(DevicefarmError, match=host_copy.BUDGET_ENV):
         host_copy.helper_plan()

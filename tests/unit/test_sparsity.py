@@ -353,7 +353,6 @@ def test_gpu_fold_densifies_whatever_the_size(monkeypatch) -> None:
     that keeps other large static results as runtime ops does not apply to DENSIFY."""
     from delegate_runtime.gpu import fold
 
-    monkeypatch.setattr(fold, "MAX_FOLDED_ELEMENTS", 4)
     values, sp = sparsify(BASE, [D, S])
     b = ModelBuilder()
     g = b.main
@@ -364,6 +363,6 @@ def test_gpu_fold_densifies_whatever_the_size(monkeypatch) -> None:
     g.op("DENSIFY", [w], [wd])
     g.op("ADD", [x, wd], [y])
     g.output(y)
-    folded, count = fold.fold_constants(read_model(b.build()))
+    folded, count = fold.fold_constants(read_model(b.build()), max_elements=4)
     assert count == 1 and [op.op for op in folded.main.operators] == ["ADD"]
     np.testing.assert_array_equal(folded.main.tensors[wd].data, BASE)

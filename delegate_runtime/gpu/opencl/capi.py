@@ -172,6 +172,7 @@ class HotPath:
         queue: Any,
         launches: list[tuple[Any, tuple, Any]],
         native: ctypes.CDLL | None = None,
+        copy_settings: host_copy.Settings | None = None,
     ):
         self.lib = lib
         self.queue = _vp(queue.int_ptr)
@@ -184,7 +185,9 @@ class HotPath:
             lws = (_size * len(lsize))(*lsize) if lsize else None
             self.launches.append((_vp(kernel.int_ptr), ctypes.c_uint32(len(gsize)), gws, lws))
         self.native = native
-        self.copy_settings = host_copy.Settings.current()
+        #: the input copies' helpers and constants (the session's switches; None: the
+        #: environment's now)
+        self.copy_settings = copy_settings or host_copy.Settings.current()
         self._native = self._native_args(native) if native is not None else None
         self.loop = "c" if self._native is not None else "python"
 

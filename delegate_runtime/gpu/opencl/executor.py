@@ -14,7 +14,8 @@ import numpy as np
 from ...errors import ModelError
 from ...graph import Subgraph
 from ...ops.common import dequantize, quantize
-from . import persistent
+from ..switches import Switches
+from . import host_copy, persistent
 from .arena import Arena
 from .capi import CLCallError, HotPath, opencl_library
 from .launch import IN_ARENA, Buf, Const, Counters, Local, Lowered, Scratch, Staging
@@ -22,9 +23,6 @@ from .persistent import Run
 from .program_units import ProgramSet
 from .runtime import device_error
 from .specialize import OFFSETS_PER_PARAM, generic_name
-
-#: Launches between queue flushes, so the device works while the host still enqueues.
-FLUSH_EVERY = 6
 
 
 @dataclass
@@ -97,10 +95,14 @@ class PartitionExecutor:
         native: Any = None,
         float_consts: frozenset[str] = frozenset(),
         host_edges: Any = None,
+        switches: Switches | None = None,
     ):
         import pyopencl as cl
 
         self.cl = cl
+        #: the session's switches (gpu/switches.py; None: from the environment now):
+        #: flushes, persistent grids, input copies
+        self.switches = switches = Switches.from_env() if switches is None else switches
         self.queue = queue
         self.sg = sg
         self.storage = np.dtype(storage)
@@ -175,7 +177,8 @@ class PartitionExecutor:
         self.sources = [self._edge_buffer(t) for t in self.downloaded]
         self.destinations = [self._edge_buffer(t) for t in self.uploaded]
         lib = None if profiling else opencl_library()
-        self.hot = HotPath(lib, queue, self.enqueued, native) if lib is not None else None
+        copies = host_copy.Settings.current(switches)
+        self.hot = HotPath(lib, queue, self.enqueued, native, copies) if lib is not None else None
         pin = pinned_host and self.hot is not None
         self.pinned = self._pin(ctx, self.uploaded) if pin else {}
         self.pinned_out = self._pin(ctx, self.downloaded) if pin else {}
@@ -189,13 +192,14 @@ class PartitionExecutor:
         persistent.grid_sizes offers, until its barriers all fill; a run whose groups
         the device cannot hold at once at any of them keeps its launches."""
         cl = self.cl
-        sizes = persistent.grid_sizes(self.queue.device.max_compute_units)
+        sw = self.switches
+        sizes = persistent.grid_sizes(self.queue.device.max_compute_units, sw)
         for run in sorted(runs, key=lambda r: -r.start):  # later first: positions before hold
             vectors = [
                 self._offset_vectors(ln).reshape(-1) for ln in self.launches[run.start : run.end]
             ]
             header = np.zeros(persistent.HEADER, np.int32)
-            header[persistent.LIMIT] = persistent.CHECK_SPINS
+            header[persistent.LIMIT] = sw.persistent_check_spins
             words = np.concatenate([header, *vectors])
             flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
             state = cl.Buffer(ctx, flags, hostbuf=words)
@@ -207,7 +211,7 @@ class PartitionExecutor:
                 done = np.empty(persistent.HEADER, np.int32)
                 cl.enqueue_copy(self.queue, done, state)
                 if not done[persistent.FAILED]:
-                    header[persistent.LIMIT] = persistent.RUN_SPINS
+                    header[persistent.LIMIT] = sw.persistent_run_spins
                     cl.enqueue_copy(self.queue, state, header)
                     self.enqueued[run.start : run.end] = [entry]
                     self.persistent.insert(0, (run, state))
@@ -353,7 +357,7 @@ class PartitionExecutor:
             try:
                 for host, (dst, offset) in zip(hosts, self.destinations, strict=True):
                     hot.write(dst, host, offset)
-                hot.enqueue(FLUSH_EVERY)
+                hot.enqueue(self.switches.flush_every)
                 for (_, host), (src, offset) in zip(results, self.sources, strict=True):
                     hot.read(src, host, offset)
             finally:
@@ -371,7 +375,7 @@ class PartitionExecutor:
             events = []
             for i, (kernel, g, lsz) in enumerate(self.kernels):
                 events.append(cl.enqueue_nd_range_kernel(q, kernel, g, lsz))
-                if i % FLUSH_EVERY == 0:
+                if i % self.switches.flush_every == 0:
                     q.flush()  # NOTE: NVIDIA holds enqueued work until a flush; start early
             for (_, host), (src, offset) in zip(results, self.sources, strict=True):
                 cl.enqueue_copy(q, host, src, src_offset=offset, is_blocking=False)

@@ -17,15 +17,16 @@ paced just past the spin; docs/notebook/23-2026-12-02-the-input-copy-s-helpers-c
 
 How many. `helper_plan()` decides, and says why, for the result records: a quarter of the
 CPUs this process may use (`delegate_runtime.host_cpus`: affinity and cgroup quota, not
-the machine's count), at most HELPERS, none under 4 usable CPUs; a worker agent lowers it
-with BUDGET_ENV so that the consumers of its host's devices fit its CPUs beside the CPU
-reference (worker_agent/cpu_sets.py); ENV, the user's explicit choice, overrides both.
+the machine's count), at most the switches' `copy_helpers_default`, none under 4 usable
+CPUs; a worker agent lowers it with BUDGET_ENV so that the consumers of its host's devices
+fit its CPUs beside the CPU reference (worker_agent/cpu_sets.py); ENV, the user's explicit
+choice, overrides both. The switches (gpu/switches.py) parse both variables and hold the
+copy's tuning constants.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -34,67 +35,43 @@ import numpy as np
 
 from delegate_runtime import host_cpus
 
-#: Helper threads beside the caller by default, at most a quarter of the usable CPUs.
-HELPERS = 3
-#: The most helpers host_copy.c starts (its MAX_HELPERS), whatever is asked.
-MAX_HELPERS = 15
+from ..switches import KNOBS, MAX_COPY_HELPERS, Switches
+
 #: The user's explicit helper count (0: the caller alone), still a quarter of the usable
-#: CPUs at most; overrides HELPERS and the agent's budget.
-ENV = "DEVICEFARM_GPU_COPY_HELPERS"
+#: CPUs at most; overrides the default and the agent's budget.
+ENV = KNOBS["copy_helpers"].env
 #: Set by the worker agent for its GPU consumers: the most helpers a job there may start,
 #: so that the host's consumers, their helpers and the CPU reference fit its CPUs.
-BUDGET_ENV = "DEVICEFARM_GPU_COPY_HELPER_BUDGET"
-#: Copies below this many bytes stay with numpy (a helper's wake-up costs more).
-MIN_BYTES = 128 * 1024
-#: Bytes a thread claims at a time.
-CHUNK_BYTES = 32 * 1024
-#: How long a helper spins for the next copy before it sleeps (microseconds), after a copy
-#: that came within this long of the one before: back-to-back invokes find it awake.
-SPIN_US = 500
+BUDGET_ENV = KNOBS["copy_helper_budget"].env
 
 #: time.monotonic() when this process's last shared copy ended.
 _last_end = float("-inf")
 
 
-def _whole(name: str, most: int | None = None) -> int | None:
-    """The number of threads in environment variable `name` (from 0, to `most` where
-    given); None when unset or blank; a UsageError (one line, exit 2) for anything else."""
-    from ...errors import UsageError
-
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0 or (most is not None and value > most):
-        span = f"from 0 to {most}" if most is not None else "from 0"
-        raise UsageError(f"${name} must be a whole number of threads {span}, not {raw[:40]!r}")
-    return value
-
-
-def helper_plan() -> dict[str, Any]:
-    """The helper threads a session made now starts, and why: {"helpers": n,
-    "usable_cpus": m, "source": "default" | "env" | "agent", "why": "3 (16 usable CPUs: a
-    quarter, at most 3)"}. `source` names the rule that set n: ENV (the user's), the
-    agent's BUDGET_ENV where it lowered the default, or the default."""
+def helper_plan(switches: Switches | None = None) -> dict[str, Any]:
+    """The helper threads a session with `switches` (None: from the environment now)
+    starts, and why: {"helpers": n, "usable_cpus": m, "source": "default" | "env" |
+    "agent", "why": "3 (16 usable CPUs: a quarter, at most 3)"}. `source` names the rule
+    that set n: ENV (the user's), the agent's BUDGET_ENV where it lowered the default, or
+    the default."""
+    switches = Switches.from_env() if switches is None else switches
     usable = host_cpus.usable_cpus()
-    quarter = min(usable // 4, MAX_HELPERS)  # spinning helpers want CPUs of their own
-    # the user's count is a request (host_copy.c starts MAX_HELPERS at most); the agent's
-    # budget a ceiling, which on a large host may be above it
-    wanted, budget = _whole(ENV, MAX_HELPERS), _whole(BUDGET_ENV)
+    quarter = min(usable // 4, MAX_COPY_HELPERS)  # spinning helpers want CPUs of their own
+    # the user's count is a request (host_copy.c starts MAX_COPY_HELPERS at most); the
+    # agent's budget a ceiling, which on a large host may be above it
+    wanted, budget = switches.copy_helpers, switches.copy_helper_budget
+    default = switches.copy_helpers_default
     if wanted is not None:
         n = max(0, min(wanted, quarter))
         why = f"{ENV}={wanted}"
         why += f": a quarter of {_cpus(usable)} at most" if n < wanted else ""
         why += f"; the agent's budget of {budget} overridden" if budget is not None else ""
         return _plan(n, usable, "env", why)
-    n = min(HELPERS, quarter)
+    n = min(default, quarter)
     if quarter == 0:  # under 4 usable CPUs
         why = _cpus(usable)
     else:
-        why = f"{_cpus(usable)}: a quarter" + (f", at most {HELPERS}" if n < quarter else "")
+        why = f"{_cpus(usable)}: a quarter" + (f", at most {default}" if n < quarter else "")
     if budget is not None and budget < n:
         n = budget
         return _plan(
@@ -122,7 +99,8 @@ def _plan(helpers: int, usable: int, source: str, why: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Settings:
-    """The constants above, as a session read them when it was made."""
+    """What a session's input copies use: its helper plan and its switches' copy
+    constants."""
 
     helpers: int
     min_bytes: int
@@ -130,9 +108,13 @@ class Settings:
     spin_us: int
 
     @classmethod
-    def current(cls) -> Settings:
-        helpers = helper_plan()["helpers"]
-        return cls(helpers, MIN_BYTES, CHUNK_BYTES, SPIN_US)
+    def current(cls, switches: Switches | None = None) -> Settings:
+        """The settings of `switches` (None: from the environment now)."""
+        switches = Switches.from_env() if switches is None else switches
+        helpers = helper_plan(switches)["helpers"]
+        return cls(
+            helpers, switches.copy_min_bytes, switches.copy_chunk_bytes, switches.copy_spin_us
+        )
 
 
 def copy(native: ctypes.CDLL | None, dst: np.ndarray, src: np.ndarray, how: Settings) -> None:

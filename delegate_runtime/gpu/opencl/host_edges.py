@@ -21,31 +21,19 @@ uploaded and read back as before.
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 from typing import Any
 
 import numpy as np
 
-#: Host-memory edges where the device offers them unless DEVICEFARM_GPU_HOST_EDGES says
-#: otherwise (bench/ab_knobs.py flips it to compare).
-ON = True
-#: "1"/"0" forces them on (where the device offers them) or off.
-ENV = "DEVICEFARM_GPU_HOST_EDGES"
+from ..switches import Switches
+
 EXTENSION = "cl_nv_create_buffer"
 #: cl_nv_create_buffer's flag: allocate in host memory, mapped for the device.
 MEM_LOCATION_HOST_NV = 1 << 0
 
 _checked: dict[int, bool] = {}  #: context handle -> the check's verdict
 _lock = threading.Lock()
-
-
-def wanted() -> bool:
-    """Whether sessions use host edges where the device offers them."""
-    env = os.environ.get(ENV, "")
-    if env in ("0", "1"):
-        return env == "1"
-    return ON
 
 
 def _creator(lib: ctypes.CDLL, device: Any) -> Any:
@@ -126,12 +114,12 @@ class HostEdges:
             return False
 
 
-def host_edges_for(ctx: Any, queue: Any) -> HostEdges | None:
-    """Host-memory edges for sessions on this queue, or None: not wanted, no C API
+def host_edges_for(ctx: Any, queue: Any, switches: Switches) -> HostEdges | None:
+    """Host-memory edges for sessions on this queue, or None: switched off, no C API
     (capi.py), not offered, or the check failed."""
     from .capi import opencl_library
 
-    if not wanted():
+    if not switches.host_edges:
         return None
     lib = opencl_library()
     if lib is None:

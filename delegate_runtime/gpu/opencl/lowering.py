@@ -16,6 +16,7 @@ import numpy as np
 from ...errors import ModelError
 from ...graph import Operator, Subgraph, Tensor
 from ...ops.common import dequantize
+from ..switches import DEFAULTS, Switches
 from . import program, squeeze_excite
 from .codes import Act, Binary, Step, Unary
 from .concat_views import ConcatPlan, View, plan_concat_views
@@ -47,27 +48,7 @@ ACT_TO_UNARY = {
     Act.SIGMOID: Unary.LOGISTIC,
     Act.TANH: Unary.TANH,
 }
-#: Fewest k steps (of the tile's k step) a GEMM must have before it splits K, and fewest
-#: each slice then keeps. A split costs its own tail (partial sums written, a counter, the
-#: last slice rereading them: 4-5 us on an H200, diag_gpu's sweep) and saves about 1.6 us
-#: per k step a work group no longer walks, so short Ks stay whole.
-MIN_SPLIT_STEPS = 5
-MIN_STEPS_PER_SPLIT = 2
-#: Where A is computed as it is loaded (a depthwise convolution's or a mean's output), a k
-#: step costs far more than a split's tail: K splits down to slices of this many.
-MIN_COMPUTED_SPLIT_K = 32
-#: Work groups per compute unit a GEMM aims for before it splits K, where its launch is its
-#: own; inside a persistent kernel it aims for that kernel's resident groups instead
-#: (persistent.GROUPS_PER_CU: the Lowerer's `gemm_groups_per_cu`).
-GEMM_GROUPS_PER_CU = 4
-#: A GEMM computing its A from a depthwise window takes the 16-wide tile where the 32-wide
-#: one, K split included, launches fewer work groups than this per compute unit: each of
-#: its groups then sums its windows alone, and four times the groups (each summing half
-#: the windows of a 32-wide one) finish sooner. Profiled per GEMM on an H200 (132 units,
-#: bench/dw_tiles.py, 2026-11-28): the 16-wide tile won at 4-196 groups of 32 (NASNet's
-#: 36-50: 12-13 us against 15-17), lost at 224-784 (MobileNet v1's 392-784: 24-44 us
-#: against 18-30).
-DEPTHWISE_SMALL_TILE_GROUPS_PER_CU = 1.6
+#: The GEMMs' work split (gemm_plan) follows the switches' rules (gpu/switches.py).
 
 
 def gemm_plan(
@@ -78,23 +59,24 @@ def gemm_plan(
     computed_a: bool = False,
     depthwise: bool = False,
     groups_per_cu: int | None = None,
+    switches: Switches = DEFAULTS,
 ) -> tuple[str, int, int]:
     """The GEMM variant (a GEMM_VARIANTS key), the number of K slices and K per slice for
     an [m, k] x [k, n] product: the larger tile where it fills the device, else the
     smaller, and K split where even that leaves compute units idle and K is long (or A
     is `computed_a`, dearer to load). A computed from a `depthwise` window takes the
     16-wide tile where the 32-wide one leaves compute units idle
-    (DEPTHWISE_SMALL_TILE_GROUPS_PER_CU). `groups_per_cu`: work groups wanted in flight
-    per compute unit (GEMM_GROUPS_PER_CU unless given)."""
-    target = (groups_per_cu or GEMM_GROUPS_PER_CU) * compute_units
+    (`depthwise_small_tile_groups_per_cu`). `groups_per_cu`: work groups wanted in flight
+    per compute unit (the switches' `gemm_groups_per_cu` unless given)."""
+    target = (groups_per_cu or switches.gemm_groups_per_cu) * compute_units
     tiles64 = -(-m // 64) * -(-n // 64)
     name = "gemm64" if tiles64 >= target else "gemm32"
-    splits, kps = k_split(name, m, n, k, compute_units, computed_a, groups_per_cu)
+    splits, kps = k_split(name, m, n, k, compute_units, computed_a, groups_per_cu, switches)
     if depthwise and name == "gemm32":
         groups = -(-m // 32) * -(-n // 32) * splits
-        if groups < DEPTHWISE_SMALL_TILE_GROUPS_PER_CU * compute_units:
+        if groups < switches.depthwise_small_tile_groups_per_cu * compute_units:
             name = "gemm16"
-            splits, kps = k_split(name, m, n, k, compute_units, computed_a, groups_per_cu)
+            splits, kps = k_split(name, m, n, k, compute_units, computed_a, groups_per_cu, switches)
     return name, splits, kps
 
 
@@ -106,18 +88,21 @@ def k_split(
     compute_units: int,
     computed_a: bool = False,
     groups_per_cu: int | None = None,
+    switches: Switches = DEFAULTS,
 ) -> tuple[int, int]:
     """The number of K slices and K per slice of an [m, k] x [k, n] product on the tile of
     GEMM variant `name`: K split where the tiles leave compute units idle and K is long
-    (or A is `computed_a`, dearer to load); `groups_per_cu` as gemm_plan's."""
-    target = (groups_per_cu or GEMM_GROUPS_PER_CU) * compute_units
+    (or A is `computed_a`, dearer to load); `groups_per_cu` and `switches` as
+    gemm_plan's."""
+    target = (groups_per_cu or switches.gemm_groups_per_cu) * compute_units
     ts, _, tk = program.GEMM_VARIANTS[name]
     tiles = -(-m // ts) * -(-n // ts)
     splits, steps = 1, -(-k // tk)
-    if tiles < target and computed_a and k >= 2 * MIN_COMPUTED_SPLIT_K:
-        splits = min(-(-target // tiles), k // MIN_COMPUTED_SPLIT_K)
-    elif tiles < target and not computed_a and steps >= MIN_SPLIT_STEPS:
-        splits = min(-(-target // tiles), steps // MIN_STEPS_PER_SPLIT)
+    least_k = switches.min_computed_split_k
+    if tiles < target and computed_a and k >= 2 * least_k:
+        splits = min(-(-target // tiles), k // least_k)
+    elif tiles < target and not computed_a and steps >= switches.min_split_steps:
+        splits = min(-(-target // tiles), steps // switches.min_steps_per_split)
     kps = -(-k // splits)
     kps = -(-kps // tk) * tk  # K per split, a multiple of the k step
     return -(-k // kps), kps
@@ -132,10 +117,13 @@ class Lowerer:
         compute_units: int,
         precision: str = "fp32",
         gemm_groups_per_cu: int | None = None,
+        switches: Switches = DEFAULTS,
     ):
         self.sg = sg
         self.compute_units = compute_units
         self.gemm_groups_per_cu = gemm_groups_per_cu
+        #: the session's switches: the GEMMs' split rules, the records' thresholds
+        self.switches = switches
         self.precision = precision
         self.out = Lowered()
         self.steps: list[StepSpec] = []  #: the epilogue of the node being lowered
@@ -415,7 +403,14 @@ class Lowerer:
         computed_a = a_depthwise is not None or a_mean is not None
         depthwise = a_depthwise is not None
         name, splits, kps = gemm_plan(
-            m, n, k, self.compute_units, computed_a, depthwise, self.gemm_groups_per_cu
+            m,
+            n,
+            k,
+            self.compute_units,
+            computed_a,
+            depthwise,
+            self.gemm_groups_per_cu,
+            self.switches,
         )
         ts, wpt, _ = program.GEMM_VARIANTS[name]
         rts = ts // wpt

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ...graph import Operator, Subgraph, Tensor
+from ..switches import Switches
 from .codes import Binary, Unary
 from .concat_views import ConcatPlan, View
 from .launch import Buf, Const, Lowered
@@ -32,6 +33,7 @@ class Lowering(Protocol):
     sg: Subgraph
     compute_units: int
     precision: str
+    switches: Switches  #: the session's (gpu/switches.py)
     out: Lowered  #: the launches, constants and aliases made so far
     steps: list[StepSpec]  #: the epilogue of the node being lowered
     #: what the node being lowered absorbed before it (lowering.Lowerer says each)

@@ -8,8 +8,9 @@ one library, once per source, machine and compiler (the compiler checked: what i
 `--version` says is part of the key), into the kernel cache's folder (private, written
 through a rename). Beside the library lies the sha256 of the file as built; a library that
 does not match it is built again before it is loaded. Without a working compiler, or with
-DEVICEFARM_NATIVE_LOOP=0, `native_loop()` is None and the Python loop runs; `unavailable()`
-says why, `build_identity()` which compiler and which build the C loop is.
+the switch off (gpu/switches.py: DEVICEFARM_NATIVE_LOOP=0), `native_loop()` is None and the
+Python loop runs; `unavailable()` says why, `build_identity()` which compiler and which
+build the C loop is.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from ..switches import KNOBS, Switches
 from .cache import default_cache_dir, ensure_private_dir
 
 SOURCES = tuple(Path(__file__).with_name(n) for n in ("launch_loop.c", "host_copy.c"))
@@ -105,8 +107,6 @@ def build(cache_dir: Path, cc: str) -> Path:
 
 
 def _load(cache_dir: Path) -> tuple[ctypes.CDLL | None, str]:
-    if os.environ.get("DEVICEFARM_NATIVE_LOOP", "1") == "0":
-        return None, "DEVICEFARM_NATIVE_LOOP=0"
     cc = compiler()
     if cc is None:
         return None, "no C compiler (cc, gcc, clang or $CC) on PATH"
@@ -133,8 +133,14 @@ def _load(cache_dir: Path) -> tuple[ctypes.CDLL | None, str]:
     return lib, ""
 
 
-def native_loop(cache_dir: Path | None = None) -> ctypes.CDLL | None:
-    """The built library (decided once per process), or None."""
+def native_loop(
+    cache_dir: Path | None = None, switches: Switches | None = None
+) -> ctypes.CDLL | None:
+    """The built library (decided once per process), or None (also where `switches`,
+    None: the environment's now, turn it off)."""
+    switches = Switches.from_env() if switches is None else switches
+    if not switches.native_loop:
+        return None
     with _lock:
         if "lib" not in _state:
             _state["lib"], _state["why"] = _load(cache_dir or default_cache_dir())
@@ -146,8 +152,14 @@ def build_identity() -> str:
     return str(_state.get("build", ""))
 
 
-def unavailable() -> str:
-    """Why the Python loop runs ("" when the C loop does, or before it was decided)."""
+def unavailable(switches: Switches | None = None) -> str:
+    """Why the Python loop runs ("" when the C loop does, or before it was decided):
+    `switches` (None: the environment's now) turning it off, or the build's failure."""
+    switches = Switches.from_env() if switches is None else switches
+    if not switches.native_loop:
+        if switches.source("native_loop") == "env":
+            return f"{KNOBS['native_loop'].env}=0"
+        return "the native_loop switch is off"
     return str(_state.get("why", ""))
 
 

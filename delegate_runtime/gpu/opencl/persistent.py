@@ -20,55 +20,28 @@ GROUP_ITEMS items that stay resident:
   at zero for the next invoke.
 
 A grid barrier needs every group resident at once: `groups` stays at the compute unit
-count times GROUPS_PER_CU (what the kernel's registers, its neediest layer's, allow), and
-a spin that outlasts its limit marks the run failed (the word at FAILED) and releases every
-barrier, so a device that cannot hold the groups is caught when the session starts
-(PartitionExecutor._persist runs each kernel once, with fewer groups after a failure,
-and keeps the launches if even one group per compute unit fails) instead of hanging.
+count times `persistent_groups_per_cu` (gpu/switches.py: what the kernel's registers, its
+neediest layer's, allow), and a spin that outlasts its limit marks the run failed (the
+word at FAILED) and releases every barrier, so a device that cannot hold the groups is
+caught when the session starts (PartitionExecutor._persist runs each kernel once, with
+fewer groups after a failure, and keeps the launches if even one group per compute unit
+fails) instead of hanging.
 OpenCL itself promises no such forward progress; it is used where the driver gives it:
 NVIDIA (its fence as inline PTX), and PoCL's CPU device with one group (the tests).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 
+from ..switches import Switches
 from .cl_source import kernel_params, read_source
 from .launch import Launch, Staging
 from .specialize import OFFSETS_PER_PARAM
 
 #: Work items of a persistent kernel's group (the GEMM tiles' 16 x 16).
 GROUP_ITEMS = 256
-#: Resident groups per compute unit, and what the GEMMs of a session with persistent
-#: kernels plan for (lowering.gemm_plan). A persistent kernel takes the registers of its
-#: neediest layer: 128 an item on an H200 where a stem's patch GEMM is one (MobileNet v1;
-#: bench/kernel_registers.py), which leaves room for two groups of 256 per SM. Four, with
-#: registers capped at 64, measured 0.994x; GEMMs planned for four on a grid of two run in
-#: two rounds (bench/ab_knobs.py: docs/notebook/21-2026-11-29-the-grid-barrier-s-line-persistent-kernels-at.md).
-GROUPS_PER_CU = 2
-#: The grid's groups when set, whatever the compute units (tests on a CPU device, where
-#: two groups may share a thread and never meet at a barrier).
-GROUPS: int | None = None
-#: Fewest launches worth a persistent kernel.
-MIN_LAYERS = 2
-#: Most bytes of layer functions a persistent kernel calls (a layer called twice counts
-#: twice: NVIDIA's compiler inlines every call); longer runs are split into kernels in a
-#: row, each its own program unit built in parallel (program_units.py), so that no one
-#: long build sets a cold start. On an H200 (bench/cold_start.py, docs/benchmarks.md "Cold start")
-#: hand_landmark_full's 42-layer run of 296 kB, 9 runs at this bound, took its cold start
-#: from 20.5 s to 5.2-6.4 s; steady inference moved 1-5 % (more launches). None: no bound.
-MAX_RUN_BYTES: int | None = 64_000
-#: Spins at a grid barrier before the run is marked failed: at the session's check of a
-#: grid size (a layer of this GPU waits well under 1 ms; the spins take longer), and in
-#: the invokes after it, where only a device that stopped holding the groups would spin.
-CHECK_SPINS = 1 << 18
-RUN_SPINS = 1 << 30
-#: Runs become persistent kernels unless DEVICEFARM_GPU_PERSISTENT says otherwise.
-ON = True
-#: "1"/"0" forces persistent runs on/off on every device (tests on PoCL).
-ENV = "DEVICEFARM_GPU_PERSISTENT"
 #: The persistent kernels' state, one int buffer per run: in its first 128-byte line the
 #: groups out, failed and the spin limit; the barrier count alone in the second line (the
 #: groups poll it, and loads of other words in its line slow the arrivals and the polls:
@@ -91,27 +64,29 @@ _WORK_ITEM_FUNCTIONS = (
 )
 
 
-def grid_sizes(compute_units: int) -> list[int]:
+def grid_sizes(compute_units: int, switches: Switches) -> list[int]:
     """Work groups of a persistent kernel's grid on a device of `compute_units`, to try
-    in turn: GROUPS_PER_CU per unit, then half as many, down to one per unit."""
-    if GROUPS is not None:
-        return [GROUPS]
-    per, sizes = GROUPS_PER_CU, []
+    in turn: the switches' groups per unit, then half as many, down to one per unit (or
+    the switches' fixed grid)."""
+    if switches.persistent_groups is not None:
+        return [switches.persistent_groups]
+    per, sizes = switches.persistent_groups_per_cu, []
     while per >= 1:
         sizes.append(compute_units * per)
         per //= 2
     return sizes
 
 
-def enabled(platform: str, is_gpu: bool, specialized: bool) -> bool:
-    """Whether a session runs persistent kernels: $DEVICEFARM_GPU_PERSISTENT, else ON on
-    NVIDIA's GPUs. They need the specialized copies (they take only the arena)."""
-    env = os.environ.get(ENV, "")
+def enabled(platform: str, is_gpu: bool, specialized: bool, switches: Switches) -> bool:
+    """Whether a session runs persistent kernels: the switch where it was set (on every
+    device), else on NVIDIA's GPUs. They need the specialized copies (they take only the
+    arena)."""
     if not specialized:
         return False
-    if env in ("0", "1"):
-        return env == "1"
-    return ON and is_gpu and "NVIDIA" in platform
+    forced = switches.explicit("persistent")
+    if forced is not None:
+        return forced
+    return switches.persistent and is_gpu and "NVIDIA" in platform
 
 
 @dataclass(frozen=True)
@@ -135,7 +110,9 @@ class _Layer:
     vectors: int
 
 
-def plan_runs(source: str, launches: list[Launch], prefix: str) -> tuple[list[Run], list[str]]:
+def plan_runs(
+    source: str, launches: list[Launch], prefix: str, switches: Switches
+) -> tuple[list[Run], list[str]]:
     """The runs of `launches` (positions in one partition) that become persistent kernels
     and, per run, the source of its kernel (named `prefix`0, `prefix`1, ...) with the layer
     functions it calls: each builds as a program of its own, after `source`'s helpers (the
@@ -149,7 +126,7 @@ def plan_runs(source: str, launches: list[Launch], prefix: str) -> tuple[list[Ru
             made[key] = _layer(text, spans, launch, f"pk_{len(made)}_{prefix}")
         layers.append(made[key])
     runs, texts = [], []
-    for start, end in _run_spans(layers):
+    for start, end in _run_spans(layers, switches):
         name = f"{prefix}{len(runs)}"
         calls = []
         functions: dict[str, str] = {}  # the layer functions this run calls, by name
@@ -163,34 +140,35 @@ def plan_runs(source: str, launches: list[Launch], prefix: str) -> tuple[list[Ru
     return runs, texts
 
 
-def _run_spans(layers: list[_Layer | None]) -> list[tuple[int, int]]:
-    """Each run's launches (start, end): MIN_LAYERS or more layers in a row, split where
-    they call more than MAX_RUN_BYTES of layer functions."""
+def _run_spans(layers: list[_Layer | None], switches: Switches) -> list[tuple[int, int]]:
+    """Each run's launches (start, end): the switches' fewest layers or more in a row,
+    split where they call more than its most bytes of layer functions."""
+    least = switches.persistent_min_layers
     spans, start = [], 0
     while start < len(layers):
         end = start
         while end < len(layers) and layers[end] is not None:
             end += 1
-        if end - start >= MIN_LAYERS:
+        if end - start >= least:
             costs = [len(layer.function) for layer in layers[start:end] if layer is not None]
-            spans += [(start + a, start + b) for a, b in split_run(costs)]
+            limit = switches.persistent_max_run_bytes
+            spans += [(start + a, start + b) for a, b in split_run(costs, limit, least)]
         start = end + 1
     return spans
 
 
-def split_run(costs: list[int], limit: int | None = None) -> list[tuple[int, int]]:
+def split_run(costs: list[int], limit: int | None, least: int = 2) -> list[tuple[int, int]]:
     """Consecutive spans of a run of layers of these costs (bytes) of at most `limit`
-    (MAX_RUN_BYTES) each where a span of MIN_LAYERS allows, none shorter than MIN_LAYERS."""
-    limit = MAX_RUN_BYTES if limit is None else limit
+    (None: no bound) each where a span of `least` layers allows, none shorter."""
     if limit is None or sum(costs) <= limit:
         return [(0, len(costs))]
     spans, start, held = [], 0, 0
     for i, cost in enumerate(costs):
-        if held + cost > limit and i - start >= MIN_LAYERS:
+        if held + cost > limit and i - start >= least:
             spans.append((start, i))
             start, held = i, 0
         held += cost
-    if len(costs) - start < MIN_LAYERS and spans:
+    if len(costs) - start < least and spans:
         start = spans.pop()[0]  # a short tail joins the span before it
     spans.append((start, len(costs)))
     return spans

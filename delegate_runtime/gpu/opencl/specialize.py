@@ -25,13 +25,13 @@ reads it).
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..switches import Switches
 from .arena import ARENA_UNIT
 from .cl_source import KERNEL_HEAD, Param, kernel_params, read_source
 from .launch import IN_ARENA, CopyArgs, Launch
@@ -43,11 +43,6 @@ from .launch import IN_ARENA, CopyArgs, Launch
 SPECIALIZED_PREFIXES = ("gemm", "depthwise", "mean_axis", "softmax", "to_storage", "from_storage")
 #: Buffer offsets per int16 parameter of a copy.
 OFFSETS_PER_PARAM = 16
-
-#: Specialize on GPUs unless DEVICEFARM_GPU_SPECIALIZE says otherwise (ab_knobs can flip it).
-ON_GPU = True
-#: "1"/"0" forces specialization on/off on every device (tests, CPU OpenCL).
-ENV = "DEVICEFARM_GPU_SPECIALIZE"
 #: Between a kernel's name and its copy's digest (no generic kernel's name holds it).
 SEPARATOR = "__"
 
@@ -57,15 +52,16 @@ def generic_name(kernel: str) -> str:
     return kernel.split(SEPARATOR, 1)[0]
 
 
-def enabled(is_gpu: bool, option: bool | None = None) -> bool:
-    """Whether a session specializes: its option, else $DEVICEFARM_GPU_SPECIALIZE, else on
-    GPUs (ON_GPU) and off on CPU OpenCL, where each model's build would cost seconds."""
+def enabled(is_gpu: bool, option: bool | None, switches: Switches) -> bool:
+    """Whether a session specializes: its option, else the switch where it was set (on
+    every device), else on GPUs and off on CPU OpenCL, where each model's build would
+    cost seconds."""
     if option is not None:
         return option
-    env = os.environ.get(ENV, "")
-    if env in ("0", "1"):
-        return env == "1"
-    return ON_GPU and is_gpu
+    forced = switches.explicit("specialize")
+    if forced is not None:
+        return forced
+    return switches.specialize and is_gpu
 
 
 def c_literal(width: int, value: Any) -> str | None:

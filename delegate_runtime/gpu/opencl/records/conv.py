@@ -9,6 +9,7 @@ import numpy as np
 from ....errors import ModelError
 from ....graph import Operator, Subgraph
 from ....ops.common import padding_amounts
+from ...switches import DEFAULTS, Switches
 from ..launch import Buf, Const, grid3, i4, shape4
 from .depthwise import prologue_args as depthwise_prologue
 from .geometry import Shape, rank4, window_hw
@@ -62,24 +63,16 @@ def windows_tile(op: Operator, sg: Subgraph) -> bool:
     return oh * kh <= h and ow * kw <= w
 
 
-#: Overlapping windows go to the patch GEMM with at least this many output channels or
-#: this long a K; else the direct convolution (one item per output, a serial loop over
-#: K) is faster. On an H200 (`bench/diag_gpu.py --only patch`, fp32, device us, GEMM /
-#: direct): 3x3 stems of 24-32 outputs 14.5-17.4 / 19.5-22.0, of 16 outputs (K 27)
-#: 14.9-17.8 / 12.4-15.7; a 3x3 layer of 1 output (K 72) 75.6 / 12.6; EfficientNetV2B0's
-#: 3x3 layers (K 144-432) 15.5-30.1 / 24.9-64.4, 16 outputs at K 288 28.3 / 37.7. Windows
-#: that tile the input win at every size measured (1 output: 14.4 / 46.2).
-PATCH_GEMM_MIN_N = 24
-PATCH_GEMM_MIN_K = 128
-
-
-def as_patch_gemm(op: Operator, sg: Subgraph) -> bool:
+def as_patch_gemm(op: Operator, sg: Subgraph, switches: Switches = DEFAULTS) -> bool:
     """Whether a convolution other than a 1x1 GEMM runs as the patch GEMM (each output
-    pixel's window read in place as a row of A) rather than the direct convolution."""
+    pixel's window read in place as a row of A) rather than the direct convolution: where
+    its windows tile the input, or it has the switches' `patch_gemm_min_n` output channels
+    or `patch_gemm_min_k` inputs per window (else the direct convolution is faster)."""
     if is_gemm(op, sg):
         return False
     n, kh, kw, c = sg.tensors[op.inputs[1]].shape
-    return windows_tile(op, sg) or n >= PATCH_GEMM_MIN_N or kh * kw * c >= PATCH_GEMM_MIN_K
+    wide = n >= switches.patch_gemm_min_n or kh * kw * c >= switches.patch_gemm_min_k
+    return windows_tile(op, sg) or wide
 
 
 def patch_geometry(
@@ -162,7 +155,7 @@ def lower(lo, op: Operator) -> None:
     pl, _ = padding_amounts(in_s[2], kw, sw, dw, o.get("padding", 0))
     x, pt, pl = lo.padded_input(x, pt, pl)
     in_s = shape4(lo.t(x).shape)
-    if as_patch_gemm(op, lo.sg):
+    if as_patch_gemm(op, lo.sg, lo.switches):
         weights, bias, _ = gemm_weights(lo, op)
         # a window's rows lie whole in the input where it tiles it and no PAD was absorbed
         run = kw * ic if lo.input_pad is None and windows_tile(op, lo.sg) else ic

@@ -13,8 +13,6 @@ from .geometry import Shape, const_ints, shape_of
 from .record import GpuOp, OpRule, register, versions
 from .shape_inputs import constant_shape_inputs
 
-#: Summed elements per output from which a work group shares each output (mean_axis_wide).
-WIDE_FROM = 64
 #: mean_axis_wide's work group: 32 outputs x MEAN_ROWS rows (mean.cl).
 WIDE_GROUP = (32, 8, 1)
 #: Elements of inner per work group, at least; and the most groups sharing one output.
@@ -82,7 +80,7 @@ def reduce_mean(lo, op: Operator, dims: tuple[int, int, int], epilogue: list[Any
     out_shape = lo.t(op.outputs[0]).shape
     channels = max(int(out_shape[-1]), 1) if len(out_shape) else 1
     args = [Buf(op.inputs[0]), Buf(op.outputs[0]), *map(np.int32, (*dims, channels))]
-    if inner >= WIDE_FROM:
+    if inner >= lo.switches.mean_wide_from:  # a work group shares each output
         slices, per_slice = slicing(inner)
         blocks = -(-rest // WIDE_GROUP[0])
         scratch = Scratch(4 * outer * slices * rest)

@@ -1,0 +1,363 @@
+"""The GPU delegate's switchboard: every switch and tuning constant that decides what a
+session runs, declared once with its type, default, environment variable (where one
+exists) and meaning, read once when the session is made and passed down as a frozen value.
+
+    switches = Switches.from_env()                        # the defaults and $DEVICEFARM_*
+    session = GpuSession(model, switches=switches.replace(persistent_max_run_bytes=None))
+    switches.record()                                     # {"gpu.persistent.MAX_RUN_BYTES": ...}
+
+`record()` gives the configuration record's entries (tools/config_record.py) under the
+names results have always stored, each with its source: `default`, `env` (a DEVICEFARM_*
+variable) or `override` (a value a caller set, as bench/ab_knobs.py does). An on/off
+switch set explicitly (env or override) holds on every device; at its default it holds
+only where the device suits it (specialization and persistent kernels on GPUs, persistent
+kernels on NVIDIA's).
+
+Not here: the kernels' layout constants (LAYOUT: what the kernel sources are written
+for, recorded as they are), and the fusions' rules (still their modules' constants).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import UsageError
+
+_CL = "delegate_runtime.gpu.opencl"
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One switch or tuning constant: its name in the configuration record (None: not
+    recorded itself), its environment variable and what it means."""
+
+    record: str | None
+    meaning: str
+    env: str | None = None
+
+
+def _bool(var: str, raw: str) -> bool:
+    if raw not in ("0", "1"):
+        raise UsageError(f"${var} must be 0 (off) or 1 (on), not {raw[:40]!r}")
+    return raw == "1"
+
+
+#: The most input-copy helpers host_copy.c starts (its MAX_HELPERS), whatever is asked.
+MAX_COPY_HELPERS = 15
+
+
+def _threads(most: int | None) -> Callable[[str, str], int]:
+    """A parser of a whole number of threads from 0 (to `most` where given)."""
+
+    def parse(var: str, raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            value = -1
+        if value < 0 or (most is not None and value > most):
+            span = f"from 0 to {most}" if most is not None else "from 0"
+            raise UsageError(f"${var} must be a whole number of threads {span}, not {raw[:40]!r}")
+        return value
+
+    return parse
+
+
+#: Field name -> its knob. The order is the record's; every field of Switches has one.
+KNOBS: dict[str, Knob] = {
+    # -- paths: on/off, each with its environment variable --------------------------
+    "specialize": Knob(
+        "gpu.specialize",
+        "a program of the model's own, its launches' arguments compiled in (specialize.py); "
+        "at its default on GPUs only",
+        "DEVICEFARM_GPU_SPECIALIZE",
+    ),
+    "persistent": Knob(
+        "gpu.persistent",
+        "runs of launches as one persistent kernel (persistent.py); at its default on "
+        "NVIDIA's GPUs only",
+        "DEVICEFARM_GPU_PERSISTENT",
+    ),
+    "host_edges": Knob(
+        "gpu.host_edges",
+        "partition inputs and outputs in host memory the GPU maps (host_edges.py), where "
+        "the device offers it",
+        "DEVICEFARM_GPU_HOST_EDGES",
+    ),
+    "native_loop": Knob(
+        "gpu.native_loop",
+        "the launch loop and input copy in C (native_loop.py), where a compiler builds it",
+        "DEVICEFARM_NATIVE_LOOP",
+    ),
+    # -- the input copy's helper threads (recorded as the plan they make) -----------
+    "copy_helpers": Knob(
+        None,
+        "helper threads the user asks for the input copy (None: host_copy.helper_plan's "
+        "default); recorded as gpu.copy_helpers",
+        "DEVICEFARM_GPU_COPY_HELPERS",
+    ),
+    "copy_helper_budget": Knob(
+        None,
+        "the most helper threads a worker agent allows a job on its host (None: no "
+        "budget); recorded as gpu.copy_helpers",
+        "DEVICEFARM_GPU_COPY_HELPER_BUDGET",
+    ),
+    "copy_helpers_default": Knob(
+        None,
+        "helper threads by default, at most a quarter of the usable CPUs (none under 4); "
+        "recorded as gpu.copy_helpers",
+    ),
+    # -- persistent kernels ----------------------------------------------------------
+    "persistent_groups_per_cu": Knob(
+        "gpu.persistent.GROUPS_PER_CU",
+        "resident work groups per compute unit of a persistent kernel's grid (halved down "
+        "to one where the device cannot hold them)",
+    ),
+    "persistent_groups": Knob(
+        "gpu.persistent.GROUPS",
+        "the persistent kernels' grid in work groups whatever the compute units (None: "
+        "from the compute units; tests on a CPU device set 1)",
+    ),
+    "persistent_min_layers": Knob("gpu.persistent.MIN_LAYERS", "fewest launches in a run"),
+    "persistent_max_run_bytes": Knob(
+        "gpu.persistent.MAX_RUN_BYTES",
+        "most bytes of layer functions one persistent kernel calls; longer runs split "
+        "(None: no bound)",
+    ),
+    "persistent_check_spins": Knob(
+        "gpu.persistent.CHECK_SPINS",
+        "spins at a grid barrier before the session's check of a grid marks it failed",
+    ),
+    "persistent_run_spins": Knob(
+        "gpu.persistent.RUN_SPINS",
+        "spins at a grid barrier before an invoke's run is marked failed",
+    ),
+    # -- the input copy ----------------------------------------------------------------
+    "copy_min_bytes": Knob(
+        "gpu.host_copy.MIN_BYTES", "copies below this many bytes stay with numpy"
+    ),
+    "copy_chunk_bytes": Knob("gpu.host_copy.CHUNK_BYTES", "bytes a copy thread claims at a time"),
+    "copy_spin_us": Knob(
+        "gpu.host_copy.SPIN_US",
+        "microseconds a helper spins for the next copy, after a copy within this long of "
+        "the one before",
+    ),
+    # -- the GEMMs' work split (lowering.py) -------------------------------------------
+    "min_split_steps": Knob(
+        "gpu.lowering.MIN_SPLIT_STEPS", "fewest k steps of a GEMM whose K is split"
+    ),
+    "min_steps_per_split": Knob(
+        "gpu.lowering.MIN_STEPS_PER_SPLIT", "fewest k steps in each slice of a split K"
+    ),
+    "min_computed_split_k": Knob(
+        "gpu.lowering.MIN_COMPUTED_SPLIT_K",
+        "fewest channels per slice of a split K where A is computed (depthwise, patches)",
+    ),
+    "gemm_groups_per_cu": Knob(
+        "gpu.lowering.GEMM_GROUPS_PER_CU",
+        "work groups a GEMM wants in flight per compute unit (the persistent kernels' "
+        "grid instead where they run)",
+    ),
+    "depthwise_small_tile_groups_per_cu": Knob(
+        "gpu.lowering.DEPTHWISE_SMALL_TILE_GROUPS_PER_CU",
+        "below this many 32-wide tiles per compute unit a GEMM computing its depthwise "
+        "input takes 16-wide tiles",
+    ),
+    # -- launches and lowering rules -------------------------------------------------
+    "flush_every": Knob(
+        "gpu.executor.FLUSH_EVERY", "launches enqueued between flushes of the queue"
+    ),
+    "patch_gemm_min_n": Knob(
+        "gpu.conv.PATCH_GEMM_MIN_N",
+        "overlapping windows become a patch GEMM from this many output channels",
+    ),
+    "patch_gemm_min_k": Knob(
+        "gpu.conv.PATCH_GEMM_MIN_K",
+        "... or from this many inputs per window (kh * kw * c)",
+    ),
+    "mean_wide_from": Knob(
+        "gpu.mean.WIDE_FROM", "a MEAN over this many elements or more takes a work group"
+    ),
+    "max_folded_elements": Knob(
+        "gpu.fold.MAX_FOLDED_ELEMENTS",
+        "constant subgraphs are folded only where no output is larger (elements)",
+    ),
+}
+
+#: Environment variable -> how its text becomes the field's value (the rest: booleans).
+_PARSE: dict[str, Callable[[str, str], Any]] = {
+    "DEVICEFARM_GPU_COPY_HELPERS": _threads(MAX_COPY_HELPERS),
+    "DEVICEFARM_GPU_COPY_HELPER_BUDGET": _threads(None),
+}
+
+#: The kernels' layout: constants their sources are written for (a work group's items,
+#: offsets per int16, the arena's unit, 1-D and softmax work groups), recorded as their
+#: modules hold them, switched by no one. Record name -> (module, attribute).
+LAYOUT: dict[str, tuple[str, str]] = {
+    "gpu.persistent.GROUP_ITEMS": (f"{_CL}.persistent", "GROUP_ITEMS"),
+    "gpu.specialize.OFFSETS_PER_PARAM": (f"{_CL}.specialize", "OFFSETS_PER_PARAM"),
+    "gpu.launch.LOCAL_1D": (f"{_CL}.launch", "LOCAL_1D"),
+    "gpu.arena.ARENA_UNIT": (f"{_CL}.arena", "ARENA_UNIT"),
+    "gpu.softmax.ROW_GROUP": (f"{_CL}.records.softmax", "ROW_GROUP"),
+}
+
+
+@dataclass(frozen=True)
+class Switches:
+    """The GPU delegate's switches and tuning constants, as a session was made with them
+    (KNOBS says what each means). Make one with `from_env()`; change it with `replace()`."""
+
+    specialize: bool = True
+    persistent: bool = True
+    host_edges: bool = True
+    native_loop: bool = True
+    copy_helpers: int | None = None
+    copy_helper_budget: int | None = None
+    copy_helpers_default: int = 3
+    # A persistent kernel takes the registers of its neediest layer: 128 an item on an H200
+    # where a stem's patch GEMM is one (MobileNet v1; bench/kernel_registers.py), which
+    # leaves room for two groups of 256 per SM. Four, with registers capped at 64, measured
+    # 0.994x; GEMMs planned for four on a grid of two run in two rounds (bench/ab_knobs.py:
+    # docs/notebook/21-2026-11-29-the-grid-barrier-s-line-persistent-kernels-at.md).
+    persistent_groups_per_cu: int = 2
+    # Tests on a CPU device set 1: two groups may share a thread and never meet at a barrier.
+    persistent_groups: int | None = None
+    persistent_min_layers: int = 2
+    # A layer called twice counts twice (NVIDIA's compiler inlines every call); longer runs
+    # are split into kernels in a row, each its own program unit built in parallel
+    # (program_units.py), so that no one long build sets a cold start. On an H200
+    # (bench/cold_start.py, docs/benchmarks.md "Cold start") hand_landmark_full's 42-layer
+    # run of 296 kB, 9 runs at this bound, took its cold start from 20.5 s to 5.2-6.4 s;
+    # steady inference moved 1-5 % (more launches).
+    persistent_max_run_bytes: int | None = 64_000
+    # A layer of an H200 waits well under 1 ms at a barrier; the spins take longer. In the
+    # invokes after the check only a device that stopped holding the groups would spin.
+    persistent_check_spins: int = 1 << 18
+    persistent_run_spins: int = 1 << 30
+    # A helper's wake-up costs more than numpy's copy below MIN_BYTES.
+    copy_min_bytes: int = 128 * 1024
+    copy_chunk_bytes: int = 32 * 1024
+    # Back-to-back invokes find the helpers awake; a paced stream lets them sleep
+    # (docs/notebook/23-2026-12-02-the-input-copy-s-helpers-cpu-per-invoke-spinning.md).
+    copy_spin_us: int = 500
+    # A split costs its own tail (partial sums written, a counter, the last slice rereading
+    # them: 4-5 us on an H200, diag_gpu's sweep) and saves about 1.6 us per k step a work
+    # group no longer walks, so short Ks stay whole.
+    min_split_steps: int = 5
+    min_steps_per_split: int = 2
+    # Where A is computed as it is loaded, a k step costs far more than a split's tail.
+    min_computed_split_k: int = 32
+    # Where a GEMM's launch is its own; inside a persistent kernel it aims for that
+    # kernel's resident groups (persistent_groups_per_cu) instead.
+    gemm_groups_per_cu: int = 4
+    # Each 16-wide group then sums its windows alone, and four times the groups finish
+    # sooner. Profiled per GEMM on an H200 (132 units, bench/dw_tiles.py, 2026-11-28): the
+    # 16-wide tile won at 4-196 groups of 32 (NASNet's 36-50: 12-13 us against 15-17), lost
+    # at 224-784 (MobileNet v1's 392-784: 24-44 us against 18-30).
+    depthwise_small_tile_groups_per_cu: float = 1.6
+    # The device works while the host still enqueues (NVIDIA holds work until a flush).
+    flush_every: int = 6
+    # Else the direct convolution (one item per output, a serial loop over K) is faster. On
+    # an H200 (`bench/diag_gpu.py --only patch`, fp32, device us, GEMM / direct): 3x3 stems
+    # of 24-32 outputs 14.5-17.4 / 19.5-22.0, of 16 outputs (K 27) 14.9-17.8 / 12.4-15.7; a
+    # 3x3 layer of 1 output (K 72) 75.6 / 12.6; EfficientNetV2B0's 3x3 layers (K 144-432)
+    # 15.5-30.1 / 24.9-64.4, 16 outputs at K 288 28.3 / 37.7. Windows that tile the input
+    # win at every size measured (1 output: 14.4 / 46.2).
+    patch_gemm_min_n: int = 24
+    patch_gemm_min_k: int = 128
+    mean_wide_from: int = 64
+    max_folded_elements: int = 1 << 24
+    #: field -> where its value came from ("env", "override"); absent: the default
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Switches:
+        """The defaults with the DEVICEFARM_* variables of `environ` (os.environ) applied;
+        a UsageError naming the variable for a value it cannot take."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name, knob in KNOBS.items():
+            raw = env.get(knob.env or "", "").strip()
+            if knob.env and raw:
+                values[name] = _PARSE.get(knob.env, _bool)(knob.env, raw)
+        return cls(**values, sources={name: "env" for name in values})
+
+    def replace(self, **changes: Any) -> Switches:
+        """A copy with `changes` (field names; ValueError for others); a changed value
+        that differs from the default is an `override`."""
+        unknown = sorted(set(changes) - set(KNOBS))
+        if unknown:
+            raise ValueError(f"no switch {', '.join(unknown)} (known: {', '.join(KNOBS)})")
+        sources = dict(self.sources)
+        for name, value in changes.items():
+            if value != DEFAULTS_BY_NAME[name]:
+                sources[name] = "override"
+            else:
+                sources.pop(name, None)
+        return dataclasses.replace(self, **changes, sources=sources)
+
+    def source(self, name: str) -> str:
+        """Where field `name`'s value came from: "default", "env" or "override"."""
+        return self.sources.get(name, "default")
+
+    def explicit(self, name: str) -> bool | None:
+        """An on/off switch's value where it was set (env or override), else None: the
+        default, which holds where the device suits it."""
+        return None if self.source(name) == "default" else bool(getattr(self, name))
+
+    def record(self) -> dict[str, dict[str, Any]]:
+        """The configuration record's entries of the recorded fields: {"value", "source"}."""
+        return {
+            knob.record: {"value": _plain(getattr(self, name)), "source": self.source(name)}
+            for name, knob in KNOBS.items()
+            if knob.record is not None
+        }
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+#: Field name -> its default.
+DEFAULTS_BY_NAME: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(Switches)}
+#: The shipped configuration (what a session gets with no DEVICEFARM_* variable set).
+DEFAULTS = Switches()
+
+assert set(KNOBS) == set(DEFAULTS_BY_NAME) - {"sources"}, "a switch without its knob"
+
+
+def by_record_name(name: str) -> str:
+    """The field recorded as `name` ("gpu.persistent.MAX_RUN_BYTES"), or as `name` with
+    its "gpu." left off ("persistent.MAX_RUN_BYTES", as bench/ab_knobs.py and
+    bench/cold_start.py's --set write it); the field's own name passes. KeyError else."""
+    if name in KNOBS:
+        return name
+    for field_name, knob in KNOBS.items():
+        if knob.record in (name, f"gpu.{name}"):
+            return field_name
+    raise KeyError(name)
+
+
+def parse_setting(text: str) -> tuple[str, Any]:
+    """'NAME=VALUE' as (field, value): NAME any name `by_record_name` takes, also as a
+    module constant under delegate_runtime.gpu once was ("opencl.persistent.GROUPS_PER_CU",
+    "opencl.records.conv.PATCH_GEMM_MIN_N"); VALUE a Python literal ("None", "1 << 16" is
+    not one). KeyError for a name no switch has (ValueError for a bad value)."""
+    name, sep, value = text.partition("=")
+    if not sep:
+        raise ValueError(f"{text!r}: expected NAME=VALUE")
+    name = name.strip()
+    for prefix in ("opencl.records.", "opencl."):
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+            break
+    field_name = by_record_name(name)
+    try:
+        parsed = ast.literal_eval(value.strip())
+    except (ValueError, SyntaxError) as exc:
+        raise ValueError(f"{text!r}: {value.strip()!r} is no Python literal") from exc
+    return field_name, parsed

@@ -1,0 +1,107 @@
+"""The GPU delegate's switchboard (delegate_runtime/gpu/switches.py): each switch declared
+once, read from the environment with clear errors, changed only by replace(), and
+recorded under the names results have always stored."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from delegate_runtime.errors import UsageError
+from delegate_runtime.gpu.switches import (
+    DEFAULTS,
+    KNOBS,
+    Switches,
+    by_record_name,
+    parse_setting,
+)
+
+#: The record's entries of the shipped switches, as results stored them before the
+#: switchboard: a rename or a new default here changes every result's fingerprint.
+SHIPPED_RECORD = {
+    "gpu.specialize": True,
+    "gpu.persistent": True,
+    "gpu.host_edges": True,
+    "gpu.native_loop": True,
+    "gpu.persistent.GROUPS_PER_CU": 2,
+    "gpu.persistent.GROUPS": None,
+    "gpu.persistent.MIN_LAYERS": 2,
+    "gpu.persistent.MAX_RUN_BYTES": 64_000,
+    "gpu.persistent.CHECK_SPINS": 1 << 18,
+    "gpu.persistent.RUN_SPINS": 1 << 30,
+    "gpu.host_copy.MIN_BYTES": 128 * 1024,
+    "gpu.host_copy.CHUNK_BYTES": 32 * 1024,
+    "gpu.host_copy.SPIN_US": 500,
+    "gpu.lowering.MIN_SPLIT_STEPS": 5,
+    "gpu.lowering.MIN_STEPS_PER_SPLIT": 2,
+    "gpu.lowering.MIN_COMPUTED_SPLIT_K": 32,
+    "gpu.lowering.GEMM_GROUPS_PER_CU": 4,
+    "gpu.lowering.DEPTHWISE_SMALL_TILE_GROUPS_PER_CU": 1.6,
+    "gpu.executor.FLUSH_EVERY": 6,
+    "gpu.conv.PATCH_GEMM_MIN_N": 24,
+    "gpu.conv.PATCH_GEMM_MIN_K": 128,
+    "gpu.mean.WIDE_FROM": 64,
+    "gpu.fold.MAX_FOLDED_ELEMENTS": 1 << 24,
+}
+
+
+def test_the_shipped_switches_record_as_results_always_stored_them():
+    record = DEFAULTS.record()
+    assert {k: v["value"] for k, v in record.items()} == SHIPPED_RECORD
+    assert {v["source"] for v in record.values()} == {"default"}
+
+
+def test_every_field_has_its_knob_with_a_meaning():
+    fields = {f.name for f in dataclasses.fields(Switches)} - {"sources"}
+    assert set(KNOBS) == fields
+    assert all(knob.meaning for knob in KNOBS.values())
+
+
+def test_the_environment_sets_switches_as_env():
+    switches = Switches.from_env(
+        {"DEVICEFARM_GPU_PERSISTENT": "0", "DEVICEFARM_GPU_COPY_HELPERS": " 2 "}
+    )
+    assert switches.persistent is False and switches.copy_helpers == 2
+    assert switches.source("persistent") == "env" and switches.explicit("persistent") is False
+    assert switches.source("host_edges") == "default" and switches.explicit("host_edges") is None
+    assert Switches.from_env({"DEVICEFARM_GPU_SPECIALIZE": ""}) == DEFAULTS  # blank: unset
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("DEVICEFARM_GPU_PERSISTENT", "yes", r"DEVICEFARM_GPU_PERSISTENT must be 0 \(off\) or 1"),
+        ("DEVICEFARM_NATIVE_LOOP", "2", r"DEVICEFARM_NATIVE_LOOP must be 0 \(off\) or 1"),
+        ("DEVICEFARM_GPU_COPY_HELPERS", "16", r"whole number of threads from 0 to 15, not '16'"),
+        ("DEVICEFARM_GPU_COPY_HELPER_BUDGET", "-3", r"whole number of threads from 0, not '-3'"),
+    ],
+)
+def test_a_value_a_switch_cannot_take_is_a_usage_error(variable, value, message):
+    with pytest.raises(UsageError, match=message):
+        Switches.from_env({variable: value})
+
+
+def test_replace_marks_overrides_and_a_default_again_is_the_default():
+    changed = DEFAULTS.replace(persistent_max_run_bytes=None, flush_every=6)
+    assert changed.record()["gpu.persistent.MAX_RUN_BYTES"] == {"value": None, "source": "override"}
+    assert changed.source("flush_every") == "default"
+    back = changed.replace(persistent_max_run_bytes=64_000)
+    assert back.source("persistent_max_run_bytes") == "default" and back == DEFAULTS
+    with pytest.raises(ValueError, match="no switch no_such"):
+        DEFAULTS.replace(no_such=1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        DEFAULTS.flush_every = 3  # type: ignore[misc]
+
+
+def test_switches_are_found_by_record_name_and_old_module_paths():
+    assert by_record_name("gpu.persistent.MAX_RUN_BYTES") == "persistent_max_run_bytes"
+    assert by_record_name("persistent.MAX_RUN_BYTES") == "persistent_max_run_bytes"
+    assert by_record_name("flush_every") == "flush_every"
+    assert parse_setting("opencl.records.conv.PATCH_GEMM_MIN_N=8") == ("patch_gemm_min_n", 8)
+    assert parse_setting("opencl.lowering.GEMM_GROUPS_PER_CU=1") == ("gemm_groups_per_cu", 1)
+    assert parse_setting("host_edges=False") == ("host_edges", False)
+    with pytest.raises(KeyError):
+        parse_setting("fusion.MAX_STEPS=3")  # a fusion rule: still its module's constant
+    with pytest.raises(ValueError, match="no Python literal"):
+        parse_setting("flush_every=six")
