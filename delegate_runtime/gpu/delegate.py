@@ -182,7 +182,7 @@ class GpuSession:
         float_consts = [
             float32_consts(generic, out, self.half_weights) if half else set() for out in parts
         ]
-        jobs = opts.build_jobs or build_jobs()
+        jobs = opts.build_jobs or build_jobs(switches.max_build_jobs)
         units, token = self._program_units(generic, parts, jobs)
         if explicit:
             token = opts.model_token or sha256
@@ -196,6 +196,7 @@ class GpuSession:
             units,
             self.half_weights,
             jobs,
+            switches,
         )
         self.program_units = len(units)
         self.program_summary = programs.summary()

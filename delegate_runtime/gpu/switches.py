@@ -186,6 +186,24 @@ KNOBS: dict[str, Knob] = {
         "gpu.fold.MAX_FOLDED_ELEMENTS",
         "constant subgraphs are folded only where no output is larger (elements)",
     ),
+    "reduce_wide_from": Knob(
+        "gpu.reduce.WIDE_FROM",
+        "a SUM/REDUCE_* over this many elements per output or more takes a work group",
+    ),
+    # -- the program's build (init only: recorded, not fingerprinted) ------------------
+    "max_build_jobs": Knob(
+        "gpu.build.MAX_JOBS",
+        "most program units built at once (one per usable CPU below it)",
+    ),
+    "max_build_workers": Knob(
+        "gpu.build.MAX_WORKERS",
+        "most build worker processes beside the session, where the driver compiles one "
+        "program at a time per process (NVIDIA)",
+    ),
+    "build_worker_timeout_s": Knob(
+        "gpu.build.WORKER_TIMEOUT_S",
+        "a build worker still building after this long is stopped; the session builds what it left",
+    ),
 }
 
 #: Environment variable -> how its text becomes the field's value (the rest: booleans).
@@ -271,6 +289,15 @@ class Switches:
     patch_gemm_min_k: int = 128
     mean_wide_from: int = 64
     max_folded_elements: int = 1 << 24
+    reduce_wide_from: int = 256
+    # Each NVIDIA worker holds a context (hundreds of MB); 16 is the H200 host's measured
+    # case.
+    max_build_jobs: int = 16
+    # NVIDIA creates contexts one at a time across processes (H200: 4 at once ready in
+    # 1.4 s, 8 in 2.5 s, 16 in 4.4 s), so past about this many a worker is ready too late to
+    # take a unit (docs/notebook/28-2026-12-02-cold-start-runs-split-at-64-kb-units-taken.md).
+    max_build_workers: int = 9
+    build_worker_timeout_s: float = 600.0
     #: field -> where its value came from ("env", "override"); absent: the default
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 

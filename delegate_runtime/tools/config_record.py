@@ -69,7 +69,14 @@ SESSION_PATH = ("launch_loop", "host_edges", "specialized_kernels", "half_weight
 
 #: Record entries left out of the fingerprint: they say how init went, not what is timed.
 NOT_FINGERPRINTED = frozenset(
-    {"gpu.session.program_from_cache", "gpu.copy_helpers.why", "gpu.session.launch_loop_build"}
+    {
+        "gpu.session.program_from_cache",
+        "gpu.copy_helpers.why",
+        "gpu.session.launch_loop_build",
+        "gpu.build.MAX_JOBS",
+        "gpu.build.MAX_WORKERS",
+        "gpu.build.WORKER_TIMEOUT_S",
+    }
 )
 #: Counts that depend on the model: the fingerprint keeps only whether there were any, so a
 #: new version of a model (other kernels) stays comparable with its lineage.
@@ -80,6 +87,9 @@ FINGERPRINTED_AS_PRESENCE = frozenset(
 #: Constants added after results were stored: fingerprinted only when not None, so that a
 #: result of a session with one off is comparable with those from before it existed.
 FINGERPRINTED_WHEN_SET = frozenset({"gpu.persistent.MAX_RUN_BYTES"})
+#: Constants recorded after results were stored that had this value all along:
+#: fingerprinted only when they differ from it.
+FINGERPRINTED_WHEN_CHANGED = {"gpu.reduce.WIDE_FROM": 256}
 
 #: Switches deleted with the variants they chose (docs/notebook/29-2026-12-03-deleted-variants.md):
 #: no longer recorded, but a GPU record's fingerprint still hashes each as the value the
@@ -200,6 +210,9 @@ def fingerprint(record: Mapping[str, Mapping[str, Any]]) -> str:
         for k, v in record.items()
         if k not in NOT_FINGERPRINTED
         and not (k in FINGERPRINTED_WHEN_SET and v.get("value") is None)
+        and not (
+            k in FINGERPRINTED_WHEN_CHANGED and v.get("value") == FINGERPRINTED_WHEN_CHANGED[k]
+        )
     }
     modules = {k.rsplit(".", 1)[0] for k in record}
     retired = {k: v for k, v in RETIRED.items() if k.rsplit(".", 1)[0] in modules}

@@ -143,3 +143,24 @@ def test_a_retired_switch_is_not_recorded_and_keeps_the_fingerprint():
     assert cr.fingerprint(cpu) == cr.fingerprint(
         {k: v for k, v in cpu.items() if k not in cr.RETIRED}
     )
+
+
+def test_the_build_constants_are_recorded_outside_the_fingerprint():
+    """How the program was built (workers, jobs) changes init, not what is timed."""
+    plain = cr.configuration({}, FakeGpuSession())
+    session = FakeGpuSession()
+    session.switches = Switches.from_env().replace(max_build_workers=2, max_build_jobs=4)
+    fewer = cr.configuration({}, session)
+    assert fewer["gpu.build.MAX_WORKERS"] == {"value": 2, "source": "override"}
+    assert cr.fingerprint(fewer) == cr.fingerprint(plain)
+
+
+def test_a_constant_recorded_later_joins_the_fingerprint_only_when_changed():
+    """reduce's threshold had 256 before it was recorded: at 256 the fingerprint is the one
+    results stored before had; any other value changes it."""
+    plain = cr.configuration({}, FakeGpuSession())
+    before = {k: v for k, v in plain.items() if k != "gpu.reduce.WIDE_FROM"}
+    assert cr.fingerprint(plain) == cr.fingerprint(before)
+    session = FakeGpuSession()
+    session.switches = Switches.from_env().replace(reduce_wide_from=64)
+    assert cr.fingerprint(cr.configuration({}, session)) != cr.fingerprint(plain)

@@ -18,7 +18,9 @@ from delegate_runtime.gpu.switches import (
 )
 
 #: The record's entries of the shipped switches, as results stored them before the
-#: switchboard: a rename or a new default here changes every result's fingerprint.
+#: switchboard (and three build constants and reduce's threshold recorded since, outside the
+#: fingerprint at these values): a rename or a new default here changes every result's
+#: fingerprint.
 SHIPPED_RECORD = {
     "gpu.specialize": True,
     "gpu.persistent": True,
@@ -43,6 +45,10 @@ SHIPPED_RECORD = {
     "gpu.conv.PATCH_GEMM_MIN_K": 128,
     "gpu.mean.WIDE_FROM": 64,
     "gpu.fold.MAX_FOLDED_ELEMENTS": 1 << 24,
+    "gpu.reduce.WIDE_FROM": 256,
+    "gpu.build.MAX_JOBS": 16,
+    "gpu.build.MAX_WORKERS": 9,
+    "gpu.build.WORKER_TIMEOUT_S": 600.0,
 }
 
 

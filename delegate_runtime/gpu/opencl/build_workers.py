@@ -32,13 +32,6 @@ from .runtime import DeviceInfo
 
 #: Platforms whose compiler builds one program at a time in a process (threads queue).
 ONE_BUILD_PER_PROCESS = ("NVIDIA CUDA",)
-#: A worker still building after this long is stopped; the session builds what it left.
-WORKER_TIMEOUT_S = 600.0
-#: The most worker processes (beside the session): NVIDIA creates contexts one at a time
-#: across processes (H200: 4 at once ready in 1.4 s, 8 in 2.5 s, 16 in 4.4 s), so past
-#: about this many a worker is ready too late to take a unit; the units still number one
-#: per core, taken by whichever builder is free.
-MAX_WORKERS = 9
 
 
 def compiles_one_at_a_time(info: DeviceInfo) -> bool:
@@ -64,17 +57,21 @@ def build_in_workers(
     options: str,
     jobs: int,
     ctx: Any = None,
+    max_workers: int = 9,
+    timeout_s: float = 600.0,
 ) -> tuple[int, int]:
-    """Build the `units` that `cache` lacks with up to `jobs` builders: worker processes,
-    and the session itself where `ctx` (its context) is given. (units built, worker
-    processes); (0, 0) where fewer than two were missing (the session builds one). An
-    entry on disk counts as held: the session reads it whole, and rebuilds a bad one."""
+    """Build the `units` that `cache` lacks with up to `jobs` builders: worker processes
+    (at most `max_workers`, each stopped after `timeout_s`: the switches'), and the session
+    itself where `ctx` (its context) is given. (units built, worker processes); (0, 0)
+    where fewer than two were missing (the session builds one). An entry on disk counts as
+    held: the session reads it whole, and rebuilds a bad one. The units still number one
+    per core, taken by whichever builder is free."""
     missing = [u for u in units if not cache.holds(program_key(info, token, u, options))]
     builders = min(jobs, len(missing))
     if builders < 2:
         return 0, 0
     missing.sort(key=len, reverse=True)  # the longest builds first: the shortest makespan
-    workers = min(builders - 1 if ctx is not None else builders, MAX_WORKERS)
+    workers = min(builders - 1 if ctx is not None else builders, max_workers)
     job = {
         "device": device_spec(device),
         "cache": str(cache.dir),
@@ -102,7 +99,7 @@ def build_in_workers(
             from .capi import opencl_library
 
             build_claimed(opencl_library(), ctx, device, info, cache, job, path)
-        deadline = time.monotonic() + WORKER_TIMEOUT_S
+        deadline = time.monotonic() + timeout_s
         for proc in procs:
             try:
                 proc.wait(timeout=max(deadline - time.monotonic(), 0.0))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...host_cpus import usable_cpus
+from ..switches import DEFAULTS, Switches
 from . import build_workers
 from .cache import KernelCache
 from .capi import opencl_library
@@ -119,14 +120,10 @@ class ProgramSet:
         return cl.Kernel(self._owner[name], name)
 
 
-#: The most units built at once (and worker processes started): each NVIDIA worker holds a
-#: context (hundreds of MB); 16 is the H200 host's measured case.
-MAX_BUILD_JOBS = 16
-
-
-def build_jobs() -> int:
-    """Units built at once: one per CPU this process may use, at most MAX_BUILD_JOBS."""
-    return min(usable_cpus(), MAX_BUILD_JOBS)
+def build_jobs(most: int) -> int:
+    """Units built at once: one per CPU this process may use, at most `most` (the
+    switches' max_build_jobs)."""
+    return min(usable_cpus(), most)
 
 
 def build_units(
@@ -139,15 +136,25 @@ def build_units(
     units: list[str],
     half_weights: bool = False,
     jobs: int = 1,
+    switches: Switches = DEFAULTS,
 ) -> ProgramSet:
     """Build `units` (build_program's arguments otherwise), `jobs` at a time: in worker
     processes where the driver compiles one program at a time per process
-    (build_workers.py), else in threads."""
+    (build_workers.py: as many and as long as `switches` allow), else in threads."""
     options = build_options(storage, info, half_weights)
     prebuilt = workers = 0
     if jobs > 1 and cache is not None and build_workers.compiles_one_at_a_time(info):
         prebuilt, workers = build_workers.build_in_workers(
-            device, info, cache, token, units, options, jobs, ctx
+            device,
+            info,
+            cache,
+            token,
+            units,
+            options,
+            jobs,
+            ctx,
+            switches.max_build_workers,
+            switches.build_worker_timeout_s,
         )
     lib = opencl_library()
     if lib is None or jobs <= 1 or len(units) == 1:

@@ -17,9 +17,6 @@ from .record import GpuOp, OpRule, register, versions
 if TYPE_CHECKING:
     from ..lowering_api import Lowering
 
-#: Elements reduced per output from which a work group of WIDE_GROUP items shares each
-#: output (reduce4d_wide) rather than one item summing them alone (reduce4d).
-WIDE_FROM = 256
 WIDE_GROUP = 256  #: reduce4d_wide's work group (reduce.cl)
 
 #: op -> its REDUCE_* code
@@ -100,7 +97,9 @@ def lower(lo: Lowering, op: Operator) -> None:
         np.int32(CODES[op.op]),
     ]
     total = int(np.prod(out4))
-    if int(np.prod(box)) >= WIDE_FROM:
+    # from the switches' reduce_wide_from elements per output a work group shares each
+    # output (reduce4d_wide) rather than one item summing them alone (reduce4d)
+    if int(np.prod(box)) >= lo.switches.reduce_wide_from:
         lo.emit(op, "reduce4d_wide", args, (total * WIDE_GROUP,), (WIDE_GROUP,))
     else:
         lo.emit_1d(op, "reduce4d", args, total)
