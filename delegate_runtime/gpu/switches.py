@@ -24,6 +24,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from ..errors import UsageError
@@ -299,7 +300,9 @@ class Switches:
     max_build_workers: int = 9
     build_worker_timeout_s: float = 600.0
     #: field -> where its value came from ("env", "override"); absent: the default
-    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    sources: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False, repr=False
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Switches:
@@ -311,21 +314,23 @@ class Switches:
             raw = env.get(knob.env or "", "").strip()
             if knob.env and raw:
                 values[name] = _PARSE.get(knob.env, _bool)(knob.env, raw)
-        return cls(**values, sources={name: "env" for name in values})
+        return cls(**values, sources=MappingProxyType({name: "env" for name in values}))
 
     def replace(self, **changes: Any) -> Switches:
-        """A copy with `changes` (field names; ValueError for others); a changed value
-        that differs from the default is an `override`."""
+        """A copy with `changes` (field names; ValueError for others): a value it already
+        has keeps its source, another is an `override`, the default again the default."""
         unknown = sorted(set(changes) - set(KNOBS))
         if unknown:
             raise ValueError(f"no switch {', '.join(unknown)} (known: {', '.join(KNOBS)})")
         sources = dict(self.sources)
         for name, value in changes.items():
+            if value == getattr(self, name):
+                continue
             if value != DEFAULTS_BY_NAME[name]:
                 sources[name] = "override"
             else:
                 sources.pop(name, None)
-        return dataclasses.replace(self, **changes, sources=sources)
+        return dataclasses.replace(self, **changes, sources=MappingProxyType(sources))
 
     def source(self, name: str) -> str:
         """Where field `name`'s value came from: "default", "env" or "override"."""

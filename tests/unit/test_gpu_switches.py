@@ -98,6 +98,10 @@ def test_replace_marks_overrides_and_a_default_again_is_the_default():
         DEFAULTS.replace(no_such=1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         DEFAULTS.flush_every = 3  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        changed.sources["flush_every"] = "override"  # type: ignore[index]
+    forced = Switches.from_env({"DEVICEFARM_GPU_SPECIALIZE": "1"}).replace(specialize=True)
+    assert forced.explicit("specialize") is True  # the value it had: still the variable's
 
 
 def test_switches_are_found_by_record_name_and_old_module_paths():
