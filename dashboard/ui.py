@@ -196,6 +196,47 @@ def without_gaps(df: Any, formats: dict[str, str] | None = None) -> Any:
     """`df` ready for st.dataframe, which writes a missing value as "None": missing values
     read MISSING, number columns use `formats` (`{"avg_ms": "{:.2f}"}`). A number column
     with no gap stays numeric (it sorts as numbers); one with gaps becomes text."""
+    out, left = _fill_gaps(df, formats)
+    return out.style.format(left) if left else out
+
+
+def table(
+    df: Any,
+    formats: dict[str, str] | None = None,
+    column_config: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """st.dataframe of `df` as without_gaps writes it, its numeric columns formatted by
+    column_config where the format has a printf form (a pandas Styler, which Streamlit
+    writes cell by cell, took seconds on a 1,000-device farm's tables)."""
+    out, left = _fill_gaps(df, formats)
+    config = dict(column_config or {})
+    styled = {}
+    for column, pattern in left.items():
+        printf = _printf(pattern)
+        if printf is None:
+            styled[column] = pattern
+            continue
+        given = config.get(column)
+        base = {"label": given} if isinstance(given, str) else dict(given or {})
+        number = st.column_config.NumberColumn(format=printf)
+        config[column] = {**number, **{k: v for k, v in base.items() if v is not None}}
+    data = out.style.format(styled) if styled else out
+    return st.dataframe(data, column_config=config, **kwargs)
+
+
+_PYTHON_FORMAT = re.compile(r"\{:(\+?)\.(\d+)([fe])\}([^{}%]*)")
+
+
+def _printf(pattern: str) -> str | None:
+    """A Python number format as printf (`{:.2f}x` -> `%.2fx`); None when it has none."""
+    m = _PYTHON_FORMAT.fullmatch(pattern)
+    return None if m is None else f"%{m[1]}.{m[2]}{m[3]}{m[4]}"
+
+
+def _fill_gaps(df: Any, formats: dict[str, str] | None) -> tuple[Any, dict[str, str]]:
+    """`df` with its gaps filled (as without_gaps), and the formats of the columns that
+    stayed numeric."""
     import pandas as pd
 
     formats = {k: v for k, v in (formats or {}).items() if k in df}
@@ -209,7 +250,7 @@ def without_gaps(df: Any, formats: dict[str, str] | None = None) -> Any:
             out[column] = [MISSING if pd.isna(v) else pattern.format(v) for v in values]
         else:
             out[column] = values.astype(object).where(values.notna(), MISSING)
-    return out.style.format(formats) if formats else out
+    return out, formats
 
 
 def node_label(node: str, op: str, position: int) -> str:
@@ -222,3 +263,19 @@ def node_label(node: str, op: str, position: int) -> str:
 def utc_time(label: str) -> Any:
     """A table column of times the farm stores in UTC (without a zone), said so."""
     return st.column_config.DatetimeColumn(f"{label} (UTC)", format="YYYY-MM-DD HH:mm:ss")
+
+
+#: Items a long page draws at once (a device each: a 1,000-device farm's pages stay fast).
+PAGE_ITEMS = 25
+
+
+def page_of(items: Sequence[Any], key: str, what: str, per_page: int = PAGE_ITEMS) -> list[Any]:
+    """The items of the page the viewer picked: all of them when they fit one page, else a
+    page picker (and which items it shows) above them."""
+    if len(items) <= per_page:
+        return list(items)
+    pages = math.ceil(len(items) / per_page)
+    n = st.number_input(f"Page (of {pages})", 1, pages, 1, key=key)
+    start = (int(n) - 1) * per_page
+    st.caption(f"{what} {start + 1}-{min(start + per_page, len(items))} of {len(items)}")
+    return list(items[start : start + per_page])

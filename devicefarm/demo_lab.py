@@ -39,6 +39,7 @@ from farm_core.schema import (
     Job,
     utcnow,
 )
+from farm_core.selectors import MAX_SELECTOR_CHARS
 from orchestrator.submit import submit
 from worker_agent import health
 from worker_agent.agent import Agent
@@ -569,8 +570,15 @@ def _go_silent(engine: Engine, key: str, since: datetime) -> None:
         )
 
 
-def _selector(devices: Sequence[DemoDevice]) -> str:
-    return "key=" + "|".join(d.key for d in devices)
+def _selector(engine: Engine, devices: Sequence[DemoDevice]) -> str:
+    """A selector of exactly `devices`: their keys, or (a fleet too large to list) every
+    registered device but the others."""
+    listed = "key=" + "|".join(d.key for d in devices)
+    if len(listed) <= MAX_SELECTOR_CHARS:
+        return listed
+    with engine.connect() as conn:
+        others = set(conn.execute(select(Device.key)).scalars()) - {d.key for d in devices}
+    return "key!=" + "|".join(sorted(others)) if others else "all"
 
 
 def _job_ids(engine: Engine, campaign_id: int) -> dict[tuple[str, str, str], int]:
@@ -600,7 +608,7 @@ def _campaign(
         engine,
         _Broker(),
         [paths[m.name] for m in MODELS],
-        _selector(fleet),
+        _selector(engine, fleet),
         list(DEFAULT_CONFIGS),
         name=f"nightly #{index + 1}",
         now=at,
@@ -661,7 +669,7 @@ def _running_campaign(engine: Engine, devices: list[DemoDevice], path: Path, now
         engine,
         _PartlySent(running | cancelled),
         [path],
-        _selector(online),
+        _selector(engine, online),
         "gpu-fp16",
         name="ssd re-run",
         now=now - timedelta(minutes=30),

@@ -50,8 +50,9 @@ if older.any() and not st.checkbox(
     key="other_configs",
 ):
     df = df[~older]
-st.dataframe(
-    ui.without_gaps(df, COLUMN_FORMATS),
+ui.table(
+    df,
+    COLUMN_FORMATS,
     hide_index=True,
     width="stretch",
     column_config={
@@ -93,6 +94,10 @@ def chart(place: Any, data: pd.DataFrame, what: str, c: alt.Chart | alt.LayerCha
         place.altair_chart(c, width="stretch")
 
 
+# the charts draw a page of devices at a time (a bar per device and configuration)
+table = df
+drawn = ui.page_of(sorted(df["device"].unique()), "devices_page", "charts: devices")
+df = df[df["device"].isin(drawn)]
 left, right = st.columns(2)
 left.altair_chart(
     alt.Chart(df, title="Latency (ms, lower is better)")
@@ -188,8 +193,9 @@ else:
     # the chart labels each by its index and op, the whole name in the table and tooltip
     labels = zip(ops["node"], ops["op"], strict=True)
     ops.insert(0, "label", [ui.node_label(n, o, i) for i, (n, o) in enumerate(labels)])
-    st.dataframe(
-        ui.without_gaps(ops, {"avg_ms": "{:.3f}", "first_ms": "{:.3f}"}),
+    ui.table(
+        ops,
+        {"avg_ms": "{:.3f}", "first_ms": "{:.3f}"},
         hide_index=True,
         width="stretch",
         column_config={

@@ -27,7 +27,7 @@ chosen = labels[st.selectbox("Campaign", list(labels), key="campaign")]
 found = queries.delegate_choice(engine, chosen, projects)
 if found is None:
     st.stop()
-for e in found["entries"]:
+for e in ui.page_of(found["entries"], "entries_page", "devices and models"):
     st.subheader(f"{e['device']} · {e['model']}")
     if e["recommended"]:
         st.success(f"Recommended: {e['recommended']}")
@@ -35,8 +35,9 @@ for e in found["entries"]:
         st.warning("No configuration succeeded here yet.")
     df = pd.DataFrame(e["configs"])
     df.insert(0, "recommended", df["config"] == e["recommended"])
-    st.dataframe(
-        ui.without_gaps(df, COLUMN_FORMATS),
+    ui.table(
+        df,
+        COLUMN_FORMATS,
         hide_index=True,
         width="stretch",
         column_config={

@@ -84,17 +84,15 @@ points = base.mark_point(filled=True, size=70).encode(
     )
 )
 st.altair_chart(base.mark_line() + points, width="stretch")
-st.dataframe(
-    ui.without_gaps(
-        df.drop(columns=["at"]),
-        {
-            "avg_ms": "{:.3f}",
-            "median_ms": "{:.3f}",
-            "change": "{:+.1%}",
-            "noise": "{:.1%}",
-            "max_avg_error": "{:.2e}",
-        },
-    ),
+ui.table(
+    df.drop(columns=["at"]),
+    {
+        "avg_ms": "{:.3f}",
+        "median_ms": "{:.3f}",
+        "change": "{:+.1%}",
+        "noise": "{:.1%}",
+        "max_avg_error": "{:.2e}",
+    },
     hide_index=True,
     width="stretch",
     column_config={
