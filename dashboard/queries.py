@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, case, func, select
+from sqlalchemy import Engine, Text, case, cast, func, select
 
 from farm_core import metrics
 from farm_core.schema import (
@@ -571,6 +571,23 @@ def allowlists(
     from orchestrator import scope
 
     return scope.decide_models(engine, thresholds, model_shas, projects)
+
+
+def evidence_version(engine: Engine) -> tuple[Any, ...]:
+    """What allowlists are decided from, in brief: it changes when a result or a model is
+    stored or a device's list columns change (a page may reuse its allowlists until then)."""
+    import hashlib
+
+    from orchestrator.allowlist.collect import DEVICE_COLUMNS
+
+    with engine.connect() as conn:
+        results = conn.execute(select(func.count(), func.max(Result.id))).one()
+        n_models = conn.execute(select(func.count()).select_from(StoredModel)).scalar_one()
+        columns = [cast(c, Text) for c in DEVICE_COLUMNS]
+        digest = hashlib.sha256()
+        for row in conn.execute(select(*columns).order_by(Device.key)):
+            digest.update(repr(tuple(row)).encode())
+    return (*results, n_models, digest.hexdigest())
 
 
 def matrix(lists: dict[str, Allowlist]) -> list[dict[str, Any]]:

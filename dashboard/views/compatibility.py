@@ -6,9 +6,12 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import auth, queries, ui
+from dashboard import auth, cache, queries, ui
 from orchestrator.allowlist import export
 from orchestrator.allowlist.rules import Thresholds
+
+#: Entries up to which the devicedb JSON is shown at once.
+CODE_VIEW_ENTRIES = 100
 
 st.title("Compatibility")
 with st.expander("Thresholds", expanded=True):
@@ -26,7 +29,8 @@ thresholds = Thresholds(
     require_full_delegation=full,
     min_runs=int(min_runs),
 )
-lists = queries.allowlists(ui.engine(), thresholds, projects=auth.projects_of(ui.viewer()))
+decided = cache.allowlists(ui.engine(), thresholds, auth.projects_of(ui.viewer()))
+lists = decided.lists
 rows = queries.matrix(lists)
 if not rows:
     st.info("No models or devices yet.")
@@ -46,11 +50,21 @@ st.altair_chart(
     width="stretch",
 )
 counts = df.groupby("status").size().to_dict()
-st.caption(" · ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+st.caption(
+    " · ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    + f" · decided at {decided.at:%H:%M:%S} UTC (reused up to {cache.MAX_AGE_S:.0f} s while"
+    " results come in)"
+)
 
 st.subheader("Allowlist")
 by_name = {f"{a.model_name} ({sha[:10]})": a for sha, a in lists.items()}
 allowlist = by_name[st.selectbox("Model", list(by_name), key="allowlist_model")]
+
+
+def rendered(fmt: str) -> bytes:
+    return decided.render(allowlist.model_sha256, fmt)
+
+
 st.caption("Android SDK ranges (MINIMUM/MAXIMUM) are written where the measurements support them.")
 preview = pd.DataFrame([export.row(e) for e in allowlist.entries])
 st.dataframe(preview, hide_index=True, width="stretch")
@@ -63,6 +77,9 @@ files = {
 }
 cols = st.columns(len(files))
 for col, (fmt, (name, mime)) in zip(cols, files.items(), strict=True):
-    col.download_button(fmt, export.render(allowlist, fmt), name, mime, key=f"dl_{fmt}")
+    # made when clicked (a 1,000-device list takes a second per format)
+    col.download_button(fmt, lambda fmt=fmt: rendered(fmt), name, mime, key=f"dl_{fmt}")
 with st.expander("devicedb JSON"):
-    st.code(export.render(allowlist, "devicedb-json").decode(), language="json")
+    # a long list's JSON (megabytes at 1,000 devices) is written only when asked for
+    if len(allowlist.entries) <= CODE_VIEW_ENTRIES or st.toggle("Show it", key="show_json"):
+        st.code(rendered("devicedb-json").decode(), language="json")

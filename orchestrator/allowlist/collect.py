@@ -280,11 +280,15 @@ def build_allowlists(
     variables: dict[Signature, dict[str, str]] = {}
     host_cpu: dict[tuple[str, str], _Acc] = defaultdict(_Acc)
     placed = []
+    read: dict[str, tuple[dict[str, str], Signature]] = {}  # a device's rows share its facts
     for r in rows:
         dev = devices.get(r["device_key"], {})
         facts = r["device_facts"] or dev or {"model": r["device_key"]}
-        var = list_variables(facts)
-        sig = signature(var)
+        as_read = repr(facts)
+        if as_read not in read:
+            var = list_variables(facts)
+            read[as_read] = var, signature(var)
+        var, sig = read[as_read]
         variables[sig] = var
         seen[(r["model"], sig)].add(r["device_key"])
         placed.append({**r, "sig": sig, "kind": dev.get("kind"), "host": dev.get("host") or ""})
