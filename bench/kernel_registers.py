@@ -3,8 +3,8 @@
 A persistent kernel (opencl/persistent.py) inlines every layer's function, so its
 register count is the largest any layer needs, and every layer runs at the occupancy that
 count allows; a count past what the resident groups leave (65536 registers an SM over
-GROUPS_PER_CU x 256 items: 64 at four groups) spills. This builds the model's programs
-with `-cl-nv-verbose` (no kernel cache) and prints ptxas's lines for each kernel.
+persistent_groups_per_cu x 256 items: 64 at four groups) spills. This builds the model's
+programs with `-cl-nv-verbose` (no kernel cache) and prints ptxas's lines for each kernel.
 
 python bench/kernel_registers.py MODEL [...] [--precision fp32] [--device NVIDIA]
 """

@@ -86,7 +86,7 @@ CASES = {
     "whole-input-2x2": lambda: conv_model((1, 2, 2, 128), 15, (2, 2), (1, 1)),
     # a long K split across work groups (K = 3 * 3 * 64 = 576), N a multiple of 4
     "whole-input-3x3-split-k": lambda: conv_model((1, 3, 3, 64), 40, (3, 3), (1, 1), act=1),
-    # overlapping windows (with 24 outputs or K >= 128: conv.PATCH_GEMM_MIN_N, _MIN_K). A
+    # overlapping windows (with 24 outputs or K >= 128: patch_gemm_min_n, _min_k). A
     # stem: 3 channels, 3x3 stride 2 SAME (padding below and right only), one element per
     # load
     "stem-3x3-stride2-same": lambda: conv_model((1, 15, 16, 3), 24, (3, 3), (2, 2), "SAME"),
@@ -143,7 +143,7 @@ def test_pad_before_an_overlapping_convolution_is_absorbed(opencl_device, precis
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_overlapping_windows_of_few_outputs_and_a_short_k_stay_direct(opencl_device, precision):
     """A 3x3 stride-1 layer of one output channel and K = 72 (pose_landmark_full's
-    segmentation head): the direct convolution, faster there (conv.PATCH_GEMM_MIN_N)."""
+    segmentation head): the direct convolution, faster there (patch_gemm_min_n)."""
     kernels = run(*conv_model((1, 12, 12, 8), 1, (3, 3), (1, 1), "SAME"), precision)
     assert [k.startswith("conv2d_direct") for k in kernels] == [True], kernels
 

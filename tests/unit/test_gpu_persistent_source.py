@@ -122,7 +122,7 @@ def test_staging_buffers_are_the_kernels_parameters_after_its_state():
         ([10, 10, 10], 100, [(0, 3)]),  # within the bound: one run
         ([10, 10, 10], None, [(0, 3)]),  # no bound
         ([40, 40, 40, 40], 100, [(0, 2), (2, 4)]),
-        ([60, 60, 60, 60, 60], 100, [(0, 2), (2, 5)]),  # no run under MIN_LAYERS: a tail joins
+        ([60, 60, 60, 60, 60], 100, [(0, 2), (2, 5)]),  # none under the least layers: a tail joins
         ([500, 10, 10], 100, [(0, 3)]),  # one layer past the bound still needs a partner
         ([30, 30, 30, 30, 30, 30, 30], 100, [(0, 3), (3, 7)]),
     ],
