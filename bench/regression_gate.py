@@ -18,7 +18,9 @@ runs each, the two alternating). Then, each through `devicefarm submit ... --nam
    (the baseline first in every pair, the 5% threshold as the bar): B and C are the same
    version, so both readings are valid on the same runs.
 `--bursty` stops and continues the busy processes at random (0.2-3 s each way), as a CI
-host's neighbours come and go. Prints each build, then the rates (targets: no false alarm,
+host's neighbours come and go; `--ramp S` stops them all when a build starts and continues
+one more every S seconds (a host growing busier through each build and its confirmation,
+the drift a fixed pair order mistakes for a regression). Prints each build, then the rates (targets: no false alarm,
 at least 9 catches in 10).
 """
 
@@ -260,6 +262,29 @@ def come_and_go(busy: list[subprocess.Popen], stop: threading.Event) -> None:
         os.kill(p.pid, signal.SIGCONT)
 
 
+class Ramp:
+    """Busy processes all stopped at `restart()`, then one more continued every `step_s`."""
+
+    def __init__(self, busy: list[subprocess.Popen], step_s: float):
+        self.busy, self.step_s = busy, step_s
+        self.started = time.monotonic()
+
+    def restart(self) -> None:
+        self.started = time.monotonic()
+        self.apply()
+
+    def apply(self) -> None:
+        running = int((time.monotonic() - self.started) / self.step_s)
+        for i, p in enumerate(self.busy):
+            os.kill(p.pid, signal.SIGCONT if i < running else signal.SIGSTOP)
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.wait(0.1):
+            self.apply()
+        for p in self.busy:
+            os.kill(p.pid, signal.SIGCONT)
+
+
 def start_worker(home: Path) -> tuple[subprocess.Popen, str]:
     """`devicefarm worker --devices cpu` on the embedded farm (`db upgrade` makes it first);
     its process and device key."""
@@ -303,6 +328,9 @@ def main() -> int:
         "--forced", type=int, default=0, help="builds of the unchanged model made suspect"
     )
     ap.add_argument("--bursty", action="store_true", help="busy processes come and go")
+    ap.add_argument(
+        "--ramp", type=float, default=0.0, metavar="S", help="one more busy process every S s"
+    )
     args = ap.parse_args()
 
     t0 = time.monotonic()
@@ -322,9 +350,13 @@ def main() -> int:
     worker, device = start_worker(home)
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     calm = threading.Event()
-    if args.bursty:
+    ramp = Ramp(busy, args.ramp) if args.ramp else None
+    if ramp is not None:
+        threading.Thread(target=ramp.run, args=(calm,), daemon=True).start()
+    elif args.bursty:
         threading.Thread(target=come_and_go, args=(busy, calm), daemon=True).start()
     how = " coming and going" if args.bursty else ""
+    how = f", one more every {args.ramp:g} s of each build" if ramp is not None else how
     print(f"{args.busy} busy processes{how} beside the farm; {args.runs} runs per job", flush=True)
     builds: list[Build] = []
     forced: list[Build] = []
@@ -332,6 +364,8 @@ def main() -> int:
     try:
         plan = [base] * args.resubmits + [slow] * args.tries + [home / "forced"] * args.forced
         for i, model in enumerate(plan, 1):
+            if ramp is not None:
+                ramp.restart()
             if model.name == "forced":
                 make_history_faster(scaled)
                 b = submit(base, device, args.runs, args.pairs)
