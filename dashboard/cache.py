@@ -1,11 +1,13 @@
-"""Allowlists a page reuses while the farm's evidence is unchanged, or for a short while.
+"""Allowlists a page reuses: decided once, then again in the background as results come in.
 
 The compatibility page's allowlists and list files took seconds on a 1,000-device farm.
 They are the same for every viewer of the same projects until a result, a model or a
 device's facts change (queries.evidence_version); on a busy farm that is every few
-seconds, so lists decided less than MAX_AGE_S ago are reused as they are, and the page
-says when they were decided. Shared by the sessions of one dashboard process (Streamlit
-runs each in a thread): callers must not change what they are given.
+seconds. So the first view decides them (and waits), later views get the kept ones at
+once, and once the evidence changed and they are MAX_AGE_S old, one background thread
+decides them again for the views after it; the page says when its lists were decided.
+Shared by the sessions of one dashboard process (Streamlit runs each in a thread):
+callers must not change what they are given.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from orchestrator.allowlist import export
 from orchestrator.allowlist.collect import Allowlist
 from orchestrator.allowlist.rules import Thresholds
 
-#: Lists decided this recently are reused even if results came in since, s.
+#: Lists are decided again (in the background) at most this often, s.
 MAX_AGE_S = 60.0
 #: (database, thresholds, projects) kept: a few viewers trying thresholds.
 KEPT = 32
@@ -50,6 +52,7 @@ class Decided:
 
 
 _kept: OrderedDict[tuple[Any, ...], Decided] = OrderedDict()
+_refreshing: dict[tuple[Any, ...], threading.Thread] = {}
 _lock = threading.Lock()
 
 
@@ -59,24 +62,59 @@ def allowlists(
     projects: Any,
     decide: Callable[..., dict[str, Allowlist]] = queries.allowlists,
     max_age_s: float = MAX_AGE_S,
+    wait: bool = False,
 ) -> Decided:
-    """The allowlists of `projects` under `thresholds`: reused while the evidence is
-    unchanged or they are younger than `max_age_s`, else decided again (`decide`)."""
+    """The allowlists of `projects` under `thresholds` (`decide` decides them): decided
+    here the first time; then the kept ones, decided again in the background once the
+    evidence changed and they are `max_age_s` old (`wait`: for that decision)."""
     key = (engine.url.render_as_string(), thresholds, projects)
     version = queries.evidence_version(engine)
     with _lock:
         kept = _kept.get(key)
-    if kept is not None and (kept.version == version or time.monotonic() - kept.made_s < max_age_s):
-        with _lock:
-            if key in _kept:
-                _kept.move_to_end(key)
-        return kept
-    made = Decided(
-        version, utcnow(), decide(engine, thresholds, projects=projects), time.monotonic()
-    )
+    if kept is None:
+        return _decide(key, engine, thresholds, projects, decide, version)
     with _lock:
-        _kept[key] = made
+        if _kept.get(key) is kept:
+            _kept.move_to_end(key)
+    if kept.version != version and time.monotonic() - kept.made_s >= max_age_s:
+        with _lock:
+            worker = _refreshing.get(key)
+            if worker is None:
+                worker = threading.Thread(
+                    target=_decide,
+                    args=(key, engine, thresholds, projects, decide, version),
+                    name="allowlists",
+                    daemon=True,
+                )
+                _refreshing[key] = worker
+                worker.start()
+        if wait:
+            worker.join()
+            return _kept.get(key, kept)
+    return kept
+
+
+def _decide(
+    key: tuple[Any, ...],
+    engine: Engine,
+    thresholds: Thresholds,
+    projects: Any,
+    decide: Callable[..., dict[str, Allowlist]],
+    version: Any,
+) -> Decided:
+    try:
+        lists = decide(engine, thresholds, projects=projects)
+        made = Decided(version, utcnow(), lists, time.monotonic())
+        _keep(key, made)
+        return made
+    finally:
+        with _lock:
+            _refreshing.pop(key, None)
+
+
+def _keep(key: tuple[Any, ...], decided: Decided) -> None:
+    with _lock:
+        _kept[key] = decided
         _kept.move_to_end(key)
         while len(_kept) > KEPT:
             _kept.popitem(last=False)
-    return made

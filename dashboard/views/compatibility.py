@@ -52,8 +52,8 @@ st.altair_chart(
 counts = df.groupby("status").size().to_dict()
 st.caption(
     " · ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    + f" · decided at {decided.at:%H:%M:%S} UTC (reused up to {cache.MAX_AGE_S:.0f} s while"
-    " results come in)"
+    + f" · decided at {decided.at:%H:%M:%S} UTC (again at most every {cache.MAX_AGE_S:.0f} s"
+    " as results come in)"
 )
 
 st.subheader("Allowlist")
