@@ -1,13 +1,15 @@
-"""Allowlists a page reuses: decided once, then again in the background as results come in.
+"""The evidence allowlists are decided from, kept: read once, then again in the background
+as results come in.
 
-The compatibility page's allowlists and list files took seconds on a 1,000-device farm.
-They are the same for every viewer of the same projects until a result, a model or a
-device's facts change (queries.evidence_version); on a busy farm that is every few
-seconds. So the first view decides them (and waits), later views get the kept ones at
-once, and once the evidence changed and they are MAX_AGE_S old, one background thread
-decides them again for the views after it; the page says when its lists were decided.
-Shared by the sessions of one dashboard process (Streamlit runs each in a thread):
-callers must not change what they are given.
+The compatibility page took seconds on a 1,000-device farm: reading the evidence (an
+aggregate over every result) and deciding 4,000 model x device entries. The evidence is the
+same for every viewer of the same projects until a result, a model or a device's facts
+change (queries.evidence_version); on a busy farm that is every few seconds. So the first
+view reads it (and waits), later views get the kept one at once, and once it changed and
+is MAX_AGE_S old one background thread reads it again for the views after it; the page
+says when it was read. Lists are decided from it once per thresholds, files made once.
+Shared by the sessions of one dashboard process (Streamlit runs each in a thread): callers
+must not change what they are given.
 """
 
 from __future__ import annotations
@@ -25,33 +27,47 @@ from sqlalchemy import Engine
 from dashboard import queries
 from farm_core.schema import utcnow
 from orchestrator.allowlist import export
-from orchestrator.allowlist.collect import Allowlist
+from orchestrator.allowlist.collect import Allowlist, Read
 from orchestrator.allowlist.rules import Thresholds
 
-#: Lists are decided again (in the background) at most this often, s.
+#: The evidence is read again (in the background) at most this often, s.
 MAX_AGE_S = 60.0
-#: (database, thresholds, projects) kept: a few viewers trying thresholds.
-KEPT = 32
+#: (database, projects) whose evidence is kept.
+KEPT = 16
+#: Thresholds whose lists are kept per evidence (a viewer trying a few).
+THRESHOLDS_KEPT = 8
 
 
 @dataclass
-class Decided:
-    """Allowlists as decided at `at` (UTC) from the evidence at `version`."""
+class Kept:
+    """The evidence as read at `at` (UTC) at `version`, and what was decided from it."""
 
     version: Any
     at: datetime
+    read: Read
+    made_s: float  #: time.monotonic() when read
+    lists: dict[Thresholds, dict[str, Allowlist]] = field(default_factory=dict)
+    files: dict[tuple[Thresholds, str, str], bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Decided:
+    """The allowlists under `thresholds`, from the evidence read at `at` (UTC)."""
+
+    at: datetime
     lists: dict[str, Allowlist]
-    made_s: float  #: time.monotonic() when decided
-    files: dict[tuple[str, str], bytes] = field(default_factory=dict)  #: (model, fmt)
+    thresholds: Thresholds
+    kept: Kept
 
     def render(self, model: str, fmt: str) -> bytes:
         """One model's list in `fmt` (export.FORMATS), made once."""
-        if (model, fmt) not in self.files:
-            self.files[model, fmt] = export.render(self.lists[model], fmt)
-        return self.files[model, fmt]
+        key = (self.thresholds, model, fmt)
+        if key not in self.kept.files:
+            self.kept.files[key] = export.render(self.lists[model], fmt)
+        return self.kept.files[key]
 
 
-_kept: OrderedDict[tuple[Any, ...], Decided] = OrderedDict()
+_kept: OrderedDict[tuple[Any, ...], Kept] = OrderedDict()
 _refreshing: dict[tuple[Any, ...], threading.Thread] = {}
 _lock = threading.Lock()
 
@@ -60,61 +76,60 @@ def allowlists(
     engine: Engine,
     thresholds: Thresholds,
     projects: Any,
-    decide: Callable[..., dict[str, Allowlist]] = queries.allowlists,
+    read: Callable[[Engine, Any], Read] = queries.evidence,
     max_age_s: float = MAX_AGE_S,
     wait: bool = False,
 ) -> Decided:
-    """The allowlists of `projects` under `thresholds` (`decide` decides them): decided
-    here the first time; then the kept ones, decided again in the background once the
-    evidence changed and they are `max_age_s` old (`wait`: for that decision)."""
-    key = (engine.url.render_as_string(), thresholds, projects)
+    """The allowlists of `projects` under `thresholds`, from the kept evidence (`read`
+    reads it: here the first time, in the background once it changed and is `max_age_s`
+    old; `wait`: for that read)."""
+    key = (engine.url.render_as_string(), projects)
     version = queries.evidence_version(engine)
     with _lock:
         kept = _kept.get(key)
-    if kept is None:
-        return _decide(key, engine, thresholds, projects, decide, version)
-    with _lock:
-        if _kept.get(key) is kept:
+        if kept is not None:
             _kept.move_to_end(key)
-    if kept.version != version and time.monotonic() - kept.made_s >= max_age_s:
+    if kept is None:
+        kept = _read(key, engine, projects, read, version)
+    elif kept.version != version and time.monotonic() - kept.made_s >= max_age_s:
         with _lock:
             worker = _refreshing.get(key)
             if worker is None:
                 worker = threading.Thread(
-                    target=_decide,
-                    args=(key, engine, thresholds, projects, decide, version),
-                    name="allowlists",
+                    target=_read,
+                    args=(key, engine, projects, read, version),
+                    name="allowlist-evidence",
                     daemon=True,
                 )
                 _refreshing[key] = worker
                 worker.start()
         if wait:
             worker.join()
-            return _kept.get(key, kept)
-    return kept
+            with _lock:
+                kept = _kept.get(key, kept)
+    lists = kept.lists.get(thresholds)
+    if lists is None:
+        lists = kept.lists[thresholds] = queries.allowlists_from(kept.read, thresholds)
+        while len(kept.lists) > THRESHOLDS_KEPT:  # the oldest first (dicts keep order)
+            kept.lists.pop(next(iter(kept.lists)), None)
+    return Decided(kept.at, lists, thresholds, kept)
 
 
-def _decide(
+def _read(
     key: tuple[Any, ...],
     engine: Engine,
-    thresholds: Thresholds,
     projects: Any,
-    decide: Callable[..., dict[str, Allowlist]],
+    read: Callable[[Engine, Any], Read],
     version: Any,
-) -> Decided:
+) -> Kept:
     try:
-        lists = decide(engine, thresholds, projects=projects)
-        made = Decided(version, utcnow(), lists, time.monotonic())
-        _keep(key, made)
-        return made
+        kept = Kept(version, utcnow(), read(engine, projects), time.monotonic())
+        with _lock:
+            _kept[key] = kept
+            _kept.move_to_end(key)
+            while len(_kept) > KEPT:
+                _kept.popitem(last=False)
+        return kept
     finally:
         with _lock:
             _refreshing.pop(key, None)
-
-
-def _keep(key: tuple[Any, ...], decided: Decided) -> None:
-    with _lock:
-        _kept[key] = decided
-        _kept.move_to_end(key)
-        while len(_kept) > KEPT:
-            _kept.popitem(last=False)

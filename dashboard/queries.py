@@ -39,7 +39,13 @@ from farm_core.schema import (
 from farm_core.settings import Timing
 from orchestrator import history as cell_history
 from orchestrator import provenance, regression
-from orchestrator.allowlist.collect import Allowlist, decide_models
+from orchestrator.allowlist.collect import (
+    Allowlist,
+    Read,
+    build_allowlists,
+    decide_models,
+    read_evidence,
+)
 from orchestrator.allowlist.rules import Thresholds
 from orchestrator.scope import Projects, of_projects, results_of
 
@@ -571,6 +577,21 @@ def allowlists(
     from orchestrator import scope
 
     return scope.decide_models(engine, thresholds, model_shas, projects)
+
+
+def evidence(engine: Engine, projects: Projects = None) -> Read:
+    """What allowlists are decided from (allowlists_from): of `projects`, their models on
+    their results only."""
+    if projects is None:
+        return read_evidence(engine)
+    from orchestrator.scope import models_of
+
+    return read_evidence(engine, None, models_of(projects), results_of(projects))
+
+
+def allowlists_from(read: Read, thresholds: Thresholds) -> dict[str, Allowlist]:
+    """Allowlists per model from `evidence` (the CLI's rules)."""
+    return build_allowlists(read.rows, read.devices, read.models, thresholds)
 
 
 def evidence_version(engine: Engine) -> tuple[Any, ...]:

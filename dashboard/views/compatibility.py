@@ -52,8 +52,8 @@ st.altair_chart(
 counts = df.groupby("status").size().to_dict()
 st.caption(
     " · ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    + f" · decided at {decided.at:%H:%M:%S} UTC (again at most every {cache.MAX_AGE_S:.0f} s"
-    " as results come in)"
+    + f" · results read at {decided.at:%H:%M:%S} UTC (again at most every"
+    f" {cache.MAX_AGE_S:.0f} s as they come in)"
 )
 
 st.subheader("Allowlist")

@@ -237,17 +237,25 @@ def resolve_model(conn: Connection, text: str, among: Any = None) -> tuple[str, 
     return rows[0].sha256, rows[0].name
 
 
-def decide_models(
+@dataclass(frozen=True)
+class Read:
+    """What allowlists are decided from: aggregated evidence rows (evidence_query), the
+    device table (load_devices) and the models wanted (sha256 -> name)."""
+
+    rows: list[dict[str, Any]]
+    devices: dict[str, dict[str, Any]]
+    models: dict[str, str]
+
+
+def read_evidence(
     engine: Engine,
-    thresholds: Thresholds,
     models: Iterable[str] | None = None,
     among: Any = None,
     evidence: Any = None,
-    delegate: str = GPU,
-) -> dict[str, Allowlist]:
-    """Allowlists for `models` (sha256; default every stored model), one query for all;
+) -> Read:
+    """The evidence for `models` (sha256; default every stored model), one query for all;
     `among` limits the models (a condition on StoredModel) and `evidence` the results (one
-    on Result) to one project's (orchestrator.scope); `delegate`: whose list."""
+    on Result) to one project's (orchestrator.scope)."""
     with engine.begin() as conn:
         listed = select(StoredModel.sha256, StoredModel.name)
         if among is not None:
@@ -262,8 +270,21 @@ def decide_models(
             query = query.where(evidence)
         rows = [dict(r) for r in conn.execute(query).mappings()]
         devices = load_devices(conn)
-    named = {m: names.get(m, m) for m in wanted}
-    return build_allowlists(rows, devices, named, thresholds, delegate)
+    return Read(rows, devices, {m: names.get(m, m) for m in wanted})
+
+
+def decide_models(
+    engine: Engine,
+    thresholds: Thresholds,
+    models: Iterable[str] | None = None,
+    among: Any = None,
+    evidence: Any = None,
+    delegate: str = GPU,
+) -> dict[str, Allowlist]:
+    """Allowlists for `models` (sha256; default every stored model), one query for all;
+    `among` and `evidence` as read_evidence's; `delegate`: whose list."""
+    read = read_evidence(engine, models, among, evidence)
+    return build_allowlists(read.rows, read.devices, read.models, thresholds, delegate)
 
 
 def build_allowlists(
