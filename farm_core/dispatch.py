@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -60,9 +61,11 @@ class CeleryDispatcher:
             return sent, ""
         try:
             with self.app.producer_or_acquire() as producer:
+                batched = getattr(producer, "batch", None)  # kombu 5.7+; else one at a time
                 for start in range(0, len(orders), SEND_BATCH):
                     batch = orders[start : start + SEND_BATCH]
-                    with producer.batch(max_size=2 * SEND_BATCH):  # flushed as it exits
+                    # flushed as it exits
+                    with batched(max_size=2 * SEND_BATCH) if batched else nullcontext():
                         for o in batch:
                             self._send(o, producer)
                     sent.extend(batch)
