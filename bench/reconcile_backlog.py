@@ -16,11 +16,10 @@ import argparse
 import sys
 import tempfile
 import time
-import uuid
 from datetime import timedelta
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, func, select, text, update
+from sqlalchemy import event, func, select, update
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -28,6 +27,7 @@ from farm_core.database import open_database  # noqa: E402
 from farm_core.dispatch import Dispatcher, SendOrder  # noqa: E402
 from farm_core.schema import QUEUED, Device, Job, utcnow  # noqa: E402
 from farm_core.settings import Timing  # noqa: E402
+from labkit.scratch_db import scratch_database  # noqa: E402
 from orchestrator.reconciler import reconcile  # noqa: E402
 from orchestrator.submit import submit  # noqa: E402
 
@@ -62,22 +62,9 @@ def main() -> int:
     ap.add_argument("--devices", type=int, default=1_000)
     ap.add_argument("--passes", type=int, default=3)
     a = ap.parse_args()
-    name = f"bench_reconcile_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(f"{SERVER}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        engine = open_database(f"{SERVER}/{name}")
+    with scratch_database("bench_reconcile", a.devices, SERVER) as url:
+        engine = open_database(url)
         now = utcnow()
-        with engine.begin() as c:
-            c.execute(
-                Device.__table__.insert(),
-                [
-                    {"key": f"noop:d{i:04d}", "kind": "noop", "last_seen": now,
-                     "registered_at": now, "state": "online"}
-                    for i in range(a.devices)
-                ],
-            )  # fmt: skip
         with tempfile.TemporaryDirectory() as tmp:
             from delegate_runtime.examples import scaled_model
 
@@ -113,9 +100,6 @@ def main() -> int:
         print(f"| {a.passes + 1} | back | {took:.2f} | {statements} | {took / anchor:.0f} "
               f"| sent {r.sent} |")  # fmt: skip
         engine.dispose()
-    finally:
-        with admin.connect() as c:
-            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     return 0
 
 

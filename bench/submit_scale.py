@@ -21,18 +21,18 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, func, select, text
+from sqlalchemy import create_engine, event, func, select
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from farm_core.database import open_database  # noqa: E402
-from farm_core.schema import DISPATCHED, Device, Job, utcnow  # noqa: E402
+from farm_core.schema import DISPATCHED, Job  # noqa: E402
+from labkit.scratch_db import scratch_database  # noqa: E402
 
 SERVER = "postgresql+psycopg2://postgres:postgres@127.0.0.1:5432"
 GOAL_S = 30.0
@@ -63,34 +63,6 @@ def private_redis() -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
-
-
-@contextmanager
-def fresh_database(devices: int) -> Iterator[str]:
-    """A new database with `devices` online no-op devices; its URL (dropped after)."""
-    name = f"bench_submit_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(f"{SERVER}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
-    url = f"{SERVER}/{name}"
-    try:
-        engine = open_database(url)
-        now = utcnow()
-        with engine.begin() as c:
-            c.execute(
-                Device.__table__.insert(),
-                [
-                    {"key": f"noop:d{i:04d}", "kind": "noop", "last_seen": now,
-                     "registered_at": now, "state": "online"}
-                    for i in range(devices)
-                ],
-            )  # fmt: skip
-        engine.dispose()
-        yield url
-    finally:
-        with admin.connect() as c:
-            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def check(url: str, broker: str, jobs: int) -> str:
@@ -165,9 +137,9 @@ def main() -> int:
             p.write_bytes(scaled_model(1.0 + i))
             paths.append(p)
         with private_redis() if not a.broker else _given(a.broker) as broker:
-            with fresh_database(a.devices) as url:
+            with scratch_database("bench_submit", a.devices, SERVER) as url:
                 fn = in_process(url, broker, paths, jobs)
-            with fresh_database(a.devices) as url:
+            with scratch_database("bench_submit", a.devices, SERVER) as url:
                 whole = cli(url, broker, paths, jobs)
     worst = max(fn, whole)
     print(
