@@ -29,7 +29,8 @@ LAUNCHES = 24
 def argument_costs(device: str | None, rounds: int) -> None:
     import pyopencl as cl
 
-    from delegate_runtime.gpu.opencl.capi import HotPath, opencl_library
+    from delegate_runtime.gpu.opencl.capi import opencl_library
+    from delegate_runtime.gpu.opencl.hot_path import HotPath
     from delegate_runtime.gpu.opencl.runtime import select_device
 
     dev = select_device(device)

@@ -50,7 +50,8 @@ def launch_costs(device: str | None) -> None:
     """30 tiny launches: through pyopencl (an event each) and the C API (no events)."""
     import pyopencl as cl
 
-    from delegate_runtime.gpu.opencl.capi import HotPath, opencl_library
+    from delegate_runtime.gpu.opencl.capi import opencl_library
+    from delegate_runtime.gpu.opencl.hot_path import HotPath
     from delegate_runtime.gpu.opencl.runtime import select_device
 
     d = select_device(device)
@@ -273,7 +274,8 @@ def upload_paths(device: str | None) -> None:
     C API; from a mapped ALLOC_HOST_PTR (pinned) region, as NVIDIA's guide advises."""
     import pyopencl as cl
 
-    from delegate_runtime.gpu.opencl.capi import HotPath, opencl_library
+    from delegate_runtime.gpu.opencl.capi import opencl_library
+    from delegate_runtime.gpu.opencl.hot_path import HotPath
     from delegate_runtime.gpu.opencl.runtime import select_device
 
     d = select_device(device)
@@ -364,7 +366,8 @@ def device_us(q: Any, kernel: Any, gsize: tuple, lsize: tuple, runs: int) -> flo
 def wall_us(q: Any, kernel: Any, gsize: tuple, lsize: tuple, launches: int = 200) -> float:
     """Host wall time per launch of `kernel` launched `launches` times back to back through
     the C API (no events: the inference path), queue drained before and after."""
-    from delegate_runtime.gpu.opencl.capi import HotPath, opencl_library
+    from delegate_runtime.gpu.opencl.capi import opencl_library
+    from delegate_runtime.gpu.opencl.hot_path import HotPath
 
     hot = HotPath(opencl_library(), q, [(kernel, gsize, lsize)] * launches)
     hot.enqueue(6)
@@ -669,7 +672,7 @@ def copies(model: str, device: str | None, runs: int = 1500) -> None:
 
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
-    from delegate_runtime.gpu.opencl.capi import HotPath
+    from delegate_runtime.gpu.opencl.hot_path import HotPath
 
     m = load_model(model)
     x = np.random.default_rng(0).uniform(-1, 1, m.main.tensors[m.main.inputs[0]].shape)

@@ -88,7 +88,8 @@ def nv_buffers(lib, ctx, device):
 def main() -> int:
     import pyopencl as cl
 
-    from delegate_runtime.gpu.opencl.capi import HotPath, opencl_library
+    from delegate_runtime.gpu.opencl.capi import opencl_library
+    from delegate_runtime.gpu.opencl.hot_path import HotPath
     from delegate_runtime.gpu.opencl.runtime import select_device
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -136,14 +136,14 @@ class GpuSession:
 
         from .opencl.cache import KernelCache, default_cache_dir, point_driver_cache
         from .opencl.const_types import float32_consts, weights_in_half
-        from .opencl.edges import with_edges
         from .opencl.executor import PartitionExecutor
         from .opencl.host_edges import host_edges_for
         from .opencl.lowering import Lowerer
-        from .opencl.native_loop import build_identity, native_loop, unavailable
+        from .opencl.native_library import build_identity, native_library, unavailable
         from .opencl.program import program_source
         from .opencl.program_units import build_jobs, build_units
         from .opencl.runtime import describe, guarded, select_device, shared_context
+        from .opencl.staging_edges import with_staging_edges
 
         opts, switches = self.options, self.switches
         explicit = opts.serialization_dir is not None
@@ -171,7 +171,9 @@ class GpuSession:
             lowerer.lower_partition(nodes, set(outs))
             out = lowerer.out
             if opts.precision == "fp16" or edges is not None:
-                out = with_edges(out, {t: sg.tensors[t].size for t in (*ins, *outs)}, ins, outs)
+                out = with_staging_edges(
+                    out, {t: sg.tensors[t].size for t in (*ins, *outs)}, ins, outs
+                )
             lowered.append((out, ins, outs))
         t = self._phase("lower", t)
         delegated = {sg.operators[n].op for nodes in self.delegation.partitions for n in nodes}
@@ -202,7 +204,7 @@ class GpuSession:
         self.program_summary = programs.summary()
         self.program_from_cache = programs.from_cache
         t = self._phase("program", t)
-        native = None if opts.profiling else native_loop(cache_dir, switches)
+        native = None if opts.profiling else native_library(cache_dir, switches)
         t = self._phase("launch_loop", t)
         storage = np.float16 if opts.precision == "fp16" else np.float32
         for (out, ins, outs), floats in zip(lowered, float_consts, strict=True):

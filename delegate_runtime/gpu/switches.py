@@ -91,7 +91,9 @@ KNOBS: dict[str, Knob] = {
     ),
     "native_loop": Knob(
         "gpu.native_loop",
-        "the launch loop and input copy in C (native_loop.py), where a compiler builds it",
+        "the hot path's native library (native_library.py), where a compiler builds it: the "
+        "launch loop in C and the input copy's helper threads; off, both run without it "
+        "(the Python loop, numpy's copy)",
         "DEVICEFARM_NATIVE_LOOP",
     ),
     # -- the input copy's helper threads (recorded as the plan they make) -----------

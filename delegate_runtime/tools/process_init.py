@@ -43,9 +43,9 @@ def prepare_process(delegate: str, device: str | None = None) -> int:
             pass
         else:
             shared_context(select_device(device))
-            from ..gpu.opencl.native_loop import native_loop
+            from ..gpu.opencl.native_library import native_library
 
-            native_loop()  # compiles the C launch loop the first time on this machine
+            native_library()  # compiles the C launch loop and copy the first time here
     return (time.perf_counter_ns() - start) // 1000
 
 

@@ -111,7 +111,8 @@ def test_bad_work_group_size_is_named(context):
 
 
 def test_bad_work_group_size_on_the_hot_path_is_named(context):
-    from delegate_runtime.gpu.opencl.capi import CLCallError, HotPath, opencl_library
+    from delegate_runtime.gpu.opencl.capi import CLCallError, opencl_library
+    from delegate_runtime.gpu.opencl.hot_path import HotPath
     from delegate_runtime.gpu.opencl.runtime import device_error
 
     lib = opencl_library()
@@ -128,7 +129,8 @@ def test_bad_work_group_size_on_the_hot_path_is_named(context):
 
 
 def test_hot_path_copies_round_trip(context):
-    from delegate_runtime.gpu.opencl.capi import HotPath, opencl_library
+    from delegate_runtime.gpu.opencl.capi import opencl_library
+    from delegate_runtime.gpu.opencl.hot_path import HotPath
 
     lib = opencl_library()
     require(lib is not None, "the OpenCL ICD loader for direct calls")
@@ -146,7 +148,8 @@ def test_hot_path_copies_round_trip(context):
 
 
 def test_bad_work_group_size_of_one_launch_is_named(context):
-    from delegate_runtime.gpu.opencl.capi import CLCallError, HotPath, opencl_library
+    from delegate_runtime.gpu.opencl.capi import CLCallError, opencl_library
+    from delegate_runtime.gpu.opencl.hot_path import HotPath
 
     lib = opencl_library()
     require(lib is not None, "the OpenCL ICD loader for direct calls")

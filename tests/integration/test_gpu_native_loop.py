@@ -1,4 +1,4 @@
-"""The hot path's launch loop in C (native_loop.py, launch_loop.c) against the Python loop,
+"""The hot path's launch loop in C (launch_loop.c, built by native_library.py) against the Python loop,
 on a real OpenCL device (PoCL here): the same launches in the same order, the same errors."""
 
 from __future__ import annotations
@@ -49,19 +49,19 @@ def lib():
 
 @pytest.fixture()
 def decide_again(monkeypatch):
-    """native_loop with its once-per-process decision undone before and after the test,
+    """native_library with its once-per-process decision undone before and after the test,
     and no DEVICEFARM_NATIVE_LOOP from the environment."""
-    from delegate_runtime.gpu.opencl import native_loop
+    from delegate_runtime.gpu.opencl import native_library
 
     monkeypatch.delenv("DEVICEFARM_NATIVE_LOOP", raising=False)
-    native_loop.forget()
-    yield native_loop
-    native_loop.forget()
+    native_library.forget()
+    yield native_library
+    native_library.forget()
 
 
 @pytest.fixture()
 def native(tmp_path, decide_again):
-    built = decide_again.native_loop(tmp_path)
+    built = decide_again.native_library(tmp_path)
     require(built is not None, f"the C launch loop ({decide_again.unavailable()})")
     return built
 
@@ -97,7 +97,7 @@ def run(hot, buf, flush_every: int) -> np.ndarray:
 
 @pytest.mark.parametrize("flush_every", [1, 2, 6, 100])
 def test_c_loop_runs_every_launch_in_order(context, lib, native, flush_every):
-    from delegate_runtime.gpu.opencl.capi import HotPath
+    from delegate_runtime.gpu.opencl.hot_path import HotPath
 
     q, buf, items = launches(context, SHAPES)
     hot = HotPath(lib, q, items, native)
@@ -106,7 +106,7 @@ def test_c_loop_runs_every_launch_in_order(context, lib, native, flush_every):
 
 
 def test_c_loop_and_python_loop_agree(context, lib, native):
-    from delegate_runtime.gpu.opencl.capi import HotPath
+    from delegate_runtime.gpu.opencl.hot_path import HotPath
 
     q, buf, items = launches(context, SHAPES * 3)
     in_c = run(HotPath(lib, q, items, native), buf, 6)
@@ -118,7 +118,8 @@ def test_c_loop_and_python_loop_agree(context, lib, native):
 @pytest.mark.parametrize("loop", ["c", "python"])
 def test_both_loops_name_the_failing_launch(context, lib, native, loop):
     from delegate_runtime.errors import DeviceError
-    from delegate_runtime.gpu.opencl.capi import CLCallError, HotPath
+    from delegate_runtime.gpu.opencl.capi import CLCallError
+    from delegate_runtime.gpu.opencl.hot_path import HotPath
     from delegate_runtime.gpu.opencl.runtime import device_error
 
     bad = [*SHAPES[:2], ((10,), (3,)), SHAPES[0]]  # 10 items in groups of 3: refused
@@ -154,14 +155,14 @@ def test_a_session_runs_a_model_through_the_c_loop(tmp_path, monkeypatch, decide
 
 def test_switched_off_by_the_environment(tmp_path, monkeypatch, decide_again):
     monkeypatch.setenv("DEVICEFARM_NATIVE_LOOP", "0")
-    assert decide_again.native_loop(tmp_path) is None
+    assert decide_again.native_library(tmp_path) is None
     assert decide_again.unavailable() == "DEVICEFARM_NATIVE_LOOP=0"
 
 
 def test_no_compiler_leaves_the_python_loop(tmp_path, monkeypatch, decide_again):
     monkeypatch.delenv("CC", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert decide_again.native_loop(tmp_path) is None
+    assert decide_again.native_library(tmp_path) is None
     assert "no C compiler" in decide_again.unavailable()
 
 
@@ -170,7 +171,7 @@ def test_a_failing_compiler_is_reported(tmp_path, monkeypatch, decide_again):
     fake.write_text("#!/bin/sh\necho 'badcc: cannot compile' >&2\nexit 1\n")
     fake.chmod(0o755)
     monkeypatch.setenv("CC", str(fake))
-    assert decide_again.native_loop(tmp_path) is None
+    assert decide_again.native_library(tmp_path) is None
     why = decide_again.unavailable()
     assert "building launch_loop.c, host_copy.c failed" in why and "badcc: cannot compile" in why
     assert not list((tmp_path / "native").glob("*.so")), "no half-written build is kept"
@@ -182,7 +183,7 @@ def test_a_broken_cached_build_is_rebuilt(tmp_path, decide_again):
     target = decide_again.library_path(tmp_path, cc)
     target.parent.mkdir(parents=True)
     target.write_bytes(b"\x7fELF truncated")
-    assert decide_again.native_loop(tmp_path) is not None, decide_again.unavailable()
+    assert decide_again.native_library(tmp_path) is not None, decide_again.unavailable()
     assert target.read_bytes()[:4] == b"\x7fELF" and target.stat().st_size > 1000
     assert oct(target.parent.stat().st_mode & 0o777) == oct(0o700)
 
@@ -190,11 +191,11 @@ def test_a_broken_cached_build_is_rebuilt(tmp_path, decide_again):
 def test_the_build_is_reused(tmp_path, decide_again):
     cc = decide_again.compiler()
     require(cc is not None, "a C compiler (cc, gcc or clang)")
-    assert decide_again.native_loop(tmp_path) is not None, decide_again.unavailable()
+    assert decide_again.native_library(tmp_path) is not None, decide_again.unavailable()
     target = decide_again.library_path(tmp_path, cc)
     first = target.stat().st_mtime_ns
     decide_again.forget()
-    assert decide_again.native_loop(tmp_path) is not None
+    assert decide_again.native_library(tmp_path) is not None
     assert target.stat().st_mtime_ns == first
     names = sorted(p.name for p in target.parent.iterdir())
     assert names == [target.name, target.name + ".sha256"]
@@ -206,14 +207,14 @@ def test_a_library_that_is_not_what_was_built_is_built_again(tmp_path, decide_ag
     after the build (another file under its name) is built again first."""
     cc = decide_again.compiler()
     require(cc is not None, "a C compiler (cc, gcc or clang)")
-    assert decide_again.native_loop(tmp_path) is not None, decide_again.unavailable()
+    assert decide_again.native_library(tmp_path) is not None, decide_again.unavailable()
     target = decide_again.library_path(tmp_path, cc)
     built = target.read_bytes()
     other = target.with_name("other.so")  # another file put under its name (never
     other.write_bytes(built[:-1] + bytes([built[-1] ^ 1]))  # in place: it is mapped here)
     os.replace(other, target)
     decide_again.forget()
-    assert decide_again.native_loop(tmp_path) is not None, decide_again.unavailable()
+    assert decide_again.native_library(tmp_path) is not None, decide_again.unavailable()
     assert target.read_bytes() == built  # the same source and compiler build the same bytes
     assert decide_again.verified(target)
 
@@ -225,7 +226,7 @@ def test_the_compiler_is_checked_and_named_in_the_key(tmp_path, monkeypatch, dec
     mute.write_text("#!/bin/sh\nexit 3\n")
     mute.chmod(0o755)
     monkeypatch.setenv("CC", str(mute))
-    assert decide_again.native_loop(tmp_path) is None
+    assert decide_again.native_library(tmp_path) is None
     assert "--version exited 3" in decide_again.unavailable()
     cc = tmp_path / "versioned-cc"
     paths = []

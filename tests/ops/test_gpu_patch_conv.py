@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from delegate_runtime.builder import ModelBuilder
-from delegate_runtime.gpu.opencl.edges import CONVERSIONS
+from delegate_runtime.gpu.opencl.staging_edges import CONVERSIONS
 from tests.conftest import require_module
 from tests.ops.test_gpu_fusion import check_against_litert
 from tests.ops.test_gpu_ops import PRECISIONS, opencl_device, randn

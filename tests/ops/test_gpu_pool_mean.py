@@ -16,7 +16,7 @@ import pytest
 
 from delegate_runtime import litert, read_model
 from delegate_runtime.builder import ModelBuilder, Quant
-from delegate_runtime.gpu.opencl.edges import CONVERSIONS
+from delegate_runtime.gpu.opencl.staging_edges import CONVERSIONS
 from tests.conftest import require, require_module
 from tests.ops.test_gpu_ops import PRECISIONS, TOL, opencl_device
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from delegate_runtime.gpu.opencl import host_copy, native_loop
+from delegate_runtime.gpu.opencl import host_copy, native_library
 from delegate_runtime.gpu.switches import DEFAULTS, MAX_COPY_HELPERS
 from tests.conftest import require
 
@@ -39,13 +39,14 @@ def usable(monkeypatch, cpus: int) -> None:
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    native_loop.forget()
-    found = native_loop.native_loop(tmp_path_factory.mktemp("native"))
+    native_library.forget()
+    found = native_library.native_library(tmp_path_factory.mktemp("native"))
     require(
-        found is not None, f"a C compiler for the hot path's helpers ({native_loop.unavailable()})"
+        found is not None,
+        f"a C compiler for the hot path's helpers ({native_library.unavailable()})",
     )
     yield found
-    native_loop.forget()
+    native_library.forget()
 
 
 def source(size: int, seed: int = 0) -> np.ndarray:

@@ -17,7 +17,8 @@ from ...ops.common import dequantize, quantize
 from ..switches import Switches
 from . import host_copy, persistent
 from .arena import Arena
-from .capi import CLCallError, HotPath, opencl_library
+from .capi import CLCallError, opencl_library
+from .hot_path import HotPath
 from .launch import IN_ARENA, Buf, Const, Counters, Local, Lowered, Scratch, Staging
 from .persistent import Run
 from .program_units import ProgramSet
@@ -140,7 +141,7 @@ class PartitionExecutor:
                 scratch,
                 whole=any(ln.copy_args and ln.copy_args.offsets for ln in rooted.launches),
             )
-            #: float32 buffers that inputs and outputs pass through (edges.py)
+            #: float32 buffers that inputs and outputs pass through (staging_edges.py)
             self.staging: dict[int, Any] = {}
             #: the staging buffers in host memory, as the host sees them (host_edges.py)
             self.mapped: dict[int, np.ndarray] = {}

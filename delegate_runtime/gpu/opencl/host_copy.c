@@ -1,5 +1,5 @@
 /* An input's copy into the host memory the GPU reads, shared with helper threads
- * (native_loop.py builds it beside the launch loop; capi.py calls it).
+ * (native_library.py builds it beside the launch loop; host_copy.py calls it).
  *
  * One core copies a 224x224x3 float input at about 28 GB/s; the copy is on the invoke's
  * critical path, before the launch. The caller and up to MAX_HELPERS helper threads claim

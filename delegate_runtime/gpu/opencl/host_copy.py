@@ -1,9 +1,9 @@
 """An input's copy into the host memory the GPU reads (host_edges.py's mappings).
 
 With host edges the invoke copies each input into its mapping before the launch, and the
-GPU then reads it across the bus. `host_copy.c` (built with the launch loop,
-native_loop.py) shares a large copy with helper threads. Smaller copies, and processes
-without the C helpers, copy with numpy.
+GPU then reads it across the bus. `host_copy.c` (in the native library with the launch
+loop: native_library.py) shares a large copy with helper threads. Smaller copies, and
+processes without the library (no compiler, or DEVICEFARM_NATIVE_LOOP=0), copy with numpy.
 
 The helpers' CPU. A helper spins (busy, one core) for SPIN_US after a copy so that the
 next invoke finds it awake, then sleeps on a futex until a copy wakes it. In a stream of
@@ -115,6 +115,20 @@ class Settings:
         return cls(
             helpers, switches.copy_min_bytes, switches.copy_chunk_bytes, switches.copy_spin_us
         )
+
+
+def declare_copy(native: ctypes.CDLL) -> None:
+    """Declare host_copy.c's entry point in the native library (native_library.py)."""
+    fn = native.host_copy
+    fn.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_size_t,
+        ctypes.c_int32,
+        ctypes.c_uint32,
+    ]
+    fn.restype = ctypes.c_uint32
 
 
 def copy(native: ctypes.CDLL | None, dst: np.ndarray, src: np.ndarray, how: Settings) -> None:

@@ -30,7 +30,7 @@ class Const:
 
 @dataclass(frozen=True)
 class Staging:
-    """Tensor `tensor`'s float32 buffer at a half-storage partition's edge (edges.py)."""
+    """Tensor `tensor`'s float32 buffer at a partition's edge (staging_edges.py)."""
 
     tensor: int
 

@@ -1,4 +1,4 @@
-/* The hot path's launch loop in C (native_loop.py builds it; capi.py calls it).
+/* The hot path's launch loop in C (native_library.py builds it; hot_path.py calls it).
  *
  * It reaches OpenCL only through the two entry points the caller passes, so it builds
  * without OpenCL's headers or library. Types follow cl.h on Linux: cl_int is int32,

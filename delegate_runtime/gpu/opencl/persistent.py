@@ -176,7 +176,7 @@ def split_run(costs: list[int], limit: int | None, least: int = 2) -> list[tuple
 
 def _layer(text: str, spans: dict, launch: Launch, name: str) -> _Layer | None:
     """`launch`'s copy as a layer function, None where it cannot be one: it must take
-    the arena and, besides, staging buffers only (a partition's edges: edges.py)."""
+    the arena and, besides, staging buffers only (a partition's edges: staging_edges.py)."""
     copy = launch.copy_args
     if copy is None or not copy.offsets or launch.lsize is None:
         return None

@@ -1,11 +1,14 @@
-"""A partition's edges with half storage: inputs arrive and outputs leave as float32.
+"""A partition's edges in float32 staging buffers: inputs arrive and outputs leave as
+float32 whatever the storage.
 
-Each input is uploaded into a float32 staging buffer and each output read back from one,
-so the host does no per-element conversion. The one launch reading an input (or last
-writing an output) reads (writes) the staging buffer itself where its kernel has a
-float32 variant for that argument; elsewhere a conversion launch (`to_storage`,
-`from_storage`) runs first (last). The edges are planned into the launch list before the
-program is made, so a model's own program holds them as copies like any launch.
+Used with half storage (the host then does no per-element conversion) and where inputs and
+outputs lie in host memory the GPU maps (host_edges.py: the staging buffers are those).
+Each input is uploaded into (or written to) a float32 staging buffer and each output read
+back from one. The one launch reading an input (or last writing an output) reads
+(writes) the staging buffer itself where its kernel has a float32 variant for that
+argument; elsewhere a conversion launch (`to_storage`, `from_storage`) runs first (last).
+The edges are planned into the launch list before the program is made, so a model's own
+program holds them as copies like any launch.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ FLOAT32_EDGE_VARIANTS = {
 }
 
 
-def with_edges(
+def with_staging_edges(
     lowered: Lowered, sizes: dict[int, int], inputs: list[int], outputs: list[int]
 ) -> Lowered:
     """`lowered` with its inputs and outputs in float32 staging buffers (`sizes`: each

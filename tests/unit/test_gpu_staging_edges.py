@@ -1,12 +1,12 @@
-"""Half-storage edges planned as launches (opencl/edges.py): which launch reads or writes a
-float32 staging buffer itself, and where a conversion launch runs instead."""
+"""A partition's float32 edges planned as launches (opencl/staging_edges.py): which launch
+reads or writes a float32 staging buffer itself, and where a conversion launch runs instead."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from delegate_runtime.gpu.opencl.edges import with_edges
 from delegate_runtime.gpu.opencl.launch import Buf, Launch, Lowered, Staging
+from delegate_runtime.gpu.opencl.staging_edges import with_staging_edges
 
 
 def _launch(kernel: str, *args: object, node: int = 0) -> Launch:
@@ -26,7 +26,7 @@ def test_edge_variants_take_the_staging_buffers() -> None:
             _launch("softmax_rows", Buf(1), Buf(2), node=1),
         ]
     )
-    out = with_edges(lowered, SIZES, [0], [2])
+    out = with_staging_edges(lowered, SIZES, [0], [2])
     assert [ln.kernel for ln in out.launches] == ["conv2d_direct_f32in", "softmax_rows_f32out"]
     assert out.launches[0].args[:2] == [Staging(0), Buf(1)]
     assert out.launches[1].args == [Buf(1), Staging(2)]
@@ -42,7 +42,7 @@ def test_conversions_where_no_variant_serves() -> None:
             _launch("binary", Buf(0), Buf(1), Buf(2), node=1),
         ]
     )
-    out = with_edges(lowered, SIZES, [0], [2])
+    out = with_staging_edges(lowered, SIZES, [0], [2])
     kernels = [ln.kernel for ln in out.launches]
     assert kernels == ["to_storage", "conv2d_direct", "binary", "from_storage"]
     first, last = out.launches[0], out.launches[-1]
@@ -55,13 +55,13 @@ def test_an_output_read_twice_by_its_writer_converts() -> None:
     """A softmax whose output buffer it also reads (two positions) keeps the storage
     copy: its output converts after it."""
     lowered = Lowered([_launch("softmax_rows", Buf(2), Buf(2), node=0)])
-    out = with_edges(lowered, SIZES, [], [2])
+    out = with_staging_edges(lowered, SIZES, [], [2])
     assert [ln.kernel for ln in out.launches] == ["softmax_rows", "from_storage"]
 
 
 def test_aliases_resolve_to_their_root() -> None:
     """An input living in another tensor's buffer (an alias) is found through its root."""
     lowered = Lowered([_launch("softmax_rows", Buf(1), Buf(3), node=0)], alias={9: 1})
-    out = with_edges(lowered, SIZES, [9], [3])
+    out = with_staging_edges(lowered, SIZES, [9], [3])
     assert [ln.kernel for ln in out.launches] == ["to_storage", "softmax_rows_f32out"]
     assert out.launches[0].args[:2] == [Staging(9), Buf(1)]

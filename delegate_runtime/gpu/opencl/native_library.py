@@ -1,16 +1,25 @@
-"""The hot path's C helpers (the launch loop, the input copy), where a C compiler is at hand.
+"""The hot path's native library: its C code compiled once per machine, where a C compiler
+is at hand.
 
-NVIDIA's driver takes about 10 us a launch on the H200's hosts and Python's loop around it
-(ctypes) another 1.5-2 (docs/notebook/10-2026-11-27-the-launch-loop-in-c-how-the-host-waits.md). `launch_loop.c` runs the loop in C, calling the
+Two sources, each with the module that calls it: `launch_loop.c`, the launch loop
+(hot_path.py; NVIDIA's driver takes about 10 us a launch on the H200's hosts and Python's
+loop around it, through ctypes, another 1.5-2:
+docs/notebook/10-2026-11-27-the-launch-loop-in-c-how-the-host-waits.md), which calls the
 entry points of the OpenCL library capi.py loaded, so it builds without OpenCL's headers;
-`host_copy.c` copies an input into host memory with helper threads. Both are compiled into
-one library, once per source, machine and compiler (the compiler checked: what its
-`--version` says is part of the key), into the kernel cache's folder (private, written
-through a rename). Beside the library lies the sha256 of the file as built; a library that
-does not match it is built again before it is loaded. Without a working compiler, or with
-the switch off (gpu/switches.py: DEVICEFARM_NATIVE_LOOP=0), `native_loop()` is None and the
-Python loop runs; `unavailable()` says why, `build_identity()` which compiler and which
-build the C loop is.
+and `host_copy.c`, an input's copy into host memory shared with helper threads
+(host_copy.py). Each module declares its own entry point (`hot_path.declare_loop`,
+`host_copy.declare_copy`). Both are compiled into one library, once per source, machine
+and compiler (the compiler checked: what its `--version` says is part of the key), into
+the kernel cache's folder (private, written through a rename). Beside the library lies
+the sha256 of the file as built; a library that does not match it is built again before
+it is loaded.
+
+One switch governs the whole library (gpu/switches.py `native_loop`,
+DEVICEFARM_NATIVE_LOOP=0): off, or without a working compiler, `native_library()` is None,
+so the launch loop runs in Python and inputs are copied by numpy alone, whatever helper
+threads the plan names. (A result stored with it off ran both that way, and its record's
+`gpu.native_loop` keeps meaning that.) `unavailable()` says why, `build_identity()` which
+compiler and which build the library is.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import threading
 from pathlib import Path
 
 from ..switches import KNOBS, Switches
+from . import host_copy, hot_path
 from .cache import default_cache_dir, ensure_private_dir
 
 SOURCES = tuple(Path(__file__).with_name(n) for n in ("launch_loop.c", "host_copy.c"))
@@ -118,26 +128,16 @@ def _load(cache_dir: Path) -> tuple[ctypes.CDLL | None, str]:
         detail = getattr(exc, "stderr", b"") or b""
         names = ", ".join(s.name for s in SOURCES)
         return None, f"building {names} failed: {exc} {detail.decode(errors='replace')}"
-    fn = lib.enqueue_launches  # no argtypes: called with ready ctypes objects only
-    fn.restype = ctypes.c_int32
-    copy = lib.host_copy
-    copy.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_size_t,
-        ctypes.c_int32,
-        ctypes.c_uint32,
-    ]
-    copy.restype = ctypes.c_uint32
+    hot_path.declare_loop(lib)
+    host_copy.declare_copy(lib)
     return lib, ""
 
 
-def native_loop(
+def native_library(
     cache_dir: Path | None = None, switches: Switches | None = None
 ) -> ctypes.CDLL | None:
     """The built library (decided once per process), or None (also where `switches`,
-    None: the environment's now, turn it off)."""
+    None: the environment's now, turn it off: then neither the C loop nor the C copy runs)."""
     switches = Switches.from_env() if switches is None else switches
     if not switches.native_loop:
         return None
@@ -148,12 +148,13 @@ def native_loop(
 
 
 def build_identity() -> str:
-    """Which compiler built the C loop and its library's digest ("" without one)."""
+    """Which compiler built the library (the C loop's and the copy's) and its digest ("" without one)."""
     return str(_state.get("build", ""))
 
 
 def unavailable(switches: Switches | None = None) -> str:
-    """Why the Python loop runs ("" when the C loop does, or before it was decided):
+    """Why there is no library, so the Python loop runs and numpy copies ("" when the C
+    loop does, or before it was decided):
     `switches` (None: the environment's now) turning it off, or the build's failure."""
     switches = Switches.from_env() if switches is None else switches
     if not switches.native_loop:
