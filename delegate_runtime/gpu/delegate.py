@@ -22,6 +22,7 @@ from ..graph import Model
 from ..interpreter import Interpreter
 from ..submodel import boundary
 from .cpu_runs import LITERT, REFERENCE, CpuRun, plan_cpu_runs
+from .execution_plan import ExecutionPlan, plan_execution
 from .fold import fold_constants
 from .partition import DelegationSummary, partition
 from .support import SupportOptions
@@ -62,7 +63,8 @@ class GpuDelegateOptions:
 class GpuSession:
     """A model prepared for the GPU delegate; `invoke` runs it host-in to host-out.
     `switches` (gpu/switches.py; None: the defaults and the DEVICEFARM_* variables, read
-    now) decide its paths and tuning; the session keeps them for its result records."""
+    now) and its options decide its paths (`plan`: gpu/execution_plan.py) and tuning; the
+    session keeps them for its result records."""
 
     def __init__(
         self,
@@ -76,6 +78,8 @@ class GpuSession:
         self.options = GpuDelegateOptions(precision=precision, device=device, **options)
         self.options.validate()
         self.switches = Switches.from_env() if switches is None else switches
+        #: the paths it takes (execution_plan.py): made now, completed once the device is known
+        self.plan = self._plan()
         self.log = log if log is not None else sys.stderr
         start = time.perf_counter()
         self.init_phases_ms: dict[str, float] = {}
@@ -111,10 +115,8 @@ class GpuSession:
         self.host_edges = False
         self._phase("fold_and_partition", start)
         since = time.perf_counter()
-        # an op profile times each CPU node, which only the reference's per-node walk can
-        cpu_runtime = REFERENCE if self.options.profiling else self.options.cpu_runtime
         self.cpu_runs: list[CpuRun] = plan_cpu_runs(
-            self.model, self.delegation.partitions, cpu_runtime, log=self.log
+            self.model, self.delegation.partitions, self.plan.cpu_runtime, log=self.log
         )
         #: what ran the CPU nodes: "litert", "reference", both joined by "+", "" for none
         self.cpu_fallback = "+".join(sorted({run.runtime for run in self.cpu_runs}))
@@ -123,6 +125,17 @@ class GpuSession:
             self._prepare_gpu(model.sha256)
         self.init_seconds = time.perf_counter() - start
         self.init_phases_ms["total"] = self.init_seconds * 1e3
+
+    def _plan(self, device: Any = None) -> ExecutionPlan:
+        """The session's execution plan (on `device`, a DeviceInfo, once chosen)."""
+        opts = self.options
+        return plan_execution(
+            self.switches,
+            profiling=opts.profiling,
+            cpu_runtime=opts.cpu_runtime,
+            specialize_option=opts.specialize,
+            device=device,
+        )
 
     def _phase(self, name: str, since: float) -> float:
         now = time.perf_counter()
@@ -152,21 +165,22 @@ class GpuSession:
         t = time.perf_counter()
         device = select_device(opts.device)
         self.device_info = describe(device)
-        props = cl.command_queue_properties.PROFILING_ENABLE if opts.profiling else 0
+        self.plan = plan = self._plan(self.device_info)
+        props = cl.command_queue_properties.PROFILING_ENABLE if plan.profiling else 0
         self.ctx = shared_context(device)
         self.queue = guarded(
             "creating a command queue", lambda: cl.CommandQueue(self.ctx, device, properties=props)
         )
-        edges = None if opts.profiling else host_edges_for(self.ctx, self.queue, switches)
+        edges = host_edges_for(self.ctx, self.queue) if plan.host_edges else None
         self.host_edges = edges is not None
         t = self._phase("context", t)
         sg = self.model.main
         lowered = []
         info = self.device_info
-        # GEMMs aim to fill the persistent kernels' grid where those run (they hold most)
-        per_cu = switches.persistent_groups_per_cu if self._persistent_kernels() else None
         for nodes in self.delegation.partitions:
-            lowerer = Lowerer(sg, info.compute_units, opts.precision, per_cu, switches)
+            lowerer = Lowerer(
+                sg, info.compute_units, opts.precision, plan.gemm_groups_per_cu, switches
+            )
             ins, outs = boundary(sg, nodes)
             lowerer.lower_partition(nodes, set(outs))
             out = lowerer.out
@@ -204,7 +218,7 @@ class GpuSession:
         self.program_summary = programs.summary()
         self.program_from_cache = programs.from_cache
         t = self._phase("program", t)
-        native = None if opts.profiling else native_library(cache_dir, switches)
+        native = native_library(cache_dir, switches) if plan.native_library else None
         t = self._phase("launch_loop", t)
         storage = np.float16 if opts.precision == "fp16" else np.float32
         for (out, ins, outs), floats in zip(lowered, float_consts, strict=True):
@@ -218,8 +232,7 @@ class GpuSession:
                     ins,
                     outs,
                     storage,
-                    opts.profiling,
-                    pinned_host=self.device_info.is_gpu,
+                    plan,
                     native=native,
                     float_consts=frozenset(floats),
                     host_edges=edges,
@@ -241,7 +254,7 @@ class GpuSession:
         from .opencl import persistent, specialize
         from .opencl.program_units import split_units, without_kernels
 
-        if not specialize.enabled(self.device_info.is_gpu, self.options.specialize, self.switches):
+        if not self.plan.specialize:
             return [source], "program"
         launches = [launch for out in lowered for launch in out.launches]
         own = specialize.model_program(source, launches)
@@ -250,7 +263,7 @@ class GpuSession:
             launches[pos].copy_args = own.args[pos]
         self.specialized_kernels = own.specialized
         units = split_units(own.source, jobs)
-        if self._persistent_kernels():
+        if self.plan.persistent:  # planned and compiled only where they run
             nvidia = "NVIDIA" in self.device_info.platform
             prelude = without_kernels(own.source) + persistent.prelude(nvidia)
             for p, out in enumerate(lowered):
@@ -259,15 +272,6 @@ class GpuSession:
                 )
                 units += [prelude + text for text in texts]
         return units, "model"
-
-    def _persistent_kernels(self) -> bool:
-        """Whether this session runs runs of its launches as persistent kernels."""
-        from .opencl import persistent, specialize
-
-        info = self.device_info
-        if not specialize.enabled(info.is_gpu, self.options.specialize, self.switches):
-            return False
-        return persistent.enabled(info.platform, info.is_gpu, True, self.switches)
 
     def _covers_whole_graph(self) -> bool:
         """True when one GPU partition runs every node, reading only the model's inputs

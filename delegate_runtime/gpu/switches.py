@@ -1,6 +1,7 @@
 """The GPU delegate's switchboard: every switch and tuning constant that decides what a
 session runs, declared once with its type, default, environment variable (where one
-exists) and meaning, read once when the session is made and passed down as a frozen value.
+exists) and meaning, read once when the session is made and passed down as a frozen value
+(the paths a session takes from them and its options: execution_plan.py).
 
     switches = Switches.from_env()                        # the defaults and $DEVICEFARM_*
     session = GpuSession(model, switches=switches.replace(persistent_max_run_bytes=None))

@@ -234,3 +234,31 @@ def test_gemms_plan_for_the_persistent_grid_where_one_runs(opencl_device, monkey
         with pytest.raises(Lowered):
             GpuSession(read_model(model), log=io.StringIO())
         assert planned[-1] == want
+
+
+def test_a_profiling_session_neither_plans_nor_compiles_persistent_kernels(
+    opencl_device, monkeypatch
+):
+    """Op profiling launches kernels one by one (an event each): where the shipped path
+    runs persistent kernels, a profiling session builds none (its plan: execution_plan.py,
+    tests/unit/test_gpu_execution_plan.py). Stopped at the build: no program is compiled."""
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl import program_units
+
+    class Built(Exception):
+        pass
+
+    def build_units(ctx, device, info, precision, cache, token, units, *rest):
+        raise Built(units)
+
+    monkeypatch.setattr(program_units, "build_units", build_units)
+    monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "1")
+    monkeypatch.setenv("DEVICEFARM_GPU_PERSISTENT", "1")
+    model, _ = separable_blocks(blocks=1)
+    built = {}
+    for profiling in (False, True):
+        with pytest.raises(Built) as stopped:
+            GpuSession(read_model(model), profiling=profiling, log=io.StringIO())
+        built[profiling] = stopped.value.args[0]
+    assert any("persistent0_0" in unit for unit in built[False])
+    assert not any("persistent0_" in unit for unit in built[True])

@@ -14,6 +14,7 @@ import numpy as np
 from ...errors import ModelError
 from ...graph import Subgraph
 from ...ops.common import dequantize, quantize
+from ..execution_plan import ExecutionPlan
 from ..switches import Switches
 from . import host_copy, persistent
 from .arena import Arena
@@ -91,8 +92,7 @@ class PartitionExecutor:
         inputs: list[int],
         outputs: list[int],
         storage: np.dtype,
-        profiling: bool,
-        pinned_host: bool = False,
+        plan: ExecutionPlan,
         native: Any = None,
         float_consts: frozenset[str] = frozenset(),
         host_edges: Any = None,
@@ -107,7 +107,8 @@ class PartitionExecutor:
         self.queue = queue
         self.sg = sg
         self.storage = np.dtype(storage)
-        self.profiling = profiling
+        #: the session's paths (gpu/execution_plan.py): hot path or pyopencl, pinned copies
+        self.execution_plan = plan
         self.alias = lowered.alias
         self.inputs = [self.root(t) for t in inputs]
         self.input_tensors = inputs
@@ -168,7 +169,7 @@ class PartitionExecutor:
             self.enqueued = list(self.kernels)
             #: the runs that became persistent kernels, each with its state buffer
             self.persistent: list[tuple[Run, Any]] = []
-            if lowered.runs and not profiling:
+            if lowered.runs:  # planned only where the session's plan runs them
                 self._persist(ctx, programs, lowered.runs)
         except cl.Error as exc:
             raise device_error(exc, "preparing the GPU partition") from exc
@@ -177,10 +178,10 @@ class PartitionExecutor:
         self.downloaded = [t for t in self.outputs if t not in self.mapped]
         self.sources = [self._edge_buffer(t) for t in self.downloaded]
         self.destinations = [self._edge_buffer(t) for t in self.uploaded]
-        lib = None if profiling else opencl_library()
+        lib = opencl_library() if plan.hot_path else None
         copies = host_copy.Settings.current(switches)
         self.hot = HotPath(lib, queue, self.enqueued, native, copies) if lib is not None else None
-        pin = pinned_host and self.hot is not None
+        pin = plan.pinned and self.hot is not None
         self.pinned = self._pin(ctx, self.uploaded) if pin else {}
         self.pinned_out = self._pin(ctx, self.downloaded) if pin else {}
         self.last_events: list[Any] = []
@@ -367,7 +368,7 @@ class PartitionExecutor:
             raise device_error(exc, "running the GPU partition") from exc
 
     def _run_pyopencl(self, hosts: list[np.ndarray], results: list[tuple[int, np.ndarray]]) -> None:
-        """The same through pyopencl, keeping an event per launch (profiling)."""
+        """The same through pyopencl, keeping an event per launch where the plan profiles."""
         cl = self.cl
         q = self.queue
         try:
@@ -383,7 +384,7 @@ class PartitionExecutor:
             q.finish()
         except cl.Error as exc:
             raise device_error(exc, "running the GPU partition") from exc
-        self.last_events = events if self.profiling else []
+        self.last_events = events if self.execution_plan.profiling else []
 
     def _to_host(self, t: int, x: np.ndarray) -> np.ndarray:
         """The host array to upload: float32 to staging, else the storage type."""

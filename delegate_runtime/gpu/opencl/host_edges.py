@@ -26,8 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from ..switches import Switches
-
 EXTENSION = "cl_nv_create_buffer"
 #: cl_nv_create_buffer's flag: allocate in host memory, mapped for the device.
 MEM_LOCATION_HOST_NV = 1 << 0
@@ -114,13 +112,11 @@ class HostEdges:
             return False
 
 
-def host_edges_for(ctx: Any, queue: Any, switches: Switches) -> HostEdges | None:
-    """Host-memory edges for sessions on this queue, or None: switched off, no C API
-    (capi.py), not offered, or the check failed."""
+def host_edges_for(ctx: Any, queue: Any) -> HostEdges | None:
+    """Host-memory edges for sessions on this queue, or None: no C API (capi.py), not
+    offered, or the check failed. (Whether a session asks: its plan, execution_plan.py.)"""
     from .capi import opencl_library
 
-    if not switches.host_edges:
-        return None
     lib = opencl_library()
     if lib is None:
         return None
