@@ -23,6 +23,7 @@ from sqlalchemy.exc import (
     NoSuchModuleError,
     OperationalError,
 )
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import NullPool
 
 from delegate_runtime.errors import JobError
@@ -147,10 +148,14 @@ class Statements:
     takes a fresh one. Uses from several threads (the job's and its lease's) take turns.
 
     Autocommit keeps no transaction open between statements, so a transaction-mode pooler
-    lends this connection a server session only for each statement's length."""
+    lends this connection a server session only for each statement's length.
 
-    def __init__(self, engine: Engine):
+    `hold=False` (the devices of a group process, which share one engine's small pool)
+    borrows a pooled connection per use and gives it back after, still in autocommit."""
+
+    def __init__(self, engine: Engine, hold: bool = True):
         self.engine = engine
+        self.hold = hold
         self._conn: Connection | None = None
         self._lock = threading.Lock()
 
@@ -173,10 +178,12 @@ class Statements:
         try:
             out = fn(self._conn)
             self._conn.commit()  # no round trip in autocommit; ends SQLAlchemy's autobegin
-            return out
         except BaseException:
             self._close()
             raise
+        if not self.hold:
+            self._close()  # back to the pool
+        return out
 
     def close(self) -> None:
         """Give the connection back (the next use opens another)."""
@@ -216,8 +223,9 @@ _CONNECTION_ERRORS = frozenset({"OperationalError", "InterfaceError"})
 
 def unreachable(exc: BaseException) -> bool:
     """True for errors that say the database is unreachable, not that a statement is wrong:
-    SQLAlchemy's wrappers and the driver's own (raised unwrapped from a connection reset)."""
-    if isinstance(exc, OperationalError | InterfaceError):
+    SQLAlchemy's wrappers and the driver's own (raised unwrapped from a connection reset),
+    and a pool that had no connection to lend in time (a group's devices share one)."""
+    if isinstance(exc, OperationalError | InterfaceError | PoolTimeout):
         return True
     if isinstance(exc, DBAPIError):
         return exc.connection_invalidated

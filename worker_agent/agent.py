@@ -1,11 +1,12 @@
 """A lab host's agent: registers its devices, checks their health, heartbeats, and keeps
-one consumer process per healthy device running.
+one consumer process per healthy device running, or, with `group_devices` (opt-in), one
+process for many no-op devices and phones (worker_agent.groups).
 
 Heartbeats come from a thread of their own (`start_heartbeats`, before the first canary):
 canaries, consumer restarts and a loaded host never delay them past `offline_after_s`.
 
-A device whose canary fails is quarantined: its consumer is stopped (it receives no jobs)
-and its canary is retried every `health_retry_s` until it passes.
+A device whose canary fails is quarantined: its consumer is stopped, or its group pauses it
+(it receives no jobs), and its canary is retried every `health_retry_s` until it passes.
 
 Consumers share the host's CPUs within a helper budget for GPU input copies, or, with
 `pin_cpus`, each runs on a set of its own (cpu_sets.py).
@@ -36,6 +37,7 @@ from farm_core.settings import Timing
 from . import cpu_sets, health
 from .devices import DeviceInfo, host_name
 from .discovery import present
+from .groups import DeviceGroups, checked_size, group_devices_default
 from .runners import make_runner
 from .ticking import ticking
 
@@ -63,6 +65,7 @@ class Agent:
         log_dir: Path | None = None,
         rediscover: Callable[[], Sequence[DeviceInfo]] | None = None,
         pin_cpus: bool | None = None,
+        group_devices: int | None = None,
     ):
         self.db_url = db_url
         self.broker_url = broker_url
@@ -87,6 +90,9 @@ class Agent:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._beats: threading.Thread | None = None
+        #: no-op devices and phones, `group_devices` to a process (0: a consumer each)
+        size = group_devices_default() if group_devices is None else checked_size(group_devices)
+        self.groups = DeviceGroups(size, self._start_group)
 
     # -- registration and health --------------------------------------------------------
 
@@ -244,13 +250,7 @@ class Agent:
         ]
         if place.cpus:
             cmd += ["--cpus", cpu_sets.format_list(place.cpus)]
-        env = dict(os.environ)
-        env.pop(BUDGET_ENV, None)  # the agent's to set, per consumer
-        if place.helper_budget is not None:
-            env[BUDGET_ENV] = str(place.helper_budget)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
-        )
+        env = self._consumer_env(place.helper_budget)
         out = None
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -258,6 +258,36 @@ class Agent:
         self.consumers[key] = subprocess.Popen(cmd, env=env, stdout=out, stderr=out)
         if out is not None:
             out.close()  # the child holds its own descriptor
+
+    def _consumer_env(self, helper_budget: int | None) -> dict[str, str]:
+        env = dict(os.environ)
+        env.pop(BUDGET_ENV, None)  # the agent's to set, per consumer
+        if helper_budget is not None:
+            env[BUDGET_ENV] = str(helper_budget)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
+        )
+        return env
+
+    def _start_group(self, number: int) -> subprocess.Popen:
+        """Start group process `number` (worker_agent.group), fed devices on its stdin."""
+        cmd = [sys.executable, "-m", "worker_agent.group", "--db", self.db_url]
+        cmd += ["--broker", self.broker_url, "--loglevel", self.loglevel]
+        grouped = [k for k, d in self.devices.items() if self.groups.takes(d)]
+        place = self.cpu_layout().get(grouped[0]) if grouped else None
+        if place is not None and place.cpus:  # grouped kinds share one set (cpu_sets.py)
+            cmd += ["--cpus", cpu_sets.format_list(place.cpus)]
+        out = None
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            out = (self.log_dir / f"group-{number}.log").open("a")
+        env = self._consumer_env(None)
+        proc = subprocess.Popen(
+            cmd, env=env, stdin=subprocess.PIPE, stdout=out, stderr=out, text=True
+        )
+        if out is not None:
+            out.close()
+        return proc
 
     def _stop_consumers(self, keys: Sequence[str], grace_s: float = STOP_GRACE_S) -> None:
         """SIGTERM (Celery's warm shutdown: the current job finishes) to all at once, then
@@ -324,8 +354,8 @@ class Agent:
             due = now - self._last_check.get(key, 0) >= self.timing.health_retry_s
             if due and self.check(key).ok:
                 self.say(f"{key} passed its canary again; back in service")
-        for key in self.devices:
-            if key in self.quarantined:
+        for key, device in self.devices.items():
+            if key in self.quarantined or self.groups.takes(device):
                 continue
             proc = self.consumers.get(key)
             if proc is None:
@@ -336,6 +366,10 @@ class Agent:
                     self.say(f"consumer of {key} exited ({proc.returncode}); restarting")
                     del self._exited_at[key]
                     self._start_consumer(key)
+        grouped = {k: d for k, d in self.devices.items() if self.groups.takes(d)}
+        wanted = {k: d for k, d in grouped.items() if k not in self.quarantined}
+        if grouped:
+            self.groups.keep(wanted, self.say)  # a quarantined device is paused there
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -370,6 +404,7 @@ class Agent:
         except Exception as exc:  # noqa: BLE001 - the database may be the reason we stop
             log.warning("could not mark devices offline: %s", exc)
         self._stop_consumers(list(self.consumers), grace_s)
+        self.groups.stop(grace_s)
 
     def mark_offline(self) -> None:
         """This agent's devices go offline now (those another agent serves are left alone)."""

@@ -1,5 +1,5 @@
-"""`devicefarm worker --broker URL --db URL [--devices SPEC,...] [--pin-cpus]`: run this
-host's agent."""
+"""`devicefarm worker --broker URL --db URL [--devices SPEC,...] [--pin-cpus]
+[--group-devices N]`: run this host's agent."""
 
 from __future__ import annotations
 
@@ -49,12 +49,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "share the CPUs, GPU input-copy helpers within a budget)",
     )
     p.add_argument(
+        "--group-devices",
+        default=None,
+        type=_group_devices,
+        metavar="N",
+        help="serve no-op devices and phones N to a process (threads, one job at a time per "
+        "device) instead of a consumer process each; CPU and OpenCL devices keep their own "
+        "(default: $DEVICEFARM_GROUP_DEVICES, else 0: off)",
+    )
+    p.add_argument(
         "--loglevel",
         default="WARNING",
         type=str.upper,
         choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
         help="the consumers' (Celery's) log level (default WARNING)",
     )
+
+
+def _group_devices(text: str) -> int:
+    from delegate_runtime.errors import UsageError
+
+    from .groups import MAX_GROUP_DEVICES, checked_size
+
+    try:
+        return checked_size(int(text))
+    except (ValueError, UsageError) as exc:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a whole number from 0 to {MAX_GROUP_DEVICES}"
+        ) from exc
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,7 +86,11 @@ def run(args: argparse.Namespace) -> int:
 
     from .agent import Agent
     from .discovery import discover, rediscover_phones
+    from .groups import group_devices_default
 
+    group_devices = args.group_devices
+    if group_devices is None:
+        group_devices = group_devices_default()  # a bad value is refused before any work
     broker_url = args.broker or service_urls.default_broker()
     db_url = args.db or service_urls.default_db()  # a farm that exists
     reach_broker(broker_url)  # once, here: Celery's consumer would retry it forever
@@ -88,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         say=lambda m: print(m, flush=True),
         rediscover=(lambda: rediscover_phones(specs, tags)) if phones_wanted else None,
         pin_cpus=args.pin_cpus,
+        group_devices=group_devices,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

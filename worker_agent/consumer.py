@@ -32,9 +32,22 @@ from .devices import DeviceInfo, host_name
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class GroupShared:
+    """What the devices of one group process share (worker_agent.group): an engine whose
+    small pool every device's statements borrow from, and one dispatcher."""
+
+    engine: Engine
+    dispatcher: Any
+
+
 @dataclass
 class ConsumerContext:
-    """What a job needs on the worker side: the device, its runner, the DB, the broker."""
+    """What a job needs on the worker side: the device, its runner, the DB, the broker.
+
+    With `group` set the device is one of a group process's, its jobs run on threads: it
+    shares the group's engine and dispatcher, holds no connection of its own between
+    statements, and runs without a per-job memory limit (a process-wide limit)."""
 
     device: DeviceInfo
     db_url: str
@@ -46,11 +59,19 @@ class ConsumerContext:
     jobs_since_canary: int = 0
     jobs_to_fill: int = 1  #: jobs to end before this consumer fills its queue again
     quarantined: bool = False
+    group: GroupShared | None = None  #: set for a device served by a group process
+
+    @property
+    def threaded(self) -> bool:
+        """Jobs run on threads of a group process (not in a process of the device's own)."""
+        return self.group is not None
 
     @cached_property
     def engine(self) -> Engine:
         """Keeps no connection between uses: a device runs one job at a time, and what it
-        does per job goes through `statements`."""
+        does per job goes through `statements`. In a group: the group's engine."""
+        if self.group is not None:
+            return self.group.engine
         from farm_core.database import make_engine
 
         return make_engine(self.db_url, durable=False, pool=0)
@@ -58,10 +79,11 @@ class ConsumerContext:
     @cached_property
     def statements(self) -> Any:
         """The claim's, the lease's, the queue count's and the finish's connection
-        (farm_core.database.Statements): the one this device holds while its queue has jobs."""
+        (farm_core.database.Statements): the one this device holds while its queue has jobs;
+        in a group, one borrowed from the group's pool per statement."""
         from farm_core.database import Statements
 
-        return Statements(self.engine)
+        return Statements(self.engine, hold=self.group is None)
 
     def release_connection(self) -> None:
         """Close the device's connection (its queue ran dry; the next job opens another)."""
@@ -83,6 +105,8 @@ class ConsumerContext:
 
     @cached_property
     def dispatcher(self) -> Any:
+        if self.group is not None:
+            return self.group.dispatcher
         from farm_core.dispatch import CeleryDispatcher
 
         return CeleryDispatcher(self.broker_url)
@@ -91,7 +115,19 @@ class ConsumerContext:
     def lease(self) -> Any:
         from .lease import LeaseKeeper
 
-        return LeaseKeeper(self.statements, self.worker, self.timing.lease_s)
+        return LeaseKeeper(self.statements, self.worker, self.timing.lease_s, self.threaded)
+
+    def back_in_service(self) -> None:
+        """Start over as a new consumer of the device would once its canary passed again
+        (a group's device resumed): not quarantined, counts reset, its runner set up anew
+        at the next job."""
+        self.quarantined = False
+        self.jobs_since_canary = 0
+        self.jobs_to_fill = 1
+        runner = self.__dict__.pop("runner", None)
+        if runner is not None:
+            with contextlib.suppress(Exception):  # a device gone meanwhile: nothing to release
+                runner.teardown()
 
     def after_job(self) -> None:
         """Every `canary_every_jobs` jobs, re-run the canary; quarantine on failure."""
@@ -110,7 +146,7 @@ class ConsumerContext:
             baseline = conn.execute(
                 select(Device.health_baseline).where(Device.key == self.device.key)
             ).scalar()
-        report = health.check_guarded(self.runner, baseline)
+        report = health.check_guarded(self.runner, baseline, memory=not self.threaded)
         health.record(self.engine, self.device.key, report, baseline)
         self.quarantined = not report.ok
         if not report.ok:

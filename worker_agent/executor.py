@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import re
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -51,11 +52,25 @@ log = logging.getLogger(__name__)
 STALE, MOVED, RETRIED = "stale", "moved", "retried"
 
 
+#: One fetch of a file into the cache at a time per process (a group's devices share it).
+_FETCHING = threading.Lock()
+
+
+def _tmp(path: Path) -> Path:
+    """A name of this process and thread's own beside `path`, to write and then rename."""
+    return path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+
+
 def model_path(ctx: ConsumerContext, sha256: str) -> Path:
     """The model's file in this host's cache, fetched from the database when missing."""
     path = ctx.cache_dir / "models" / f"{sha256}.tflite"
     if path.exists():
         return path
+    with _FETCHING:  # the devices of a group that want one model fetch it once
+        return path if path.exists() else _fetch_model(ctx, sha256, path)
+
+
+def _fetch_model(ctx: ConsumerContext, sha256: str, path: Path) -> Path:
     with ctx.engine.begin() as conn:
         data = conn.execute(select(StoredModel.data).where(StoredModel.sha256 == sha256)).scalar()
     if data is None:
@@ -63,7 +78,7 @@ def model_path(ctx: ConsumerContext, sha256: str) -> Path:
     if hashlib.sha256(data).hexdigest() != sha256:
         raise JobError(f"model {sha256} in the database does not match its hash")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp = _tmp(path)
     tmp.write_bytes(data)
     tmp.replace(path)
     return path
@@ -87,7 +102,7 @@ def input_paths(ctx: ConsumerContext, settings: dict[str, Any]) -> dict[str, Any
             if data is None or hashlib.sha256(data).hexdigest() != sha:
                 raise JobError(f"input file {sha} is missing from the database or corrupt")
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp = _tmp(path)
             tmp.write_bytes(data)
             tmp.replace(path)
         out.append({**item, "path": str(path)})
@@ -141,13 +156,14 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _note_job_conditions(outcome: RunOutcome, opened: RuntimeOpened) -> None:
-    """Add what the job ran under to its measurement: the memory limit and the address
-    space the driver reserved before it (worker_agent.limits)."""
+def _note_job_conditions(outcome: RunOutcome, opened: RuntimeOpened, memory: bool) -> None:
+    """Add what the job ran under to its measurement: the memory limit (0: none, as in a
+    device group) and the address space the driver reserved before it
+    (worker_agent.limits)."""
     record = outcome.benchmark.get("measurement")
     if isinstance(record, dict):
         record.setdefault("conditions", {}).update(
-            job_memory_mb=job_memory_mb(),
+            job_memory_mb=job_memory_mb() if memory else 0,
             driver_reserved_mb=round(opened.driver_reserved_mb, 1),
         )
 
@@ -235,9 +251,10 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
             input_paths(ctx, _settings(ctx, claimed.campaign_id)),
             progress,
         )
-        with ctx.lease.abortable(), under_job_limits(ctx.runner) as opened:
+        memory = not ctx.threaded  # RLIMIT_AS is the process's: none for a group's threads
+        with ctx.lease.abortable(), under_job_limits(ctx.runner, memory) as opened:
             outcome = ctx.runner.run(spec)
-        _note_job_conditions(outcome, opened)
+        _note_job_conditions(outcome, opened, memory)
     except JobLost as exc:  # cancelled or moved meanwhile: nothing to write
         log.warning("job %s: %s", job_id, exc)
         return STALE

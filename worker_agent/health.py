@@ -109,13 +109,16 @@ def check(runner: Runner, baseline: dict[str, Any] | None = None) -> HealthRepor
     return HealthReport(True, "", figures)
 
 
-def check_guarded(runner: Runner, baseline: dict[str, Any] | None = None) -> HealthReport:
+def check_guarded(
+    runner: Runner, baseline: dict[str, Any] | None = None, memory: bool = True
+) -> HealthReport:
     """`check` under the conditions a job runs under (worker_agent.limits): the runtime
-    opened first, then the job's memory limit; a runtime that cannot open is unhealthy."""
+    opened first, then the job's memory limit (unless `memory` is False, as a device
+    group's jobs run); a runtime that cannot open is unhealthy."""
     from .limits import under_job_limits
 
     try:
-        with under_job_limits(runner):
+        with under_job_limits(runner, memory):
             return check(runner, baseline)
     except (DevicefarmError, RuntimeError, OSError, MemoryError) as exc:
         return HealthReport(False, f"canary failed: {type(exc).__name__}: {exc}")

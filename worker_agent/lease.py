@@ -9,7 +9,9 @@ A renewal that finds the job no longer ours (cancelled, or moved by the reconcil
 the work: inside `abortable()` the lease thread signals the process (SIGUSR2) and the main
 thread raises `JobLost` wherever it is, so a cancelled job frees its device at the next
 renewal (every `lease_s / 3` or PROGRESS_EVERY_S, the shorter) instead of running to its
-end.
+end. A job run on a thread of a device group (`threaded`; worker_agent.group) is aborted the
+same way by an exception raised in that thread (worker_agent.thread_interrupt), and so is
+its soft time limit (`interrupt`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from delegate_runtime.tools.progress import LINE_INTERVAL_S
 from farm_core import jobs
 from farm_core.database import Statements
 
+from .thread_interrupt import Interruptible
+
 log = logging.getLogger(__name__)
 #: The signal the lease thread sends to abort the job of its own process.
 ABORT_SIGNAL = signal.SIGUSR2
@@ -35,15 +39,21 @@ PROGRESS_EVERY_S = LINE_INTERVAL_S
 class JobLost(Exception):
     """The running job is no longer this worker's (cancelled or moved): stop working on it."""
 
+    def __init__(self, message: str = "the job is no longer ours (cancelled or moved)"):
+        super().__init__(message)
+
 
 class LeaseKeeper:
     """One thread per process; `hold(job, attempt, progress)` while a job runs, `release()`
     after."""
 
-    def __init__(self, statements: Statements, worker: str, lease_s: float):
+    def __init__(self, statements: Statements, worker: str, lease_s: float, threaded: bool = False):
         self.statements = statements  #: shared with the job's own claim and finish
         self.worker = worker
         self.lease_s = lease_s
+        #: jobs run on threads other than the main one and are aborted there (device groups)
+        self.threaded = threaded
+        self._region = Interruptible()
         self._current: tuple[int, int] | None = None
         self._progress: Callable[[], str | None] | None = None
         self._abortable = False
@@ -71,9 +81,23 @@ class LeaseKeeper:
 
     @contextlib.contextmanager
     def abortable(self) -> Iterator[None]:
-        """Run the block so that losing the lease raises `JobLost` in it (main thread only)."""
+        """Run the block so that losing the lease raises `JobLost` in it (the main thread,
+        or any thread when `threaded`)."""
         if threading.current_thread() is not threading.main_thread():
-            yield
+            if not self.threaded:
+                yield
+                return
+            with self._lock:
+                self._abortable = True
+                lost = self._lost
+            try:
+                if lost is not None:
+                    raise JobLost(f"job {lost[0]} attempt {lost[1]} is no longer ours")
+                with self._region.region():
+                    yield
+            finally:
+                with self._lock:
+                    self._abortable = False
             return
 
         def on_abort(_sig: int, _frame: object) -> None:
@@ -123,5 +147,12 @@ class LeaseKeeper:
             self._lost = current
             signal_now = self._abortable
         log.warning("job %s attempt %s is no longer ours (cancelled or moved): aborting", *current)
-        if signal_now:
+        if signal_now and self.threaded:
+            self._region.interrupt(JobLost)
+        elif signal_now:
             os.kill(os.getpid(), ABORT_SIGNAL)
+
+    def interrupt(self, exc_type: type[BaseException]) -> bool:
+        """Raise `exc_type` in the running job's `abortable` block (`threaded` only: a time
+        limit); False when no job is inside one."""
+        return self._region.interrupt(exc_type)

@@ -13,6 +13,10 @@ runner's runtime is therefore opened before the limit's base is read (`under_job
 the driver's reservation is part of the base, measured and reported, and the budget bounds
 what the model allocates. Canaries run under the same guard as jobs, so a device whose
 driver cannot start under it fails its canary instead of every job.
+
+RLIMIT_AS bounds a whole process: a device group (worker_agent.group), whose devices' jobs
+run on threads of one process, runs them without it (`memory=False`; no-op devices and
+phones, whose models run on the phone) and records a limit of 0.
 """
 
 from __future__ import annotations
@@ -84,11 +88,12 @@ def open_runtime(runner: Any) -> RuntimeOpened:
 
 
 @contextlib.contextmanager
-def under_job_limits(runner: Any) -> Iterator[RuntimeOpened]:
+def under_job_limits(runner: Any, memory: bool = True) -> Iterator[RuntimeOpened]:
     """The conditions every job and canary runs under: the runner's runtime opened first,
-    then the memory limit over what the process (driver included) holds."""
+    then (unless `memory` is False: a device group's threads) the memory limit over what
+    the process (driver included) holds."""
     opened = open_runtime(runner)
-    with memory_limit(job_memory_mb()):
+    with memory_limit(job_memory_mb() if memory else 0):
         yield opened
 
 

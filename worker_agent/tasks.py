@@ -1,7 +1,8 @@
 """The farm's Celery tasks. Thin: they pass ids to plain functions tested on their own.
 
 A worker agent's consumer process configures `app` for its broker and installs the device
-context (`worker_agent.consumer`) before the worker starts.
+context (`worker_agent.consumer`) before the worker starts; a device group (worker_agent.group)
+runs the same body, `run_dispatch`, on a thread per job with each device's own context.
 
 After each job the task fills its device's queue from the database (by priority, fair
 share and quotas), so that jobs flow without a reconciler pass.
@@ -29,16 +30,30 @@ log = logging.getLogger(__name__)
 DB_OUTAGE_PAUSE_S = 2.0
 
 
+class DatabaseUnreachable(Exception):
+    """A job met a database outage: neither done nor failed, its message goes back."""
+
+
 @app.task(name=TASK_RUN_JOB)
 def run_job(job_id: int, attempt: int) -> str:
     """Run dispatch `attempt` of job `job_id` on this consumer's device."""
     from celery.exceptions import Reject
 
-    from farm_core.database import unreachable
     from worker_agent.consumer import current_context
+
+    try:
+        return run_dispatch(current_context(), job_id, attempt)
+    except DatabaseUnreachable as exc:
+        raise Reject(str(exc), requeue=True) from exc
+
+
+def run_dispatch(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
+    """The task's body on `ctx`'s device (a consumer's task, a device group's thread): run
+    the job, then fill the device's queue; DatabaseUnreachable, after a pause, when the
+    database did not answer (the caller puts the message back)."""
+    from farm_core.database import unreachable
     from worker_agent.executor import execute_job
 
-    ctx = current_context()
     try:
         outcome = execute_job(ctx, job_id, attempt)
     except Exception as exc:
@@ -52,7 +67,7 @@ def run_job(job_id: int, attempt: int) -> str:
             DB_OUTAGE_PAUSE_S,
         )
         time.sleep(DB_OUTAGE_PAUSE_S)
-        raise Reject(str(exc).splitlines()[0], requeue=True) from exc
+        raise DatabaseUnreachable(str(exc).splitlines()[0]) from exc
     refill(ctx)
     return outcome
 

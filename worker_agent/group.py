@@ -1,0 +1,434 @@
+"""A device group: one process consuming the queues of many devices, one job at a time each.
+
+The agent (worker_agent.groups) starts `python -m worker_agent.group --db URL --broker URL`
+for devices that need no process of their own (no-op devices, phones) and steers it with
+lines on its stdin: `serve <device JSON>` (consume that device's queue, or again after a
+pause) and `pause <key>` (consume no more; a running job ends). End of input or SIGTERM is
+a warm shutdown: consumption stops, running jobs end, and what was received but not
+started goes back to its queue.
+
+One kombu connection; per device a channel with prefetch 1 and a consumer on its queue, so
+a device holds at most one message (plus retries waiting for their `eta`, each with a
+credit of its own, as Celery counts them) and runs one job at a time. Only the main thread
+touches kombu: it drains the broker, decodes each message (worker_agent.celery_message),
+starts its job on a thread of its own (`tasks.run_dispatch` with the device's
+ConsumerContext: claim, run, finish, refill), acks it once the job ended (acks_late), puts
+it back when the database was unreachable, and enforces the time limits: past the soft
+limit the job's runner block raises SoftTimeLimitExceeded (the job ends timed out), past
+the hard limit the job is given up (message acked, lease no longer renewed, so the
+reconciler moves it, as after Celery's kill) and its device takes nothing more until the
+thread returns. A lost broker connection is reopened with backoff and every idle device
+consumes again; jobs under way finish meanwhile. The first consumption of devices served
+together is spread `STAGGER_STEP_S` apart, so their first claims do not stampede.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+import warnings
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from farm_core.celery_app import prepare_broker, queue_for, transport_options
+
+from .celery_message import BadMessage, JobMessage, decode
+from .consumer import ConsumerContext, GroupShared
+from .devices import DeviceInfo, host_name
+
+log = logging.getLogger("worker_agent.group")  # also when run as __main__
+
+#: Between the first consumptions of devices served together (100 devices: 2 s).
+STAGGER_STEP_S = 0.02
+#: Broker wait per loop round while a job runs (its end is acked within this) and idle.
+BUSY_WAIT_S = 0.01
+IDLE_WAIT_S = 0.5
+#: Reconnection backoff after the broker was lost: doubles from the first to the last.
+RECONNECT_FIRST_S, RECONNECT_MAX_S = 0.5, 5.0
+#: What a job's thread asks of its message once it ended.
+ACK, REQUEUE = "ack", "requeue"
+
+
+@dataclass
+class Running:
+    """A device's job under way on a thread."""
+
+    message: Any
+    job: JobMessage
+    started: float  #: monotonic
+    thread: threading.Thread | None = None
+    verdict: str = ""  #: ACK or REQUEUE, set by the thread as it ends
+    soft_sent: bool = False
+    given_up: bool = False  #: past its hard limit: acked, left to end on its own
+
+
+@dataclass
+class Slot:
+    """One device of the group."""
+
+    ctx: ConsumerContext
+    wanted: bool = False  #: served and not paused
+    consume_at: float = 0.0  #: monotonic: not before (the stagger)
+    channel: Any = None
+    consumer: Any = None
+    said_ready: bool = False
+    running: Running | None = None
+    ready: deque[tuple[Any, JobMessage]] = field(default_factory=deque)
+    held: list[tuple[float, Any, JobMessage]] = field(default_factory=list)  #: eta waits
+
+    @property
+    def key(self) -> str:
+        return self.ctx.device.key
+
+    @property
+    def idle(self) -> bool:
+        return self.running is None and not self.ready
+
+
+class DeviceGroup:
+    """The devices this process serves, and the loop that consumes their queues."""
+
+    def __init__(self, db_url: str, broker_url: str):
+        from farm_core.database import make_engine
+        from farm_core.dispatch import CeleryDispatcher
+
+        self.db_url, self.broker_url = db_url, broker_url
+        # one small pool for every device's statements (DEVICEFARM_DB_POOL, bursts past it)
+        self.shared = GroupShared(make_engine(db_url, durable=False), CeleryDispatcher(broker_url))
+        self.slots: dict[str, Slot] = {}
+        self.commands: queue.Queue[str | None] = queue.Queue()
+        self.stopping = threading.Event()
+        self.conn: Any = None
+        self._next_start = 0.0
+        self._retry_at = 0.0
+        self._backoff = RECONNECT_FIRST_S
+        self._host = host_name()
+
+    # -- control ------------------------------------------------------------------------
+
+    def serve(self, device: DeviceInfo) -> None:
+        """Consume `device`'s queue (again, after a pause), its first fetch staggered."""
+        slot = self.slots.get(device.key)
+        if slot is None:
+            worker = f"{self._host}:{os.getpid()}:{device.key}"
+            ctx = ConsumerContext(device, self.db_url, self.broker_url, worker)
+            ctx.group = self.shared
+            slot = self.slots[device.key] = Slot(ctx)
+        elif slot.wanted:
+            return
+        else:
+            slot.ctx.back_in_service()
+        now = time.monotonic()
+        slot.consume_at = self._next_start = max(now, self._next_start + STAGGER_STEP_S)
+        slot.wanted = True
+
+    def pause(self, key: str) -> None:
+        """Consume no more for `key` (quarantined); a job under way ends."""
+        slot = self.slots.get(key)
+        if slot is not None and slot.wanted:
+            slot.wanted = False
+            self._cancel(slot)
+            log.warning("%s paused: consumes no more", key)
+
+    def _control(self) -> None:
+        while True:
+            try:
+                line = self.commands.get_nowait()
+            except queue.Empty:
+                return
+            if line is None:  # the agent closed our input: it is gone or stopping us
+                self.stopping.set()
+                continue
+            verb, _, arg = line.strip().partition(" ")
+            if verb == "serve":
+                self.serve(DeviceInfo.from_json(arg))
+            elif verb == "pause":
+                self.pause(arg.strip())
+            elif verb:
+                log.error("unknown control line %r", line[:80])
+
+    # -- the broker ---------------------------------------------------------------------
+
+    def _connect(self) -> bool:
+        from kombu import Connection
+
+        now = time.monotonic()
+        if self.conn is not None or now < self._retry_at:
+            return self.conn is not None
+        url = "filesystem://" if self.broker_url.startswith("filesystem://") else self.broker_url
+        conn = Connection(url, transport_options=transport_options(self.broker_url))
+        try:
+            conn.connect()
+        except Exception as exc:  # noqa: BLE001 - the broker is away: try again later
+            with contextlib.suppress(Exception):
+                conn.collect()
+            log.warning("broker unreachable (%s); again in %g s", exc, self._backoff)
+            self._retry_at = now + self._backoff
+            self._backoff = min(self._backoff * 2, RECONNECT_MAX_S)
+            return False
+        self.conn, self._backoff = conn, RECONNECT_FIRST_S
+        return True
+
+    def _lost(self, exc: BaseException) -> None:
+        """Forget the connection and every channel; jobs under way go on. Nothing is put
+        back from the dead channels (their messages are either running here or in Redis's
+        unacked index, which the reconciler reads)."""
+        log.warning("broker connection lost (%s: %s); reconnecting", type(exc).__name__, exc)
+        for slot in self.slots.values():
+            if slot.channel is not None:
+                slot.channel.do_restore = False
+            slot.channel = slot.consumer = None
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.collect(socket_timeout=0.1)
+        self._retry_at = time.monotonic() + self._backoff
+
+    def _consume(self, slot: Slot) -> None:
+        """Open `slot`'s channel (prefetch 1) and consume its device's queue."""
+        from kombu import Consumer, Exchange, Queue
+
+        name = queue_for(slot.key)
+        if slot.channel is None:
+            slot.channel = self.conn.channel()
+            self._qos(slot)
+        q = Queue(name, Exchange(name), routing_key=name)  # as Celery declares a queue
+        slot.consumer = Consumer(
+            slot.channel,
+            [q],
+            callbacks=[lambda body, message, s=slot: self._received(s, body, message)],
+            accept=["json"],
+        )
+        slot.consumer.consume()
+        if not slot.said_ready:
+            slot.said_ready = True
+            log.info("%s@%s ready.", slot.key, self._host)  # as a Celery worker says it
+
+    def _cancel(self, slot: Slot) -> None:
+        consumer, slot.consumer = slot.consumer, None
+        if consumer is not None:
+            try:
+                consumer.cancel()
+            except Exception as exc:  # noqa: BLE001 - a dead channel consumes nothing anyway
+                log.debug("cancel %s: %s", slot.key, exc)
+
+    def _qos(self, slot: Slot) -> None:
+        """Prefetch 1, plus one per retry this channel holds until its eta (Celery's way)."""
+        if slot.channel is not None:
+            waiting = sum(1 for _, m, _ in slot.held if m.channel is slot.channel)
+            slot.channel.basic_qos(prefetch_size=0, prefetch_count=1 + waiting)
+
+    def _update_consumers(self) -> None:
+        now = time.monotonic()
+        for slot in self.slots.values():
+            want = slot.wanted and not self.stopping.is_set()
+            if slot.consumer is not None and not want:
+                self._cancel(slot)
+            elif slot.consumer is None and want and slot.idle and now >= slot.consume_at:
+                self._consume(slot)
+
+    # -- messages and jobs --------------------------------------------------------------
+
+    def _received(self, slot: Slot, body: Any, message: Any) -> None:
+        try:
+            job = decode(message.headers, body)
+        except BadMessage as exc:
+            log.error("%s: message dropped: %s", slot.key, exc)
+            self._settle(message, ACK)
+            return
+        if job.eta is not None and job.eta > datetime.now(UTC):
+            due = time.monotonic() + (job.eta - datetime.now(UTC)).total_seconds()
+            slot.held.append((due, message, job))
+            self._qos(slot)
+            return
+        slot.ready.append((message, job))
+
+    def _release_due(self) -> None:
+        now = time.monotonic()
+        for slot in self.slots.values():
+            due = [h for h in slot.held if h[0] <= now]
+            if due:
+                slot.held = [h for h in slot.held if h[0] > now]
+                slot.ready.extend((m, j) for _, m, j in sorted(due, key=lambda h: h[0]))
+                self._qos(slot)
+
+    def _start_jobs(self) -> None:
+        if self.stopping.is_set():  # warm shutdown: what waits goes back at the close
+            return
+        for slot in self.slots.values():
+            if slot.running is not None or not slot.ready:
+                continue
+            message, job = slot.ready.popleft()
+            run = slot.running = Running(message, job, time.monotonic())
+            run.thread = threading.Thread(
+                target=self._job, args=(slot.ctx, run), name=f"job:{slot.key}", daemon=True
+            )
+            run.thread.start()
+
+    def _job(self, ctx: ConsumerContext, run: Running) -> None:
+        """A job's thread: the task's body on the device's context."""
+        from .tasks import DatabaseUnreachable, run_dispatch
+
+        job = run.job
+        verdict = ACK
+        try:
+            outcome = run_dispatch(ctx, job.job_id, job.attempt)
+            took = time.monotonic() - run.started
+            log.info(
+                "Task devicefarm.run_job[%s] succeeded in %.3fs: %r", job.task_id, took, outcome
+            )
+        except DatabaseUnreachable:
+            verdict = REQUEUE
+        except BaseException as exc:  # noqa: BLE001 - as a task that raised: logged, acked
+            log.error("Task devicefarm.run_job[%s] raised %r", job.task_id, exc, exc_info=True)
+        run.verdict = verdict
+
+    def _settle(self, message: Any, verdict: str) -> None:
+        """Ack (or requeue) `message`; a broker that refuses frees its credit all the same
+        (worker_agent.ack_repair says why that matters)."""
+        from kombu.transport.virtual.base import QoS as VirtualQoS
+
+        try:
+            if verdict == REQUEUE:
+                message.reject(requeue=True)
+            else:
+                message.ack()
+        except Exception as exc:  # noqa: BLE001 - the job is done either way (the database)
+            log.warning("could not %s delivery %s: %s", verdict, message.delivery_tag, exc)
+            qos = getattr(message.channel, "qos", None)
+            if qos is not None and message.delivery_tag in getattr(qos, "_delivered", {}):
+                with contextlib.suppress(Exception):
+                    VirtualQoS.ack(qos, message.delivery_tag)
+
+    def _reap(self) -> None:
+        """Settle the messages of jobs that ended; a device found quarantined pauses."""
+        for slot in self.slots.values():
+            run = slot.running
+            if run is None or run.thread is None or run.thread.is_alive():
+                continue
+            slot.running = None
+            if not run.given_up:
+                self._settle(run.message, run.verdict or ACK)
+            if slot.ctx.quarantined and slot.wanted:
+                self.pause(slot.key)  # its agent retries its canary
+
+    def _limits(self) -> None:
+        """Soft limit: raise in the job's runner block; hard limit: give the job up."""
+        from celery.exceptions import SoftTimeLimitExceeded
+
+        now = time.monotonic()
+        for slot in self.slots.values():
+            run = slot.running
+            if run is None or run.given_up:
+                continue
+            age = now - run.started
+            if age >= run.job.hard_limit_s:
+                run.given_up = True
+                slot.ctx.lease.release()  # its lease runs out: the reconciler moves it
+                self._settle(run.message, ACK)
+                log.error(
+                    "%s: job %s past its hard time limit (%g s): given up; the device takes "
+                    "no job until it returns",
+                    slot.key,
+                    run.job.job_id,
+                    run.job.hard_limit_s,
+                )
+            elif age >= run.job.soft_limit_s and not run.soft_sent:
+                run.soft_sent = slot.ctx.lease.interrupt(SoftTimeLimitExceeded)
+                if run.soft_sent:
+                    log.warning(
+                        "%s: job %s past its soft time limit (%g s)",
+                        slot.key,
+                        run.job.job_id,
+                        run.job.soft_limit_s,
+                    )
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Consume until stopped and every job under way has ended."""
+        while not (self.stopping.is_set() and all(s.running is None for s in self.slots.values())):
+            self._control()
+            self._reap()
+            self._limits()
+            self._release_due()
+            self._start_jobs()
+            busy = any(s.running is not None for s in self.slots.values())
+            wait = BUSY_WAIT_S if busy else IDLE_WAIT_S
+            if not self._connect():
+                time.sleep(wait)
+                continue
+            try:
+                self._update_consumers()
+                self.conn.drain_events(timeout=self._until_due(wait))
+            except TimeoutError:  # socket.timeout: nothing arrived
+                pass
+            except Exception as exc:  # noqa: BLE001 - any broker failure: reconnect
+                self._lost(exc)
+        self._close()
+
+    def _until_due(self, wait: float) -> float:
+        """`wait`, shortened to the next staggered start or eta."""
+        now = time.monotonic()
+        due = [s.consume_at for s in self.slots.values() if s.wanted and s.consumer is None]
+        due += [h[0] for s in self.slots.values() for h in s.held]
+        later = [d - now for d in due if d > now]
+        return max(0.001, min([wait, *later]))
+
+    def _close(self) -> None:
+        """Close every channel (what was received and not started goes back to its queue)."""
+        if self.conn is not None:
+            for slot in self.slots.values():
+                if slot.channel is not None:
+                    with contextlib.suppress(Exception):
+                        slot.channel.close()
+            with contextlib.suppress(Exception):
+                self.conn.release()
+        self.shared.dispatcher.close()
+        self.shared.engine.dispose()
+
+
+def _read_commands(group: DeviceGroup) -> None:
+    for line in sys.stdin:
+        group.commands.put(line)
+    group.commands.put(None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m worker_agent.group")
+    p.add_argument("--db", required=True)
+    p.add_argument("--broker", required=True)
+    p.add_argument("--loglevel", default="WARNING")
+    p.add_argument("--cpus", default="", help="run only on these CPUs (e.g. 0-3,8)")
+    args = p.parse_args(argv)
+    if args.cpus:  # first: every thread started later inherits it
+        from .cpu_sets import parse_list, pin
+
+        pin(parse_list(args.cpus))
+    from billiard.util import set_pdeathsig
+
+    with contextlib.suppress(OSError):  # Linux only
+        set_pdeathsig(signal.SIGTERM)  # the agent died: finish the jobs, then stop
+    logging.basicConfig(level=args.loglevel, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("kombu.connection").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message=".*superuser privileges.*")
+    prepare_broker(args.broker)
+    group = DeviceGroup(args.db, args.broker)
+    signal.signal(signal.SIGTERM, lambda *_: group.stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: group.stopping.set())
+    threading.Thread(target=_read_commands, args=(group,), name="control", daemon=True).start()
+    group.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
