@@ -12,7 +12,6 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
@@ -20,7 +19,6 @@ import numpy as np
 from ..errors import JobError
 from ..graph import Model
 from ..interpreter import Interpreter
-from ..submodel import boundary
 from .cpu_runs import LITERT, REFERENCE, CpuRun, plan_cpu_runs
 from .execution_plan import ExecutionPlan, plan_execution
 from .fold import fold_constants
@@ -145,133 +143,44 @@ class GpuSession:
     # -- preparation ------------------------------------------------------------------
 
     def _prepare_gpu(self, sha256: str) -> None:
-        import pyopencl as cl
+        """The GPU partitions prepared on the device, step by step (opencl/preparation.py),
+        each step timed as an init phase."""
+        from .opencl import preparation as prep  # pyopencl's side: only with GPU partitions
 
-        from .opencl.cache import KernelCache, default_cache_dir, point_driver_cache
-        from .opencl.const_types import float32_consts, weights_in_half
-        from .opencl.executor import PartitionExecutor
-        from .opencl.host_edges import host_edges_for
-        from .opencl.lowering import Lowerer
-        from .opencl.native_library import build_identity, native_library, unavailable
-        from .opencl.program import program_source
-        from .opencl.program_units import build_jobs, build_units
-        from .opencl.runtime import describe, guarded, select_device, shared_context
-        from .opencl.staging_edges import with_staging_edges
-
-        opts, switches = self.options, self.switches
-        explicit = opts.serialization_dir is not None
-        cache_dir = Path(opts.serialization_dir) if explicit else default_cache_dir()
-        point_driver_cache(cache_dir)
+        opts, switches, sg = self.options, self.switches, self.model.main
+        partitions = self.delegation.partitions
+        cache_dir = prep.kernel_cache_dir(opts.serialization_dir)
         t = time.perf_counter()
-        device = select_device(opts.device)
-        self.device_info = describe(device)
-        self.plan = plan = self._plan(self.device_info)
-        props = cl.command_queue_properties.PROFILING_ENABLE if plan.profiling else 0
-        self.ctx = shared_context(device)
-        self.queue = guarded(
-            "creating a command queue", lambda: cl.CommandQueue(self.ctx, device, properties=props)
-        )
-        edges = host_edges_for(self.ctx, self.queue) if plan.host_edges else None
-        self.host_edges = edges is not None
+        opened = prep.open_device(opts.device, self._plan)
+        self.device_info, self.plan = opened.info, opened.plan
+        self.ctx, self.queue = opened.ctx, opened.queue
+        self.host_edges = opened.host_edges is not None
         t = self._phase("context", t)
-        sg = self.model.main
-        lowered = []
-        info = self.device_info
-        for nodes in self.delegation.partitions:
-            lowerer = Lowerer(
-                sg, info.compute_units, opts.precision, plan.gemm_groups_per_cu, switches
-            )
-            ins, outs = boundary(sg, nodes)
-            lowerer.lower_partition(nodes, set(outs))
-            out = lowerer.out
-            if opts.precision == "fp16" or edges is not None:
-                out = with_staging_edges(
-                    out, {t: sg.tensors[t].size for t in (*ins, *outs)}, ins, outs
-                )
-            lowered.append((out, ins, outs))
+        parts = prep.lower_partitions(sg, partitions, opts.precision, opened, switches)
         t = self._phase("lower", t)
-        delegated = {sg.operators[n].op for nodes in self.delegation.partitions for n in nodes}
-        generic = program_source(ops=delegated)
-        parts = [out for out, _, _ in lowered]
-        half = opts.precision == "fp16"
-        self.half_weights = half and weights_in_half(generic, parts)
-        float_consts = [
-            float32_consts(generic, out, self.half_weights) if half else set() for out in parts
-        ]
-        jobs = opts.build_jobs or build_jobs(switches.max_build_jobs)
-        units, token = self._program_units(generic, parts, jobs)
-        if explicit:
-            token = opts.model_token or sha256
-        programs = build_units(
-            self.ctx,
-            device,
-            self.device_info,
-            opts.precision,
-            KernelCache(cache_dir),
-            token,
-            units,
-            self.half_weights,
-            jobs,
-            switches,
+        jobs = prep.jobs_for(opts.build_jobs, switches)
+        program = prep.model_program(sg, partitions, parts, opts.precision, opened, jobs, switches)
+        self.half_weights = program.half_weights
+        self.specialized_kernels = program.specialized_kernels
+        # a serialization dir keys the program by the model (TFLite's model token)
+        explicit = opts.serialization_dir is not None
+        token = (opts.model_token or sha256) if explicit else program.token
+        programs = prep.build_program(
+            opened, program, opts.precision, cache_dir, token, jobs, switches
         )
-        self.program_units = len(units)
+        self.program_units = len(program.units)
         self.program_summary = programs.summary()
         self.program_from_cache = programs.from_cache
         t = self._phase("program", t)
-        native = native_library(cache_dir, switches) if plan.native_library else None
+        native = prep.native_for(self.plan, cache_dir, switches)
         t = self._phase("launch_loop", t)
-        storage = np.float16 if opts.precision == "fp16" else np.float32
-        for (out, ins, outs), floats in zip(lowered, float_consts, strict=True):
-            self.executors.append(
-                PartitionExecutor(
-                    self.ctx,
-                    self.queue,
-                    programs,
-                    sg,
-                    out,
-                    ins,
-                    outs,
-                    storage,
-                    plan,
-                    native=native,
-                    float_consts=frozenset(floats),
-                    host_edges=edges,
-                    switches=switches,
-                )
-            )
+        self.executors = prep.make_executors(
+            opened, programs, sg, program.parts, opts.precision, native, switches
+        )
         self._phase("upload", t)
-        loops = {ex.hot.loop if ex.hot is not None else "pyopencl" for ex in self.executors}
-        self.launch_loop = "+".join(sorted(loops))
-        self.launch_loop_why = unavailable(switches) if "python" in loops else ""
-        self.launch_loop_build = build_identity() if "c" in loops else ""
+        facts = prep.launch_loop_facts(self.executors, switches)
+        self.launch_loop, self.launch_loop_why, self.launch_loop_build = facts
         self._whole_graph = self._covers_whole_graph()
-
-    def _program_units(self, source: str, lowered: list[Any], jobs: int) -> tuple[list[str], str]:
-        """The program for these lowered partitions, as the units to build
-        (program_units.py), and its cache token: `source`, the one every model shares, or,
-        where the session specializes (opencl/specialize.py), one of this model's own, its
-        launches renamed to their copies, split into `jobs` units to build at once."""
-        from .opencl import persistent, specialize
-        from .opencl.program_units import split_units, without_kernels
-
-        if not self.plan.specialize:
-            return [source], "program"
-        launches = [launch for out in lowered for launch in out.launches]
-        own = specialize.model_program(source, launches)
-        for pos, name in own.names.items():
-            launches[pos].kernel = name
-            launches[pos].copy_args = own.args[pos]
-        self.specialized_kernels = own.specialized
-        units = split_units(own.source, jobs)
-        if self.plan.persistent:  # planned and compiled only where they run
-            nvidia = "NVIDIA" in self.device_info.platform
-            prelude = without_kernels(own.source) + persistent.prelude(nvidia)
-            for p, out in enumerate(lowered):
-                out.runs, texts = persistent.plan_runs(
-                    own.source, out.launches, f"persistent{p}_", self.switches
-                )
-                units += [prelude + text for text in texts]
-        return units, "model"
 
     def _covers_whole_graph(self) -> bool:
         """True when one GPU partition runs every node, reading only the model's inputs

@@ -245,10 +245,10 @@ def test_copies_through_pinned_memory_match_the_reference(devices, monkeypatch, 
     from dataclasses import replace
 
     from delegate_runtime.gpu.delegate import GpuSession
-    from delegate_runtime.gpu.opencl import runtime
+    from delegate_runtime.gpu.opencl import preparation
 
-    real = runtime.describe
-    monkeypatch.setattr(runtime, "describe", lambda d: replace(real(d), is_gpu=True))
+    real = preparation.describe  # the session's device facts, as its preparation reads them
+    monkeypatch.setattr(preparation, "describe", lambda d: replace(real(d), is_gpu=True))
     model = read_model(mixed_model())
     session = GpuSession(model, precision=precision, device="0:0", log=io.StringIO())
     assert all(ex.pinned and ex.pinned_out for ex in session.executors)

@@ -209,7 +209,7 @@ def test_gemms_plan_for_the_persistent_grid_where_one_runs(opencl_device, monkey
     (persistent_groups_per_cu groups a compute unit); one that does not, for launches of
     their own (gemm_groups_per_cu). Stopped once lowered: no program is built."""
     from delegate_runtime.gpu.delegate import GpuSession
-    from delegate_runtime.gpu.opencl import lowering
+    from delegate_runtime.gpu.opencl import lowering, preparation
     from delegate_runtime.gpu.switches import DEFAULTS
 
     class Lowered(Exception):
@@ -222,11 +222,11 @@ def test_gemms_plan_for_the_persistent_grid_where_one_runs(opencl_device, monkey
         planned.append(gemm_groups_per_cu)
         lowerer_init(self, sg, compute_units, precision, gemm_groups_per_cu, switches)
 
-    def stop(self, source, lowered, jobs):
+    def stop(*args):
         raise Lowered
 
     monkeypatch.setattr(lowering.Lowerer, "__init__", init)
-    monkeypatch.setattr(GpuSession, "_program_units", stop)
+    monkeypatch.setattr(preparation, "model_program", stop)
     monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "1")
     model, _ = separable_blocks(blocks=1)
     for flag, want in (("1", DEFAULTS.persistent_groups_per_cu), ("0", None)):
@@ -243,15 +243,15 @@ def test_a_profiling_session_neither_plans_nor_compiles_persistent_kernels(
     runs persistent kernels, a profiling session builds none (its plan: execution_plan.py,
     tests/unit/test_gpu_execution_plan.py). Stopped at the build: no program is compiled."""
     from delegate_runtime.gpu.delegate import GpuSession
-    from delegate_runtime.gpu.opencl import program_units
+    from delegate_runtime.gpu.opencl import preparation
 
     class Built(Exception):
         pass
 
-    def build_units(ctx, device, info, precision, cache, token, units, *rest):
-        raise Built(units)
+    def build_program(opened, program, *rest):
+        raise Built(program.units)
 
-    monkeypatch.setattr(program_units, "build_units", build_units)
+    monkeypatch.setattr(preparation, "build_program", build_program)
     monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "1")
     monkeypatch.setenv("DEVICEFARM_GPU_PERSISTENT", "1")
     model, _ = separable_blocks(blocks=1)

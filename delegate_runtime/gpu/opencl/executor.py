@@ -20,7 +20,17 @@ from . import host_copy, persistent
 from .arena import Arena
 from .capi import CLCallError, opencl_library
 from .hot_path import HotPath
-from .launch import IN_ARENA, Buf, Const, Counters, Local, Lowered, Scratch, Staging
+from .launch import (
+    IN_ARENA,
+    Buf,
+    Const,
+    Counters,
+    Local,
+    Lowered,
+    LoweredPartition,
+    Scratch,
+    Staging,
+)
 from .persistent import Run
 from .program_units import ProgramSet
 from .runtime import device_error
@@ -79,108 +89,140 @@ def plan_memory(
     return MemoryPlan(buffer_of, buffer_bytes)
 
 
-class PartitionExecutor:
-    """Runs one lowered partition; built once per session."""
+@dataclass(frozen=True)
+class SessionDevice:
+    """What every partition of a session shares on its device: the OpenCL context and
+    queue, the built program, the model's main subgraph, the storage type, the session's
+    plan and switches, and the native library and host-memory edges where it has them."""
 
-    def __init__(
-        self,
-        ctx: Any,
-        queue: Any,
-        programs: ProgramSet,
-        sg: Subgraph,
-        lowered: Lowered,
-        inputs: list[int],
-        outputs: list[int],
-        storage: np.dtype,
-        plan: ExecutionPlan,
-        native: Any = None,
-        float_consts: frozenset[str] = frozenset(),
-        host_edges: Any = None,
-        switches: Switches | None = None,
-    ):
+    ctx: Any
+    queue: Any
+    programs: ProgramSet
+    sg: Subgraph
+    storage: np.dtype
+    plan: ExecutionPlan
+    switches: Switches
+    native: Any = None  #: the native library (native_library.py), or None
+    host_edges: Any = None  #: host_edges.HostEdges, or None
+
+
+class PartitionExecutor:
+    """Runs one lowered partition; built once per session, in steps: its memory planned,
+    the arena and staging buffers allocated, its launches bound (runs of them as persistent
+    kernels where planned), its copies prepared."""
+
+    def __init__(self, shared: SessionDevice, part: LoweredPartition):
         import pyopencl as cl
 
         self.cl = cl
-        #: the session's switches (gpu/switches.py; None: from the environment now):
-        #: flushes, persistent grids, input copies
-        self.switches = switches = Switches.from_env() if switches is None else switches
-        self.queue = queue
-        self.sg = sg
-        self.storage = np.dtype(storage)
+        #: the session's switches: flushes, persistent grids, input copies
+        self.switches = shared.switches
         #: the session's paths (gpu/execution_plan.py): hot path or pyopencl, pinned copies
-        self.execution_plan = plan
+        self.execution_plan = shared.plan
+        self.queue = shared.queue
+        self.sg = shared.sg
+        self.storage = np.dtype(shared.storage)
+        lowered = part.lowered
         self.alias = lowered.alias
-        self.inputs = [self.root(t) for t in inputs]
-        self.input_tensors = inputs
-        self.outputs = outputs
+        self.inputs = [self.root(t) for t in part.inputs]
+        self.input_tensors = part.inputs
+        self.outputs = part.outputs
+        sizes = self._root_sizes(lowered, [*part.inputs, *part.outputs])
+        rooted = Lowered(
+            [_rooted(launch, self.root) for launch in lowered.launches], lowered.consts, {}
+        )
+        self.plan = plan_memory(rooted, sizes, self.inputs, [self.root(t) for t in self.outputs])
+        try:
+            self.arena = self._arena(shared.ctx, rooted, part.float_consts)
+            #: float32 buffers that inputs and outputs pass through (staging_edges.py), and
+            #: those in host memory as the host sees them (host_edges.py)
+            self.staging, self.mapped = self._staging(shared.ctx, rooted, shared.host_edges)
+            self._bind_launches(shared.programs, rooted)
+            if lowered.runs:  # planned only where the session's plan runs them
+                self._persist(shared.ctx, shared.programs, lowered.runs)
+        except cl.Error as exc:
+            raise device_error(exc, "preparing the GPU partition") from exc
+        self._prepare_copies(shared.ctx, shared.native)
+
+    def _root_sizes(self, lowered: Lowered, edges: list[int]) -> dict[int, int]:
+        """Bytes of each root tensor's buffer: the largest view of it a launch or an edge
+        names, or a concatenation's whole output where no launch names it."""
         sizes: dict[int, int] = {}
-        edges = [Buf(t) for t in (*inputs, *outputs)]
-        for arg in [a for launch in lowered.launches for a in launch.args] + edges:
+        named = [a for launch in lowered.launches for a in launch.args] + [Buf(t) for t in edges]
+        for arg in named:
             if isinstance(arg, Buf):  # a root holds its views: the largest size
                 root, n = self.root(arg.tensor), self.sg.tensors[arg.tensor].size
                 sizes[root] = max(sizes.get(root, 0), n * self.storage.itemsize)
         for root in sizes:  # a concatenation's whole output, where no launch names it
             sizes[root] = max(sizes[root], self.sg.tensors[root].size * self.storage.itemsize)
-        rooted = Lowered(
-            [_rooted(launch, self.root) for launch in lowered.launches], lowered.consts, {}
-        )
-        self.plan = plan_memory(rooted, sizes, self.inputs, [self.root(t) for t in outputs])
+        return sizes
+
+    def _arena(self, ctx: Any, rooted: Lowered, float_consts: frozenset[str]) -> Arena:
+        """The partition's one allocation: its constants, counters, buffers and scratch."""
+        launches = rooted.launches
         scratch = max(
-            [a.nbytes for ln in rooted.launches for a in ln.args if isinstance(a, Scratch)] + [4]
+            [a.nbytes for ln in launches for a in ln.args if isinstance(a, Scratch)] + [4]
         )
         n_counters = max(
-            [a.count for ln in rooted.launches for a in ln.args if isinstance(a, Counters)] + [1]
+            [a.count for ln in launches for a in ln.args if isinstance(a, Counters)] + [1]
         )
-        try:
-            self.arena = Arena(
-                ctx,
-                queue,
-                queue.device.mem_base_addr_align,
-                {k: self._const_host(v, k in float_consts) for k, v in lowered.consts.items()},
-                n_counters,
-                self.plan.buffer_bytes,
-                scratch,
-                whole=any(ln.copy_args and ln.copy_args.offsets for ln in rooted.launches),
-            )
-            #: float32 buffers that inputs and outputs pass through (staging_edges.py)
-            self.staging: dict[int, Any] = {}
-            #: the staging buffers in host memory, as the host sees them (host_edges.py)
-            self.mapped: dict[int, np.ndarray] = {}
-            for t in dict.fromkeys(
-                a.tensor for ln in rooted.launches for a in ln.args if isinstance(a, Staging)
-            ):
-                tensor = self.sg.tensors[t]
-                if host_edges is not None:
-                    buf, mapped = host_edges.buffer(4 * tensor.size)
-                    self.mapped[t] = (
-                        mapped[: 4 * tensor.size].view(np.float32).reshape(tensor.shape)
-                    )
-                else:
-                    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(4 * tensor.size, 4))
-                self.staging[t] = buf
-            self.launches = rooted.launches
-            self.kernels = [self._bind(programs, launch) for launch in rooted.launches]
-            self.nodes = [launch.node for launch in rooted.launches]
-            self.covers = [
-                launch.covers or ((launch.node,) if launch.node >= 0 else ())
-                for launch in rooted.launches
-            ]
-            #: what an invoke enqueues: `kernels`, with runs of them as persistent kernels
-            self.enqueued = list(self.kernels)
-            #: the runs that became persistent kernels, each with its state buffer
-            self.persistent: list[tuple[Run, Any]] = []
-            if lowered.runs:  # planned only where the session's plan runs them
-                self._persist(ctx, programs, lowered.runs)
-        except cl.Error as exc:
-            raise device_error(exc, "preparing the GPU partition") from exc
+        return Arena(
+            ctx,
+            self.queue,
+            self.queue.device.mem_base_addr_align,
+            {k: self._const_host(v, k in float_consts) for k, v in rooted.consts.items()},
+            n_counters,
+            self.plan.buffer_bytes,
+            scratch,
+            whole=any(ln.copy_args and ln.copy_args.offsets for ln in launches),
+        )
+
+    def _staging(
+        self, ctx: Any, rooted: Lowered, host_edges: Any
+    ) -> tuple[dict[int, Any], dict[int, np.ndarray]]:
+        """The float32 staging buffer of each edge tensor a launch names (in host memory
+        where `host_edges` makes them), and the host's view of those in host memory."""
+        staging: dict[int, Any] = {}
+        mapped: dict[int, np.ndarray] = {}
+        named = [a.tensor for ln in rooted.launches for a in ln.args if isinstance(a, Staging)]
+        for t in dict.fromkeys(named):
+            tensor = self.sg.tensors[t]
+            if host_edges is not None:
+                buf, host = host_edges.buffer(4 * tensor.size)
+                mapped[t] = host[: 4 * tensor.size].view(np.float32).reshape(tensor.shape)
+            else:
+                buf = self.cl.Buffer(ctx, self.cl.mem_flags.READ_WRITE, max(4 * tensor.size, 4))
+            staging[t] = buf
+        return staging, mapped
+
+    def _bind_launches(self, programs: ProgramSet, rooted: Lowered) -> None:
+        """Each launch's kernel with its arguments set, and the nodes it computes."""
+        self.launches = rooted.launches
+        self.kernels = [self._bind(programs, launch) for launch in rooted.launches]
+        self.nodes = [launch.node for launch in rooted.launches]
+        self.covers = [
+            launch.covers or ((launch.node,) if launch.node >= 0 else ())
+            for launch in rooted.launches
+        ]
+        #: what an invoke enqueues: `kernels`, with runs of them as persistent kernels
+        self.enqueued = list(self.kernels)
+        #: the runs that became persistent kernels, each with its state buffer
+        self.persistent: list[tuple[Run, Any]] = []
+
+    def _prepare_copies(self, ctx: Any, native: Any) -> None:
+        """What an invoke copies in and out, and how: the hot path (with the native
+        library where given, and pinned host arrays where the plan has them) or pyopencl."""
+        plan = self.execution_plan
         #: the copies an invoke enqueues: inputs in, outputs out (not those in host memory)
-        self.uploaded = [t for t in inputs if t not in self.mapped]
+        self.uploaded = [t for t in self.input_tensors if t not in self.mapped]
         self.downloaded = [t for t in self.outputs if t not in self.mapped]
         self.sources = [self._edge_buffer(t) for t in self.downloaded]
         self.destinations = [self._edge_buffer(t) for t in self.uploaded]
         lib = opencl_library() if plan.hot_path else None
-        copies = host_copy.Settings.current(switches)
-        self.hot = HotPath(lib, queue, self.enqueued, native, copies) if lib is not None else None
+        copies = host_copy.Settings.current(self.switches)
+        self.hot = (
+            HotPath(lib, self.queue, self.enqueued, native, copies) if lib is not None else None
+        )
         pin = plan.pinned and self.hot is not None
         self.pinned = self._pin(ctx, self.uploaded) if pin else {}
         self.pinned_out = self._pin(ctx, self.downloaded) if pin else {}

@@ -92,6 +92,17 @@ class Lowered:
     runs: list[Any] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class LoweredPartition:
+    """One partition as lowered (lowering.py, staging_edges.py): its launches, the tensors
+    it reads and writes, and the constants its kernels read as float32 (const_types.py)."""
+
+    lowered: Lowered
+    inputs: list[int]
+    outputs: list[int]
+    float_consts: frozenset[str] = frozenset()
+
+
 def shape4(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
     if len(shape) > 4:
         raise ModelError(f"rank {len(shape)} is not supported on the GPU")

@@ -1,0 +1,239 @@
+"""A GPU session's preparation on its OpenCL device, as the named steps the session
+(gpu/delegate.py) runs in order, timing each as an init phase:
+
+    cache_dir = kernel_cache_dir(options.serialization_dir)
+    opened = open_device(options.device, plan_for)                          # "context"
+    parts = lower_partitions(sg, partitions, precision, opened, switches)    # "lower"
+    program = model_program(sg, partitions, parts, precision, opened, jobs, switches)
+    programs = build_program(opened, program, precision, cache_dir, token, jobs, switches)
+    native = native_for(opened.plan, cache_dir, switches)                   # "launch_loop"
+    executors = make_executors(opened, programs, sg, program.parts, precision, native,
+                               switches)                                    # "upload"
+    launch_loop_facts(executors, switches)   # which loop runs, why, which build
+
+Each step takes what those before it made and returns what it made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...graph import Subgraph
+from ...submodel import boundary
+from ..execution_plan import ExecutionPlan
+from ..switches import Switches
+from . import persistent, specialize
+from .cache import KernelCache, default_cache_dir, point_driver_cache
+from .const_types import float32_consts, weights_in_half
+from .executor import PartitionExecutor, SessionDevice
+from .host_edges import HostEdges, host_edges_for
+from .launch import Lowered, LoweredPartition
+from .lowering import Lowerer
+from .native_library import build_identity, native_library, unavailable
+from .program import program_source
+from .program_units import ProgramSet, build_jobs, build_units, split_units, without_kernels
+from .runtime import DeviceInfo, describe, guarded, select_device, shared_context
+from .staging_edges import with_staging_edges
+
+
+def kernel_cache_dir(serialization_dir: str | None) -> Path:
+    """Where compiled programs are kept (`serialization_dir`, else the user's cache), the
+    drivers' own caches pointed inside it."""
+    cache_dir = Path(serialization_dir) if serialization_dir is not None else default_cache_dir()
+    point_driver_cache(cache_dir)
+    return cache_dir
+
+
+@dataclass(frozen=True)
+class OpenedDevice:
+    """The session's device, its facts and plan, its context and queue, and its
+    host-memory edges where the plan asks for them and the device offers them."""
+
+    device: Any
+    info: DeviceInfo
+    plan: ExecutionPlan
+    ctx: Any
+    queue: Any
+    host_edges: HostEdges | None
+
+
+def open_device(
+    requested: str | None, plan_for: Callable[[DeviceInfo], ExecutionPlan]
+) -> OpenedDevice:
+    """The device `requested` (select_device's argument), the session's plan on it, and a
+    queue: a profiling one where the plan times each launch."""
+    import pyopencl as cl
+
+    device = select_device(requested)
+    info = describe(device)
+    plan = plan_for(info)
+    props = cl.command_queue_properties.PROFILING_ENABLE if plan.profiling else 0
+    ctx = shared_context(device)
+    queue = guarded(
+        "creating a command queue", lambda: cl.CommandQueue(ctx, device, properties=props)
+    )
+    edges = host_edges_for(ctx, queue) if plan.host_edges else None
+    return OpenedDevice(device, info, plan, ctx, queue, edges)
+
+
+def lower_partitions(
+    sg: Subgraph,
+    partitions: list[list[int]],
+    precision: str,
+    opened: OpenedDevice,
+    switches: Switches,
+) -> list[LoweredPartition]:
+    """Each partition's launches, its edges in float32 staging buffers where the storage
+    is half or the edges lie in host memory."""
+    staged = precision == "fp16" or opened.host_edges is not None
+    parts = []
+    for nodes in partitions:
+        lowerer = Lowerer(
+            sg, opened.info.compute_units, precision, opened.plan.gemm_groups_per_cu, switches
+        )
+        ins, outs = boundary(sg, nodes)
+        lowerer.lower_partition(nodes, set(outs))
+        lowered = lowerer.out
+        if staged:
+            sizes = {t: sg.tensors[t].size for t in (*ins, *outs)}
+            lowered = with_staging_edges(lowered, sizes, ins, outs)
+        parts.append(LoweredPartition(lowered, ins, outs))
+    return parts
+
+
+@dataclass(frozen=True)
+class ModelProgram:
+    """The program to build for a session's partitions: its units (program_units.py),
+    its cache token ("program": the one every model shares; "model": one of its own), and
+    what it holds; `parts` are the partitions with the constants read as float32."""
+
+    units: list[str]
+    token: str
+    parts: list[LoweredPartition]
+    half_weights: bool
+    specialized_kernels: int
+
+
+def model_program(
+    sg: Subgraph,
+    partitions: list[list[int]],
+    parts: list[LoweredPartition],
+    precision: str,
+    opened: OpenedDevice,
+    jobs: int,
+    switches: Switches,
+) -> ModelProgram:
+    """The program for `parts`: the one every model shares (for the ops delegated), or,
+    where the plan specializes (specialize.py), one of this model's own, its launches
+    renamed to their copies, split into `jobs` units to build at once, with its persistent
+    kernels where the plan runs them (their launches' runs recorded in each partition's
+    `lowered.runs`)."""
+    generic = program_source(ops={sg.operators[n].op for nodes in partitions for n in nodes})
+    lowered = [part.lowered for part in parts]
+    half = precision == "fp16"
+    half_weights = half and weights_in_half(generic, lowered)
+    parts = [
+        replace(part, float_consts=frozenset(float32_consts(generic, part.lowered, half_weights)))
+        if half
+        else part
+        for part in parts
+    ]
+    plan = opened.plan
+    if not plan.specialize:
+        return ModelProgram([generic], "program", parts, half_weights, 0)
+    launches = [launch for out in lowered for launch in out.launches]
+    own = specialize.model_program(generic, launches)
+    for pos, name in own.names.items():
+        launches[pos].kernel = name
+        launches[pos].copy_args = own.args[pos]
+    units = split_units(own.source, jobs)
+    if plan.persistent:  # planned and compiled only where they run
+        units += _persistent_units(own.source, lowered, opened.info, switches)
+    return ModelProgram(units, "model", parts, half_weights, own.specialized)
+
+
+def _persistent_units(
+    source: str, lowered: list[Lowered], info: DeviceInfo, switches: Switches
+) -> list[str]:
+    """The units of each partition's persistent kernels, each partition's runs recorded."""
+    prelude = without_kernels(source) + persistent.prelude("NVIDIA" in info.platform)
+    units = []
+    for p, out in enumerate(lowered):
+        out.runs, texts = persistent.plan_runs(source, out.launches, f"persistent{p}_", switches)
+        units += [prelude + text for text in texts]
+    return units
+
+
+def jobs_for(requested: int | None, switches: Switches) -> int:
+    """Program units built at once: as the session's option asks, else one per usable CPU
+    within the switches' bound (program_units.build_jobs)."""
+    return requested or build_jobs(switches.max_build_jobs)
+
+
+def build_program(
+    opened: OpenedDevice,
+    program: ModelProgram,
+    precision: str,
+    cache_dir: Path,
+    token: str,
+    jobs: int,
+    switches: Switches,
+) -> ProgramSet:
+    """`program`'s units built for the device (or read from the kernel cache under `token`)."""
+    return build_units(
+        opened.ctx,
+        opened.device,
+        opened.info,
+        precision,
+        KernelCache(cache_dir),
+        token,
+        program.units,
+        program.half_weights,
+        jobs,
+        switches,
+    )
+
+
+def native_for(plan: ExecutionPlan, cache_dir: Path, switches: Switches) -> Any:
+    """The native library where the plan has it and it was built (native_library.py), else
+    None."""
+    return native_library(cache_dir, switches) if plan.native_library else None
+
+
+def make_executors(
+    opened: OpenedDevice,
+    programs: ProgramSet,
+    sg: Subgraph,
+    parts: list[LoweredPartition],
+    precision: str,
+    native: Any,
+    switches: Switches,
+) -> list[PartitionExecutor]:
+    """One executor per partition, sharing the device, the program and the native library."""
+    shared = SessionDevice(
+        opened.ctx,
+        opened.queue,
+        programs,
+        sg,
+        np.dtype(np.float16 if precision == "fp16" else np.float32),
+        opened.plan,
+        switches,
+        native,
+        opened.host_edges,
+    )
+    return [PartitionExecutor(shared, part) for part in parts]
+
+
+def launch_loop_facts(
+    executors: list[PartitionExecutor], switches: Switches
+) -> tuple[str, str, str]:
+    """How the executors enqueue their launches ("c", "python" or "pyopencl", joined by "+"),
+    why "python" rather than "c" where it runs, and the C loop's build where it runs."""
+    loops = {ex.hot.loop if ex.hot is not None else "pyopencl" for ex in executors}
+    why = unavailable(switches) if "python" in loops else ""
+    return "+".join(sorted(loops)), why, build_identity() if "c" in loops else ""
