@@ -386,7 +386,7 @@ def gemm_sweep(device: str | None, precision: str, runs: int = 30) -> None:
     empty and copy anchors, and the variant and split lowering picks (gemm_plan)."""
     import pyopencl as cl
 
-    from delegate_runtime.gpu.opencl import lowering, program
+    from delegate_runtime.gpu.opencl import gemm_lowering, program
     from delegate_runtime.gpu.opencl.launch import round_up
     from delegate_runtime.gpu.opencl.runtime import describe, select_device
 
@@ -453,7 +453,7 @@ def gemm_sweep(device: str | None, precision: str, runs: int = 30) -> None:
                 err = float(np.abs(got.astype(np.float32) - want).max())
                 timed[base, splits] = (t, err)
         ranked = sorted(timed.items(), key=lambda kv: kv[1][0])
-        pick_name, pick_splits, _ = lowering.gemm_plan(m, n, k, info.compute_units)
+        pick_name, pick_splits, _ = gemm_lowering.gemm_plan(m, n, k, info.compute_units)
         pick = (picks[pick_name][0], pick_splits)
         t_pick = timed[pick][0]
         walls = (

@@ -3,7 +3,7 @@
 Each model is lowered four ways: as shipped (`plan`), by the rule before 2026-11-28
 (`previous`: the 16-wide tile only for windows over 3x3 whose 32-wide tiles number fewer
 than 4 per compute unit), and with every depthwise-computing GEMM on the 16-wide and on
-the 32-wide tile, K split by the shipped rule for that tile (`lowering.k_split`). Per way:
+the 32-wide tile, K split by the shipped rule for that tile (`gemm_lowering.k_split`). Per way:
 the model's median host-in to host-out, the ways' sessions taking turns in rounds in one
 process and one OpenCL context (separate processes on a lent machine differed by up to
 1.5x on the same tree), no profiling queue alive. With --profile, then per such GEMM its
@@ -40,24 +40,24 @@ def previous_plan(
 ) -> tuple[str, int, int]:
     """The tile rule of 54df840: 16 wide for a window over 3x3 where the 32-wide tiles
     number fewer than gemm_groups_per_cu (gpu/switches.py) per compute unit."""
-    from delegate_runtime.gpu.opencl import lowering
+    from delegate_runtime.gpu.opencl import gemm_lowering
     from delegate_runtime.gpu.switches import DEFAULTS
 
     target = DEFAULTS.gemm_groups_per_cu * units
     name = "gemm64" if -(-m // 64) * -(-n // 64) >= target else "gemm32"
     if taps > 9 and name == "gemm32" and -(-m // 32) * -(-n // 32) < target:
         name = "gemm16"
-    return (name, *lowering.k_split(name, m, n, k, units, computed_a))
+    return (name, *gemm_lowering.k_split(name, m, n, k, units, computed_a))
 
 
 @contextlib.contextmanager
 def lowered_as(way: str, shapes: dict[int, tuple]) -> Iterator[None]:
     """Lower with every depthwise-computing GEMM on `way`'s tile ('plan': as shipped),
     recording node -> (m, n, k, taps, variant, splits) of those GEMMs into `shapes`."""
-    from delegate_runtime.gpu.opencl import lowering
+    from delegate_runtime.gpu.opencl import gemm_lowering, lowering
     from delegate_runtime.gpu.opencl.records.depthwise import prologue_taps
 
-    gemm, plan = lowering.Lowerer.gemm, lowering.gemm_plan
+    gemm, plan = lowering.Lowerer.gemm, gemm_lowering.gemm_plan
     signature = inspect.signature(gemm)
     current: dict[str, Any] = {}
 
@@ -71,23 +71,29 @@ def lowered_as(way: str, shapes: dict[int, tuple]) -> Iterator[None]:
             current.clear()
 
     def forced_plan(
-        m: int, n: int, k: int, units: int, computed_a: bool = False, depthwise: bool = False
+        m: int,
+        n: int,
+        k: int,
+        units: int,
+        computed_a: bool = False,
+        depthwise: bool = False,
+        *aim: Any,  # groups per compute unit, switches: as the lowering passes them
     ):
-        name, splits, kps = plan(m, n, k, units, computed_a, depthwise)
+        name, splits, kps = plan(m, n, k, units, computed_a, depthwise, *aim)
         if current.get("taps"):
             if way == "previous":
                 name, splits, kps = previous_plan(m, n, k, units, computed_a, current["taps"])
             elif way != "plan":
                 name = way
-                splits, kps = lowering.k_split(name, m, n, k, units, computed_a)
+                splits, kps = gemm_lowering.k_split(name, m, n, k, units, computed_a, *aim)
             shapes[current["node"]] = (m, n, k, current["taps"], name, splits)
         return name, splits, kps
 
-    lowering.Lowerer.gemm, lowering.gemm_plan = recording_gemm, forced_plan
+    lowering.Lowerer.gemm, gemm_lowering.gemm_plan = recording_gemm, forced_plan
     try:
         yield
     finally:
-        lowering.Lowerer.gemm, lowering.gemm_plan = gemm, plan
+        lowering.Lowerer.gemm, gemm_lowering.gemm_plan = gemm, plan
 
 
 def groups(m: int, n: int, name: str, splits: int) -> int:

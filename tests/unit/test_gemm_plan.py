@@ -1,10 +1,10 @@
-"""Which GEMM tile a product gets (lowering.gemm_plan), on an H100's 132 compute units."""
+"""Which GEMM tile a product gets (gemm_lowering.gemm_plan), on an H100's 132 compute units."""
 
 from __future__ import annotations
 
 import pytest
 
-from delegate_runtime.gpu.opencl.lowering import gemm_plan
+from delegate_runtime.gpu.opencl.gemm_lowering import gemm_plan
 
 H100_UNITS = 132
 

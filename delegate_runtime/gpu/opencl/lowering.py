@@ -4,11 +4,14 @@ Every runtime tensor of a partition is float (fp32 or fp16 storage). Quantized m
 as TFLite's delegate runs them: constants dequantized here, once; after every tensor with
 quantization parameters a quantize-and-dequantize launch snaps values to its grid.
 Each op's own lowering is in its record (`gpu/opencl/records/`); the `Lowerer` holds what they
-share: constants, launches, the tiled GEMM, elementwise and data-movement launches.
+share: constants, launches, what the node being lowered absorbed, concatenation views,
+elementwise launches and the tiled GEMM (its plan and launch: gemm_lowering.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -17,19 +20,19 @@ from ...errors import ModelError
 from ...graph import Operator, Subgraph, Tensor
 from ...ops.common import dequantize
 from ..switches import DEFAULTS, Switches
-from . import program, squeeze_excite
+from . import squeeze_excite
+from .chain import Chain
 from .codes import Act, Binary, Step, Unary
 from .concat_views import ConcatPlan, View, plan_concat_views
 from .fusions import plan_fusion
 from .fusions.epilogue import MAX_STEPS
+from .gemm_lowering import ReadA, lower_gemm
 from .launch import (
     LOCAL_1D,
     Buf,
     Const,
-    Counters,
     Launch,
     Lowered,
-    Scratch,
     contiguous_strides,
     i4,
     round_up,
@@ -37,7 +40,6 @@ from .launch import (
 )
 from .lowering_api import StepSpec
 from .records import record_for
-from .records.conv import patch_runs
 from .schedule import launch_order
 
 #: TFLite fused activation -> the `unary` op applying it (ops whose kernel does not fuse it).
@@ -48,64 +50,6 @@ ACT_TO_UNARY = {
     Act.SIGMOID: Unary.LOGISTIC,
     Act.TANH: Unary.TANH,
 }
-#: The GEMMs' work split (gemm_plan) follows the switches' rules (gpu/switches.py).
-
-
-def gemm_plan(
-    m: int,
-    n: int,
-    k: int,
-    compute_units: int,
-    computed_a: bool = False,
-    depthwise: bool = False,
-    groups_per_cu: int | None = None,
-    switches: Switches = DEFAULTS,
-) -> tuple[str, int, int]:
-    """The GEMM variant (a GEMM_VARIANTS key), the number of K slices and K per slice for
-    an [m, k] x [k, n] product: the larger tile where it fills the device, else the
-    smaller, and K split where even that leaves compute units idle and K is long (or A
-    is `computed_a`, dearer to load). A computed from a `depthwise` window takes the
-    16-wide tile where the 32-wide one leaves compute units idle
-    (`depthwise_small_tile_groups_per_cu`). `groups_per_cu`: work groups wanted in flight
-    per compute unit (the switches' `gemm_groups_per_cu` unless given)."""
-    target = (groups_per_cu or switches.gemm_groups_per_cu) * compute_units
-    tiles64 = -(-m // 64) * -(-n // 64)
-    name = "gemm64" if tiles64 >= target else "gemm32"
-    splits, kps = k_split(name, m, n, k, compute_units, computed_a, groups_per_cu, switches)
-    if depthwise and name == "gemm32":
-        groups = -(-m // 32) * -(-n // 32) * splits
-        if groups < switches.depthwise_small_tile_groups_per_cu * compute_units:
-            name = "gemm16"
-            splits, kps = k_split(name, m, n, k, compute_units, computed_a, groups_per_cu, switches)
-    return name, splits, kps
-
-
-def k_split(
-    name: str,
-    m: int,
-    n: int,
-    k: int,
-    compute_units: int,
-    computed_a: bool = False,
-    groups_per_cu: int | None = None,
-    switches: Switches = DEFAULTS,
-) -> tuple[int, int]:
-    """The number of K slices and K per slice of an [m, k] x [k, n] product on the tile of
-    GEMM variant `name`: K split where the tiles leave compute units idle and K is long
-    (or A is `computed_a`, dearer to load); `groups_per_cu` and `switches` as
-    gemm_plan's."""
-    target = (groups_per_cu or switches.gemm_groups_per_cu) * compute_units
-    ts, _, tk = program.GEMM_VARIANTS[name]
-    tiles = -(-m // ts) * -(-n // ts)
-    splits, steps = 1, -(-k // tk)
-    least_k = switches.min_computed_split_k
-    if tiles < target and computed_a and k >= 2 * least_k:
-        splits = min(-(-target // tiles), k // least_k)
-    elif tiles < target and not computed_a and steps >= switches.min_split_steps:
-        splits = min(-(-target // tiles), steps // switches.min_steps_per_split)
-    kps = -(-k // splits)
-    kps = -(-kps // tk) * tk  # K per split, a multiple of the k step
-    return -(-k // kps), kps
 
 
 class Lowerer:
@@ -249,21 +193,28 @@ class Lowerer:
             if chain.output != op.outputs[0]:
                 self.out.alias[op.outputs[0]] = chain.output  # the kernel writes the end
             first = len(self.out.launches)
-            self.steps, self.input_scale = chain.steps, chain.input_scale
-            self.input_pad, self.input_depthwise = chain.input_pad, chain.input_depthwise
-            self.input_mean, self.input_affine = chain.input_mean, chain.input_affine
-            self.clamped = chain.clamped
-            try:
+            with self._absorbing(chain):
                 if chain.then:
                     squeeze_excite.lower(self, op, chain)
                 else:
                     self._record(op).lower(self, op)
-            finally:
-                self.steps, self.input_scale = [], None
-                self.input_pad, self.input_depthwise, self.input_mean = None, None, None
-                self.input_affine, self.clamped = None, {}
             for launch in self.out.launches[first:]:
                 launch.covers = (n, *chain.nodes, *chain.clamps)
+
+    @contextmanager
+    def _absorbing(self, chain: Chain) -> Iterator[None]:
+        """While the producer of `chain` is lowered: what it absorbed (its epilogue steps,
+        what it reads its input through), as its record reads them; nothing after."""
+        self.steps, self.input_scale = chain.steps, chain.input_scale
+        self.input_pad, self.input_depthwise = chain.input_pad, chain.input_depthwise
+        self.input_mean, self.input_affine = chain.input_mean, chain.input_affine
+        self.clamped = chain.clamped
+        try:
+            yield
+        finally:
+            self.steps, self.input_scale = [], None
+            self.input_pad, self.input_depthwise, self.input_mean = None, None, None
+            self.input_affine, self.clamped = None, {}
 
     def view(self, t: int) -> View | None:
         """Where tensor t lives inside a concatenation's output, if it does."""
@@ -390,68 +341,12 @@ class Lowerer:
         a_mean: np.ndarray | None = None,
         a_affine: tuple[Any, float, float] | None = None,
     ) -> None:
-        """Tiled GEMM; small outputs split K across work groups to fill the device.
-        `a_scale`: a K-vector multiplying A's columns as they are loaded; `a_snap`: the QDQ
-        step's (lo, hi, scale, 0) that snaps each product to an int8 grid after it;
-        `a_depthwise`: A is the output of a depthwise convolution whose input is `a`,
-        computed as it is loaded (records/depthwise.py's `prologue_args` after the input);
-        `a_patch`: A's rows are a convolution's patches of `a`, at this int16 geometry
-        (records/conv.py: patch_geometry); `a_mean`: A is the mean of `a` over its
-        (pixels, channels) = a_mean (gemm.cl.in's mgeo); `a_affine`: (a 2K-vector of
-        scales then shifts, low, high): A is read as clamp(a * scale + shift, low, high).
-        A plain `a` living in a concatenation's output is read with its row stride."""
-        computed_a = a_depthwise is not None or a_mean is not None
-        depthwise = a_depthwise is not None
-        name, splits, kps = gemm_plan(
-            m,
-            n,
-            k,
-            self.compute_units,
-            computed_a,
-            depthwise,
-            self.gemm_groups_per_cu,
-            self.switches,
+        """Tiled GEMM (gemm_lowering.py says how A is read with each `a_*`)."""
+        lower_gemm(
+            self,
+            op,
+            (a, b, bias, out),
+            (m, n, k),
+            act,
+            ReadA(a_scale, a_snap, a_depthwise, a_patch, a_mean, a_affine),
         )
-        ts, wpt, _ = program.GEMM_VARIANTS[name]
-        rts = ts // wpt
-        gsize = (-(-n // ts) * rts, -(-m // ts) * rts, splits)
-        scratch = Scratch(4 * splits * m * n if splits > 1 else 4)
-        counters = Counters(gsize[0] // rts * (gsize[1] // rts))
-        scale = (
-            a_scale
-            if a_scale is not None
-            else self.add_const("epilogue_none", np.zeros(1, np.float32))
-        )
-        scaled = 0 if a_scale is None else 2 if a_snap is not None else 1
-        snap = np.array(a_snap or (0.0, 0.0, 1.0, 0.0), np.float32)
-        if a_affine is not None:
-            if a_scale is not None:
-                raise ValueError("a GEMM scales its input or applies an affine map, not both")
-            scale, (low, high) = a_affine[0], a_affine[1:]
-            scaled, snap = 3, np.array([low, high, 1.0, 0.0], np.float32)
-        plain = a_depthwise is None and a_patch is None and a_mean is None
-        view = self.view(a.tensor) if plain and isinstance(a, Buf) else None
-        lda = view.stride if view is not None else k
-        if a_depthwise is not None:
-            if a_scale is not None:
-                raise ValueError("a GEMM computes a depthwise input or scales it, not both")
-            name += program.DEPTHWISE_SUFFIX
-            args = [a, b, bias, out, scratch, counters, *a_depthwise]
-        else:
-            args = [a, b, bias, out, scratch, counters, scale, np.int32(scaled), snap]
-            if a_scale is not None and (a_patch is not None or a_mean is not None):
-                raise ValueError("a GEMM scales its input or reads it another way, not both")
-            if a_patch is not None:
-                name += program.PATCH_SUFFIX
-                args.append(a_patch)
-            elif a_mean is not None:
-                name += program.MEAN_SUFFIX
-                args.append(a_mean)
-        ldc, coff = self.store_view(out) or (n, 0)
-        args += list(map(np.int32, (m, n, k, kps, lda, ldc, coff)))
-        args += self.epilogue(act)
-        # four at a time where no load crosses a row of A, nor for patches a contiguous run
-        runs = (k, lda) if a_patch is None else (k, *patch_runs(a_patch))
-        if n % 4 == 0 and all(r % 4 == 0 for r in runs):
-            name += program.VECTOR_SUFFIX
-        self.emit(op, name, args, gsize, (rts, rts, 1))

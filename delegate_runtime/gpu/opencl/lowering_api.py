@@ -34,6 +34,8 @@ class Lowering(Protocol):
     compute_units: int
     precision: str
     switches: Switches  #: the session's (gpu/switches.py)
+    #: work groups a GEMM aims for per compute unit (None: the switches' own)
+    gemm_groups_per_cu: int | None
     out: Lowered  #: the launches, constants and aliases made so far
     steps: list[StepSpec]  #: the epilogue of the node being lowered
     #: what the node being lowered absorbed before it (lowering.Lowerer says each)
@@ -69,6 +71,8 @@ class Lowering(Protocol):
     def activation(self, op: Operator, out: int) -> None: ...
 
     def view(self, t: int) -> View | None: ...
+
+    def store_view(self, out: Any) -> tuple[int, int] | None: ...
 
     def oview(self, out: Any, channels: int) -> np.ndarray: ...
 
