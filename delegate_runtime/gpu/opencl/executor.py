@@ -131,7 +131,8 @@ class PartitionExecutor:
         rooted = Lowered(
             [_rooted(launch, self.root) for launch in lowered.launches], lowered.consts, {}
         )
-        self.plan = plan_memory(rooted, sizes, self.inputs, [self.root(t) for t in self.outputs])
+        #: its tensors' shared buffers (plan_memory)
+        self.memory = plan_memory(rooted, sizes, self.inputs, [self.root(t) for t in self.outputs])
         try:
             self.arena = self._arena(shared.ctx, rooted, part.float_consts)
             #: float32 buffers that inputs and outputs pass through (staging_edges.py), and
@@ -172,7 +173,7 @@ class PartitionExecutor:
             self.queue.device.mem_base_addr_align,
             {k: self._const_host(v, k in float_consts) for k, v in rooted.consts.items()},
             n_counters,
-            self.plan.buffer_bytes,
+            self.memory.buffer_bytes,
             scratch,
             whole=any(ln.copy_args and ln.copy_args.offsets for ln in launches),
         )
@@ -326,7 +327,7 @@ class PartitionExecutor:
     def _region(self, arg: Any) -> tuple:
         """The arena region holding a buffer argument."""
         if isinstance(arg, Buf):
-            return ("buffer", self.plan.buffer_of[arg.tensor])
+            return ("buffer", self.memory.buffer_of[arg.tensor])
         if isinstance(arg, Const):
             return ("const", arg.key)
         if isinstance(arg, Scratch):
@@ -360,7 +361,7 @@ class PartitionExecutor:
         float32 staging buffer, if any, else its region of the arena."""
         if t in self.staging:
             return self.staging[t], 0
-        return self.arena.locate(("buffer", self.plan.buffer_of[self.root(t)]))
+        return self.arena.locate(("buffer", self.memory.buffer_of[self.root(t)]))
 
     def _output_host(self, t: int) -> np.ndarray:
         if t in self.mapped:
