@@ -123,6 +123,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"agent {agent.name}: serving {', '.join(sorted(agent.devices))}", flush=True)
     for line in agent.describe_cpus():
         print(f"  {line}", flush=True)
+    grouped = [d for d in agent.devices.values() if agent.groups.takes(d)]
+    if grouped:
+        size = agent.groups.size
+        print(f"  {len(grouped)} devices served in groups of up to {size} a process", flush=True)
     try:
         while not stop.wait(1.0):
             pass

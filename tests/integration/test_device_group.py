@@ -158,6 +158,31 @@ def test_a_job_past_its_time_limit_ends_timed_out_and_the_device_goes_on(
     assert [j.state for j in farm.wait_done(after.campaign_id, timeout_s=60)] == ["succeeded"]
 
 
+def test_cancelling_a_running_job_frees_its_device(farm, start_agent, models, grouped) -> None:
+    """A cancelled job is aborted in its thread at the next lease renewal (JobLost raised
+    there), its device free long before the job's 20 s."""
+    from farm_core import jobs
+    from farm_core.schema import CANCELLED
+    from orchestrator.submit import RunSettings
+
+    agent = start_agent("C", ["noop:c?delay_s=20"], farm.db_url, farm.broker_url)
+    sub = farm.submit(models(1), "key=noop:c", "cpu", settings=RunSettings(diff_runs=0))
+    (job,) = wait_until(
+        lambda: [j for j in farm.jobs(sub.campaign_id) if j.state == "running"],
+        30,
+        "the long job to start",
+    )
+    with farm.engine.begin() as conn:
+        jobs.cancel(conn, sub.campaign_id)
+    cancelled_at = time.monotonic()
+    ended = f"df-job-{job.id}-{job.attempt}] succeeded in"
+    wait_until(lambda: ended in agent.log.read_text(), 15, "the group to drop the job")
+    assert time.monotonic() - cancelled_at < 10
+    assert "'stale'" in agent.log.read_text().split(ended, 1)[1].splitlines()[0]
+    assert [j.state for j in farm.jobs(sub.campaign_id)] == [CANCELLED]
+    assert farm.results(sub.campaign_id) == []
+
+
 def test_group_size_is_checked_before_any_work(tmp_path) -> None:
     """A bad DEVICEFARM_GROUP_DEVICES is one line and exit 2 before discovery."""
     import subprocess

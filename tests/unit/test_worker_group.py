@@ -129,3 +129,43 @@ def test_groups_take_noop_devices_and_phones_n_to_a_process_and_pause_the_quaran
     groups.groups[1].exited_at = time.monotonic() - 10
     groups.keep(devices, print)
     assert len(spawned) == 3 and spawned[2].lines[0].startswith('serve {"key": "noop:c"')
+
+
+class FakeMessage:
+    def __init__(self) -> None:
+        self.acks = 0
+        self.delivery_tag = "t1"
+        self.channel = None
+
+    def ack(self) -> None:
+        self.acks += 1
+
+
+def test_a_job_past_its_hard_limit_is_given_up_and_its_device_waits_for_its_thread(
+    tmp_path,
+) -> None:
+    """The hard limit acks the message and stops the lease at once; the device starts
+    nothing until the thread really ends, and its message is not acked twice."""
+    from worker_agent.celery_message import JobMessage
+    from worker_agent.group import DeviceGroup, Running, Slot
+
+    group = DeviceGroup(f"sqlite:///{tmp_path / 'farm.db'}", "memory://")
+    group.serve(DeviceInfo("noop:h", "noop"))
+    slot: Slot = group.slots["noop:h"]
+    release = threading.Event()
+    stuck = threading.Thread(target=release.wait, daemon=True)
+    stuck.start()
+    message = FakeMessage()
+    job = JobMessage(1, 1, "df-job-1-1", soft_limit_s=100.0, hard_limit_s=0.1)
+    slot.running = Running(message, job, time.monotonic() - 1, stuck)
+    slot.ctx.lease.hold(1, 1)
+    group._limits()
+    assert slot.running.given_up and message.acks == 1
+    assert slot.ctx.lease._current is None  # no longer renewed: the reconciler moves it
+    group._reap()
+    assert slot.running is not None  # the thread still runs: the device stays busy
+    release.set()
+    stuck.join(5)
+    group._reap()
+    assert slot.running is None and message.acks == 1
+    group._close()
