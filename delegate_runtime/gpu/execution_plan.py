@@ -23,7 +23,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from .cpu_runs import REFERENCE
-from .opencl import persistent, specialize
 from .switches import Switches
 
 if TYPE_CHECKING:
@@ -83,6 +82,8 @@ def plan_execution(
     )
     if device is None:
         return plan
+    from .opencl import persistent, specialize  # the backend's rules, once it has a device
+
     own = specialize.enabled(device.is_gpu, specialize_option, switches)
     # the shipped path's choice: its GEMMs aim for the persistent grid, profiled or not
     shipped_persistent = own and persistent.enabled(device.platform, device.is_gpu, own, switches)
