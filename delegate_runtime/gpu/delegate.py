@@ -37,6 +37,8 @@ class GpuDelegateOptions:
     serialization_dir: str | None = None  #: None: the user cache, keyed by program source
     model_token: str | None = None  #: None: the model's sha256
     device: str | None = None  #: 'P:D' or a name substring; None: the first GPU
+    #: op profiling: the kernels launched one by one, each timed by its event, on a path
+    #: of its own (gpu/execution_plan.py), recorded as such
     profiling: bool = False
     #: compile each launch's integer arguments into its kernel (opencl/specialize.py);
     #: None: as the session's switches say (on GPUs unless $DEVICEFARM_GPU_SPECIALIZE)
