@@ -8,12 +8,12 @@ in one group) for the group mode, and measures:
 
 - ready: seconds from the agent's start until every device's consumer said it is ready;
 - processes in the agent's session and their PSS (/proc/PID/smaps_rollup) once idle, per
-  device;
+  device, before the campaign and again after it;
 - a campaign of `--jobs-per-device` jobs per device (one model each, `cpu`): seconds from
   submission to the first job's start, jobs/s from submission to the last end, and every
   job done exactly once (succeeded, one result for its last attempt);
-- PostgreSQL connections to the farm's database: the most during the campaign, and once
-  idle after it.
+- PostgreSQL connections to the farm's database: the most during the campaign (sampled
+  every 0.2 s), and once idle after it.
 
 Targets (issue 44): idle PSS per device at most 10 MiB and no process of its own, every
 device ready within 15 s. Nothing but the agent runs the jobs: no reconciler.
@@ -54,6 +54,7 @@ class Figures:
     ready_s: float = 0.0
     processes: int = 0
     pss_mib: float = 0.0
+    pss_after_mib: float = 0.0  #: idle again after the campaign
     first_start_s: float = 0.0
     jobs_per_s: float = 0.0
     jobs: int = 0
@@ -133,10 +134,10 @@ def run_mode(mode: str, n_devices: int, per_device: int, workdir: Path) -> Figur
                 pids = session_pids(agent.pid)
                 fig.processes = len(pids)
                 fig.pss_mib = sum(pss_kib(p) for p in pids) / 1024
-                fig.pg_idle = pg_connections(admin, db_name)
                 campaign(fig, db_url, redis.url, home, n_devices, per_device, admin, db_name)
                 time.sleep(SETTLE_S)
-                fig.pg_idle = max(fig.pg_idle, pg_connections(admin, db_name))
+                fig.pg_idle = pg_connections(admin, db_name)
+                fig.pss_after_mib = sum(pss_kib(p) for p in session_pids(agent.pid)) / 1024
             finally:
                 kill_group(agent, signal.SIGTERM)
                 admin.dispose()
@@ -222,13 +223,14 @@ def table(figs: list[Figures], n_devices: int) -> str:
         ("processes in the agent's session", lambda f: f"{f.processes}"),
         ("PSS idle, MiB (all)", lambda f: f"{f.pss_mib:.0f}"),
         ("PSS idle per device, MiB", lambda f: f"{f.pss_mib / n_devices:.1f}"),
+        ("  the same after the campaign", lambda f: f"{f.pss_after_mib / n_devices:.1f}"),
         ("every device ready, s", lambda f: f"{f.ready_s:.1f}"),
         ("campaign jobs", lambda f: f"{f.jobs}"),
         ("first job started after submit, s", lambda f: f"{f.first_start_s:.2f}"),
         ("jobs/s (submit to last end)", lambda f: f"{f.jobs_per_s:.1f}"),
         ("every job exactly once", lambda f: f.once),
         ("PostgreSQL connections, peak", lambda f: f"{f.pg_peak}"),
-        ("PostgreSQL connections, idle", lambda f: f"{f.pg_idle}"),
+        ("PostgreSQL connections, idle after", lambda f: f"{f.pg_idle}"),
     ]
     names = {"processes": "a process per device", "group": "one group"}
     head = [f"{n_devices} no-op devices", *(names.get(f.mode, f.mode) for f in figs)]
