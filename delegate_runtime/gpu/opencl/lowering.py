@@ -5,7 +5,8 @@ as TFLite's delegate runs them: constants dequantized here, once; after every te
 quantization parameters a quantize-and-dequantize launch snaps values to its grid.
 Each op's own lowering is in its record (`gpu/opencl/records/`); the `Lowerer` holds what they
 share: constants, launches, what the node being lowered absorbed, concatenation views,
-elementwise launches and the tiled GEMM (its plan and launch: gemm_lowering.py).
+the epilogue's arguments, and, each in a module of its own, the elementwise launches
+(elementwise_lowering.py) and the tiled GEMM (gemm_lowering.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ...errors import ModelError
 from ...graph import Operator, Subgraph, Tensor
 from ...ops.common import dequantize
 from ..switches import DEFAULTS, Switches
-from . import squeeze_excite
+from . import elementwise_lowering, squeeze_excite
 from .chain import Chain
 from .codes import Act, Binary, Step, Unary
 from .concat_views import ConcatPlan, View, plan_concat_views
@@ -33,23 +34,11 @@ from .launch import (
     Const,
     Launch,
     Lowered,
-    contiguous_strides,
-    i4,
     round_up,
-    shape4,
 )
 from .lowering_api import StepSpec
 from .records import record_for
 from .schedule import launch_order
-
-#: TFLite fused activation -> the `unary` op applying it (ops whose kernel does not fuse it).
-ACT_TO_UNARY = {
-    Act.RELU: Unary.RELU,
-    Act.RELU6: Unary.RELU6,
-    Act.RELU_N1_TO_1: Unary.RELU_N1_TO_1,
-    Act.SIGMOID: Unary.LOGISTIC,
-    Act.TANH: Unary.TANH,
-}
 
 
 class Lowerer:
@@ -133,29 +122,11 @@ class Lowerer:
 
     def activation(self, op: Operator, out: int) -> None:
         """A separate activation launch, for ops whose kernel does not fuse it."""
-        act = op.options.get("fused_activation_function", 0)
-        if act:
-            n = self.t(out).size
-            code = np.int32(ACT_TO_UNARY[Act(act)])
-            self.emit_1d(op, "unary", [Buf(out), Buf(out), np.int32(n), code, np.float32(0)], n)
+        elementwise_lowering.activation(self, op, out)
 
     def qdq(self, op: Operator, out: int) -> None:
         """Quantize-and-dequantize after a tensor with quantization parameters."""
-        t = self.t(out)
-        q = t.quantization
-        if q is None or t.dtype.kind not in "iu" or q.per_channel:
-            return
-        if self.view(out) is not None:  # a contiguous launch would snap the wrong values
-            raise ValueError(f"tensor {out} lives in a concatenation; its kernel must snap it")
-        info = np.iinfo(t.dtype)
-        scale, zp = float(q.scale[0]), int(q.zero_point[0])
-        lo, hi = scale * (info.min - zp), scale * (info.max - zp)
-        self.emit_1d(
-            op,
-            "qdq",
-            [Buf(out), np.int32(t.size), np.float32(lo), np.float32(hi), np.float32(scale)],
-            t.size,
-        )
+        elementwise_lowering.qdq(self, op, out)
 
     # -- ops --------------------------------------------------------------------------
 
@@ -274,54 +245,15 @@ class Lowerer:
 
     def unary(self, op: Operator, code: Unary, param: float = 0.0) -> None:
         """The `unary` launch of `code`; `param`: its parameter (LEAKY_RELU's alpha)."""
-        code = Unary(code)  # an unknown code fails here, not in the kernel
-        n = self.t(op.outputs[0]).size
-        args = [Buf(op.inputs[0]), Buf(op.outputs[0]), np.int32(n), np.int32(code)]
-        self.emit_1d(op, "unary", [*args, np.float32(param)], n)
+        elementwise_lowering.unary(self, op, code, param)
 
     def broadcast_strides(self, i: int, out_shape: tuple[int, ...]) -> np.ndarray:
-        """The int4 strides reading tensor `i` broadcast to the 4-D `out_shape` (0 on
-        broadcast dimensions)."""
-        s = shape4(self.t(i).shape)
-        view = self.view(i)
-        if view is not None:  # a prefix of a concatenation's pixels (offset 0)
-            return i4(view.strides4(s))
-        raw = self.t(i).shape
-        if (
-            len(raw) == 2
-            and raw == (out_shape[0], out_shape[3])
-            and raw[0] not in (1, out_shape[2])
-        ):
-            s = (raw[0], 1, 1, raw[1])  # [b, c] against [b, x, y, c]: the delegate's BHWC view
-        cs = contiguous_strides(s)
-        return i4([0 if s[k] == 1 and out_shape[k] != 1 else cs[k] for k in range(4)])
+        """The int4 strides reading tensor `i` broadcast to the 4-D `out_shape`."""
+        return elementwise_lowering.broadcast_strides(self, i, out_shape)
 
     def binary(self, op: Operator, code: Binary) -> None:
-        code = Binary(code)  # an unknown code fails here, not in the kernel
-        out_shape = shape4(self.t(op.outputs[0]).shape)
-
-        def strides(i: int) -> np.ndarray:
-            return self.broadcast_strides(i, out_shape)
-
-        a, b = op.inputs[0], op.inputs[1]
-        n = int(np.prod(out_shape))
-        act = op.options.get("fused_activation_function", 0)
-        self.emit_1d(
-            op,
-            "binary4d",
-            [
-                self.operand(a),
-                self.operand(b),
-                Buf(op.outputs[0]),
-                i4(out_shape),
-                strides(a),
-                strides(b),
-                np.int32(code),
-                self.oview(Buf(op.outputs[0]), out_shape[3]),
-                *self.epilogue(act),
-            ],
-            n,
-        )
+        """The `binary4d` launch of `code`, its operands broadcast, its epilogue fused."""
+        elementwise_lowering.binary(self, op, code)
 
     def gemm(
         self,
