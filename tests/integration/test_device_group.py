@@ -8,6 +8,7 @@ the integration tier runs.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections import Counter
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.farm import RedisServer, free_port, wait_until
+from tests.support.farm import RedisServer, free_port, wait_until, write_model
 
 pytestmark = pytest.mark.integration
 
@@ -181,6 +182,37 @@ def test_cancelling_a_running_job_frees_its_device(farm, start_agent, models, gr
     assert "'stale'" in agent.log.read_text().split(ended, 1)[1].splitlines()[0]
     assert [j.state for j in farm.jobs(sub.campaign_id)] == [CANCELLED]
     assert farm.results(sub.campaign_id) == []
+
+
+def test_phones_share_a_group_in_the_embedded_farm(tmp_path, monkeypatch) -> None:
+    """Two simulated phones behind the real adb server, served by one group of the
+    embedded farm (`devicefarm run`: SQLite, kombu's filesystem broker): every job once,
+    each phone's tool output kept with its own result."""
+    from tests.integration.test_android_campaign import _lab, _results, devicefarm
+
+    monkeypatch.setenv("DEVICEFARM_GROUP_DEVICES", GROUP)
+    lab = _lab(tmp_path, ["pixel-7", "galaxy-s23"])
+    server, phones, tools = next(lab)
+    try:
+        models = [write_model(tmp_path / f"m{i}.tflite", 1.0 + i) for i in range(2)]
+        home = tmp_path / "home"
+        args = ["run", *map(str, models), "--devices", "android", "--configs", "cpu,gpu-fp32"]
+        done = devicefarm([*args, "--runs", "3"], home, server, tools)
+        assert done.returncode == 0, done.stdout + done.stderr
+        rows = _results(home)
+        assert len(rows) == 8 and {r["state"] for r in rows} == {"succeeded"}
+        gpus = ("Mali-G710", "Adreno")  # pixel-7's, galaxy-s23's
+        renderer = {f"android:{ph.serial}": g for ph, g in zip(phones, gpus, strict=True)}
+        for r in rows:  # each result holds its own phone's run
+            bench, facts = json.loads(r["benchmark"]), json.loads(r["device_facts"])
+            assert bench["source"] == "benchmark_model" and bench["avg_us"] > 0
+            assert facts["key"] == r["device_key"]
+            assert facts["facts"]["gles_renderer"].startswith(renderer[r["device_key"]])
+        logs = home / "logs"
+        assert (logs / "group-0.log").exists(), sorted(p.name for p in logs.iterdir())
+        assert not list(logs.glob("df.android*.log"))  # no consumer process of their own
+    finally:
+        lab.close()
 
 
 def test_group_size_is_checked_before_any_work(tmp_path) -> None:
