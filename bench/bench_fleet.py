@@ -149,14 +149,14 @@ def run_mode(mode: str, n_devices: int, per_device: int, workdir: Path) -> Figur
 def campaign(fig, db_url, broker_url, home, n_devices, per_device, admin, db_name) -> None:
     from sqlalchemy import func, select
 
-    from farm_core.database import open_database
+    from farm_core.database import make_engine
     from farm_core.dispatch import CeleryDispatcher
     from farm_core.schema import TERMINAL_STATES, Job, Result, utcnow
     from labkit.farm_rows import write_model
     from orchestrator.submit import RunSettings, submit
 
     models = [write_model(home / f"m{i}.tflite", 1.0 + i) for i in range(per_device)]
-    engine = open_database(db_url)
+    engine = make_engine(db_url, pool=0)  # keeps none open: the counts are the agent's
     dispatcher = CeleryDispatcher(broker_url)
     peak, stop = [0], threading.Event()
 
