@@ -179,9 +179,9 @@ class DeviceGroup:
         return True
 
     def _lost(self, exc: BaseException) -> None:
-        """Forget the connection and every channel; jobs under way go on. Nothing is put
-        back from the dead channels (their messages are either running here or in Redis's
-        unacked index, which the reconciler reads)."""
+        """Forget the connection and every channel, putting nothing back from them: jobs
+        under way and messages received but not started still run here (their acks may
+        fail: the database holds each job's end, and a copy delivered again is stale)."""
         log.warning("broker connection lost (%s: %s); reconnecting", type(exc).__name__, exc)
         for slot in self.slots.values():
             if slot.channel is not None:
