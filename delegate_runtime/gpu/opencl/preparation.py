@@ -27,9 +27,8 @@ from ...graph import Subgraph
 from ...submodel import boundary
 from ..execution_plan import ExecutionPlan
 from ..switches import Switches
-from . import persistent, specialize
+from . import const_types, persistent, specialize
 from .cache import KernelCache, default_cache_dir, point_driver_cache
-from .const_types import float32_consts, weights_in_half
 from .executor import PartitionExecutor, SessionDevice
 from .host_edges import HostEdges, host_edges_for
 from .launch import Lowered, LoweredPartition
@@ -136,9 +135,12 @@ def model_program(
     generic = program_source(ops={sg.operators[n].op for nodes in partitions for n in nodes})
     lowered = [part.lowered for part in parts]
     half = precision == "fp16"
-    half_weights = half and weights_in_half(generic, lowered)
+    half_weights = half and const_types.weights_in_half(generic, lowered)
     parts = [
-        replace(part, float_consts=frozenset(float32_consts(generic, part.lowered, half_weights)))
+        replace(
+            part,
+            float_consts=frozenset(const_types.float32_consts(generic, part.lowered, half_weights)),
+        )
         if half
         else part
         for part in parts
