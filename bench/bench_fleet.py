@@ -84,13 +84,21 @@ def pss_kib(pid: int) -> int:
     return sum(int(line.split()[1]) for line in text.splitlines() if line.startswith("Pss:"))
 
 
-def pg_connections(admin, db_name: str) -> int:
+#: The bench's own connections say so, and are not counted.
+BENCH_APP = "bench_fleet"
+
+
+def pg_connections(conn, db_name: str) -> int:
+    """Connections to `db_name` but the bench's own, read on `conn`: a connection the bench
+    holds from the start (a farm at max_connections refuses new ones)."""
     from sqlalchemy import text
 
-    with admin.connect() as conn:
-        return conn.execute(
-            text("SELECT count(*) FROM pg_stat_activity WHERE datname = :n"), {"n": db_name}
-        ).scalar()
+    return conn.execute(
+        text(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = :n AND application_name <> :me"
+        ),
+        {"n": db_name, "me": BENCH_APP},
+    ).scalar()
 
 
 def run_mode(mode: str, n_devices: int, per_device: int, workdir: Path) -> Figures:
@@ -108,6 +116,7 @@ def run_mode(mode: str, n_devices: int, per_device: int, workdir: Path) -> Figur
         with scratch_database("bench_fleet") as db_url:
             db_name = db_url.rsplit("/", 1)[1]
             admin = create_engine(f"{LOCAL_SERVER}/postgres", isolation_level="AUTOCOMMIT")
+            watch = admin.connect()  # held: a farm at max_connections refuses new ones
             keys = [f"noop:f{i:04d}" for i in range(n_devices)]
             cmd = [sys.executable, "-m", "devicefarm.cli", "worker", "--broker", redis.url]
             cmd += ["--db", db_url, "--devices", ",".join(f"{k}?tags=fleet" for k in keys)]
@@ -134,20 +143,22 @@ def run_mode(mode: str, n_devices: int, per_device: int, workdir: Path) -> Figur
                 pids = session_pids(agent.pid)
                 fig.processes = len(pids)
                 fig.pss_mib = sum(pss_kib(p) for p in pids) / 1024
-                campaign(fig, db_url, redis.url, home, n_devices, per_device, admin, db_name)
+                campaign(fig, db_url, redis.url, home, per_device, watch, db_name)
                 time.sleep(SETTLE_S)
-                fig.pg_idle = pg_connections(admin, db_name)
+                fig.pg_idle = pg_connections(watch, db_name)
                 fig.pss_after_mib = sum(pss_kib(p) for p in session_pids(agent.pid)) / 1024
             finally:
                 kill_group(agent, signal.SIGTERM)
+                watch.close()
                 admin.dispose()
     finally:
         redis.stop()
     return fig
 
 
-def campaign(fig, db_url, broker_url, home, n_devices, per_device, admin, db_name) -> None:
+def campaign(fig, db_url, broker_url, home, per_device, watch, db_name) -> None:
     from sqlalchemy import func, select
+    from sqlalchemy.exc import OperationalError
 
     from farm_core.database import make_engine
     from farm_core.dispatch import CeleryDispatcher
@@ -156,13 +167,14 @@ def campaign(fig, db_url, broker_url, home, n_devices, per_device, admin, db_nam
     from orchestrator.submit import RunSettings, submit
 
     models = [write_model(home / f"m{i}.tflite", 1.0 + i) for i in range(per_device)]
-    engine = make_engine(db_url, pool=0)  # keeps none open: the counts are the agent's
+    # one connection, held from before the campaign and named, so not counted
+    engine = make_engine(f"{db_url}?application_name={BENCH_APP}", pool=1)
     dispatcher = CeleryDispatcher(broker_url)
     peak, stop = [0], threading.Event()
 
     def sample() -> None:
         while not stop.wait(0.2):
-            peak[0] = max(peak[0], pg_connections(admin, db_name))
+            peak[0] = max(peak[0], pg_connections(watch, db_name))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -172,12 +184,15 @@ def campaign(fig, db_url, broker_url, home, n_devices, per_device, admin, db_nam
         fig.jobs = sub.jobs
         deadline = time.monotonic() + CAMPAIGN_TIMEOUT_S
         while True:
-            with engine.begin() as conn:
-                ended = conn.execute(
-                    select(func.count()).where(
-                        Job.campaign_id == sub.campaign_id, Job.state.in_(TERMINAL_STATES)
-                    )
-                ).scalar()
+            try:
+                with engine.begin() as conn:
+                    ended = conn.execute(
+                        select(func.count()).where(
+                            Job.campaign_id == sub.campaign_id, Job.state.in_(TERMINAL_STATES)
+                        )
+                    ).scalar()
+            except OperationalError:  # the server at max_connections: ask again
+                ended = 0
             if ended >= sub.jobs:
                 break
             if time.monotonic() > deadline:
