@@ -1,10 +1,11 @@
 """An agent serving many no-op devices: one consumer process per device vs device groups.
 
     python bench/bench_fleet.py [--devices 100] [--jobs-per-device 3] [--modes processes,group]
+        [--group-devices N]
 
 For each mode, on a fresh PostgreSQL database and a redis-server of its own, it starts
-`devicefarm worker` with `--devices` no-op devices (canaries on), `--group-devices N` (all
-in one group) for the group mode, and measures:
+`devicefarm worker` with `--devices` no-op devices (canaries on), in the group mode with
+`--group-devices` (default: all the devices in one group), and measures:
 
 - ready: seconds from the agent's start until every device's consumer said it is ready;
 - processes in the agent's session and their PSS (/proc/PID/smaps_rollup) once idle, per
@@ -101,7 +102,7 @@ def pg_connections(conn, db_name: str) -> int:
     ).scalar()
 
 
-def run_mode(mode: str, n_devices: int, per_device: int, workdir: Path) -> Figures:
+def run_mode(mode: str, n_devices: int, per_device: int, workdir: Path, size: int = 0) -> Figures:
     from sqlalchemy import create_engine
 
     from labkit.scratch_db import LOCAL_SERVER
@@ -122,7 +123,7 @@ def run_mode(mode: str, n_devices: int, per_device: int, workdir: Path) -> Figur
             cmd += ["--db", db_url, "--devices", ",".join(f"{k}?tags=fleet" for k in keys)]
             cmd += ["--name", f"fleet-{mode}", "--loglevel", "INFO"]
             if mode == "group":
-                cmd += ["--group-devices", str(n_devices)]
+                cmd += ["--group-devices", str(size or n_devices)]
             env = dict(os.environ, PYTHONPATH=str(REPO), DEVICEFARM_HOME=str(home / "farm"))
             env.pop("DEVICEFARM_GROUP_DEVICES", None)
             log = home / "agent.log"
@@ -233,7 +234,7 @@ def campaign(fig, db_url, broker_url, home, per_device, watch, db_name) -> None:
     fig.once = "yes" if once else f"NO ({dict(states)}, {len(results)} results, {dupes} dup)"
 
 
-def table(figs: list[Figures], n_devices: int) -> str:
+def table(figs: list[Figures], n_devices: int, size: int) -> str:
     rows = [
         ("processes in the agent's session", lambda f: f"{f.processes}"),
         ("PSS idle, MiB (all)", lambda f: f"{f.pss_mib:.0f}"),
@@ -247,7 +248,8 @@ def table(figs: list[Figures], n_devices: int) -> str:
         ("PostgreSQL connections, peak", lambda f: f"{f.pg_peak}"),
         ("PostgreSQL connections, idle after", lambda f: f"{f.pg_idle}"),
     ]
-    names = {"processes": "a process per device", "group": "one group"}
+    group = f"groups of {size}" if size and size < n_devices else "one group"
+    names = {"processes": "a process per device", "group": group}
     head = [f"{n_devices} no-op devices", *(names.get(f.mode, f.mode) for f in figs)]
     lines = [head] + [[label, *(fn(f) for f in figs)] for label, fn in rows]
     width = [max(len(r[i]) for r in lines) for i in range(len(head))]
@@ -263,14 +265,17 @@ def main() -> int:
     p.add_argument("--devices", type=int, default=100)
     p.add_argument("--jobs-per-device", type=int, default=3)
     p.add_argument("--modes", default="processes,group", help="processes, group or both")
+    p.add_argument("--group-devices", type=int, default=0, help="per group (default: all)")
     args = p.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     figs = []
     with tempfile.TemporaryDirectory(prefix="bench_fleet_") as tmp:
         for mode in modes:
             print(f"{mode}: starting an agent with {args.devices} no-op devices", flush=True)
-            figs.append(run_mode(mode, args.devices, args.jobs_per_device, Path(tmp)))
-    print(table(figs, args.devices))
+            figs.append(
+                run_mode(mode, args.devices, args.jobs_per_device, Path(tmp), args.group_devices)
+            )
+    print(table(figs, args.devices, args.group_devices))
     for f in figs:
         per = f.pss_mib / args.devices
         ok = per <= TARGET_PSS_MIB and f.ready_s < TARGET_READY_S and f.processes < args.devices
