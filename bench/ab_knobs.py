@@ -26,9 +26,7 @@ under delegate_runtime.gpu and its constant); VALUE is a Python literal.
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
-import importlib
 import io
 import re
 import sys
@@ -55,32 +53,20 @@ class Variant:
 def parse_variant(text: str) -> tuple[str, Variant]:
     """'NAME=SWITCH=VALUE,...' -> (NAME, its Variant); a SWITCH no switch has is
     MODULE.CONST, a constant of a module under delegate_runtime.gpu."""
-    from delegate_runtime.gpu.switches import parse_setting
+    from labkit.knobs import parse_knob
 
     name, _, settings = text.partition("=")
     variant = Variant()
     # settings apart at commas that start the next NAME= (values may hold commas)
     for setting in re.split(r",(?=[A-Za-z_][\w.]*=)", settings):
         try:
-            switch, value = parse_setting(setting)
-        except KeyError:
-            pass
+            knob = parse_knob(setting, "delegate_runtime.gpu")
         except ValueError as exc:
             raise SystemExit(f"--variant {text!r}: {exc}") from exc
+        if len(knob) == 2:
+            variant.switches[knob[0]] = knob[1]
         else:
-            variant.switches[switch] = value
-            continue
-        target, _, value = setting.partition("=")
-        module_name, _, const = target.rpartition(".")
-        try:
-            module = importlib.import_module(f"delegate_runtime.gpu.{module_name}")
-        except ModuleNotFoundError:
-            raise SystemExit(f"--variant {text!r}: no switch or module {target}") from None
-        if not hasattr(module, const):
-            raise SystemExit(
-                f"no switch {target}; delegate_runtime.gpu.{module_name} has no {const}"
-            )
-        variant.constants.append((module, const, ast.literal_eval(value)))
+            variant.constants.append(knob)
     if not name or not (variant.switches or variant.constants):
         raise SystemExit(f"--variant {text!r}: expected NAME=SWITCH=VALUE[,...]")
     return name, variant

@@ -76,28 +76,19 @@ def apply_settings(settings: list[str]) -> Any:
     """`NAME=VALUE` each: a switch (the sessions' Switches, returned: the environment's
     with these changed), else `module.NAME` a constant of delegate_runtime.gpu.opencl.module
     not on the switchboard, set on it."""
-    import ast
-    import importlib
-
-    from delegate_runtime.gpu.switches import Switches, parse_setting
+    from delegate_runtime.gpu.switches import Switches
+    from labkit.knobs import parse_knob
 
     changes = {}
     for item in settings:
         try:
-            switch, parsed = parse_setting(item)
-        except KeyError:
-            pass
+            knob = parse_knob(item, "delegate_runtime.gpu.opencl")
         except ValueError as exc:
             raise SystemExit(f"--set: {exc}") from exc
+        if len(knob) == 2:
+            changes[knob[0]] = knob[1]
         else:
-            changes[switch] = parsed
-            continue
-        target, value = item.split("=", 1)
-        module, name = target.rsplit(".", 1)
-        mod = importlib.import_module(f"delegate_runtime.gpu.opencl.{module}")
-        if not hasattr(mod, name):
-            raise SystemExit(f"--set: no switch {target}, and {module} has no {name}")
-        setattr(mod, name, ast.literal_eval(value))  # not on the switchboard yet
+            setattr(*knob)  # not on the switchboard yet
     return Switches.from_env().replace(**changes)
 
 
