@@ -111,7 +111,12 @@ def test_the_row_carries_its_configuration_record(embedded, config):
     assert u["cpu_time_per_inference_us"] > 0
 
 
-def test_a_worker_with_the_reconciler_runs_a_submitted_job(tmp_path, gpu_model, nvidia_device):
+@pytest.mark.parametrize("grouping", [(), ("--group-devices", "8")], ids=["own", "grouped"])
+def test_a_worker_with_the_reconciler_runs_a_submitted_job(
+    tmp_path, gpu_model, nvidia_device, grouping
+):
+    """With device groups on, a GPU device still gets a process of its own (its
+    measurement is never shared); the job runs on the shipped path either way."""
     home = tmp_path / "lab"
     assert devicefarm(home, "db", "upgrade").returncode == 0  # the farm the worker joins
     env = os.environ | {"DEVICEFARM_HOME": str(home), "PYTHONUNBUFFERED": "1"}
@@ -124,7 +129,7 @@ def test_a_worker_with_the_reconciler_runs_a_submitted_job(tmp_path, gpu_model, 
             stderr=log,
             start_new_session=True,
         )  # fmt: skip
-        for args in (("worker", "--devices", "opencl"), ("reconcile", "--every", "2"))
+        for args in (("worker", "--devices", "opencl", *grouping), ("reconcile", "--every", "2"))
     ]
     try:
         time.sleep(5)  # the agent registers its devices (the submission needs them)
