@@ -97,6 +97,48 @@ KNOBS: dict[str, Knob] = {
         "(the Python loop, numpy's copy)",
         "DEVICEFARM_NATIVE_LOOP",
     ),
+    # -- passes added to the switchboard later: recorded, fingerprinted only when off ------
+    "fold": Knob(
+        "gpu.fold",
+        "static ops folded into constants before partitioning (fold.py); off, they run as "
+        "nodes (on the CPU where the GPU does not take them)",
+        "DEVICEFARM_GPU_FOLD",
+    ),
+    "fuse": Knob(
+        "gpu.fuse",
+        "the fusion pass (opencl/fusions/): kernels that also run the nodes around them; "
+        "off, every node is its own launch",
+        "DEVICEFARM_GPU_FUSE",
+    ),
+    "fusions_off": Knob(
+        "gpu.fusions_off",
+        "names of single fusions not applied (opencl/fusions/plan.py FUSIONS), with the pass on",
+        "DEVICEFARM_GPU_FUSIONS_OFF",
+    ),
+    "concat_views": Knob(
+        "gpu.concat_views",
+        "channel concatenations without copies (opencl/concat_views.py); off, each input is "
+        "copied into its slot",
+        "DEVICEFARM_GPU_CONCAT_VIEWS",
+    ),
+    "hot_path": Knob(
+        "gpu.hot_path",
+        "launches and copies through OpenCL's C API with no events (opencl/hot_path.py); "
+        "off, through pyopencl (and so no native library, host edges or pinned copies)",
+        "DEVICEFARM_GPU_HOT_PATH",
+    ),
+    "pinned": Knob(
+        "gpu.pinned",
+        "page-locked host arrays for the hot path's copies, on GPUs (opencl/executor.py)",
+        "DEVICEFARM_GPU_PINNED",
+    ),
+    "cc": Knob(
+        None,
+        "the C compiler of the native library (None: the first of cc, gcc, clang on PATH); "
+        "recorded as gpu.session.launch_loop_build (the compiler's --version and the "
+        "library's digest)",
+        "CC",
+    ),
     # -- the input copy's helper threads (recorded as the plan they make) -----------
     "copy_helpers": Knob(
         None,
@@ -210,10 +252,22 @@ KNOBS: dict[str, Knob] = {
     ),
 }
 
+
+def _names(var: str, raw: str) -> frozenset[str]:
+    """A comma-separated list of names (checked where they are used: plan_fusion)."""
+    return frozenset(name.strip() for name in raw.split(",") if name.strip())
+
+
+def _text(var: str, raw: str) -> str:
+    return raw
+
+
 #: Environment variable -> how its text becomes the field's value (the rest: booleans).
 _PARSE: dict[str, Callable[[str, str], Any]] = {
     "DEVICEFARM_GPU_COPY_HELPERS": _threads(MAX_COPY_HELPERS),
     "DEVICEFARM_GPU_COPY_HELPER_BUDGET": _threads(None),
+    "DEVICEFARM_GPU_FUSIONS_OFF": _names,
+    "CC": _text,
 }
 
 #: The kernels' layout: constants their sources are written for (a work group's items,
@@ -237,6 +291,13 @@ class Switches:
     persistent: bool = True
     host_edges: bool = True
     native_loop: bool = True
+    fold: bool = True
+    fuse: bool = True
+    fusions_off: frozenset[str] = frozenset()
+    concat_views: bool = True
+    hot_path: bool = True
+    pinned: bool = True
+    cc: str | None = None
     copy_helpers: int | None = None
     copy_helper_budget: int | None = None
     copy_helpers_default: int = 3
@@ -307,6 +368,10 @@ class Switches:
         default_factory=lambda: MappingProxyType({}), compare=False, repr=False
     )
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.fusions_off, frozenset):  # a set or list given: frozen
+            object.__setattr__(self, "fusions_off", frozenset(self.fusions_off))
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Switches:
         """The defaults with the DEVICEFARM_* variables of `environ` (os.environ) applied;
@@ -325,6 +390,8 @@ class Switches:
         unknown = sorted(set(changes) - set(KNOBS))
         if unknown:
             raise ValueError(f"no switch {', '.join(unknown)} (known: {', '.join(KNOBS)})")
+        if "fusions_off" in changes:  # a set literal (parse_setting) is frozen
+            changes["fusions_off"] = frozenset(changes["fusions_off"])
         sources = dict(self.sources)
         for name, value in changes.items():
             if value == getattr(self, name):
@@ -334,6 +401,16 @@ class Switches:
             else:
                 sources.pop(name, None)
         return dataclasses.replace(self, **changes, sources=MappingProxyType(sources))
+
+    @classmethod
+    def plain(cls, environ: Mapping[str, str] | None = None) -> Switches:
+        """The simple path: the switches of `environ` (None: the defaults, no environment)
+        with every optional pass and fast path off (PLAIN), each recorded as an override.
+        Its arithmetic is the shipped path's except where a fusion keeps a value in
+        registers that plain stores between launches (fp16) or sums in another order
+        (tests/ops/test_plain_paths.py)."""
+        base = cls() if environ is None else cls.from_env(environ)
+        return base.replace(**PLAIN)
 
     def source(self, name: str) -> str:
         """Where field `name`'s value came from: "default", "env" or "override"."""
@@ -354,7 +431,25 @@ class Switches:
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, frozenset):
+        return sorted(value)
     return list(value) if isinstance(value, tuple) else value
+
+
+#: The simple path (Switches.plain()): each optional pass and fast path off. Constant
+#: folding stays on: it decides what the GPU takes (converted models delegate whole), not
+#: how fast it runs, and plain() is the shipped path's partitions run simply.
+PLAIN: dict[str, Any] = {
+    "fuse": False,
+    "concat_views": False,
+    "specialize": False,
+    "persistent": False,
+    "host_edges": False,
+    "hot_path": False,
+    "native_loop": False,
+    "pinned": False,
+    "copy_helpers": 0,
+}
 
 
 #: Field name -> its default.

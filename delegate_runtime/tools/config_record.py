@@ -87,9 +87,17 @@ FINGERPRINTED_AS_PRESENCE = frozenset(
 #: Constants added after results were stored: fingerprinted only when not None, so that a
 #: result of a session with one off is comparable with those from before it existed.
 FINGERPRINTED_WHEN_SET = frozenset({"gpu.persistent.MAX_RUN_BYTES"})
-#: Constants recorded after results were stored that had this value all along:
-#: fingerprinted only when they differ from it.
-FINGERPRINTED_WHEN_CHANGED = {"gpu.reduce.WIDE_FROM": 256}
+#: Constants and passes recorded after results were stored that had this value all along:
+#: fingerprinted only when they differ from it (the passes: on, every fusion applied).
+FINGERPRINTED_WHEN_CHANGED = {
+    "gpu.reduce.WIDE_FROM": 256,
+    "gpu.fold": True,
+    "gpu.fuse": True,
+    "gpu.fusions_off": [],
+    "gpu.concat_views": True,
+    "gpu.hot_path": True,
+    "gpu.pinned": True,
+}
 
 #: Switches deleted with the variants they chose (docs/notebook/29-2026-12-03-deleted-variants.md):
 #: no longer recorded, but a GPU record's fingerprint still hashes each as the value the

@@ -18,14 +18,20 @@ from delegate_runtime.gpu.switches import (
 )
 
 #: The record's entries of the shipped switches, as results stored them before the
-#: switchboard (and three build constants and reduce's threshold recorded since, outside the
-#: fingerprint at these values): a rename or a new default here changes every result's
-#: fingerprint.
+#: switchboard (and three build constants, reduce's threshold and the passes' switches
+#: recorded since, outside the fingerprint at these values): a rename or a new default
+#: here changes every result's fingerprint.
 SHIPPED_RECORD = {
     "gpu.specialize": True,
     "gpu.persistent": True,
     "gpu.host_edges": True,
     "gpu.native_loop": True,
+    "gpu.fold": True,
+    "gpu.fuse": True,
+    "gpu.fusions_off": [],
+    "gpu.concat_views": True,
+    "gpu.hot_path": True,
+    "gpu.pinned": True,
     "gpu.persistent.GROUPS_PER_CU": 2,
     "gpu.persistent.GROUPS": None,
     "gpu.persistent.MIN_LAYERS": 2,

@@ -27,6 +27,7 @@ from .codes import Act, Binary, Step, Unary
 from .concat_views import ConcatPlan, View, plan_concat_views
 from .fusions import plan_fusion
 from .fusions.epilogue import MAX_STEPS
+from .fusions.plan import turned_off
 from .gemm_lowering import ReadA, lower_gemm
 from .launch import (
     LOCAL_1D,
@@ -143,13 +144,14 @@ class Lowerer:
         """Append the launches of a partition's nodes, each elementwise chain fused into
         the kernel producing its input (opencl/fusions/); `leaving`: the tensors read
         after the partition."""
-        chains = plan_fusion(self.sg, nodes, leaving)
+        chains = plan_fusion(self.sg, nodes, leaving, turned_off(self.switches))
         fused = {n: chain.nodes for n, chain in chains.items()}
         absorbed = {m for members in fused.values() for m in members}
         # a GEMM scaling its input as it loads it (a gate, a BatchNorm) reads it with a row
         # stride: the MUL it absorbed may read a view
         gemm_muls = {c.before[0] for c in chains.values() if c.input_affine or c.input_scale}
-        self.views = plan_concat_views(self.sg, nodes, leaving, absorbed, gemm_muls)
+        if self.switches.concat_views:  # the concat_views pass (gpu/passes.py)
+            self.views = plan_concat_views(self.sg, nodes, leaving, absorbed, gemm_muls)
         for t, view in self.views.prefix.items():
             self.out.alias[t] = view.root
         elided = {r for c in chains.values() for r in c.clamps}  # their readers clamp

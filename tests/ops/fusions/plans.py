@@ -8,7 +8,6 @@ device (PoCL in CI) that the fused kernels compute what the unfused ones do.
 
 from __future__ import annotations
 
-import functools
 import io
 from collections.abc import Sequence
 
@@ -47,18 +46,18 @@ def fused_equals_unfused(
     """Run `model` on the OpenCL device as planned and with `fusion` off; assert the
     outputs agree (within the precision's tolerance) and return each run's kernel names."""
     from delegate_runtime.gpu.delegate import GpuSession
-    from delegate_runtime.gpu.opencl import lowering
+    from delegate_runtime.gpu.switches import Switches
 
-    def run() -> tuple[list[np.ndarray], list[str]]:
-        session = GpuSession(read_model(model), precision=precision, log=io.StringIO())
+    def run(off: frozenset[str]) -> tuple[list[np.ndarray], list[str]]:
+        switches = Switches.from_env().replace(fusions_off=off)
+        session = GpuSession(
+            read_model(model), precision=precision, log=io.StringIO(), switches=switches
+        )
         names = [n for ex in session.executors for n in ex.kernel_names]
         return session.invoke(list(inputs)), work_kernels(names)
 
-    fused, fused_names = run()
-    with monkeypatch.context() as m:
-        off = functools.partial(plan_fusion, disabled=frozenset({fusion}))
-        m.setattr(lowering, "plan_fusion", off)
-        plain, plain_names = run()
+    fused, fused_names = run(frozenset())
+    plain, plain_names = run(frozenset({fusion}))
     for f, p in zip(fused, plain, strict=True):
         scale = max(float(np.abs(p).max()), 1.0)
         np.testing.assert_allclose(f, p, rtol=TOL[precision], atol=TOL[precision] * scale)

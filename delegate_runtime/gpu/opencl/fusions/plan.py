@@ -11,13 +11,15 @@ fusions applied in the order of FUSIONS.
    depthwise_into_squeeze_excite, as each pair forms), then mean_into_gemm for the MEANs
    left, then relu_into_readers, which needs every reader's chain final.
 
-Each fusion can be turned off by name (`disabled`), for tests and A/B runs; the runtime
-always plans with none off.
+Each fusion can be turned off by name (`disabled`); a session turns off those its
+switches name (`turned_off`: the switches' `fusions_off`, or all of them where the fuse
+pass is off).
 """
 
 from __future__ import annotations
 
 from ....graph import Subgraph
+from ...switches import Switches
 from ..chain import Chain
 from ..records import record_for
 from ..records.steps import qdq_step
@@ -48,6 +50,12 @@ FUSIONS: tuple[str, ...] = (
     mean_into_gemm.NAME,
     relu_into_readers.NAME,
 )
+
+
+def turned_off(switches: Switches) -> frozenset[str]:
+    """The fusions a session with `switches` does not apply: every one where the fuse
+    pass is off (gpu/passes.py), else those named in `fusions_off`."""
+    return frozenset(FUSIONS) if not switches.fuse else switches.fusions_off
 
 
 def plan_fusion(
