@@ -388,6 +388,7 @@ def gemm_sweep(device: str | None, precision: str, runs: int = 30) -> None:
 
     from delegate_runtime.gpu.opencl import gemm_lowering, program
     from delegate_runtime.gpu.opencl.launch import round_up
+    from delegate_runtime.gpu.opencl.records.gemm_kernel import GEMM_VARIANTS
     from delegate_runtime.gpu.opencl.runtime import describe, select_device
 
     d = select_device(device)
@@ -395,10 +396,7 @@ def gemm_sweep(device: str | None, precision: str, runs: int = 30) -> None:
     ctx = cl.Context([d])
     q = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
     plain_q = cl.CommandQueue(ctx)  # for wall times: no timestamps taken
-    picks = {
-        name: (f"t{ts}w{w}k{tk}", (ts, w, tk))
-        for name, (ts, w, tk) in program.GEMM_VARIANTS.items()
-    }
+    picks = {name: (f"t{ts}w{w}k{tk}", (ts, w, tk)) for name, (ts, w, tk) in GEMM_VARIANTS.items()}
     variants = {**SWEEP_GEMMS, **dict(picks.values())}
     source = program.program_source(variants) + ANCHOR_SOURCE
     prg = cl.Program(ctx, source).build(options=program.build_options(precision, info))

@@ -97,9 +97,9 @@ def lowered_as(way: str, shapes: dict[int, tuple]) -> Iterator[None]:
 
 
 def groups(m: int, n: int, name: str, splits: int) -> int:
-    from delegate_runtime.gpu.opencl import program
+    from delegate_runtime.gpu.opencl.records.gemm_kernel import GEMM_VARIANTS
 
-    ts = program.GEMM_VARIANTS[name][0]
+    ts = GEMM_VARIANTS[name][0]
     return -(-m // ts) * -(-n // ts) * splits
 
 

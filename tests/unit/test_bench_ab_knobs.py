@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from delegate_runtime.gpu.opencl import program
 from delegate_runtime.gpu.opencl.fusions import depthwise_into_gemm
+from delegate_runtime.gpu.opencl.records import gemm_kernel
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "ab_knobs.py"
 
@@ -26,13 +26,13 @@ def _ab_knobs():
 
 def test_a_value_holding_commas_is_one_setting():
     text = (
-        'tk32=opencl.program.GEMM_VARIANTS={"gemm64": (64, 4, 32), "gemm32": (32, 2, 32)},'
+        'tk32=opencl.records.gemm_kernel.GEMM_VARIANTS={"gemm64": (64, 4, 32), "gemm32": (32, 2, 32)},'
         "opencl.fusions.depthwise_into_gemm.DEPTHWISE_MAX_GEMM_MACS=7"
     )
     name, variant = _ab_knobs().parse_variant(text)
     assert name == "tk32" and variant.switches == {}
     assert variant.constants == [
-        (program, "GEMM_VARIANTS", {"gemm64": (64, 4, 32), "gemm32": (32, 2, 32)}),
+        (gemm_kernel, "GEMM_VARIANTS", {"gemm64": (64, 4, 32), "gemm32": (32, 2, 32)}),
         (depthwise_into_gemm, "DEPTHWISE_MAX_GEMM_MACS", 7),
     ]
 

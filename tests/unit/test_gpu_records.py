@@ -13,6 +13,7 @@ from delegate_runtime.builder import ModelBuilder
 from delegate_runtime.gpu.opencl import codes, program, records
 from delegate_runtime.gpu.opencl.lowering import Lowerer
 from delegate_runtime.gpu.opencl.records import REGISTRY, GpuOp, OpRule, register
+from delegate_runtime.gpu.opencl.records.record import source_file
 from delegate_runtime.gpu.support import SupportOptions, supports
 
 
@@ -37,8 +38,8 @@ def switch_cases(source: str, kernel: str) -> set[str]:
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_each_records_kernel_files_exist(name):
     pkg = resources.files("delegate_runtime.gpu.opencl")
-    for file in REGISTRY[name].kernels:
-        assert (pkg / file).is_file(), f"{name}: {file}"
+    for source in REGISTRY[name].kernels:
+        assert (pkg / source_file(source)).is_file(), f"{name}: {source}"
 
 
 @pytest.mark.parametrize(

@@ -1,21 +1,21 @@
 """The tiled GEMM's lowering: which variant and K split a product gets (`gemm_plan`,
 `k_split`: the switches' rules, gpu/switches.py) and its launch (`lower_gemm`), with A read
 plainly, scaled, snapped, through an affine map, or computed as it is loaded (a depthwise
-convolution's output, a convolution's patches, a mean): `ReadA`.
+convolution's output, a convolution's patches, a mean): `ReadA` (lowering_api.py, where
+the records see it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ...graph import Operator
 from ..switches import DEFAULTS, Switches
-from . import program
 from .launch import Buf, Counters, Scratch
-from .lowering_api import Lowering
+from .lowering_api import PLAIN, Lowering, ReadA
+from .records import gemm_kernel
 from .records.conv import patch_runs
 
 
@@ -63,7 +63,7 @@ def k_split(
     (or A is `computed_a`, dearer to load); `groups_per_cu` and `switches` as
     gemm_plan's."""
     target = (groups_per_cu or switches.gemm_groups_per_cu) * compute_units
-    ts, _, tk = program.GEMM_VARIANTS[name]
+    ts, _, tk = gemm_kernel.GEMM_VARIANTS[name]
     tiles = -(-m // ts) * -(-n // ts)
     splits, steps = 1, -(-k // tk)
     least_k = switches.min_computed_split_k
@@ -76,43 +76,13 @@ def k_split(
     return -(-k // kps), kps
 
 
-@dataclass(frozen=True)
-class ReadA:
-    """How a GEMM reads A. `scale`: a K-vector multiplying A's columns as they are loaded;
-    `snap`: the QDQ step's (lo, hi, scale, 0) that snaps each product to an int8 grid after
-    it; `depthwise`: A is the output of a depthwise convolution whose input is `a`,
-    computed as it is loaded (records/depthwise.py's `prologue_args` after the input);
-    `patch`: A's rows are a convolution's patches of `a`, at this int16 geometry
-    (records/conv.py: patch_geometry); `mean`: A is the mean of `a` over its (pixels,
-    channels) = mean (gemm.cl.in's mgeo); `affine`: (a 2K-vector of scales then shifts,
-    low, high): A is read as clamp(a * scale + shift, low, high). None of them: A as it is,
-    with its row stride where it lives in a concatenation's output."""
-
-    scale: Any = None
-    snap: tuple[float, float, float, float] | None = None
-    depthwise: list[Any] | None = None
-    patch: np.ndarray | None = None
-    mean: np.ndarray | None = None
-    affine: tuple[Any, float, float] | None = None
-
-    @property
-    def computed(self) -> bool:
-        """Whether A is computed as it is loaded (dearer to load: K splits sooner)."""
-        return self.depthwise is not None or self.mean is not None
-
-    @property
-    def plain(self) -> bool:
-        """Whether A is read from a buffer of its own shape (not computed, not patches)."""
-        return self.depthwise is None and self.patch is None and self.mean is None
-
-
 def lower_gemm(
     lw: Lowering,
     op: Operator,
     buffers: tuple[Any, Any, Any, Any],
     dims: tuple[int, int, int],
     act: int,
-    read: ReadA,
+    read: ReadA = PLAIN,
 ) -> None:
     """Append the launch of `op`'s [m, k] x [k, n] product (`dims`) of `buffers` (a, b,
     bias, out) with fused activation `act`, A read as `read` says; small outputs split K
@@ -129,7 +99,7 @@ def lower_gemm(
         lw.gemm_groups_per_cu,
         lw.switches,
     )
-    ts, wpt, _ = program.GEMM_VARIANTS[name]
+    ts, wpt, _ = gemm_kernel.GEMM_VARIANTS[name]
     rts = ts // wpt
     gsize = (-(-n // ts) * rts, -(-m // ts) * rts, splits)
     scratch = Scratch(4 * splits * m * n if splits > 1 else 4)
@@ -140,17 +110,17 @@ def lower_gemm(
     if read.depthwise is not None:
         if read.scale is not None:
             raise ValueError("a GEMM computes a depthwise input or scales it, not both")
-        name += program.DEPTHWISE_SUFFIX
+        name += gemm_kernel.DEPTHWISE_SUFFIX
         args = [a, b, bias, out, scratch, counters, *read.depthwise]
     else:
         args = [a, b, bias, out, scratch, counters, scale, np.int32(scaled), snap]
         if read.scale is not None and (read.patch is not None or read.mean is not None):
             raise ValueError("a GEMM scales its input or reads it another way, not both")
         if read.patch is not None:
-            name += program.PATCH_SUFFIX
+            name += gemm_kernel.PATCH_SUFFIX
             args.append(read.patch)
         elif read.mean is not None:
-            name += program.MEAN_SUFFIX
+            name += gemm_kernel.MEAN_SUFFIX
             args.append(read.mean)
     ldc, coff = lw.store_view(out) or (n, 0)
     args += list(map(np.int32, (m, n, k, kps, lda, ldc, coff)))
@@ -158,7 +128,7 @@ def lower_gemm(
     # four at a time where no load crosses a row of A, nor for patches a contiguous run
     runs = (k, lda) if read.patch is None else (k, *patch_runs(read.patch))
     if n % 4 == 0 and all(r % 4 == 0 for r in runs):
-        name += program.VECTOR_SUFFIX
+        name += gemm_kernel.VECTOR_SUFFIX
     lw.emit(op, name, args, gsize, (rts, rts, 1))
 
 

@@ -28,7 +28,7 @@ from .concat_views import ConcatPlan, View, plan_concat_views
 from .fusions import plan_fusion
 from .fusions.epilogue import MAX_STEPS
 from .fusions.plan import turned_off
-from .gemm_lowering import ReadA, lower_gemm
+from .gemm_lowering import lower_gemm
 from .launch import (
     LOCAL_1D,
     Buf,
@@ -257,30 +257,5 @@ class Lowerer:
         """The `binary4d` launch of `code`, its operands broadcast, its epilogue fused."""
         elementwise_lowering.binary(self, op, code)
 
-    def gemm(
-        self,
-        op: Operator,
-        a: Any,
-        b: Any,
-        bias: Any,
-        out: Any,
-        m: int,
-        n: int,
-        k: int,
-        act: int,
-        a_scale: Any = None,
-        a_snap: tuple[float, float, float, float] | None = None,
-        a_depthwise: list[Any] | None = None,
-        a_patch: np.ndarray | None = None,
-        a_mean: np.ndarray | None = None,
-        a_affine: tuple[Any, float, float] | None = None,
-    ) -> None:
-        """Tiled GEMM (gemm_lowering.py says how A is read with each `a_*`)."""
-        lower_gemm(
-            self,
-            op,
-            (a, b, bias, out),
-            (m, n, k),
-            act,
-            ReadA(a_scale, a_snap, a_depthwise, a_patch, a_mean, a_affine),
-        )
+    #: The tiled GEMM (gemm_lowering.py; Lowering.gemm says its arguments).
+    gemm = lower_gemm

@@ -27,6 +27,40 @@ class StepSpec:
     params: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
 
+@dataclass(frozen=True)
+class ReadA:
+    """How a GEMM reads A. `scale`: a K-vector multiplying A's columns as they are loaded;
+    `snap`: the QDQ step's (lo, hi, scale, 0) that snaps each product to an int8 grid after
+    it; `depthwise`: A is the output of a depthwise convolution whose input is `a`,
+    computed as it is loaded (records/depthwise.py's `prologue_args` after the input);
+    `patch`: A's rows are a convolution's patches of `a`, at this int16 geometry
+    (records/conv.py: patch_geometry); `mean`: A is the mean of `a` over its (pixels,
+    channels) = mean (gemm.cl.in's mgeo); `affine`: (a 2K-vector of scales then shifts,
+    low, high): A is read as clamp(a * scale + shift, low, high). None of them: A as it is,
+    with its row stride where it lives in a concatenation's output."""
+
+    scale: Any = None
+    snap: tuple[float, float, float, float] | None = None
+    depthwise: list[Any] | None = None
+    patch: np.ndarray | None = None
+    mean: np.ndarray | None = None
+    affine: tuple[Any, float, float] | None = None
+
+    @property
+    def computed(self) -> bool:
+        """Whether A is computed as it is loaded (dearer to load: K splits sooner)."""
+        return self.depthwise is not None or self.mean is not None
+
+    @property
+    def plain(self) -> bool:
+        """Whether A is read from a buffer of its own shape (not computed, not patches)."""
+        return self.depthwise is None and self.patch is None and self.mean is None
+
+
+#: A GEMM reading A as it is.
+PLAIN = ReadA()
+
+
 class Lowering(Protocol):
     """The lowering of one partition as a record's `lower` uses it (lowering.Lowerer)."""
 
@@ -89,18 +123,11 @@ class Lowering(Protocol):
     def gemm(
         self,
         op: Operator,
-        a: Any,
-        b: Any,
-        bias: Any,
-        out: Any,
-        m: int,
-        n: int,
-        k: int,
+        buffers: tuple[Any, Any, Any, Any],
+        dims: tuple[int, int, int],
         act: int,
-        a_scale: Any = None,
-        a_snap: tuple[float, float, float, float] | None = None,
-        a_depthwise: list[Any] | None = None,
-        a_patch: np.ndarray | None = None,
-        a_mean: np.ndarray | None = None,
-        a_affine: tuple[Any, float, float] | None = None,
-    ) -> None: ...
+        read: ReadA = PLAIN,
+    ) -> None:
+        """The tiled GEMM's launch (gemm_lowering.lower_gemm): `buffers` (a, b, bias, out),
+        `dims` (m, n, k), A read as `read` says."""
+        ...

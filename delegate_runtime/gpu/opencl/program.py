@@ -19,20 +19,10 @@ from .capi import (
 )
 from .codes import opencl_defines
 from .records import REGISTRY
+from .records.gemm_kernel import GEMM, gemm_instances
+from .records.record import Instances, KernelSource, Template, source_file
 from .runtime import DeviceInfo, guarded
 
-#: GEMM variants: name -> (tile, work per thread, k step).
-GEMM_VARIANTS = {"gemm64": (64, 4, 32), "gemm32": (32, 2, 64), "gemm16": (16, 1, 64)}
-#: Variants instantiated only computing A from a depthwise input (the others: every kind).
-DEPTHWISE_ONLY_VARIANTS = {"gemm16"}
-#: Suffix of the variants that load four elements at a time (K and N multiples of 4).
-VECTOR_SUFFIX = "v"
-#: Suffix of the variants computing A from an absorbed depthwise convolution (before "v").
-DEPTHWISE_SUFFIX = "dw"
-#: Suffix of the variants reading A as a convolution's patches in place (before "v").
-PATCH_SUFFIX = "p"
-#: Suffix of the variants computing A as the mean over the pixels of its input (before "v").
-MEAN_SUFFIX = "m"
 BUILD_OPTIONS = "-cl-mad-enable -cl-no-signed-zeros"
 #: NVIDIA's compiler logs this for every kernel of every program: harmless.
 NVIDIA_NOINLINE_NOTE = re.compile(
@@ -67,49 +57,10 @@ def build_quietly(build: Callable[[], Any], device: Any) -> Any:
 
 #: Kernels every program holds: storage macros, activations, edge conversions, qdq.
 COMMON_SOURCE = "common.cl"
-#: Template files: file -> {kernel: substitutions}; each instance replaces @NAME@ too.
-TEMPLATES = {
-    "conv_direct.cl.in": {
-        "conv2d_direct": {"@IN_T@": "store_t", "@LDF_IN@": "LDF"},
-        "conv2d_direct_f32in": {"@IN_T@": "float", "@LDF_IN@": "LDF32"},
-    },
-    "depthwise3x3.cl.in": {
-        f"depthwise3x3_s{sw}x1": {"@SW@": str(sw), "@XT@": "1"} for sw in (1, 2)
-    },
-    "softmax.cl.in": {
-        "softmax_rows": {"@OUT_T@": "store_t", "@ST_OUT@": "ST"},
-        "softmax_rows_f32out": {"@OUT_T@": "float", "@ST_OUT@": "ST32"},
-    },
-}
 
 
-def gemm_instances(
-    variants: dict[str, tuple[int, int, int]] | None = None,
-) -> dict[str, dict[str, str]]:
-    """gemm.cl.in's substitutions for each variant (default GEMM_VARIANTS): scalar and
-    vector loads, each reading A from memory, computing it from a depthwise input or as a
-    mean over pixels, or reading it as a convolution's patches."""
-    out = {}
-    for name, (ts, wpt, tk) in (variants or GEMM_VARIANTS).items():
-        if (ts // wpt) ** 2 < tk:
-            raise ValueError(f"GEMM variant {name}: fewer items than its k step's channels")
-        base = {"@TS@": str(ts), "@WPT@": str(wpt), "@TK@": str(tk)}
-        kinds = [
-            ("0", "0", "0", name),
-            ("1", "0", "0", name + DEPTHWISE_SUFFIX),
-            ("0", "1", "0", name + PATCH_SUFFIX),
-            ("0", "0", "1", name + MEAN_SUFFIX),
-        ]
-        if name in DEPTHWISE_ONLY_VARIANTS:
-            kinds = kinds[1:2]
-        for dw, patch, mean, prefix in kinds:
-            kind = {"@DW@": dw, "@PATCH@": patch, "@MEAN@": mean}
-            out[prefix] = {**base, **kind, "@VEC@": "0"}
-            out[prefix + VECTOR_SUFFIX] = {**base, **kind, "@VEC@": "1"}
-    return out
-
-
-def instantiate(template: str, instances: dict[str, dict[str, str]]) -> str:
+def instantiate(template: str, instances: Instances) -> str:
+    """`template`'s text once per instance, its substitutions made."""
     texts = []
     for name, subs in instances.items():
         text = template.replace("@NAME@", name)
@@ -126,19 +77,33 @@ def instantiate(template: str, instances: dict[str, dict[str, str]]) -> str:
 ON_DEMAND_FILES = frozenset({"reduce.cl", "cumsum.cl", "matmul.cl", "pad_tile.cl", "gather.cl"})
 
 
-def kernel_files(ops: Iterable[str] | None = None) -> list[str]:
-    """The kernel files of every registered GPU op, once each, in registration order; with
-    `ops`, the ON_DEMAND_FILES only where one of those ops' records lists them."""
+def kernel_sources(ops: Iterable[str] | None = None) -> list[KernelSource]:
+    """The kernel sources of every registered GPU op (records/), once each, in registration
+    order; with `ops`, the ON_DEMAND_FILES only where one of those ops' records lists them.
+    A template's file is one Template, whichever records list it."""
     wanted = (
-        None if ops is None else {f for op in ops if op in REGISTRY for f in REGISTRY[op].kernels}
+        None
+        if ops is None
+        else {source_file(k) for op in ops if op in REGISTRY for k in REGISTRY[op].kernels}
     )
-    files: list[str] = []
+    sources: dict[str, KernelSource] = {}
     for record in REGISTRY.values():
-        for f in record.kernels:
-            if f in files or (wanted is not None and f in ON_DEMAND_FILES and f not in wanted):
+        for k in record.kernels:
+            file = source_file(k)
+            if file.endswith(".cl.in") and not isinstance(k, Template):
+                raise ValueError(f"{record.name}: template {file} listed without its instances")
+            if file in sources:
+                if sources[file] != k:  # a Template equals itself only
+                    raise ValueError(f"{record.name}: {file} with other instances than before")
                 continue
-            files.append(f)
-    return files
+            if wanted is None or file not in ON_DEMAND_FILES or file in wanted:
+                sources[file] = k
+    return list(sources.values())
+
+
+def kernel_files(ops: Iterable[str] | None = None) -> list[str]:
+    """The files of kernel_sources(ops)."""
+    return [source_file(k) for k in kernel_sources(ops)]
 
 
 def program_source(
@@ -146,14 +111,17 @@ def program_source(
     ops: Iterable[str] | None = None,
 ) -> str:
     """The whole program: the codes' #defines, the common kernels and every registered
-    op's kernels (with `ops`, those kernel_files(ops) names), templates instantiated;
-    `gemm_variants` replaces GEMM_VARIANTS (tuning)."""
+    op's kernel sources (with `ops`, those kernel_sources(ops) names), each template with
+    the instances its records declare; `gemm_variants` replaces the GEMM's variants
+    (records/gemm_kernel.py: tuning)."""
     pkg = resources.files(__package__)
-    templates = {**TEMPLATES, "gemm.cl.in": gemm_instances(gemm_variants)}
     parts = [opencl_defines(), (pkg / COMMON_SOURCE).read_text()]
-    for file in kernel_files(ops):
-        text = (pkg / file).read_text()
-        parts.append(instantiate(text, templates[file]) if file in templates else text)
+    for k in kernel_sources(ops):
+        text = (pkg / source_file(k)).read_text()
+        if isinstance(k, Template):
+            made = gemm_instances(gemm_variants) if gemm_variants and k is GEMM else k.instances()
+            text = instantiate(text, made)
+        parts.append(text)
     return "\n".join(parts)
 
 

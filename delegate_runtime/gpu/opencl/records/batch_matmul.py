@@ -11,6 +11,7 @@ from ....errors import ModelError
 from ....graph import Operator, Subgraph
 from ..codes import Binary
 from ..launch import Buf, contiguous_strides, i4, shape4
+from .gemm_kernel import GEMM
 from .geometry import Shape, broadcast, shape_of
 from .record import GpuOp, OpRule, register, versions
 
@@ -79,7 +80,7 @@ def lower_batch_matmul(lo: Lowering, op: Operator) -> None:
         # the GEMM reads B as [K, N]: y's adjoint transposed once (FULLY_CONNECTED's key)
         b = lo.add_const(*((f"t{y}:kn", w.reshape(n, k).T) if adj_y else (f"t{y}", w)))
         m = lo.t(x).size // k
-        lo.gemm(op, Buf(x), b, lo.bias(op, 2, n), Buf(out), m, n, k, 0)
+        lo.gemm(op, (Buf(x), b, lo.bias(op, 2, n), Buf(out)), (m, n, k), 0)
         return
     out4 = shape4(lo.t(out).shape)
     args = [
@@ -133,7 +134,7 @@ register(
         "BATCH_MATMUL",
         OpRule(versions(1), versions(4)),
         lower_batch_matmul,
-        ("matmul.cl", "depthwise_at.cl", "gemm.cl.in"),
+        ("matmul.cl", "depthwise_at.cl", GEMM),
         check_batch_matmul,
         batch_matmul_shapes,
     ),

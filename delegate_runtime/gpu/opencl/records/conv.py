@@ -11,10 +11,12 @@ from ....graph import Operator, Subgraph
 from ....ops.common import padding_amounts
 from ...switches import DEFAULTS, Switches
 from ..launch import Buf, Const, grid3, i4, shape4
+from ..lowering_api import ReadA
 from .depthwise import prologue_args as depthwise_prologue
+from .gemm_kernel import GEMM
 from .geometry import Shape, rank4, window_hw
 from .mean import prologue_args as mean_prologue
-from .record import GpuOp, OpRule, register, versions
+from .record import GpuOp, OpRule, Template, register, versions
 
 
 def check(op: Operator, sg: Subgraph) -> tuple[bool, str]:
@@ -134,22 +136,8 @@ def lower(lo, op: Operator) -> None:
             source, low, high = lo.clamped[x]
             identity = np.concatenate([np.ones(ic, np.float32), np.zeros(ic, np.float32)])
             a, affine = Buf(source), (lo.add_const(f"identity{ic}", identity), low, high)
-        lo.gemm(
-            op,
-            a,
-            weights,
-            bias,
-            Buf(out),
-            m,
-            oc,
-            ic,
-            act,
-            scale,
-            snap,
-            depthwise,
-            a_mean=mean,
-            a_affine=affine,
-        )
+        read = ReadA(scale, snap, depthwise, mean=mean, affine=affine)
+        lo.gemm(op, (a, weights, bias, Buf(out)), (m, oc, ic), act, read)
         return
     pt, _ = padding_amounts(in_s[1], kh, sh, dh, o.get("padding", 0))
     pl, _ = padding_amounts(in_s[2], kw, sw, dw, o.get("padding", 0))
@@ -161,7 +149,9 @@ def lower(lo, op: Operator) -> None:
         run = kw * ic if lo.input_pad is None and windows_tile(op, lo.sg) else ic
         patch = patch_geometry(in_s, out_s, (kh, kw), (sh, sw), (dh, dw), (pt, pl), run)
         m = out_s[0] * out_s[1] * out_s[2]
-        lo.gemm(op, Buf(x), weights, bias, Buf(out), m, oc, kh * kw * ic, act, a_patch=patch)
+        lo.gemm(
+            op, (Buf(x), weights, bias, Buf(out)), (m, oc, kh * kw * ic), act, ReadA(patch=patch)
+        )
         return
     w, bias = lo.const_float(w_i), lo.bias(op, 2, oc)
     g, lsz = grid3(oc, out_s[2], out_s[0] * out_s[1])
@@ -183,12 +173,22 @@ def lower(lo, op: Operator) -> None:
     )
 
 
+#: The direct convolution's kernels: reading storage, and reading a float32 input (a
+#: partition's edge: opencl/staging_edges.py).
+DIRECT = Template(
+    "conv_direct.cl.in",
+    lambda: {
+        "conv2d_direct": {"@IN_T@": "store_t", "@LDF_IN@": "LDF"},
+        "conv2d_direct_f32in": {"@IN_T@": "float", "@LDF_IN@": "LDF32"},
+    },
+)
+
 register(
     GpuOp(
         "CONV_2D",
         OpRule(versions(1), versions(6)),
         lower,
-        ("conv_direct.cl.in", "depthwise_at.cl", "gemm.cl.in"),
+        (DIRECT, "depthwise_at.cl", GEMM),
         check,
         shapes,
         epilogue=True,

@@ -12,7 +12,7 @@ from ....ops.common import padding_amounts
 from ..codes import Act, From, Step
 from ..launch import Buf, grid3, i4, shape4
 from .geometry import Shape, rank4, window_hw
-from .record import GpuOp, OpRule, StepSpec, register, versions
+from .record import GpuOp, OpRule, StepSpec, Template, register, versions
 from .steps import ACT_STEP, qdq_step
 
 
@@ -190,12 +190,18 @@ def lower(lo, op: Operator) -> None:
     )
 
 
+#: The 3x3 kernels of 4 channels per item and one or two columns of stride.
+THREE_BY_THREE = Template(
+    "depthwise3x3.cl.in",
+    lambda: {f"depthwise3x3_s{sw}x1": {"@SW@": str(sw), "@XT@": "1"} for sw in (1, 2)},
+)
+
 register(
     GpuOp(
         "DEPTHWISE_CONV_2D",
         OpRule(versions(2), versions(6)),
         lower,
-        ("depthwise.cl", "depthwise3x3.cl.in"),
+        ("depthwise.cl", THREE_BY_THREE),
         check,
         shapes,
         epilogue=True,

@@ -7,6 +7,8 @@ import numpy as np
 from ....errors import ModelError
 from ....graph import Operator, Subgraph
 from ..launch import Buf
+from ..lowering_api import ReadA
+from .gemm_kernel import GEMM
 from .geometry import Shape, shape_of
 from .mean import prologue_args as mean_prologue
 from .record import GpuOp, OpRule, register, versions
@@ -45,7 +47,7 @@ def lower(lo, op: Operator) -> None:
     a, mean = Buf(x), None
     if lo.input_mean is not None:  # the MEAN over the pixels before it, absorbed
         a, mean = mean_prologue(lo, lo.sg.operators[lo.input_mean], k)
-    lo.gemm(op, a, weights, lo.bias(op, 2, n), Buf(out), m, n, k, act, a_mean=mean)
+    lo.gemm(op, (a, weights, lo.bias(op, 2, n), Buf(out)), (m, n, k), act, ReadA(mean=mean))
 
 
 def reads_channels(op: Operator, sg: Subgraph) -> bool:
@@ -59,7 +61,7 @@ register(
         "FULLY_CONNECTED",
         OpRule(versions(1), versions(9)),
         lower,
-        ("depthwise_at.cl", "gemm.cl.in"),
+        ("depthwise_at.cl", GEMM),
         check,
         shapes,
         epilogue=True,

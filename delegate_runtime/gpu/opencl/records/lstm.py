@@ -7,6 +7,7 @@ import numpy as np
 from ....errors import ModelError
 from ....graph import Operator, Subgraph
 from ..launch import Buf, contiguous_strides, i4
+from .gemm_kernel import GEMM
 from .geometry import Shape, shape_of
 from .record import GpuOp, OpRule, register
 
@@ -52,7 +53,8 @@ def lower(lo, op: Operator) -> None:
         )
         offset += cols
     weights = lo.add_const(f"t{w_i}:kn", w.T)
-    lo.gemm(op, Buf(concat), weights, lo.bias(op, 3, units4), Buf(activ), batch, units4, depth, 0)
+    buffers = (Buf(concat), weights, lo.bias(op, 3, units4), Buf(activ))
+    lo.gemm(op, buffers, (batch, units4, depth), 0)
     lo.emit_1d(
         op,
         "lstm_basic_gates",
@@ -73,7 +75,7 @@ register(
         "LSTM",
         OpRule((2,)),
         lower,
-        ("lstm.cl", "movement.cl", "depthwise_at.cl", "gemm.cl.in"),
+        ("lstm.cl", "movement.cl", "depthwise_at.cl", GEMM),
         check,
         shapes,
     )

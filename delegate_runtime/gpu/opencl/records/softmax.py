@@ -6,7 +6,7 @@ import numpy as np
 
 from ....graph import Operator, Subgraph
 from ..launch import Buf
-from .record import GpuOp, OpRule, register, versions
+from .record import GpuOp, OpRule, Template, register, versions
 
 #: Work items per row (softmax.cl.in declares its scratch and work-group size to match).
 ROW_GROUP = 256
@@ -31,4 +31,14 @@ def lower(lo, op: Operator) -> None:
     )
 
 
-register(GpuOp("SOFTMAX", OpRule(versions(1), versions(2)), lower, ("softmax.cl.in",), check))
+#: Its kernels: writing storage, and writing a float32 output (a partition's edge:
+#: opencl/staging_edges.py).
+ROWS = Template(
+    "softmax.cl.in",
+    lambda: {
+        "softmax_rows": {"@OUT_T@": "store_t", "@ST_OUT@": "ST"},
+        "softmax_rows_f32out": {"@OUT_T@": "float", "@ST_OUT@": "ST32"},
+    },
+)
+
+register(GpuOp("SOFTMAX", OpRule(versions(1), versions(2)), lower, (ROWS,), check))
