@@ -1,10 +1,11 @@
-"""One record per GPU op: its support rule, its lowering and its kernel source, the way
-TFLite's GPU delegate keeps one parser class per op (IsSupported, Parse)."""
+"""One record per GPU op: its support rule, its lowering and its kernel source (template
+instances included), the way TFLite's GPU delegate keeps one parser class per op
+(IsSupported, Parse)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from ....graph import Operator, Subgraph
 from ..lowering_api import Lowering, StepSpec
@@ -18,6 +19,31 @@ Shapes = Callable[[Operator, Subgraph], "list[tuple[int, ...]]"]
 
 #: How a node runs as steps of the producer of its input `t`, or None where it cannot.
 AsStep = Callable[[Operator, Subgraph, int], "list[StepSpec] | None"]
+
+
+#: A template's instances: kernel name -> its substitutions ({"@TS@": "64"}); each instance
+#: also has @NAME@ replaced by its name.
+Instances = Mapping[str, Mapping[str, str]]
+
+
+@dataclass(frozen=True, eq=False)
+class Template:
+    """A kernel template file (`.cl.in` in gpu/opencl/) and its instances: the kernels
+    made of it. `instances` is called when the program is assembled (opencl/program.py),
+    so that tuning read then (the GEMM's variants) shapes them. Records sharing a
+    template share this object."""
+
+    file: str
+    instances: Callable[[], Instances]
+
+
+#: A record's kernel source: a plain `.cl` file in gpu/opencl/, or a template.
+KernelSource = str | Template
+
+
+def source_file(source: KernelSource) -> str:
+    """The file a kernel source is read from."""
+    return source.file if isinstance(source, Template) else source
 
 
 @dataclass(frozen=True)
@@ -49,7 +75,8 @@ class GpuOp:
     name: str  #: TFLite's op name ("CONV_2D"; custom ops "CUSTOM:<code>")
     rule: OpRule
     lower: Callable[[Lowering, Operator], None]  #: appends the op's launches
-    kernels: tuple[str, ...] = ()  #: kernel source files in gpu/opencl/ (.cl.in: templates)
+    #: its kernel sources: files in gpu/opencl/, templates with their instances
+    kernels: tuple[KernelSource, ...] = ()
     check: Check = always  #: the op's own support conditions past versions, types and shapes
     #: its outputs' shapes, computed (the delegate takes it only where they are the declared)
     shapes: Shapes = same_as_input
@@ -70,6 +97,14 @@ class GpuOp:
     #: whether its kernel can compute its input as it loads it from the input of the MEAN
     #: over the pixels producing it (that node absorbed, its output never stored)
     input_mean: Callable[[Operator, Subgraph], bool] | None = None
+    #: the kernels its lowering launches, by name ("name*": every kernel whose name starts
+    #: so), besides the quantize-and-dequantize launch after a quantized output
+    launches: tuple[str, ...] = ()
+    #: the ops it should be as fast as (op_forms.FAMILIES): it has every fast form
+    #: (op_forms.FORMS) one of them has, unless `lacks` says why not
+    family: str = ""
+    #: form -> why this op lacks that form of its family
+    lacks: Mapping[str, str] = field(default_factory=dict, hash=False)
 
 
 #: op name -> its record, in registration order.
