@@ -112,6 +112,8 @@ class DeviceGroup:
         self._retry_at = 0.0
         self._backoff = RECONNECT_FIRST_S
         self._host = host_name()
+        #: queue -> delivery tags left unacknowledged by consumers before this process
+        self._left_behind: dict[str, list[str]] | None = None
 
     # -- control ------------------------------------------------------------------------
 
@@ -201,6 +203,7 @@ class DeviceGroup:
         if slot.channel is None:
             slot.channel = self.conn.channel()
             self._qos(slot)
+        self._take_back(slot.channel, name)
         q = Queue(name, Exchange(name), routing_key=name)  # as Celery declares a queue
         slot.consumer = Consumer(
             slot.channel,
@@ -212,6 +215,25 @@ class DeviceGroup:
         if not slot.said_ready:
             slot.said_ready = True
             log.info("%s@%s ready.", slot.key, self._host)  # as a Celery worker says it
+
+    def _take_back(self, channel: Any, queue: str) -> None:
+        """Put back on `queue` the deliveries a consumer before this process left
+        unacknowledged (its group or agent killed). kombu's Redis transport keeps them in
+        its unacked hash until the visibility timeout (hours), and the reconciler, finding
+        them in the broker, would leave their jobs dispatched. Only deliveries made before
+        this process first consumed: its own are never taken. A copy another consumer
+        still runs (an old group finishing its job after its agent died) is stale at its
+        claim (jobs.claim)."""
+        qos = getattr(channel, "qos", None)
+        if not hasattr(qos, "restore_by_tag"):  # not Redis: nothing is kept aside
+            return
+        if self._left_behind is None:
+            self._left_behind = left_behind(channel)
+        tags = self._left_behind.get(queue, [])
+        while tags:
+            qos.restore_by_tag(tags[-1])
+            tags.pop()
+            log.warning("%s: a delivery left unacknowledged before this process put back", queue)
 
     def _cancel(self, slot: Slot) -> None:
         consumer, slot.consumer = slot.consumer, None
@@ -395,6 +417,22 @@ class DeviceGroup:
                 self.conn.release()
         self.shared.dispatcher.close()
         self.shared.engine.dispose()
+
+
+def left_behind(channel: Any) -> dict[str, list[str]]:
+    """Delivery tags in kombu's Redis unacked hash, by queue (the routing key each was
+    delivered from: a device's queue)."""
+    import json
+
+    out: dict[str, list[str]] = {}
+    for tag, raw in channel.client.hgetall(channel.unacked_key).items():
+        try:
+            _, _, routing_key = json.loads(raw)
+        except (ValueError, TypeError):
+            continue
+        key = tag.decode() if isinstance(tag, bytes) else tag
+        out.setdefault(str(routing_key), []).append(key)
+    return out
 
 
 def _read_commands(group: DeviceGroup) -> None:
