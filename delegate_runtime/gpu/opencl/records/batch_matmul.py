@@ -13,6 +13,7 @@ from ..codes import Binary
 from ..launch import Buf, contiguous_strides, i4, shape4
 from .gemm_kernel import GEMM
 from .geometry import Shape, broadcast, shape_of
+from .lacks import MEASURED_GENERIC, NO_EPILOGUE, NOT_PER_ELEMENT, NOT_SPECIALIZED
 from .record import GpuOp, OpRule, register, versions
 
 if TYPE_CHECKING:
@@ -137,6 +138,15 @@ register(
         ("matmul.cl", "depthwise_at.cl", GEMM),
         check_batch_matmul,
         batch_matmul_shapes,
+        launches=("batch_matmul4d", "gemm*"),
+        family="convolution",
+        lacks={
+            "specialized": f"batch_matmul4d (a runtime right operand) {MEASURED_GENERIC}",
+            "persistent": NOT_SPECIALIZED,
+            "epilogue": f"batch_matmul4d {NO_EPILOGUE}; its GEMM (a constant right operand) "
+            "could take one",
+            "step": NOT_PER_ELEMENT,
+        },
     ),
     GpuOp(
         "ADD_N",
@@ -144,5 +154,11 @@ register(
         lower_add_n,
         ("elementwise.cl",),
         check_add_n,
+        launches=("binary4d",),
+        family="elementwise",
+        lacks={
+            "epilogue": "its binary4d launches run no epilogue (GpuOp.epilogue off): not done",
+            "step": "a step reads one operand; ADD_N reads two or more",
+        },
     ),
 )

@@ -15,6 +15,7 @@ from ..lowering_api import ReadA
 from .depthwise import prologue_args as depthwise_prologue
 from .gemm_kernel import GEMM
 from .geometry import Shape, rank4, window_hw
+from .lacks import NOT_MEASURED, NOT_PER_ELEMENT, NOT_SPECIALIZED
 from .mean import prologue_args as mean_prologue
 from .record import GpuOp, OpRule, Template, register, versions
 
@@ -196,5 +197,12 @@ register(
         input_pad=lambda op, sg: not is_gemm(op, sg),
         input_depthwise=is_gemm,
         input_mean=is_gemm,
+        launches=("gemm*", "conv2d_direct"),
+        family="convolution",
+        lacks={
+            "specialized": f"conv2d_direct (the windows as_patch_gemm leaves) {NOT_MEASURED}",
+            "persistent": NOT_SPECIALIZED,
+            "step": NOT_PER_ELEMENT,
+        },
     )
 )

@@ -10,6 +10,7 @@ from ....errors import ModelError
 from ....graph import Operator, Subgraph
 from ..launch import Buf
 from .geometry import Shape, const_ints, shape_of
+from .lacks import MEASURED_GENERIC, NO_EPILOGUE, NOT_SPECIALIZED
 from .record import GpuOp, OpRule, register, versions
 
 if TYPE_CHECKING:
@@ -65,4 +66,20 @@ def lower(lo: Lowering, op: Operator) -> None:
     lo.emit_1d(op, "cumsum_axis", args, outer * inner)
 
 
-register(GpuOp("CUMSUM", OpRule(versions(1)), lower, ("cumsum.cl",), check, shapes))
+register(
+    GpuOp(
+        "CUMSUM",
+        OpRule(versions(1)),
+        lower,
+        ("cumsum.cl",),
+        check,
+        shapes,
+        launches=("cumsum_axis",),
+        family="reduction",
+        lacks={
+            "specialized": f"cumsum_axis {MEASURED_GENERIC}",
+            "persistent": NOT_SPECIALIZED,
+            "epilogue": f"cumsum_axis {NO_EPILOGUE}",
+        },
+    )
+)

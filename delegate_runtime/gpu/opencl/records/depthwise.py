@@ -207,5 +207,7 @@ register(
         epilogue=True,
         as_step=as_step,
         input_pad=lambda op, sg: True,
+        launches=("depthwise_conv2d", "depthwise3x3_*"),
+        family="convolution",
     )
 )

@@ -3,13 +3,14 @@ from opencl/codes.py."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ....graph import Operator, Subgraph
 from ..codes import Binary, Step, Unary
 from .geometry import Shape, broadcast, shape_of
+from .lacks import NO_STEP_CODE, UNARY_NO_EPILOGUE
 from .record import Check, GpuOp, OpRule, always, register, versions
 from .steps import binary_step, unary_step
 
@@ -79,8 +80,25 @@ BINARY_STEPS = {"ADD": True, "SUB": True, "MUL": True, "PRELU": False}
 
 def unary(code: Unary, rule: OpRule, name: str | None = None) -> GpuOp:
     as_step = unary_step(Step[code.name]) if code.name in UNARY_STEPS else None
+    return unary_record(name or code.name, rule, lambda lo, op: lo.unary(op, code), as_step)
+
+
+def unary_record(name: str, rule: OpRule, lower, as_step=None, **more: Any) -> GpuOp:
+    """An op lowered to the `unary` kernel (`more`: GpuOp's other fields): a step of its
+    producer where `as_step` says how."""
+    lacks = {"epilogue": UNARY_NO_EPILOGUE}
+    if as_step is None:
+        lacks["step"] = NO_STEP_CODE
     return GpuOp(
-        name or code.name, rule, lambda lo, op: lo.unary(op, code), KERNELS, as_step=as_step
+        name,
+        rule,
+        lower,
+        KERNELS,
+        as_step=as_step,
+        launches=("unary",),
+        family="elementwise",
+        lacks=lacks,
+        **more,
     )
 
 
@@ -110,6 +128,12 @@ def comparison(code: Binary) -> GpuOp:
         check_comparison,
         binary_shapes,
         bool_tensors=True,
+        launches=("binary4d",),
+        family="elementwise",
+        lacks={
+            "epilogue": "a bool output, which no epilogue step takes: not done",
+            "step": NO_STEP_CODE,
+        },
     )
 
 
@@ -163,6 +187,9 @@ def binary(code: Binary, rule: OpRule, checked: bool = True, check: Check = chec
             if code.name in BINARY_STEPS
             else None
         ),
+        launches=("binary4d",),
+        family="elementwise",
+        lacks={} if code.name in BINARY_STEPS else {"step": NO_STEP_CODE},
     )
 
 
@@ -190,7 +217,7 @@ register(
     # the ops LiteRT's delegate took since (model_builder.cc's ElementwiseOperationParser)
     unary(Unary.RELU_N1_TO_1, V1),
     unary(Unary.RELU_0_TO_1, V1),
-    GpuOp("LEAKY_RELU", OpRule(versions(2)), lower_leaky_relu, KERNELS),
+    unary_record("LEAKY_RELU", OpRule(versions(2)), lower_leaky_relu),
     unary(Unary.ABS, OpRule(versions(2))),
     unary(Unary.NEG, V1),
     unary(Unary.SIN, V1),
@@ -200,7 +227,7 @@ register(
     unary(Unary.SIGN, V1),
     unary(Unary.SQUARE, V1),
     unary(Unary.ELU, V1),
-    GpuOp("GELU", OpRule(versions(2)), lower_gelu, KERNELS),
+    unary_record("GELU", OpRule(versions(2)), lower_gelu),
     binary(Binary.POW, V1, check=check_any_broadcast),
     binary(Binary.FLOOR_DIV, OpRule(versions(2)), check=check_any_broadcast),
     binary(Binary.FLOOR_MOD, OpRule(versions(2)), check=check_any_broadcast),
@@ -210,5 +237,5 @@ register(
     comparison(Binary.GREATER_EQUAL),
     comparison(Binary.LESS),
     comparison(Binary.LESS_EQUAL),
-    GpuOp("CAST", V1, lower_cast, KERNELS, check_cast, int32_tensors=True, bool_tensors=True),
+    unary_record("CAST", V1, lower_cast, check=check_cast, int32_tensors=True, bool_tensors=True),
 )

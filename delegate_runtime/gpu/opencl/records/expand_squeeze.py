@@ -45,6 +45,15 @@ register(
         (),
         constant_shape_inputs,
         expand_dims_shapes,
+        launches=(),
+        family="movement",
     ),
-    GpuOp("SQUEEZE", OpRule(versions(1)), lower_alias, shapes=squeeze_shapes),
+    GpuOp(
+        "SQUEEZE",
+        OpRule(versions(1)),
+        lower_alias,
+        shapes=squeeze_shapes,
+        launches=(),
+        family="movement",
+    ),
 )

@@ -10,6 +10,7 @@ from ..launch import Buf
 from ..lowering_api import ReadA
 from .gemm_kernel import GEMM
 from .geometry import Shape, shape_of
+from .lacks import NOT_PER_ELEMENT
 from .mean import prologue_args as mean_prologue
 from .record import GpuOp, OpRule, register, versions
 
@@ -66,5 +67,8 @@ register(
         shapes,
         epilogue=True,
         input_mean=reads_channels,
+        launches=("gemm*",),
+        family="convolution",
+        lacks={"step": NOT_PER_ELEMENT},
     )
 )

@@ -158,6 +158,8 @@ register(
         check_gather,
         gather_shapes,
         int32_tensors=True,
+        launches=("gather_axis", "gather_axis_rt"),
+        family="movement",
     ),
     GpuOp(
         "ONE_HOT",
@@ -167,5 +169,7 @@ register(
         check_one_hot,
         one_hot_shapes,
         int32_tensors=True,
+        launches=("one_hot",),
+        family="movement",
     ),
 )

@@ -9,6 +9,13 @@ from ....graph import Operator, Subgraph
 from ..launch import Buf, contiguous_strides, i4
 from .gemm_kernel import GEMM
 from .geometry import Shape, shape_of
+from .lacks import (
+    MEASURED_GENERIC,
+    NO_EPILOGUE,
+    NOT_MEASURED,
+    NOT_PER_ELEMENT,
+    NOT_SPECIALIZED,
+)
 from .record import GpuOp, OpRule, register
 
 
@@ -78,5 +85,13 @@ register(
         ("lstm.cl", "movement.cl", "depthwise_at.cl", GEMM),
         check,
         shapes,
+        launches=("copy4d", "gemm*", "lstm_basic_gates"),
+        family="convolution",
+        lacks={
+            "specialized": f"lstm_basic_gates {NOT_MEASURED}; copy4d {MEASURED_GENERIC}",
+            "persistent": NOT_SPECIALIZED,
+            "epilogue": f"lstm_basic_gates {NO_EPILOGUE}",
+            "step": NOT_PER_ELEMENT,
+        },
     )
 )

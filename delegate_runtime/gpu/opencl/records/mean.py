@@ -101,5 +101,7 @@ register(
         check,
         shapes,
         epilogue=True,
+        launches=("mean_axis", "mean_axis_wide"),
+        family="reduction",
     )
 )

@@ -280,6 +280,8 @@ register(
         KERNELS,
         _io(3, 1, 1, _transpose_params),
         transpose_conv_bias_shapes,
+        launches=("mp_transpose_conv_bias",),
+        family="mediapipe",
     ),
     GpuOp(
         mp.MAX_POOL_ARGMAX,
@@ -288,6 +290,8 @@ register(
         KERNELS,
         _io(1, 1, 2, _argmax_params),
         max_pool_argmax_shapes,
+        launches=("mp_max_pool_argmax",),
+        family="mediapipe",
     ),
     GpuOp(
         mp.MAX_UNPOOLING,
@@ -296,6 +300,8 @@ register(
         KERNELS,
         _io(2, 2, 1, lambda op, sg: mpo.pool_params(mp.MAX_UNPOOLING, _raw(op))),
         max_unpool_shapes,
+        launches=("mp_max_unpool",),
+        family="mediapipe",
     ),
     GpuOp(
         mp.LANDMARKS_TO_MATRIX,
@@ -304,9 +310,17 @@ register(
         KERNELS,
         _io(1, 1, 1, _landmark_attributes),
         landmarks_to_matrix_shapes,
+        launches=("mp_landmarks_to_matrix_*",),
+        family="mediapipe",
     ),
     GpuOp(
-        mp.TRANSFORM_LANDMARKS, V2, lower_transform_landmarks, KERNELS, _io(2, 2, 1, _landmark_dims)
+        mp.TRANSFORM_LANDMARKS,
+        V2,
+        lower_transform_landmarks,
+        KERNELS,
+        _io(2, 2, 1, _landmark_dims),
+        launches=("mp_transform_landmarks",),
+        family="mediapipe",
     ),
     GpuOp(
         mp.TRANSFORM_TENSOR,
@@ -315,5 +329,7 @@ register(
         KERNELS,
         _io(2, 2, 1, _tensor_shapes),
         transform_tensor_shapes,
+        launches=("mp_transform_tensor",),
+        family="mediapipe",
     ),
 )

@@ -184,7 +184,16 @@ def check_strided_slice(op: Operator, sg: Subgraph) -> tuple[bool, str]:
 
 
 def index_map(name: str, rule: OpRule, check=constant_shape_inputs) -> GpuOp:
-    return GpuOp(name, rule, lower_index_map, KERNELS, check, index_map_shapes)
+    return GpuOp(
+        name,
+        rule,
+        lower_index_map,
+        KERNELS,
+        check,
+        index_map_shapes,
+        launches=("copy4d", "gather_index"),
+        family="movement",
+    )
 
 
 V1_2 = OpRule(versions(1), versions(2))
@@ -196,6 +205,8 @@ register(
         (),
         constant_shape_inputs,
         reshape_shapes,
+        launches=(),
+        family="movement",
     ),
     GpuOp(
         "CONCATENATION",
@@ -203,6 +214,8 @@ register(
         lower_concatenation,
         ("movement.cl", "elementwise.cl"),
         shapes=concatenation_shapes,
+        launches=("copy4d", "unary"),
+        family="movement",
     ),
     index_map("TRANSPOSE", V1_2),
     index_map("STRIDED_SLICE", OpRule(versions(1), versions(4)), check_strided_slice),

@@ -86,6 +86,8 @@ register(
         ("pool.cl",),
         shapes=shapes,
         epilogue=True,
+        launches=("pool2d",),
+        family="pool",
     ),
     GpuOp(
         "MAX_POOL_2D",
@@ -94,5 +96,7 @@ register(
         ("pool.cl",),
         shapes=shapes,
         epilogue=True,
+        launches=("pool2d",),
+        family="pool",
     ),
 )

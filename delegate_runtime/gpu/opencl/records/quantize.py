@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ....graph import Operator
 from ..codes import Unary
+from .lacks import UNARY_NO_EPILOGUE
 from .record import GpuOp, OpRule, register, versions
 from .steps import no_step
 
@@ -21,6 +22,17 @@ register(
         lambda lo, op: lo.unary(op, Unary.COPY),
         ("elementwise.cl",),
         as_step=no_step,
+        launches=("unary",),
+        family="elementwise",
+        lacks={"epilogue": UNARY_NO_EPILOGUE},
     ),
-    GpuOp("DEQUANTIZE", OpRule(versions(3), versions(3)), lower_dequantize, as_step=no_step),
+    GpuOp(
+        "DEQUANTIZE",
+        OpRule(versions(3), versions(3)),
+        lower_dequantize,
+        as_step=no_step,
+        launches=(),
+        family="elementwise",
+        lacks={"epilogue": "it launches nothing: its output is its input's buffer"},
+    ),
 )

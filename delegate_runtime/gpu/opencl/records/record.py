@@ -98,8 +98,9 @@ class GpuOp:
     #: over the pixels producing it (that node absorbed, its output never stored)
     input_mean: Callable[[Operator, Subgraph], bool] | None = None
     #: the kernels its lowering launches, by name ("name*": every kernel whose name starts
-    #: so), besides the quantize-and-dequantize launch after a quantized output
-    launches: tuple[str, ...] = ()
+    #: so), besides the quantize-and-dequantize launch after a quantized output; None:
+    #: not declared (op_forms' test fails)
+    launches: tuple[str, ...] | None = None
     #: the ops it should be as fast as (op_forms.FAMILIES): it has every fast form
     #: (op_forms.FORMS) one of them has, unless `lacks` says why not
     family: str = ""

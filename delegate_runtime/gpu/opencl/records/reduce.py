@@ -12,6 +12,7 @@ from ....graph import Operator, Subgraph
 from ..codes import Reduce
 from ..launch import Buf, contiguous_strides, i4, shape4
 from .geometry import Shape, const_ints, shape_of
+from .lacks import MEASURED_GENERIC, NO_EPILOGUE, NOT_SPECIALIZED
 from .record import GpuOp, OpRule, register, versions
 
 if TYPE_CHECKING:
@@ -118,6 +119,13 @@ register(
             ("reduce.cl",),
             check,
             shapes,
+            launches=("reduce4d", "reduce4d_wide"),
+            family="reduction",
+            lacks={
+                "specialized": f"reduce4d {MEASURED_GENERIC}",
+                "persistent": NOT_SPECIALIZED,
+                "epilogue": f"reduce4d {NO_EPILOGUE}",
+            },
         )
         for name in CODES
     )

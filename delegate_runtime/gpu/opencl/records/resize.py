@@ -53,6 +53,8 @@ register(
         lambda lo, op: _lower(lo, op, "resize_bilinear"),
         ("resize.cl",),
         shapes=lambda op, sg: _shapes(op, sg, 1),
+        launches=("resize_bilinear",),
+        family="movement",
     ),
     GpuOp(
         "RESIZE_NEAREST_NEIGHBOR",
@@ -60,5 +62,7 @@ register(
         lambda lo, op: _lower(lo, op, "resize_nearest"),
         ("resize.cl",),
         shapes=lambda op, sg: _shapes(op, sg, 0),
+        launches=("resize_nearest",),
+        family="movement",
     ),
 )

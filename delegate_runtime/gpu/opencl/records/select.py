@@ -9,6 +9,7 @@ import numpy as np
 from ....graph import Operator, Subgraph
 from ..launch import Buf, i4, shape4
 from .geometry import Shape, broadcast, shape_of
+from .lacks import NO_EPILOGUE
 from .record import GpuOp, OpRule, register, versions
 
 if TYPE_CHECKING:
@@ -72,6 +73,12 @@ register(
             check_select,
             select_shapes,
             bool_tensors=True,
+            launches=("select4d",),
+            family="elementwise",
+            lacks={
+                "epilogue": f"select4d {NO_EPILOGUE}",
+                "step": "a step reads one operand; SELECT reads three",
+            },
         )
         for name in ("SELECT", "SELECT_V2")
     )

@@ -6,6 +6,7 @@ import numpy as np
 
 from ....graph import Operator, Subgraph
 from ..launch import Buf
+from .lacks import NO_EPILOGUE
 from .record import GpuOp, OpRule, Template, register, versions
 
 #: Work items per row (softmax.cl.in declares its scratch and work-group size to match).
@@ -41,4 +42,15 @@ ROWS = Template(
     },
 )
 
-register(GpuOp("SOFTMAX", OpRule(versions(1), versions(2)), lower, (ROWS,), check))
+register(
+    GpuOp(
+        "SOFTMAX",
+        OpRule(versions(1), versions(2)),
+        lower,
+        (ROWS,),
+        check,
+        launches=("softmax_rows",),
+        family="reduction",
+        lacks={"epilogue": f"softmax_rows {NO_EPILOGUE}"},
+    )
+)

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from ..lowering_api import Lowering
 
 KERNELS = ("movement.cl",)
+#: What each record here launches, and its family.
+COPY = {"launches": ("copy4d",), "family": "movement"}
 
 
 def _axis(axis: int, rank: int) -> int:
@@ -167,8 +169,17 @@ def lower_split(lo: Lowering, op: Operator) -> None:
 register(
     # LiteRT checks no version of these: every one the schema has (past float and int8
     # they are other types, which the type rule refuses)
-    GpuOp("PACK", OpRule(versions(5), versions(5)), lower_pack, KERNELS, shapes=pack_shapes),
-    GpuOp("UNPACK", OpRule(versions(6), versions(6)), lower_unpack, KERNELS, shapes=unpack_shapes),
+    GpuOp(
+        "PACK", OpRule(versions(5), versions(5)), lower_pack, KERNELS, shapes=pack_shapes, **COPY
+    ),
+    GpuOp(
+        "UNPACK",
+        OpRule(versions(6), versions(6)),
+        lower_unpack,
+        KERNELS,
+        shapes=unpack_shapes,
+        **COPY,
+    ),
     GpuOp(
         "SPLIT",
         OpRule(versions(5), versions(5)),
@@ -176,6 +187,7 @@ register(
         KERNELS,
         check_split,
         split_shapes,
+        **COPY,
     ),
     GpuOp(
         "SPLIT_V",
@@ -184,5 +196,6 @@ register(
         KERNELS,
         check_split,
         split_shapes,
+        **COPY,
     ),
 )

@@ -8,6 +8,7 @@ from ....errors import ModelError
 from ....graph import Operator, Subgraph
 from ..launch import Buf, grid3, i4, shape4
 from .geometry import Shape, const_ints, rank4, window_hw
+from .lacks import NOT_MEASURED, NOT_PER_ELEMENT, NOT_SPECIALIZED
 from .record import GpuOp, OpRule, register, versions
 
 
@@ -68,5 +69,12 @@ register(
         check,
         shapes,
         epilogue=True,
+        launches=("transpose_conv2d",),
+        family="convolution",
+        lacks={
+            "specialized": f"transpose_conv2d {NOT_MEASURED}",
+            "persistent": NOT_SPECIALIZED,
+            "step": NOT_PER_ELEMENT,
+        },
     )
 )
