@@ -15,8 +15,11 @@ from typing import Any
 
 import pytest
 
-#: A stored median may differ from the benchmark command's by this much.
+#: A stored median may lie this far outside the benchmark command's medians.
 AGREEMENT = 0.05
+#: Benchmark processes per precision: one process's median moves 5-8 % from the next's on
+#: the H200 (288 and 255 us beside a stored 268 and 258 us), more than AGREEMENT.
+BENCH_PROCESSES = 3
 CONFIGS = ("gpu-fp32", "gpu-fp16")
 RUNS = "300"
 
@@ -63,7 +66,7 @@ def benchmark_median(home: Path, model: Path, precision: str, out: Path) -> dict
 @pytest.fixture(scope="module")
 def embedded(tmp_path_factory, gpu_model, nvidia_device) -> dict[str, Any]:
     """One embedded run of both GPU configurations, default settings, and the benchmark
-    command's un-profiled figures on the same machine right after it."""
+    command's un-profiled figures (BENCH_PROCESSES processes each) right after it."""
     home = tmp_path_factory.mktemp("farm")
     run = devicefarm(
         home, "run", str(gpu_model), "--devices", "opencl", "--configs", ",".join(CONFIGS),
@@ -72,7 +75,11 @@ def embedded(tmp_path_factory, gpu_model, nvidia_device) -> dict[str, Any]:
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     rows = stored_results(home, 1)
     bench = {
-        p: benchmark_median(home, gpu_model, p, home / f"bench-{p}.json") for p in ("fp32", "fp16")
+        p: [
+            benchmark_median(home, gpu_model, p, home / f"bench-{p}-{i}.json")
+            for i in range(BENCH_PROCESSES)
+        ]
+        for p in ("fp32", "fp16")
     }
     return {"rows": rows, "bench": bench, "home": home}
 
@@ -82,17 +89,17 @@ def test_the_embedded_run_stores_the_shipped_paths_median(embedded, config):
     rows = [r for r in embedded["rows"] if r["config"] == config]
     assert len(rows) == 1 and rows[0]["state"] == "succeeded", rows
     row = rows[0]
-    bench = embedded["bench"][config.split("-")[1]]
-    stored, reference = row["median_ms"] * 1000.0, bench["median_us"]
-    print(f"{config}: stored median {stored} us, benchmark {reference} us")
-    assert abs(stored / reference - 1.0) <= AGREEMENT
+    medians = [b["median_us"] for b in embedded["bench"][config.split("-")[1]]]
+    stored = row["median_ms"] * 1000.0
+    print(f"{config}: stored median {stored} us, benchmark processes {medians} us")
+    assert min(medians) * (1 - AGREEMENT) <= stored <= max(medians) * (1 + AGREEMENT)
 
 
 @pytest.mark.parametrize("config", CONFIGS)
 def test_the_row_carries_its_configuration_record(embedded, config):
     row = next(r for r in embedded["rows"] if r["config"] == config)
     m = row["measurement"]
-    bench = embedded["bench"][config.split("-")[1]]["measurement"]
+    bench = embedded["bench"][config.split("-")[1]][0]["measurement"]
     assert m["timing"]["path"] == "shipped"
     assert m["timing"]["profile"].startswith("separate pass")
     assert row["config_fingerprint"] == m["fingerprint"] == bench["fingerprint"]
