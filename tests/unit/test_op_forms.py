@@ -81,6 +81,23 @@ def test_a_dropped_form_fails(monkeypatch):
     assert op_forms.missing(records)["FULLY_CONNECTED"]["epilogue"] == ""
 
 
+def test_every_fusion_is_reached_from_the_records_it_involves():
+    assert [m.NAME for m in op_forms.FUSION_MODULES] == list(op_forms.FUSIONS)
+    for module in op_forms.FUSION_MODULES:
+        assert any(module.involves(r) for r in REGISTRY.values()), module.NAME
+    assert op_forms.fusions_of(REGISTRY["CONV_2D"]) == [
+        "gate_into_conv",
+        "affine_into_conv",
+        "pad_into_reader",
+        "depthwise_into_gemm",
+        "epilogue",
+        "squeeze_excite_convs",
+        "mean_into_gemm",
+        "relu_into_readers",
+    ]
+    assert op_forms.fusions_of(REGISTRY["EXP"]) == []  # no step code, no epilogue
+
+
 # -- the declared launches against the lowering ------------------------------------------
 
 

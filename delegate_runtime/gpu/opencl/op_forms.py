@@ -1,5 +1,6 @@
 """What makes a GPU op as fast as its neighbours, beyond running right: its fast forms, as
-the backend gives them to its record (records/record.py: `launches`, `family`, `lacks`).
+the backend gives them to its record (records/record.py: `launches`, `family`, `lacks`),
+and the fusions it takes part in (`fusions_of`: each fusion module's `involves`).
 
 An op missing one of these still runs, only slower, so nothing else fails when one is
 dropped; tests/unit/test_op_forms.py fails instead, for an op of a family whose other ops
@@ -12,6 +13,19 @@ import functools
 from collections.abc import Iterable
 
 from . import cl_source
+from .fusions import (
+    FUSIONS,
+    affine_into_conv,
+    depthwise_into_gemm,
+    depthwise_into_squeeze_excite,
+    epilogue,
+    gate_into_conv,
+    mean_into_gemm,
+    pad_into_reader,
+    relu_into_readers,
+    squeeze_excite_convs,
+    swish,
+)
 from .program import program_source
 from .records import REGISTRY, GpuOp
 from .specialize import SPECIALIZED_PREFIXES
@@ -107,3 +121,25 @@ def missing(records: Iterable[GpuOp] | None = None) -> dict[str, dict[str, str]]
         if lacking:
             out[r.name] = {form: r.lacks.get(form, "") for form in sorted(lacking)}
     return out
+
+
+#: The fusion modules (opencl/fusions/), one per name of FUSIONS.
+FUSION_MODULES = (
+    gate_into_conv,
+    affine_into_conv,
+    pad_into_reader,
+    depthwise_into_gemm,
+    epilogue,
+    swish,
+    squeeze_excite_convs,
+    depthwise_into_squeeze_excite,
+    mean_into_gemm,
+    relu_into_readers,
+)
+
+
+def fusions_of(record: GpuOp) -> list[str]:
+    """The fusions `record`'s op takes part in (running one, or absorbed by one), in the
+    order the fusion pass applies them."""
+    involved = {m.NAME for m in FUSION_MODULES if m.involves(record)}
+    return [name for name in FUSIONS if name in involved]

@@ -11,11 +11,23 @@ between the ADD and the convolution prevents that, so here the kernel applies it
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .scope import Scope, channel_constant, other_input, plain_float
 
+if TYPE_CHECKING:
+    from ..records import GpuOp
+
 NAME = "affine_into_conv"
+
+
+def involves(record: GpuOp) -> bool:
+    """Whether `record`'s op takes part in this fusion:
+    a kernel that scales its input, or the MUL and ADD it absorbs."""
+    return record.input_scale is not None or record.name in ("MUL", "ADD")
+
 
 #: TFLite fused activation -> the clamp an affine input applies (NONE, RELU, RELU_N1_TO_1,
 #: RELU6)

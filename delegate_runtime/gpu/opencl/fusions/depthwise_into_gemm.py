@@ -11,11 +11,23 @@ depthwise convolution's PAD, pad_into_reader.py, as `input_pad`). TFLite's count
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ....graph import Operator, Subgraph
 from ..records.depthwise import fuses_into_reader
 from .scope import Scope
 
+if TYPE_CHECKING:
+    from ..records import GpuOp
+
 NAME = "depthwise_into_gemm"
+
+
+def involves(record: GpuOp) -> bool:
+    """Whether `record`'s op takes part in this fusion:
+    a kernel that computes a depthwise input, or the depthwise convolution."""
+    return record.input_depthwise is not None or record.name == "DEPTHWISE_CONV_2D"
+
 
 #: The most output channels of a 1x1 convolution that absorbs a stride-1 depthwise one.
 #: Its GEMM computes the depthwise output again for every tile of output channels. On an

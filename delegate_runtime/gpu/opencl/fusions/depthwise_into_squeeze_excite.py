@@ -9,12 +9,23 @@ among TFLite's transformations.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import squeeze_excite as kernel
 from ..chain import Chain
 from ..records.depthwise import fuses_into_reader
 from .scope import Scope
 
+if TYPE_CHECKING:
+    from ..records import GpuOp
+
 NAME = "depthwise_into_squeeze_excite"
+
+
+def involves(record: GpuOp) -> bool:
+    """Whether `record`'s op takes part in this fusion:
+    the mean over pixels that runs it, or the depthwise convolution."""
+    return record.name in ("MEAN", "AVERAGE_POOL_2D", "DEPTHWISE_CONV_2D")
 
 
 def fuse(scope: Scope, chains: dict[int, Chain], m: int) -> None:

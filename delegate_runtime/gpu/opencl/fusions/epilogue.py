@@ -15,6 +15,8 @@ merges into the operation before them (`GPUOperation::AddOperation`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..chain import Chain
 from ..lowering_api import StepSpec
 from ..records import record_for
@@ -22,7 +24,17 @@ from ..records.steps import qdq_step
 from . import swish
 from .scope import Scope
 
+if TYPE_CHECKING:
+    from ..records import GpuOp
+
 NAME = "epilogue"
+
+
+def involves(record: GpuOp) -> bool:
+    """Whether `record`'s op takes part in this fusion:
+    a kernel with an epilogue, or an op that is a step of one."""
+    return record.epilogue or record.as_step is not None
+
 
 #: Steps one kernel's epilogue applies (the EPILOGUE_PARAMS of common.cl).
 MAX_STEPS = 3

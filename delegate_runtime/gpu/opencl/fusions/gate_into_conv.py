@@ -11,10 +11,22 @@ constants into the weights; a gate is computed at run time, so here the kernel a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..records.steps import qdq_step
 from .scope import Scope
 
+if TYPE_CHECKING:
+    from ..records import GpuOp
+
 NAME = "gate_into_conv"
+
+
+def involves(record: GpuOp) -> bool:
+    """Whether `record`'s op takes part in this fusion:
+    a kernel that scales its input, or the gate MUL."""
+    return record.input_scale is not None or record.name == "MUL"
+
 
 #: (feature map, gate, QDQ params of the product or None): Chain.input_scale
 Gate = tuple[int, int, tuple[float, float, float, float] | None]

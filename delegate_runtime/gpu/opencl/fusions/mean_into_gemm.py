@@ -10,10 +10,22 @@ way: it makes a whole-map pooling a MEAN, a launch of its own.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..chain import Chain
 from .scope import Scope
 
+if TYPE_CHECKING:
+    from ..records import GpuOp
+
 NAME = "mean_into_gemm"
+
+
+def involves(record: GpuOp) -> bool:
+    """Whether `record`'s op takes part in this fusion:
+    a kernel that computes its input as a mean, or the MEAN."""
+    return record.input_mean is not None or record.name == "MEAN"
+
 
 #: The most output channels of a GEMM that computes its input as a MEAN: it recomputes the
 #: means for each tile of output channels. On an H200 (profiled timelines, 2026-11-25) the

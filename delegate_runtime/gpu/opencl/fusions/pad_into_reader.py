@@ -8,12 +8,24 @@ too. TFLite's counterpart: `common/transformations/merge_padding_with.cc`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ....graph import Subgraph
 from .scope import Scope
 
+if TYPE_CHECKING:
+    from ..records import GpuOp
+
 NAME = "pad_into_reader"
+
+
+def involves(record: GpuOp) -> bool:
+    """Whether `record`'s op takes part in this fusion:
+    a kernel that reads zero padding itself, or the PAD."""
+    return record.input_pad is not None or record.name == "PAD"
+
 
 #: (the PAD's input, top, left zero rows): Chain.input_pad
 Padded = tuple[int, int, int]

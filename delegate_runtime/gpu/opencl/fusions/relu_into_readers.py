@@ -13,6 +13,8 @@ chain records the RELU's output in `clamped`; the first reader's records the REL
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ....graph import Subgraph
@@ -21,11 +23,20 @@ from ..records.conv import is_gemm
 from ..records.depthwise import clamps_its_input
 from .scope import Scope, plain_float
 
+if TYPE_CHECKING:
+    from ..records import GpuOp
+
 NAME = "relu_into_readers"
 
 #: Activation nodes a reader can apply to its input as it loads it, as (low, high) clamps
 #: (RELU_N1_TO_1 is no GPU op: TFLite's delegate refuses it as a node).
 CLAMPS = {"RELU": (0.0, np.inf), "RELU6": (0.0, 6.0)}
+
+
+def involves(record: GpuOp) -> bool:
+    """Whether `record`'s op takes part in this fusion:
+    the RELU or RELU6 elided, or a convolution that clamps what it reads."""
+    return record.name in (*CLAMPS, "CONV_2D", "DEPTHWISE_CONV_2D")
 
 
 def fuse(scope: Scope, chains: dict[int, Chain]) -> None:

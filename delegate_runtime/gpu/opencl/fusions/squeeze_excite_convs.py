@@ -13,6 +13,8 @@ TFLite's transformations.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import squeeze_excite as kernel
 from ..chain import Chain
 from ..records.conv import is_gemm
@@ -20,7 +22,16 @@ from ..records.pool import averages_whole_map
 from . import depthwise_into_squeeze_excite
 from .scope import Scope
 
+if TYPE_CHECKING:
+    from ..records import GpuOp
+
 NAME = "squeeze_excite_convs"
+
+
+def involves(record: GpuOp) -> bool:
+    """Whether `record`'s op takes part in this fusion:
+    the mean over pixels that runs the block, or its convolutions."""
+    return record.name in ("MEAN", "AVERAGE_POOL_2D", "CONV_2D")
 
 
 def fuse(scope: Scope, chains: dict[int, Chain]) -> None:

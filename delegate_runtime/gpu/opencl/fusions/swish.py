@@ -9,13 +9,24 @@ No counterpart among TFLite's transformations.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ....graph import Operator
 from ..codes import Step
 from ..lowering_api import StepSpec
 from ..records.steps import qdq_step
 from .scope import Scope
 
+if TYPE_CHECKING:
+    from ..records import GpuOp
+
 NAME = "swish"
+
+
+def involves(record: GpuOp) -> bool:
+    """Whether `record`'s op takes part in this fusion:
+    the LOGISTIC and MUL it absorbs."""
+    return record.name in ("LOGISTIC", "MUL")
 
 
 def step(scope: Scope, t: int, ops: list[Operator]) -> tuple[list[int], list[StepSpec], int] | None:
