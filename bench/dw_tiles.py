@@ -63,7 +63,8 @@ def lowered_as(way: str, shapes: dict[int, tuple]) -> Iterator[None]:
 
     def recording_gemm(self: Any, op: Any, *args: Any, **kwargs: Any) -> None:
         bound = signature.bind(self, op, *args, **kwargs).arguments
-        dw = bound.get("a_depthwise")
+        read = bound.get("read")  # lowering_api.ReadA: how the GEMM reads A
+        dw = read.depthwise if read is not None else None
         current.update(node=op.index, taps=prologue_taps(dw) if dw is not None else 0)
         try:
             gemm(self, op, *args, **kwargs)
