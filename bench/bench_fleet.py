@@ -1,7 +1,10 @@
-"""An agent serving many no-op devices: one consumer process per device vs device groups.
+"""An agent serving many no-op devices: one consumer process per device vs device groups;
+and a fleet of agents under faults (issue 44).
 
     python bench/bench_fleet.py [--devices 100] [--jobs-per-device 3] [--modes processes,group]
         [--group-devices N]
+    python bench/bench_fleet.py --fleet [--devices 1000] [--agents 10] [--jobs-per-device 10]
+        [--celery-pool threads] [--keep]
 
 For each mode, on a fresh PostgreSQL database and a redis-server of its own, it starts
 `devicefarm worker` with `--devices` no-op devices (canaries on), in the group mode with
@@ -18,11 +21,29 @@ For each mode, on a fresh PostgreSQL database and a redis-server of its own, it 
 
 Targets (issue 44): idle PSS per device at most 10 MiB and no process of its own, every
 device ready within 15 s. Nothing but the agent runs the jobs: no reconciler.
+
+`--fleet`: `--devices` over `--agents` agents on this machine (each a simulated host: its
+own name and device keys, its devices in one group), one PostgreSQL database and one
+persistent redis-server (append-only file), and the reconciler running every second in a
+process of its own (labkit.timed_reconciler: the command's pass, each timed). First plain
+Celery (labkit.plain_celery: one worker per agent, `--celery-pool` with as many threads as
+an agent has devices) runs as many no-op tasks as the campaign has jobs on the same Redis;
+then the agents start one after the other (each as on a host of its own); then a campaign
+of `--jobs-per-device` models on every device. A quarter of the way in one agent is
+SIGKILLed with its group process (a host that lost power) and started again 5 s later;
+half-way redis-server is SIGKILLed and started again 3 s later. Printed beside the targets:
+PSS per device, ready per agent, reconciler pass times (target 1 s), PostgreSQL
+connections (peak, idle after) and Redis clients, jobs/s before the first fault and over
+the whole campaign against plain Celery (run again after it), and the jobs lost,
+duplicated or stuck (labkit.job_audit; target 0), with why attempts were retried. Exit
+status 1 when a target is missed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -37,6 +58,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from labkit.proc_memory import group_pss_mib, pss_kib, session_pids  # noqa: E402
 from labkit.processes import free_port, kill_group  # noqa: E402
 from labkit.redis_server import RedisServer  # noqa: E402
 from labkit.scratch_db import scratch_database  # noqa: E402
@@ -63,26 +85,6 @@ class Figures:
     pg_peak: int = 0
     pg_idle: int = 0
     notes: list[str] = field(default_factory=list)
-
-
-def session_pids(pgid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            out.append(int(stat.parent.name))
-    return out
-
-
-def pss_kib(pid: int) -> int:
-    try:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
-    except OSError:
-        return 0
-    return sum(int(line.split()[1]) for line in text.splitlines() if line.startswith("Pss:"))
 
 
 #: The bench's own connections say so, and are not counted.
@@ -260,13 +262,322 @@ def table(figs: list[Figures], n_devices: int, size: int) -> str:
     return "\n".join(out)
 
 
+# -- the fleet mode: many agents, a reconciler, faults -------------------------------------
+
+#: Fleet-mode targets (issue 44) beside those above.
+TARGET_PASS_S = 1.0
+#: The fleet's faults, by the share of the campaign's jobs ended: an agent SIGKILLed (its
+#: whole process group, as a host that lost power) and started again AGENT_DOWN_S later;
+#: then redis-server SIGKILLed and started again (persistent) REDIS_DOWN_S later.
+KILL_AT, REDIS_AT = 0.25, 0.5
+AGENT_DOWN_S, REDIS_DOWN_S = 5.0, 3.0
+#: Every job must have ended this long after the last fault was repaired.
+RECOVERY_S = 300.0
+
+
+@dataclass
+class FleetFigures:
+    agents: int
+    per_agent: int
+    ready_s: list[float] = field(default_factory=list)  #: per agent, started one by one
+    restart_ready_s: float = 0.0  #: the killed agent's, started again
+    processes: int = 0
+    pss_mib: float = 0.0
+    pss_after_mib: float = 0.0
+    celery: list[float] = field(default_factory=list)  #: tasks/s, before and after
+    jobs: int = 0
+    first_start_s: float = 0.0
+    jobs_per_s: float = 0.0  #: submission to the last end, faults included
+    jobs_per_s_clean: float = 0.0  #: submission to the first fault
+    recovery_s: float = 0.0  #: the last fault repaired to the last job's end
+    pg_peak: int = 0
+    pg_idle: int = 0
+    redis_peak: int = 0
+    passes: list[dict] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)
+    audit: object = None
+    sent_at: object = None  #: the campaign's submission (UTC, as the database's times)
+
+    @property
+    def devices(self) -> int:
+        return self.agents * self.per_agent
+
+
+class Agent:
+    """`devicefarm worker` for one simulated host: its own name and device keys, its
+    devices in one group."""
+
+    def __init__(self, number: int, per_agent: int, db_url: str, broker_url: str, home: Path):
+        self.name = f"host{number:02d}"
+        self.keys = [f"noop:h{number:02d}d{i:03d}" for i in range(per_agent)]
+        self.home = home / self.name
+        self.home.mkdir()
+        self.cmd = [sys.executable, "-m", "devicefarm.cli", "worker", "--broker", broker_url]
+        self.cmd += ["--db", db_url, "--devices", ",".join(f"{k}?tags=fleet" for k in self.keys)]
+        self.cmd += ["--name", self.name, "--group-devices", str(per_agent), "--loglevel", "INFO"]
+        self.proc: subprocess.Popen | None = None
+        self.log = self.home / "agent.log"
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        self.log = self.home / f"agent{self.starts}.log"
+        env = dict(os.environ, PYTHONPATH=str(REPO), DEVICEFARM_HOME=str(self.home / "farm"))
+        env.pop("DEVICEFARM_GROUP_DEVICES", None)
+        self.proc = subprocess.Popen(
+            self.cmd, env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+
+    def wait_ready(self) -> float:
+        """Seconds from now until every device said it is ready."""
+        from worker_agent.devices import host_name
+
+        start, host = time.monotonic(), host_name()
+        want = [f"{k}@{host} ready." for k in self.keys]
+        while not all(w in (text := self.log.read_text()) for w in want):
+            if self.proc.poll() is not None or time.monotonic() - start > READY_TIMEOUT_S:
+                raise SystemExit(f"{self.name}: not ready:\n{text[-2000:]}")
+            time.sleep(0.1)
+        return time.monotonic() - start
+
+    def kill(self) -> None:
+        kill_group(self.proc, signal.SIGKILL)
+
+
+def run_fleet(
+    agents: int, per_agent: int, per_device: int, workdir: Path, celery_pool: str
+) -> FleetFigures:
+    from sqlalchemy import create_engine
+
+    from labkit.plain_celery import PlainCelery
+    from labkit.scratch_db import LOCAL_SERVER
+
+    fig = FleetFigures(agents, per_agent)
+    redis = RedisServer(free_port(), workdir, persistent=True)
+    redis.start()
+    fleet: list[Agent] = []
+    reconciler = None
+    try:
+        with scratch_database("bench_fleet") as db_url:
+            db_name = db_url.rsplit("/", 1)[1]
+            admin = create_engine(f"{LOCAL_SERVER}/postgres", isolation_level="AUTOCOMMIT")
+            watch = admin.connect()  # held: a farm at max_connections refuses new ones
+            concurrency = per_agent if celery_pool == "threads" else 1
+            say(f"plain Celery: {agents} workers ({celery_pool}, {concurrency} each)")
+            plain = PlainCelery(redis.url, agents, workdir / "celery.log", celery_pool, concurrency)
+            try:
+                jobs = agents * per_agent * per_device
+                fig.celery.append(plain.run(jobs))
+                say(f"plain Celery: {fig.celery[-1]:.0f} tasks/s")
+                passes = workdir / "passes.jsonl"
+                reconciler = subprocess.Popen(
+                    [sys.executable, "-m", "labkit.timed_reconciler", "--db", db_url]
+                    + ["--broker", redis.url, "--every", "1", "--out", str(passes)],
+                    env=dict(os.environ, PYTHONPATH=str(REPO)),
+                    stdout=(workdir / "reconciler.log").open("w"),
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+                for number in range(agents):
+                    agent = Agent(number, per_agent, db_url, redis.url, workdir)
+                    agent.start()
+                    fig.ready_s.append(agent.wait_ready())
+                    fleet.append(agent)
+                    say(f"{agent.name}: {per_agent} devices ready in {fig.ready_s[-1]:.1f} s")
+                time.sleep(SETTLE_S)
+                fig.processes, fig.pss_mib = group_pss_mib([a.proc.pid for a in fleet])
+                t_campaign = time.time()
+                fleet_campaign(fig, db_url, redis, fleet, per_device, workdir, watch, db_name)
+                time.sleep(SETTLE_S)
+                fig.pg_idle = pg_connections(watch, db_name)
+                fig.pss_after_mib = group_pss_mib([a.proc.pid for a in fleet])[1]
+                fig.celery.append(plain.run(jobs))
+                say(f"plain Celery again: {fig.celery[-1]:.0f} tasks/s")
+                lines = passes.read_text().splitlines()
+                fig.passes = [p for p in map(json.loads, lines) if p["at"] >= t_campaign]
+            finally:
+                plain.close()
+                for agent in fleet:
+                    kill_group(agent.proc, signal.SIGTERM)
+                if reconciler is not None:
+                    kill_group(reconciler, signal.SIGTERM)
+                watch.close()
+                admin.dispose()
+    finally:
+        redis.stop()
+    return fig
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+def fleet_campaign(fig, db_url, redis, fleet, per_device, workdir, watch, db_name) -> None:
+    """Submit the campaign, inject the faults as it runs, wait for its end, audit it."""
+    import redis as redis_lib
+    from sqlalchemy import func, select
+    from sqlalchemy.exc import OperationalError
+
+    from farm_core.database import make_engine
+    from farm_core.dispatch import CeleryDispatcher
+    from farm_core.schema import TERMINAL_STATES, Job, utcnow
+    from labkit.farm_rows import write_model
+    from labkit.job_audit import audit
+    from orchestrator.submit import RunSettings, submit
+
+    models = [write_model(workdir / f"m{i}.tflite", 1.0 + i) for i in range(per_device)]
+    engine = make_engine(f"{db_url}?application_name={BENCH_APP}", pool=1)
+    dispatcher = CeleryDispatcher(redis.url)
+    client = redis_lib.Redis.from_url(redis.url)
+    victim = fleet[len(fleet) // 2]
+    t0 = time.monotonic()
+    sent_at = fig.sent_at = utcnow()
+    sub = submit(engine, dispatcher, models, "tag=fleet", "cpu", RunSettings(1, diff_runs=0))
+    dispatcher.close()
+    fig.jobs = sub.jobs
+    say(f"campaign: {sub.jobs} jobs submitted in {time.monotonic() - t0:.1f} s")
+
+    def fault(what: str) -> None:
+        fig.faults.append(f"{time.monotonic() - t0:6.1f} s: {what}")
+        say(f"fault at {fig.faults[-1]}")
+
+    killed_at = restarted = redis_done = None
+    repaired = t0
+    deadline = None
+    ended = 0
+    while ended < sub.jobs:
+        now = time.monotonic()
+        try:
+            with engine.begin() as conn:
+                ended = conn.execute(
+                    select(func.count()).where(
+                        Job.campaign_id == sub.campaign_id, Job.state.in_(TERMINAL_STATES)
+                    )
+                ).scalar()
+            fig.pg_peak = max(fig.pg_peak, pg_connections(watch, db_name))
+        except OperationalError:  # the server at max_connections: ask again
+            pass
+        with contextlib.suppress(redis_lib.RedisError):
+            clients = client.info("clients")["connected_clients"] - 1  # less the bench's
+            fig.redis_peak = max(fig.redis_peak, clients)
+        if killed_at is None and ended >= KILL_AT * sub.jobs:
+            fig.jobs_per_s_clean = ended / (now - t0)
+            victim.kill()
+            killed_at = now
+            fault(f"{victim.name} SIGKILLed (agent and group process), {ended} jobs ended")
+        elif killed_at is not None and restarted is None and now - killed_at >= AGENT_DOWN_S:
+            victim.start()
+            restarted = now
+            fault(f"{victim.name} started again")
+            fig.restart_ready_s = victim.wait_ready()
+            say(f"{victim.name}: ready again in {fig.restart_ready_s:.1f} s")
+        elif restarted is not None and redis_done is None and ended >= REDIS_AT * sub.jobs:
+            redis.stop()
+            fault(f"redis-server SIGKILLed, {ended} jobs ended")
+            time.sleep(REDIS_DOWN_S)
+            redis.start()
+            redis_done = repaired = time.monotonic()
+            fault("redis-server started again (append-only file)")
+        if redis_done is not None and deadline is None:
+            deadline = repaired + RECOVERY_S
+        if deadline is not None and now > deadline:
+            say(f"campaign: {sub.jobs - ended} jobs not ended {RECOVERY_S:g} s after the faults")
+            break
+        if now - t0 > CAMPAIGN_TIMEOUT_S:
+            say(f"campaign: {sub.jobs - ended} jobs not ended after {CAMPAIGN_TIMEOUT_S:g} s")
+            break
+        time.sleep(0.5)
+    with engine.begin() as conn:
+        starts, ends = conn.execute(
+            select(func.min(Job.started_at), func.max(Job.finished_at)).where(
+                Job.campaign_id == sub.campaign_id
+            )
+        ).one()
+    if starts:
+        fig.first_start_s = (starts - sent_at).total_seconds()
+    if ends:
+        fig.jobs_per_s = sub.jobs / max((ends - sent_at).total_seconds(), 1e-6)
+        fig.recovery_s = (ends - sent_at).total_seconds() - (repaired - t0)
+    fig.audit = audit(engine, sub.campaign_id)
+    engine.dispose()
+
+
+def fleet_report(fig: FleetFigures) -> str:
+    import statistics
+
+    a = fig.audit
+    ok_passes = [p for p in fig.passes if "error" not in p]
+    secs = sorted(p["s"] for p in ok_passes)
+    over = sum(1 for s in secs if s > TARGET_PASS_S)
+    reasons = ("lease_expired", "moved_off_lost_device", "resent_lost_message", "stalled")
+    moved = {r: sum(p.get(r, 0) for p in ok_passes) for r in reasons}
+    per_pss = fig.pss_mib / fig.devices
+    worst_ready = max(fig.ready_s)
+    ratio = fig.jobs_per_s_clean / fig.celery[0] if fig.celery else 0.0
+
+    def mark(ok: bool) -> str:
+        return "ok" if ok else "MISSES"
+
+    rows = [
+        ("agents x devices", f"{fig.agents} x {fig.per_agent} = {fig.devices}", ""),
+        ("processes (all agents)", f"{fig.processes}", ""),
+        ("PSS idle per device, MiB", f"{per_pss:.2f} (after: "
+         f"{fig.pss_after_mib / fig.devices:.2f})", f"<= {TARGET_PSS_MIB:g}: "
+         f"{mark(per_pss <= TARGET_PSS_MIB)}"),
+        ("ready per agent, s (worst, median)", f"{worst_ready:.1f}, "
+         f"{statistics.median(fig.ready_s):.1f}; killed one again: {fig.restart_ready_s:.1f}",
+         f"< {TARGET_READY_S:g}: {mark(worst_ready < TARGET_READY_S)}"),
+        ("campaign jobs", f"{fig.jobs}", ""),
+        ("first job started after submit, s", f"{fig.first_start_s:.2f}", ""),
+        ("jobs/s before the first fault", f"{fig.jobs_per_s_clean:.1f}", ""),
+        ("jobs/s submit to last end (faults in)", f"{fig.jobs_per_s:.1f}", ""),
+        ("plain Celery tasks/s (before, after)", ", ".join(f"{c:.0f}" for c in fig.celery), ""),
+        ("farm / plain Celery (before the fault)", f"{ratio:.2f}", ""),
+        ("last job ended after the last repair, s", f"{fig.recovery_s:.1f}", ""),
+        ("reconciler passes in the campaign", f"{len(secs)} ({len(fig.passes) - len(secs)} "
+         "failed: broker or database away)", ""),
+        ("reconciler pass, s (median, p95, max)", (f"{statistics.median(secs):.3f}, "
+         f"{secs[int(0.95 * (len(secs) - 1))]:.3f}, {secs[-1]:.3f}; {over} over "
+         f"{TARGET_PASS_S:g} s") if secs else "none", f"<= {TARGET_PASS_S:g}: "
+         f"{mark(bool(secs) and secs[-1] <= TARGET_PASS_S)}"),
+        ("reconciler moved: lease expired, off a lost device, lost message, stalled",
+         ", ".join(str(moved[r]) for r in reasons), ""),
+        ("PostgreSQL connections: peak, idle after", f"{fig.pg_peak}, {fig.pg_idle}", ""),
+        ("Redis clients at the peak", f"{fig.redis_peak}", ""),
+        ("jobs: lost, duplicated, stuck, stray", f"{len(a.lost)}, {len(a.duplicated)}, "
+         f"{len(a.stuck)}, {len(a.stray)}", f"0: {mark(a.clean)}"),
+        ("jobs retried; states", f"{a.retried}; {dict(a.states)}", ""),
+        *(
+            (f"  attempts ended {outcome}", f"{n}, {(first - fig.sent_at).total_seconds():.1f}"
+             f"-{(last - fig.sent_at).total_seconds():.1f} s after submission", "")
+            for outcome, (n, first, last) in sorted(a.attempts.items())
+        ),
+    ]  # fmt: skip
+    width = max(len(r[0]) for r in rows)
+    lines = [
+        f"{label.ljust(width)}  {value}" + (f"   [{t}]" if t else "") for label, value, t in rows
+    ]
+    lines += ["faults:", *(f"  {f}" for f in fig.faults)]
+    for name, ids in (("lost", a.lost), ("duplicated", a.duplicated), ("stuck", a.stuck)):
+        if ids:
+            lines.append(f"{name} job ids: {ids[:20]}{' ...' if len(ids) > 20 else ''}")
+    return "\n".join(lines)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--devices", type=int, default=100)
     p.add_argument("--jobs-per-device", type=int, default=3)
     p.add_argument("--modes", default="processes,group", help="processes, group or both")
     p.add_argument("--group-devices", type=int, default=0, help="per group (default: all)")
+    p.add_argument("--fleet", action="store_true", help="the fleet mode (module docstring)")
+    p.add_argument("--agents", type=int, default=10, help="fleet: agent processes")
+    p.add_argument("--celery-pool", default="threads", help="fleet: plain Celery's pool")
+    p.add_argument("--keep", action="store_true", help="fleet: keep the logs (prints where)")
     args = p.parse_args()
+    if args.fleet:
+        return fleet_main(args)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     figs = []
     with tempfile.TemporaryDirectory(prefix="bench_fleet_") as tmp:
@@ -284,6 +595,30 @@ def main() -> int:
             f"{f.ready_s:.1f} s (target < {TARGET_READY_S:g}): {'ok' if ok else 'MISSES'}"
         )
     return 0
+
+
+def fleet_main(args: argparse.Namespace) -> int:
+    """The fleet mode: --devices in all, over --agents agents; 1 when a target is missed."""
+    per_agent = args.devices // args.agents
+    say(f"load before: {os.getloadavg()[0]:.1f} (1 min), {os.cpu_count()} CPUs")
+    with contextlib.ExitStack() as stack:
+        if args.keep:
+            tmp = tempfile.mkdtemp(prefix="bench_fleet_")
+            say(f"keeping {tmp} (agents' logs, reconciler passes)")
+        else:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench_fleet_"))
+        fig = run_fleet(args.agents, per_agent, args.jobs_per_device, Path(tmp), args.celery_pool)
+    say(fleet_report(fig))
+    say(f"load after: {os.getloadavg()[0]:.1f} (1 min)")
+    secs = [p["s"] for p in fig.passes if "error" not in p]
+    met = (
+        fig.pss_mib / fig.devices <= TARGET_PSS_MIB
+        and max(fig.ready_s) < TARGET_READY_S
+        and bool(secs)
+        and max(secs) <= TARGET_PASS_S
+        and fig.audit.clean
+    )
+    return 0 if met else 1
 
 
 if __name__ == "__main__":
