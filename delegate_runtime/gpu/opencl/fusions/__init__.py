@@ -4,9 +4,10 @@ squeeze-excite kernel's limits stay with its lowering, opencl/squeeze_excite.py)
 test of its own (tests/ops/fusions/).
 
 A plan is a `Chain` per kernel (opencl/chain.py); lowering.py and the records' lowerings
-read it. To add a fusion: a module here with its NAME and rule, its place in
-plan.FUSIONS and plan_fusion, what its chain records in chain.py, its tuning constants in
-tools/config_record.py, and its test.
+read it. To add a fusion: a module here with its NAME, its rule and `involves(record)`
+(the ops taking part, so that op_forms.fusions_of reaches it from their records), its
+place in plan.FUSIONS and plan_fusion and in op_forms.FUSION_MODULES, what its chain
+records in chain.py, its tuning constants in tools/config_record.py, and its test.
 """
 
 from .plan import FUSIONS, plan_fusion
