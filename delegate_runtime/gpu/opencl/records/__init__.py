@@ -1,7 +1,8 @@
-"""The GPU delegate's ops, one record each (support rule, lowering, kernel source).
+"""The GPU delegate's ops, one record each (support rule, lowering, kernel source and
+template instances, the kernels it launches, its family and the fast forms it lacks).
 
 A new op is a new module here that calls `register(GpuOp(...))`, plus its name in
-OP_MODULES.
+OP_MODULES (docs/architecture.md: "Adding a GPU op, end to end").
 """
 
 from __future__ import annotations
