@@ -83,7 +83,11 @@ class GpuSession:
         self.log = log if log is not None else sys.stderr
         start = time.perf_counter()
         self.init_phases_ms: dict[str, float] = {}
-        self.model, self.folded_ops = fold_constants(model, self.switches.max_folded_elements)
+        self.model, self.folded_ops = (
+            fold_constants(model, self.switches.max_folded_elements)
+            if self.switches.fold  # the fold pass (gpu/passes.py)
+            else (model, 0)
+        )
         self.cpu = Interpreter(self.model)
         self.delegation: DelegationSummary = partition(
             self.model.main,

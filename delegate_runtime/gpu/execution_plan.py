@@ -6,6 +6,9 @@ asks the options or the switches again which path to take.
     plan = plan_execution(switches, profiling=False, cpu_runtime="litert",
                           specialize_option=None, device=info)
 
+The switches turn the fast paths off one by one (`hot_path` off: launches through
+pyopencl as profiling has them, but with no events; `Switches.plain()`: all of them).
+
 Op profiling times each launch by its own OpenCL event (on a profiling queue), so a
 profiling session launches its kernels one by one through pyopencl: no persistent kernels
 (one would time many layers as one; they are neither planned nor compiled), no hot path
@@ -72,7 +75,7 @@ def plan_execution(
     """The plan for a session with these options (`specialize_option`: the session's
     `specialize` option, None: as the switches say) and `switches` on `device`; without a
     device (before one is chosen, or with no GPU partition) nothing is compiled for one."""
-    hot = not profiling
+    hot = not profiling and switches.hot_path
     plan = ExecutionPlan(
         profiling=profiling,
         cpu_runtime=REFERENCE if profiling else cpu_runtime,
@@ -92,5 +95,12 @@ def plan_execution(
         specialize=own,
         persistent=shipped_persistent and not profiling,
         gemm_groups_per_cu=switches.persistent_groups_per_cu if shipped_persistent else None,
-        pinned=hot and device.is_gpu,
+        # at its default on GPUs only (a discrete GPU's DMA reaches it); set, anywhere
+        pinned=hot and _where_suited(switches, "pinned", device.is_gpu),
     )
+
+
+def _where_suited(switches: Switches, name: str, suited: bool) -> bool:
+    """An on/off switch's value where it was set, else (its default, on) where `suited`."""
+    explicit = switches.explicit(name)
+    return suited if explicit is None else explicit

@@ -129,7 +129,8 @@ KNOBS: dict[str, Knob] = {
     ),
     "pinned": Knob(
         "gpu.pinned",
-        "page-locked host arrays for the hot path's copies, on GPUs (opencl/executor.py)",
+        "page-locked host arrays for the hot path's copies (opencl/executor.py); at its "
+        "default on GPUs only",
         "DEVICEFARM_GPU_PINNED",
     ),
     "cc": Knob(

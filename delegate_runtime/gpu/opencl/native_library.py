@@ -46,10 +46,11 @@ _lock = threading.Lock()
 _state: dict[str, object] = {}  #: "lib" (CDLL or None) and "why" once decided
 
 
-def compiler() -> str | None:
-    """$CC when set, else the first of cc, gcc, clang on PATH."""
-    if os.environ.get("CC"):
-        return shutil.which(os.environ["CC"].split()[0]) and os.environ["CC"]
+def compiler(switches: Switches | None = None) -> str | None:
+    """The switches' `cc` ($CC) where set and found, else the first of cc, gcc, clang on PATH."""
+    cc = (Switches.from_env() if switches is None else switches).cc
+    if cc:
+        return shutil.which(cc.split()[0]) and cc
     return next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
 
 
@@ -116,8 +117,8 @@ def build(cache_dir: Path, cc: str) -> Path:
     return target
 
 
-def _load(cache_dir: Path) -> tuple[ctypes.CDLL | None, str]:
-    cc = compiler()
+def _load(cache_dir: Path, switches: Switches) -> tuple[ctypes.CDLL | None, str]:
+    cc = compiler(switches)
     if cc is None:
         return None, "no C compiler (cc, gcc, clang or $CC) on PATH"
     try:
@@ -136,14 +137,14 @@ def _load(cache_dir: Path) -> tuple[ctypes.CDLL | None, str]:
 def native_library(
     cache_dir: Path | None = None, switches: Switches | None = None
 ) -> ctypes.CDLL | None:
-    """The built library (decided once per process), or None (also where `switches`,
+    """The built library (decided once per process, by the first switches that ask), or None (also where `switches`,
     None: the environment's now, turn it off: then neither the C loop nor the C copy runs)."""
     switches = Switches.from_env() if switches is None else switches
     if not switches.native_loop:
         return None
     with _lock:
         if "lib" not in _state:
-            _state["lib"], _state["why"] = _load(cache_dir or default_cache_dir())
+            _state["lib"], _state["why"] = _load(cache_dir or default_cache_dir(), switches)
         return _state["lib"]  # type: ignore[return-value]
 
 
