@@ -1,0 +1,160 @@
+"""The GPU delegate's switchboard is the one place a switch or tuning constant is read
+(issue 41, gpu/switches.py): no environment read elsewhere in delegate_runtime, and no
+module-level number or flag in delegate_runtime/gpu, but the facts listed here with why
+each is no tuning. A new one fails here: put it on the switchboard, or list it with its
+reason."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from delegate_runtime.gpu.switches import LAYOUT
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "delegate_runtime"
+SWITCHBOARD = "delegate_runtime/gpu/switches.py"
+
+#: Files that touch the environment outside the switchboard -> (how many places, why).
+ENVIRONMENT_FACTS: dict[str, tuple[int, str]] = {
+    "delegate_runtime/gpu/opencl/cache.py": (
+        3,
+        "XDG_CACHE_HOME says where the user's cache lies; the drivers' cache variables are "
+        "set for the drivers (a user's own setting kept): facts of the host, no tuning",
+    ),
+    "delegate_runtime/gpu/opencl/build_workers.py": (
+        1,
+        "the environment handed to the build worker processes as it is",
+    ),
+    "delegate_runtime/tools/config_record.py": (
+        1,
+        "the CPU reference's BLAS thread variables, read to record them (an observer)",
+    ),
+}
+
+#: Module-level numbers and flags in delegate_runtime/gpu that are no tuning, beside the
+#: kernels' layout (switches.LAYOUT): module path -> name -> why.
+NOT_TUNING: dict[str, dict[str, str]] = {
+    "delegate_runtime/gpu/opencl/cache.py": {
+        "CACHE_FORMAT_VERSION": "the cache entries' format",
+        "MAX_ENTRY_BYTES": "a guard against a corrupt entry, not what runs",
+    },
+    "delegate_runtime/gpu/opencl/host_edges.py": {
+        "MEM_LOCATION_HOST_NV": "cl_nv_create_buffer's flag value (the extension's API)",
+    },
+    "delegate_runtime/gpu/opencl/native_library.py": {
+        "COMPILE_TIMEOUT_S": "a hung compiler's bound; the library is the same whatever it is",
+        "VERSION_TIMEOUT_S": "a hung `cc --version`'s bound",
+    },
+    "delegate_runtime/gpu/opencl/records/reduce.py": {
+        "WIDE_GROUP": "reduce4d_wide's work group, which reduce.cl is written for (layout)",
+    },
+    "delegate_runtime/gpu/opencl/fusions/epilogue.py": {
+        "MAX_STEPS": "the epilogue parameters a kernel takes (EPILOGUE_PARAMS: layout)",
+    },
+    "delegate_runtime/gpu/opencl/squeeze_excite.py": {
+        "MAX_CHANNELS": "the kernel's SE_MAX (layout)",
+    },
+}
+
+#: Tuning constants still in their modules, recorded by config_record.GPU_CONSTANTS: the
+#: fusions' rules and the squeeze-excite kernel's thresholds. They move to the switchboard
+#: with a Scope that carries the session's switches to the fusion rules; until then this
+#: list may only shrink.
+NOT_YET_ON_THE_SWITCHBOARD: dict[str, set[str]] = {
+    "delegate_runtime/gpu/opencl/fusions/depthwise_into_gemm.py": {
+        "DEPTHWISE_MAX_READER_CHANNELS",
+        "DEPTHWISE_MAX_GEMM_MACS",
+        "DEPTHWISE_SMALL_MAP_PIXELS",
+        "DEPTHWISE_SMALL_MAP_CHANNELS",
+        "DEPTHWISE_ALIGNED",
+    },
+    "delegate_runtime/gpu/opencl/fusions/mean_into_gemm.py": {"MEAN_MAX_READER_CHANNELS"},
+    "delegate_runtime/gpu/opencl/squeeze_excite.py": {
+        "MAX_WEIGHTS",
+        "DW_GROUPS_PER_CU",
+        "DW_TAIL_LOADS",
+        "DW_MAX_CHANNELS",
+    },
+}
+
+
+def _modules(under: Path) -> list[tuple[str, ast.Module]]:
+    return [
+        (path.relative_to(ROOT).as_posix(), ast.parse(path.read_text(), str(path)))
+        for path in sorted(under.rglob("*.py"))
+    ]
+
+
+def environment_reads(tree: ast.Module) -> list[int]:
+    """Lines touching the environment: `os.environ`, `environ` imported from os, `getenv`."""
+    lines = []
+    imported = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "os"
+        for alias in node.names
+        if alias.name in ("environ", "getenv")
+    }
+    for node in ast.walk(tree):
+        attribute = isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv")
+        if attribute or (isinstance(node, ast.Name) and node.id in imported):
+            lines.append(node.lineno)
+    return lines
+
+
+def module_switches(tree: ast.Module) -> dict[str, int]:
+    """Module-level UPPER_CASE names bound to a bool, int or float (literal or arithmetic
+    of literals: `1 << 16`) -> their line."""
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        try:
+            constant = eval(compile(ast.Expression(value), "<constant>", "eval"), {})  # noqa: S307
+        except Exception:  # names, calls: not a literal number
+            continue
+        if not isinstance(constant, bool | int | float):
+            continue
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id.isupper():
+                found[target.id] = node.lineno
+    return found
+
+
+def test_no_environment_read_outside_the_switchboard():
+    touched = {
+        path: len(lines)
+        for path, tree in _modules(PACKAGE)
+        if path != SWITCHBOARD and (lines := environment_reads(tree))
+    }
+    assert touched == {path: count for path, (count, _) in ENVIRONMENT_FACTS.items()}
+
+
+def test_no_module_level_switch_in_the_gpu_delegate():
+    layout = {(module.replace(".", "/") + ".py", attr) for module, attr in LAYOUT.values()}
+    found = {
+        (path, name)
+        for path, tree in _modules(PACKAGE / "gpu")
+        if path != SWITCHBOARD
+        for name in module_switches(tree)
+    }
+    listed = {(path, name) for path, names in NOT_TUNING.items() for name in names}
+    pending = {(p, name) for p, names in NOT_YET_ON_THE_SWITCHBOARD.items() for name in names}
+    assert found - layout - listed - pending == set(), "put it on gpu/switches.py, or list it"
+    assert pending <= found, "a pending constant moved: take it off the list"
+    assert listed <= found, "a listed fact is gone: take it off the list"
+
+
+def test_the_checks_find_what_they_look_for():
+    source = (
+        "import os\nfrom os import environ as env\nFAST = True\nSPLIT = 1 << 4\nNAME = 'x'\n"
+        "def f():\n    return os.getenv('A'), env['B'], os.environ.get('C')\n"
+    )
+    tree = ast.parse(source)
+    assert environment_reads(tree) == [7, 7, 7]
+    assert module_switches(tree) == {"FAST": 3, "SPLIT": 4}
