@@ -12,6 +12,7 @@ from delegate_runtime.errors import UsageError
 from delegate_runtime.gpu.switches import (
     DEFAULTS,
     KNOBS,
+    PLAIN,
     Switches,
     by_record_name,
     parse_setting,
@@ -121,3 +122,41 @@ def test_switches_are_found_by_record_name_and_old_module_paths():
         parse_setting("fusion.MAX_STEPS=3")  # a fusion rule: still its module's constant
     with pytest.raises(ValueError, match="no Python literal"):
         parse_setting("flush_every=six")
+
+
+def test_plain_turns_every_fast_path_off_and_says_so():
+    """plain(): each pass with a switch off (gpu/passes.py) but constant folding, which
+    decides what the GPU takes rather than how fast it runs; each recorded as an override."""
+    from delegate_runtime.gpu.passes import PASSES, passes_on
+
+    plain = Switches.plain()
+    assert passes_on(plain) == [p.name for p in PASSES if p.switch in (None, "fold")]
+    assert all(plain.source(name) == "override" for name in PLAIN)
+    assert plain.record()["gpu.fuse"] == {"value": False, "source": "override"}
+    assert passes_on(DEFAULTS) == [p.name for p in PASSES]
+    assert all(p.switch is None or p.switch in KNOBS for p in PASSES)
+
+
+def test_the_passes_and_the_compiler_are_read_from_the_environment():
+    switches = Switches.from_env(
+        {"DEVICEFARM_GPU_FUSIONS_OFF": "swish, epilogue", "DEVICEFARM_GPU_FUSE": "0", "CC": "gcc"}
+    )
+    assert switches.fusions_off == frozenset({"swish", "epilogue"}) and not switches.fuse
+    assert switches.cc == "gcc" and switches.source("cc") == "env"
+    assert switches.record()["gpu.fusions_off"]["value"] == ["epilogue", "swish"]
+    assert parse_setting("fusions_off={'swish'}") == ("fusions_off", {"swish"})
+    assert DEFAULTS.replace(fusions_off={"swish"}).fusions_off == frozenset({"swish"})
+
+
+#: copy_helpers is recorded as the helper plan it makes on this host (config_record)
+@pytest.mark.parametrize("name", sorted(set(PLAIN) - {"copy_helpers"}))
+def test_a_pass_turned_off_changes_the_fingerprint(name):
+    """Recorded since the switchboard, the passes' switches join the fingerprint only
+    when changed (config_record.FINGERPRINTED_WHEN_CHANGED), so a result with one off is
+    never compared with the shipped path's."""
+    pytest.importorskip("pyopencl")
+    from delegate_runtime.tools import config_record as cr
+
+    shipped = cr.gpu_switches(DEFAULTS)
+    changed = cr.gpu_switches(DEFAULTS.replace(**{name: PLAIN[name]}))
+    assert cr.fingerprint(changed) != cr.fingerprint(shipped)
