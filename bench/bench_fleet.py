@@ -58,7 +58,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from labkit.proc_memory import group_pss_mib, pss_kib, session_pids  # noqa: E402
+from labkit.proc_stats import group_cpu_s, group_pss_mib, pss_kib, session_pids  # noqa: E402
 from labkit.processes import free_port, kill_group  # noqa: E402
 from labkit.redis_server import RedisServer  # noqa: E402
 from labkit.scratch_db import scratch_database  # noqa: E402
@@ -284,6 +284,7 @@ class FleetFigures:
     processes: int = 0
     pss_mib: float = 0.0
     pss_after_mib: float = 0.0
+    idle_cpu: float = 0.0  #: cores the idle agents keep busy
     celery: list[float] = field(default_factory=list)  #: tasks/s, before and after
     jobs: int = 0
     first_start_s: float = 0.0
@@ -386,7 +387,11 @@ def run_fleet(
                     fleet.append(agent)
                     say(f"{agent.name}: {per_agent} devices ready in {fig.ready_s[-1]:.1f} s")
                 time.sleep(SETTLE_S)
-                fig.processes, fig.pss_mib = group_pss_mib([a.proc.pid for a in fleet])
+                pgids = [a.proc.pid for a in fleet]
+                fig.processes, fig.pss_mib = group_pss_mib(pgids)
+                cpu0 = group_cpu_s(pgids)
+                time.sleep(SETTLE_S)
+                fig.idle_cpu = (group_cpu_s(pgids) - cpu0) / SETTLE_S
                 t_campaign = time.time()
                 fleet_campaign(fig, db_url, redis, fleet, per_device, workdir, watch, db_name)
                 time.sleep(SETTLE_S)
@@ -522,6 +527,7 @@ def fleet_report(fig: FleetFigures) -> str:
     rows = [
         ("agents x devices", f"{fig.agents} x {fig.per_agent} = {fig.devices}", ""),
         ("processes (all agents)", f"{fig.processes}", ""),
+        ("CPU of the idle agents, cores", f"{fig.idle_cpu:.2f}", ""),
         ("PSS idle per device, MiB", f"{per_pss:.2f} (after: "
          f"{fig.pss_after_mib / fig.devices:.2f})", f"<= {TARGET_PSS_MIB:g}: "
          f"{mark(per_pss <= TARGET_PSS_MIB)}"),

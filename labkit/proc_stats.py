@@ -1,7 +1,9 @@
-"""The processes of a process group and their proportional memory (PSS), from /proc."""
+"""The processes of a process group, their proportional memory (PSS) and CPU time, from
+/proc."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
@@ -31,3 +33,15 @@ def group_pss_mib(pgids: list[int]) -> tuple[int, float]:
     """(processes, PSS in MiB) of every process in the process groups `pgids`."""
     pids = [p for g in pgids for p in session_pids(g)]
     return len(pids), sum(pss_kib(p) for p in pids) / 1024
+
+
+def group_cpu_s(pgids: list[int]) -> float:
+    """CPU seconds (user and system) spent so far by the live processes of `pgids`."""
+    ticks = 0
+    for pid in (p for g in pgids for p in session_pids(g)):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
