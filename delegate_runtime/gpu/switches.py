@@ -11,8 +11,9 @@ exists) and meaning, read once when the session is made and passed down as a fro
 names results have always stored, each with its source: `default`, `env` (a DEVICEFARM_*
 variable) or `override` (a value a caller set, as bench/ab_knobs.py does). An on/off
 switch set explicitly (env or override) holds on every device; at its default it holds
-only where the device suits it (specialization and persistent kernels on GPUs, persistent
-kernels on NVIDIA's).
+only where the device suits it (specialization and pinned copies on GPUs, persistent
+kernels on NVIDIA's). `Switches.plain()` is the simple path: every pass with a switch off
+(gpu/passes.py lists them in the order a session runs them; docs/gpu_passes.md).
 
 Not here: the kernels' layout constants (LAYOUT: what the kernel sources are written
 for, recorded as they are), and the fusions' rules (still their modules' constants).
