@@ -189,7 +189,15 @@ def _ended(engine, campaign_id: int) -> int:
 class Spine:
     """A real agent serving no-op devices; each run submits one campaign through the spine."""
 
-    def __init__(self, db_url: str, broker_url: str, n_devices: int, n_jobs: int, workdir: Path):
+    def __init__(
+        self,
+        db_url: str,
+        broker_url: str,
+        n_devices: int,
+        n_jobs: int,
+        workdir: Path,
+        group_devices: int = 0,
+    ):
         from farm_core.database import open_database
         from farm_core.dispatch import CeleryDispatcher
         from orchestrator.submit import RunSettings
@@ -202,7 +210,14 @@ class Spine:
         self.models = write_models(workdir / "spine-models", n_models)
         self.engine = open_database(db_url)
         self.settings = RunSettings(num_runs=1, diff_runs=0)
-        self.agent = Agent(db_url, broker_url, devices, name="bench", log_dir=workdir / "logs")
+        self.agent = Agent(
+            db_url,
+            broker_url,
+            devices,
+            name="bench",
+            log_dir=workdir / "logs",
+            group_devices=group_devices,
+        )
         self.agent.start(canary=False)
         self.dispatcher = CeleryDispatcher(broker_url)
         self._campaign(self.models[:1], "cpu", READY_S)  # warm-up: every consumer is up
@@ -269,6 +284,12 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=1200, help="jobs (and tasks) per round")
     p.add_argument("--devices", type=int, default=2, help="no-op devices = Celery workers")
     p.add_argument("--rounds", type=int, default=5, help="interleaved measurement rounds")
+    p.add_argument(
+        "--group-devices",
+        type=int,
+        default=0,
+        help="serve the no-op devices N to a device group process (0: a consumer each)",
+    )
     p.add_argument("--db", default="postgresql", help="postgresql (fresh DB), sqlite, or a URL")
     p.add_argument("--baseline-worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--broker", default=None, help=argparse.SUPPRESS)
@@ -286,10 +307,11 @@ def main() -> int:
         try:
             print(
                 f"broker {broker_url}; database {db_url.split('@')[-1]}; "
-                f"{args.devices} devices/workers; {args.jobs} jobs"
+                f"{args.devices} devices/workers; {args.jobs} jobs; "
+                f"spine: {f'groups of {args.group_devices}' if args.group_devices else 'a consumer process per device'}"
             )
             baseline = CeleryBaseline(broker_url, args.devices, workdir)
-            spine = Spine(db_url, broker_url, args.devices, args.jobs, workdir)
+            spine = Spine(db_url, broker_url, args.devices, args.jobs, workdir, args.group_devices)
             ratios = []
             try:
                 for r in range(args.rounds):  # interleaved: both see the same machine load

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     ARRAY,
@@ -36,6 +36,7 @@ from sqlalchemy import (
 from delegate_runtime.errors import UsageError
 
 from . import fairness, fill_locks, holds, jobs, queue_state, quotas, reservations
+from .database import Statements, transaction_block
 from .dispatch import Dispatcher, SendOrder
 from .schema import DISPATCHED, QUEUED, RUNNING, Campaign, Job, utcnow
 
@@ -89,34 +90,61 @@ def jobs_out(conn: Connection, key: str) -> int:
     ).scalar_one()
 
 
+T = TypeVar("T")
+
+
 def fill(
     engine: Engine,
     dispatcher: Dispatcher,
     device_keys: Iterable[str],
     now: datetime | None = None,
     depth: int | None = None,
+    statements: Statements | None = None,
 ) -> Filled:
-    """Send queued jobs to `device_keys` (live devices) up to each one's queue depth."""
+    """Send queued jobs to `device_keys` (live devices) up to each one's queue depth.
+
+    `statements`: a worker's own connection (farm_core.database.Statements), which its
+    transactions use instead of one from `engine` (a device's consumer keeps no pool: each
+    fill opened a connection, a new server process, per `queue_depth() - 1` jobs)."""
     now = now or utcnow()
     depth = depth or queue_depth()
     keys = sorted(set(device_keys))
     out = Filled()
     if not keys:
         return out
-    with engine.begin() as conn:
+
+    def plan(conn: Connection) -> tuple[list[SendOrder], dict[str, int]]:
         fill_locks.lock_devices(conn, keys)
-        orders, room = _plan(conn, keys, depth, now, out.held)
+        return _plan(conn, keys, depth, now, out.held)
+
+    orders, room = _in_transaction(engine, statements, plan)
     out.holding = {k: depth - room.get(k, 0) for k in keys}
     if not orders:
         return out
     out.sent, out.broker_error = dispatcher.send(orders)
     if len(out.sent) < len(orders):
         took = {(o.job_id, o.attempt) for o in out.sent}
-        with engine.begin() as conn:
-            jobs.take_back(conn, [o for o in orders if (o.job_id, o.attempt) not in took])
+        back = [o for o in orders if (o.job_id, o.attempt) not in took]
+        _in_transaction(engine, statements, lambda conn: jobs.take_back(conn, back))
     for o in out.sent:
         out.holding[o.device_key] += 1
     return out
+
+
+def _in_transaction(
+    engine: Engine, statements: Statements | None, fn: Callable[[Connection], T]
+) -> T:
+    """`fn(conn)` in one transaction: on `statements`' connection when given, else on one
+    of `engine`'s."""
+    if statements is None:
+        with engine.begin() as conn:
+            return fn(conn)
+
+    def block(conn: Connection) -> T:
+        with transaction_block(conn):
+            return fn(conn)
+
+    return statements.run(block)
 
 
 def _plan(

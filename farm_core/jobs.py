@@ -19,7 +19,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, case, func, insert, select, update
+from sqlalchemy import (
+    Connection,
+    and_,
+    bindparam,
+    case,
+    func,
+    insert,
+    literal_column,
+    select,
+    update,
+)
 
 from . import free_claim, holds, metrics, reservations
 from .configs import supports
@@ -94,6 +104,20 @@ _FINISH_AND_INSERT = insert(Result.__table__).from_select(
         *(bindparam(f"r_{k}", type_=Result.__table__.c[k].type) for k in _RESULT_OWN_COLUMNS),
     ),
 )
+#: The device's other jobs out (dispatched or running) as the finish found them: the
+#: worker's refill reads it instead of counting again (worker_agent.tasks.refill).
+_OTHERS_OUT = (
+    select(func.count())
+    .select_from(JOBS)
+    .where(
+        # the inserted result's column (written out: SQLAlchemy does not correlate RETURNING)
+        JOBS.c.device_key == literal_column(f"{Result.__tablename__}.device_key"),
+        JOBS.c.state.in_((DISPATCHED, RUNNING)),
+        JOBS.c.id != bindparam("jid"),
+    )
+    .scalar_subquery()
+)
+_FINISH_INSERT_COUNT = _FINISH_AND_INSERT.returning(_OTHERS_OUT)
 
 
 @dataclass(frozen=True)
@@ -262,6 +286,22 @@ def finish(
 
     One statement on PostgreSQL (safe under autocommit); a transaction is needed elsewhere.
     """
+    return finish_counting(conn, job_id, attempt, worker, state, result, now)[0]
+
+
+def finish_counting(
+    conn: Connection,
+    job_id: int,
+    attempt: int,
+    worker: str,
+    state: str,
+    result: dict[str, Any],
+    now: datetime | None = None,
+) -> tuple[bool, int | None]:
+    """`finish`, and how many other jobs the job's device holds (dispatched or running) as
+    the finish found them; None where not counted (not written, or not PostgreSQL, where
+    the caller counts on its own). On PostgreSQL the count is part of the finish's one
+    statement (the worker's refill needs it after every job: a round trip saved)."""
     now = now or utcnow()
     result = storable(result)  # a tool's output: NUL and bytes that are not UTF-8 escaped
     params = {
@@ -280,13 +320,14 @@ def finish(
     row.update(job_id=job_id, attempt=attempt, outcome=state, worker=worker, created_at=now)
     if conn.dialect.name == "postgresql":  # one round trip: UPDATE ... RETURNING feeds INSERT
         params.update({f"r_{k}": row.get(k) for k in _RESULT_OWN_COLUMNS})
-        return conn.execute(_FINISH_AND_INSERT, params).rowcount == 1
+        others = conn.execute(_FINISH_INSERT_COUNT, params).scalar()
+        return (others is not None, others)
     job = conn.execute(_FINISH, params).first()
     if job is None:
-        return False
+        return False, None
     row.update(zip(_JOB_COPIED, job, strict=True))
     conn.execute(_INSERT_RESULT, {k: row.get(k) for k in _RESULT_COLUMNS})
-    return True
+    return True, None
 
 
 # -- placement ----------------------------------------------------------------------------

@@ -58,6 +58,8 @@ class ConsumerContext:
     campaign_settings: dict[int, dict[str, Any]] = field(default_factory=dict)
     jobs_since_canary: int = 0
     jobs_to_fill: int = 1  #: jobs to end before this consumer fills its queue again
+    #: the device's other jobs out as its last finish counted them (None: not counted)
+    others_out: int | None = None
     quarantined: bool = False
     group: GroupShared | None = None  #: set for a device served by a group process
 

@@ -71,8 +71,9 @@ def model_path(ctx: ConsumerContext, sha256: str) -> Path:
 
 
 def _fetch_model(ctx: ConsumerContext, sha256: str, path: Path) -> Path:
-    with ctx.engine.begin() as conn:
-        data = conn.execute(select(StoredModel.data).where(StoredModel.sha256 == sha256)).scalar()
+    data = ctx.statements.run(  # the device's own connection: a consumer keeps no pool
+        lambda c: c.execute(select(StoredModel.data).where(StoredModel.sha256 == sha256)).scalar()
+    )
     if data is None:
         raise JobError(f"model {sha256} is not in the database")
     if hashlib.sha256(data).hexdigest() != sha256:
@@ -171,10 +172,11 @@ def _note_job_conditions(outcome: RunOutcome, opened: RuntimeOpened, memory: boo
 def _settings(ctx: ConsumerContext, campaign_id: int) -> dict[str, Any]:
     cached = ctx.campaign_settings.get(campaign_id)
     if cached is None:
-        with ctx.engine.begin() as conn:
-            cached = conn.execute(
+        cached = ctx.statements.run(
+            lambda c: c.execute(
                 select(Campaign.settings).where(Campaign.id == campaign_id)
             ).scalar_one()
+        )
         ctx.campaign_settings[campaign_id] = cached
     return cached
 
@@ -289,8 +291,8 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
         ctx.lease.release()
     values = result_values(outcome, ctx.facts, time.perf_counter() - start)
     values["error"] = error
-    written = ctx.statements.run(
-        lambda c: jobs.finish(c, job_id, attempt, ctx.worker, state, values)
+    written, ctx.others_out = ctx.statements.run(
+        lambda c: jobs.finish_counting(c, job_id, attempt, ctx.worker, state, values)
     )
     ctx.after_job()  # its canary first: a canary that passes would lift a streak's quarantine
     if written and failure is not None:

@@ -54,6 +54,7 @@ def run_dispatch(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
     from farm_core.database import unreachable
     from worker_agent.executor import execute_job
 
+    ctx.others_out = None  # counted by this job's finish, if it gets that far
     try:
         outcome = execute_job(ctx, job_id, attempt)
     except Exception as exc:
@@ -85,22 +86,28 @@ def refill(ctx: ConsumerContext) -> None:
     fills the database says whether the queue is down to its last job all the same (one
     count): a count kept here alone drifts (a message that ran no job, a pool child
     replaced), and a device whose queue ran dry before its count did would wait for the
-    reconciler.
+    reconciler. On PostgreSQL that count came with the job's finish (`others_out`, no
+    round trip of its own).
 
-    A device whose queue is empty after the fill (or that is quarantined) gives back its
-    database connection: an idle device holds none (farm_core.db_pool)."""
+    The fill runs on the device's own connection (`statements`). A device whose queue is
+    empty after the fill (or that is quarantined) gives back its database connection: an
+    idle device holds none (farm_core.db_pool)."""
     from farm_core.device_queue import fill, jobs_out
 
     key = ctx.device.key
+    others, ctx.others_out = ctx.others_out, None
     if ctx.quarantined:
         ctx.release_connection()
         return
     ctx.jobs_to_fill -= 1
-    if ctx.jobs_to_fill > 0 and ctx.statements.run(lambda c: jobs_out(c, key)) > 1:
-        return
+    if ctx.jobs_to_fill > 0:
+        if others is None:
+            others = ctx.statements.run(lambda c: jobs_out(c, key))
+        if others > 1:
+            return
     ctx.jobs_to_fill = 1
     try:
-        filled = fill(ctx.engine, ctx.dispatcher, [key])
+        filled = fill(ctx.engine, ctx.dispatcher, [key], statements=ctx.statements)
     except Exception as exc:  # noqa: BLE001 - the job is done; never fail it for this
         log.warning("%s: could not fill its queue (%s)", key, str(exc)[:200])
         return
