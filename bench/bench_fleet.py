@@ -330,15 +330,21 @@ class Agent:
             start_new_session=True,
         )  # fmt: skip
 
-    def wait_ready(self) -> float:
-        """Seconds from now until every device said it is ready."""
+    def ready(self) -> bool:
+        """Whether every device said it is ready (since the last start)."""
         from worker_agent.devices import host_name
 
-        start, host = time.monotonic(), host_name()
-        want = [f"{k}@{host} ready." for k in self.keys]
-        while not all(w in (text := self.log.read_text()) for w in want):
-            if self.proc.poll() is not None or time.monotonic() - start > READY_TIMEOUT_S:
-                raise SystemExit(f"{self.name}: not ready:\n{text[-2000:]}")
+        host, text = host_name(), self.log.read_text()
+        if self.proc.poll() is not None:
+            raise SystemExit(f"{self.name} exited:\n{text[-2000:]}")
+        return all(f"{k}@{host} ready." in text for k in self.keys)
+
+    def wait_ready(self) -> float:
+        """Seconds from now until every device said it is ready."""
+        start = time.monotonic()
+        while not self.ready():
+            if time.monotonic() - start > READY_TIMEOUT_S:
+                raise SystemExit(f"{self.name}: not ready in {READY_TIMEOUT_S:g} s")
             time.sleep(0.1)
         return time.monotonic() - start
 
@@ -475,7 +481,8 @@ def fleet_campaign(fig, db_url, redis, fleet, per_device, workdir, watch, db_nam
             victim.start()
             restarted = now
             fault(f"{victim.name} started again")
-            fig.restart_ready_s = victim.wait_ready()
+        elif restarted is not None and not fig.restart_ready_s and victim.ready():
+            fig.restart_ready_s = now - restarted
             say(f"{victim.name}: ready again in {fig.restart_ready_s:.1f} s")
         elif restarted is not None and redis_done is None and ended >= REDIS_AT * sub.jobs:
             redis.stop()
