@@ -3,8 +3,8 @@
 One pass (`reconcile`) marks silent devices offline, quarantines stalled devices (online,
 a message waiting on their queue, nothing claimed for `stall_after_s`: their agent restarts
 the consumer once the canary passes), takes back running jobs whose lease expired, moves
-jobs off devices that went offline or quarantined, re-sends dispatched jobs whose message
-is no longer in the broker, places queued jobs whose device is lost, quarantined or
+jobs off devices that went offline or quarantined, queues again (in sets) dispatched jobs
+whose message is no longer in the broker, places queued jobs whose device is lost, quarantined or
 reserved for someone else on another device of the same hardware, expires jobs that waited
 too long for a device that is gone, each with its reason, and fills every live device's
 queue (farm_core.device_queue: priority, fair share, quotas, reservations). Every change is
@@ -35,6 +35,7 @@ from farm_core.schema import (
 from farm_core.settings import Timing
 
 from .homecoming import bring_back
+from .lost_messages import requeue
 from .probes import Probe
 from .relocation import group_key, relocate
 
@@ -208,6 +209,7 @@ def reconcile(
 
     away: dict[tuple, list[int]] = {}  #: queued jobs on devices reserved for others
     lost_queued = []  #: queued jobs on lost or quarantined devices, placed in sets
+    lost_messages = []  #: dispatched jobs the broker no longer holds, queued again in sets
     grace = now - timedelta(seconds=timing.dispatch_grace_s)
     in_broker: set[str] | None = None
     if any(j.state == DISPATCHED and (j.dispatched_at or now) < grace for j in active):
@@ -256,14 +258,7 @@ def reconcile(
                 and (j.dispatched_at or now) < grace
                 and task_id(j.id, j.attempt) not in in_broker
             ):
-                move(
-                    j.id,
-                    DISPATCHED,
-                    j.attempt,
-                    report.resent_lost_message,
-                    outcome="message_lost",
-                    reason=f"message for attempt {j.attempt} was no longer in the broker",
-                )
+                lost_messages.append(j)
         elif j.state == QUEUED and alive and healthy:
             hold = reserved.get(j.device_key)
             if hold is not None and not hold.holds(j.project, j.owner):
@@ -272,6 +267,9 @@ def reconcile(
         elif j.state == QUEUED and (j.updated_at or now) < grace:
             lost_queued.append(j)
 
+    if lost_messages:
+        with engine.begin() as conn:
+            report.resent_lost_message = requeue(conn, lost_messages, now)
     report.expired = relocate(engine, lost_queued, timing, now).expired
     if away:
         _away_from_reservations(engine, away, timing, now)
