@@ -20,7 +20,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "worker_agent": frozenset({"delegate_runtime", "farm_core"}),
     "dashboard": frozenset({"delegate_runtime", "farm_core", "orchestrator"}),
     "api": frozenset({"delegate_runtime", "farm_core", "orchestrator"}),
-    "labkit": frozenset({"delegate_runtime", "farm_core"}),
+    "labkit": frozenset({"delegate_runtime", "farm_core", "orchestrator"}),
     "devicefarm": frozenset(
         {"delegate_runtime", "farm_core", "orchestrator", "worker_agent", "dashboard", "api"}
     ),
