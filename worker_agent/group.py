@@ -67,6 +67,7 @@ class Running:
     started: float  #: monotonic
     thread: threading.Thread | None = None
     verdict: str = ""  #: ACK or REQUEUE, set by the thread as it ends
+    ended: bool = False  #: set by the thread as it returns (after `verdict`)
     soft_sent: bool = False
     given_up: bool = False  #: past its hard limit: acked, left to end on its own
 
@@ -112,6 +113,8 @@ class DeviceGroup:
         self._retry_at = 0.0
         self._backoff = RECONNECT_FIRST_S
         self._host = host_name()
+        #: set by a job's thread as it ends: wakes the loop when it waits on no broker
+        self.job_ended = threading.Event()
         #: queue -> delivery tags left unacknowledged by consumers before this process
         self._left_behind: dict[str, list[str]] | None = None
 
@@ -312,7 +315,10 @@ class DeviceGroup:
             verdict = REQUEUE
         except BaseException as exc:  # noqa: BLE001 - as a task that raised: logged, acked
             log.error("Task devicefarm.run_job[%s] raised %r", job.task_id, exc, exc_info=True)
-        run.verdict = verdict
+        finally:
+            run.verdict = verdict
+            run.ended = True
+            self.job_ended.set()
 
     def _settle(self, message: Any, verdict: str) -> None:
         """Ack (or requeue) `message`; a broker that refuses frees its credit all the same
@@ -335,7 +341,7 @@ class DeviceGroup:
         """Settle the messages of jobs that ended; a device found quarantined pauses."""
         for slot in self.slots.values():
             run = slot.running
-            if run is None or run.thread is None or run.thread.is_alive():
+            if run is None or run.thread is None or (not run.ended and run.thread.is_alive()):
                 continue
             slot.running = None
             if not run.given_up:
@@ -379,6 +385,7 @@ class DeviceGroup:
     def run(self) -> None:
         """Consume until stopped and every job under way has ended."""
         while not (self.stopping.is_set() and all(s.running is None for s in self.slots.values())):
+            self.job_ended.clear()  # before the reap: a job that ends later sets it again
             self._control()
             self._reap()
             self._limits()
@@ -391,12 +398,25 @@ class DeviceGroup:
                 continue
             try:
                 self._update_consumers()
-                self.conn.drain_events(timeout=self._until_due(wait))
+                if self._receiving():
+                    self.conn.drain_events(timeout=self._until_due(wait))
+                else:  # no device can take a message: a job's end is what comes next
+                    self.job_ended.wait(self._until_due(wait))
             except TimeoutError:  # socket.timeout: nothing arrived
                 pass
             except Exception as exc:  # noqa: BLE001 - any broker failure: reconnect
                 self._lost(exc)
         self._close()
+
+    def _receiving(self) -> bool:
+        """Whether a device may receive a message now (consuming, its credit free: no job
+        under way). When none may, the loop waits for a job's end instead of the broker
+        and settles that job at once (draining the broker, it did so only after the wait,
+        `BUSY_WAIT_S` per job: bench/bench_spine.py --group-devices)."""
+        return any(
+            s.consumer is not None and s.running is None and not s.ready
+            for s in self.slots.values()
+        )
 
     def _until_due(self, wait: float) -> float:
         """`wait`, shortened to the next staggered start or eta."""
