@@ -160,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(importlib.import_module(module).run(args) or 0)
     except DevicefarmError as exc:
         # names read from models may hold control bytes
-        from delegate_runtime.commands._text import printable
+        from delegate_runtime.printable import printable
 
         message = printable(exc, keep="\n")
         if isinstance(exc, UsageError):  # worded as argparse words its own

@@ -10,8 +10,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from ..printable import printable
 from ..tools.progress import LINE_INTERVAL_S
-from ._text import printable
 
 
 def parse_bool(text: str) -> bool:

@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..errors import JobError
     from ..examples import tiny_mobilenet
-    from ._text import printable
+    from ..printable import printable
 
     data = tiny_mobilenet(args.size, args.classes, args.seed)
     try:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..printable import printable
 from ._flags import existing_file
-from ._text import printable
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -17,8 +17,8 @@ import zipfile
 import numpy as np
 
 from ..errors import JobError
+from ..printable import printable
 from ._flags import existing_file, output_file
-from ._text import printable
 
 #: Names of the input arrays in an .npz: in_0, in_1, ...
 INPUT_KEY = re.compile(r"in_(\d+)")

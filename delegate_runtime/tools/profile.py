@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..commands._text import printable
+from ..printable import printable
 from .stats import Stat
 
 #: Rows in "Top by Computation Time" (TFLite's default time_limit).

@@ -23,7 +23,7 @@ from . import argtypes, common
 def _tokens_file(text: str) -> str:
     """--tokens (an argparse type): a file path in a folder that exists (`token add` never
     creates folders for a path given)."""
-    from delegate_runtime.commands._text import printable
+    from delegate_runtime.printable import printable
 
     folder = os.path.dirname(text) or "."
     if os.path.isdir(text):

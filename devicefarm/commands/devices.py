@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from datetime import timedelta
 
-from delegate_runtime.commands._text import printable
+from delegate_runtime.printable import printable
 
 from . import common
 

@@ -116,6 +116,79 @@ def test_benchmarks_never_import_the_test_suite() -> None:
     assert wrong == []
 
 
+def module_edges(root: Path, package: str) -> dict[tuple[str, str], list[str]]:
+    """(importer, imported) between the modules of `package` (a package is its __init__),
+    relative imports resolved, imports of a module's own parent packages left out."""
+    names = {}
+    for path in (root / package).rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def known(name: str) -> str:
+        while name not in names and "." in name:
+            name = name.rsplit(".", 1)[0]
+        return name if name in names else ""
+
+    edges: dict[tuple[str, str], list[str]] = {}
+    for module, path in names.items():
+        here = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = here.split(".")[: len(here.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                wanted = [f"{base}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                wanted = [a.name for a in node.names]
+            else:
+                continue
+            for target in filter(None, map(known, wanted)):
+                if target != module and not module.startswith(target + "."):
+                    edges.setdefault((module, target), []).append(f"{path.name}:{node.lineno}")
+    return edges
+
+
+def by_name(root: Path, package: str, names: str) -> dict[tuple[str, str], list[str]]:
+    """The edges of a package whose __init__ imports its modules by name with
+    `import_module` over the tuple `names` (the records' registration order)."""
+    init = root / package.replace(".", "/") / "__init__.py"
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == names:
+            listed = ast.literal_eval(node.value)
+            return {(package, f"{package}.{m}"): [f"__init__.py:{node.lineno}"] for m in listed}
+    raise AssertionError(f"{init} has no {names}")
+
+
+RECORDS = "delegate_runtime.gpu.opencl.records"
+DELEGATE_MODULES = module_edges(REPO, "delegate_runtime") | by_name(REPO, RECORDS, "OP_MODULES")
+
+
+def test_the_delegates_modules_import_no_cycle() -> None:
+    """Every import, those inside functions included: no module of the delegate runtime
+    reaches itself (records/ and opencl/ once formed an 11-file cycle)."""
+    assert find_cycle(DELEGATE_MODULES) == []
+
+
+def test_the_delegates_packages_import_no_cycle() -> None:
+    """Between the runtime's packages (gpu, gpu.opencl, its records and fusions, ops,
+    tools, commands), leaving out a package's imports of the packages that hold it."""
+
+    def package(module: str) -> str:
+        return module if module.count(".") == 0 or _is_package(module) else module.rsplit(".", 1)[0]
+
+    between = {
+        (package(a), package(b)): where
+        for (a, b), where in DELEGATE_MODULES.items()
+        if package(a) != package(b) and not package(a).startswith(package(b) + ".")
+    }
+    assert find_cycle(between) == []
+
+
+def _is_package(module: str) -> bool:
+    return (REPO / module.replace(".", "/") / "__init__.py").is_file()
+
+
 def test_the_checker_sees_imports_inside_functions_and_finds_cycles(tmp_path: Path) -> None:
     for name, body in {
         "low": "def f():\n    from high.mod import x\n",
