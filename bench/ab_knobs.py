@@ -2,9 +2,10 @@
 shipped, in one process and one OpenCL context (issue 14).
 
 Each variant is the switchboard (delegate_runtime/gpu/switches.py) with some switches
-changed, passed to its session as `GpuSession(..., switches=...)`; constants not yet on
-the switchboard (the fusions' rules, the GEMM variants) are set on their modules while
-the variant's model is lowered. The sessions then take turns in rounds. Per model: each variant's launches, median host-in to host-out,
+changed, passed to its session as `GpuSession(..., switches=...)` (the fusions' rules
+among them: the session's switches reach each rule through its fusion plan); constants not
+on the switchboard (the GEMM's variants) are set on their modules while the variant's
+model is lowered. The sessions then take turns in rounds. Per model: each variant's launches, median host-in to host-out,
 the shipped tree's time over the variant's, the largest difference of its outputs
 from the shipped ones (bench_zoo's max_error: over the range), and its session's init
 (of which building its program, cold unless the kernel cache held it); with
@@ -16,11 +17,12 @@ the host alike for all.
     python bench/ab_knobs.py MODEL [...] --variant NAME=SWITCH=VALUE[,...] [...]
         [--runs 600] [--rounds 10] [--precision fp32] [--device SPEC] [--reference]
 
-e.g. `--variant split=persistent.MAX_RUN_BYTES=None`, `--variant g8=gemm_groups_per_cu=8`
-(SWITCH: a switch's field or its name in the configuration record, with or without
-"gpu." or the old "opencl." module path), or a constant not on the switchboard:
-`--variant aligned1=opencl.fusions.depthwise_into_gemm.DEPTHWISE_ALIGNED=1` (a module
-under delegate_runtime.gpu and its constant); VALUE is a Python literal.
+e.g. `--variant split=persistent.MAX_RUN_BYTES=None`, `--variant g8=gemm_groups_per_cu=8`,
+`--variant aligned1=opencl.fusions.depthwise_into_gemm.DEPTHWISE_ALIGNED=1` (SWITCH: a
+switch's field or its name in the configuration record, with or without "gpu." or the
+old "opencl." module path), or a constant not on the switchboard:
+`--variant tk32=opencl.records.gemm_kernel.GEMM_VARIANTS={...}` (a module under
+delegate_runtime.gpu and its constant); VALUE is a Python literal.
 """
 
 from __future__ import annotations

@@ -15,8 +15,10 @@ both are the same for every model); "process" is the child's whole wall time. Ev
 prints one JSON line; the table ends with the ratio of our cold start to LiteRT's.
 `--env` passes settings to our children only (e.g. DEVICEFARM_GPU_PERSISTENT=0);
 `--set persistent.MAX_RUN_BYTES=None` changes a switch of their sessions
-(delegate_runtime/gpu/switches.py: a field or its record name), or, for a constant not on
-the switchboard (the fusions' rules), sets it on its module of `gpu/opencl`.
+(delegate_runtime/gpu/switches.py: a field, its record name or its old module path, as
+`fusions.depthwise_into_gemm.DEPTHWISE_ALIGNED=1`), or, for a constant not on the
+switchboard (the GEMM's variants: `records.gemm_kernel.GEMM_VARIANTS={...}`), sets it on
+its module of `gpu/opencl`.
 After the first inference each child times `--steady` more (outputs read back each time):
 the warm children's median is the inference speed a cold start must not cost.
 """

@@ -1,5 +1,6 @@
-"""A bench's `NAME=VALUE` setting: a switch of the GPU delegate's switchboard, or else a
-constant of one of its modules that is not on the switchboard (set on the module)."""
+"""A bench's `NAME=VALUE` setting: a switch of the GPU delegate's switchboard (by field,
+record name or old module path, the fusions' rules included), or else a constant of one
+of its modules that is not on the switchboard (the GEMM's variants: set on the module)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ kernels on NVIDIA's). `Switches.plain()` is the simple path: every pass with a s
 (gpu/passes.py lists them in the order a session runs them; docs/gpu_passes.md).
 
 Not here: the kernels' layout constants (LAYOUT: what the kernel sources are written
-for, recorded as they are), and the fusions' rules (still their modules' constants).
+for, recorded as they are).
 """
 
 from __future__ import annotations
@@ -238,6 +238,55 @@ KNOBS: dict[str, Knob] = {
         "gpu.reduce.WIDE_FROM",
         "a SUM/REDUCE_* over this many elements per output or more takes a work group",
     ),
+    # -- the fusions' rules (opencl/fusions/) and the squeeze-excite kernel's split -------
+    "depthwise_max_reader_channels": Knob(
+        "gpu.fusion.DEPTHWISE_MAX_READER_CHANNELS",
+        "the most output channels of a 1x1 convolution that absorbs a stride-1 depthwise "
+        "one off a small map (fusions/depthwise_into_gemm.py)",
+    ),
+    "depthwise_max_gemm_macs": Knob(
+        "gpu.fusion.DEPTHWISE_MAX_GEMM_MACS",
+        "off a small map, the most depthwise multiply-adds a GEMM absorbing the depthwise "
+        "convolution may do (window x outputs x 32-wide tiles of output channels)",
+    ),
+    "depthwise_small_map_pixels": Knob(
+        "gpu.fusion.DEPTHWISE_SMALL_MAP_PIXELS",
+        "on a map of at most this many pixels a stride-1 depthwise convolution is absorbed "
+        "by a 1x1 convolution of up to depthwise_small_map_channels outputs",
+    ),
+    "depthwise_small_map_channels": Knob(
+        "gpu.fusion.DEPTHWISE_SMALL_MAP_CHANNELS",
+        "the most output channels of a 1x1 convolution absorbing a depthwise one on a small map",
+    ),
+    "depthwise_aligned": Knob(
+        "gpu.fusion.DEPTHWISE_ALIGNED",
+        "off a small map, a depthwise convolution is absorbed only where its channels are a "
+        "multiple of this",
+    ),
+    "mean_max_reader_channels": Knob(
+        "gpu.fusion.MEAN_MAX_READER_CHANNELS",
+        "the most output channels of a GEMM that computes its input as a MEAN "
+        "(fusions/mean_into_gemm.py)",
+    ),
+    "squeeze_excite_max_weights": Knob(
+        "gpu.squeeze_excite.MAX_WEIGHTS",
+        "the most weights of the two convolutions a squeeze-excite kernel runs "
+        "(fusions/squeeze_excite_convs.py)",
+    ),
+    "squeeze_excite_dw_max_channels": Knob(
+        "gpu.squeeze_excite.DW_MAX_CHANNELS",
+        "the most channels of a depthwise convolution a squeeze-excite kernel computes "
+        "(fusions/depthwise_into_squeeze_excite.py)",
+    ),
+    "squeeze_excite_dw_groups_per_cu": Knob(
+        "gpu.squeeze_excite.DW_GROUPS_PER_CU",
+        "work groups per compute unit a squeeze-excite kernel's depthwise work aims for "
+        "(squeeze_excite.depthwise_slicing)",
+    ),
+    "squeeze_excite_dw_tail_loads": Knob(
+        "gpu.squeeze_excite.DW_TAIL_LOADS",
+        "the most loads per item of its last group's reading of the depthwise partial sums",
+    ),
     # -- the program's build (init only: recorded, not fingerprinted) ------------------
     "max_build_jobs": Knob(
         "gpu.build.MAX_JOBS",
@@ -273,14 +322,18 @@ _PARSE: dict[str, Callable[[str, str], Any]] = {
 }
 
 #: The kernels' layout: constants their sources are written for (a work group's items,
-#: offsets per int16, the arena's unit, 1-D and softmax work groups), recorded as their
-#: modules hold them, switched by no one. Record name -> (module, attribute).
+#: offsets per int16, the arena's unit, 1-D and softmax work groups, the epilogue steps a
+#: kernel takes, the squeeze-excite kernel's SE_MAX), recorded as their modules hold them,
+#: switched by no one. Record name -> (module, attribute); the fusions' are recorded as
+#: `gpu.fusion.*`, as when one module held them all.
 LAYOUT: dict[str, tuple[str, str]] = {
     "gpu.persistent.GROUP_ITEMS": (f"{_CL}.persistent", "GROUP_ITEMS"),
     "gpu.specialize.OFFSETS_PER_PARAM": (f"{_CL}.specialize", "OFFSETS_PER_PARAM"),
     "gpu.launch.LOCAL_1D": (f"{_CL}.launch", "LOCAL_1D"),
     "gpu.arena.ARENA_UNIT": (f"{_CL}.arena", "ARENA_UNIT"),
     "gpu.softmax.ROW_GROUP": (f"{_CL}.records.softmax", "ROW_GROUP"),
+    "gpu.fusion.MAX_STEPS": (f"{_CL}.fusions.epilogue", "MAX_STEPS"),
+    "gpu.squeeze_excite.MAX_CHANNELS": (f"{_CL}.squeeze_excite", "MAX_CHANNELS"),
 }
 
 
@@ -357,6 +410,50 @@ class Switches:
     mean_wide_from: int = 64
     max_folded_elements: int = 1 << 24
     reduce_wide_from: int = 256
+    # The GEMM computes the depthwise output again for every tile of output channels. On
+    # an H100 (`bench/diag_gpu.py --only timeline`, MobileNet v1) the fused kernel beat the
+    # two launches it replaces at 64-128 channels (25-30 us against 24-33) and after every
+    # stride-2 depthwise (18-23 us against 22-26, 128-1024 channels), and lost at 256-1024
+    # channels after a stride-1 one (36-38 us against 31-34) (docs/notebook/05-*.md, "Fewer
+    # launches"; measured again: docs/notebook/07-*.md, "Depthwise-into-GEMM limit").
+    depthwise_max_reader_channels: int = 128
+    # Inside a persistent kernel a layer boundary costs about 1.2 us, not a launch's 3-4 us,
+    # and on an H200 (bench/ab_knobs.py, 2026-11-28, g) MobileNet v1 (7.2-14.5 million a
+    # GEMM) and palm_detection_lite (3.7-7.4) ran faster with their depthwise convolutions
+    # apart, face_detection_short_range (at most 0.9), hand_landmark_lite (3.8) and
+    # MobileNetV2 (4.1) slower (docs/notebook/18-*.md, "Depthwise work inside the GEMM").
+    depthwise_max_gemm_macs: int = 5_000_000
+    # Recomputing a 7x7 map's depthwise outputs per tile of channels costs less than a
+    # launch (NASNet's last cells: 7x7x176; docs/notebook/12-*.md, "What changed").
+    depthwise_small_map_pixels: int = 64
+    depthwise_small_map_channels: int = 256
+    # The GEMM's four-wide loads and depthwise sums. On an H100 NASNet's first cells (11
+    # and 22 channels, 5x5 and 7x7 windows on 56x56 to 112x112 maps) took 21-60 us per
+    # fused kernel; as two kernels, NASNetMobile ran 1.06x (fp32) and 1.09x (fp16) faster
+    # (`bench/ab_trees.py`, 2026-11-28). Refusing windows over 3x3 as well measured 1.08x
+    # in fp32 but 0.86x in fp16 (docs/notebook/12-*.md, "What changed").
+    depthwise_aligned: int = 4
+    # The GEMM recomputes the means for each tile of output channels. On an H200 (profiled
+    # timelines, 2026-11-25) the MEAN inside a classifier head of 1000 channels cost about
+    # 29 us more than its own launch (docs/notebook/07-*.md, "A MEAN inside the GEMM").
+    mean_max_reader_channels: int = 256
+    # One work group computes them, so its time grows with them; on an H200
+    # (`bench/diag_gpu.py --only timeline`, fp32) the kernel took 11-13 us up to 4,800
+    # weights, 16-18 us at 19,200, 20-27 us at 37,632 and 41,472, against about 30 us for
+    # the three launches it replaces (MEAN, two GEMMs), but 42-50 us at 110,592
+    # (EfficientNetB0's last blocks) and 56-58 us at 165,888 (MobileNetV3Small's)
+    # (docs/notebook/06-*.md, "Squeeze-excite").
+    squeeze_excite_max_weights: int = 50_000
+    # Past them the slices its depthwise work needs make the last group's reading dear: on
+    # the H200 EfficientNetB0's 14x14x672 blocks took 39 us against 31-35 for the two
+    # launches, its 480-channel ones 28-31 against 28-32 (docs/notebook/09-*.md, "A
+    # squeeze-excite that computes its depthwise input").
+    squeeze_excite_dw_max_channels: int = 512
+    # On an H200 (EfficientNetB0's blocks, profiled) 4 and 64 ran its first six blocks in
+    # 136 us against 141 for the two launches each replaces; 2 and 16 left the depthwise
+    # work too few groups (its 112x112x32 block 28 us against 20) (docs/notebook/09-*.md).
+    squeeze_excite_dw_groups_per_cu: int = 4
+    squeeze_excite_dw_tail_loads: int = 64
     # Each NVIDIA worker holds a context (hundreds of MB); 16 is the H200 host's measured
     # case.
     max_build_jobs: int = 16
@@ -477,8 +574,10 @@ def by_record_name(name: str) -> str:
 def parse_setting(text: str) -> tuple[str, Any]:
     """'NAME=VALUE' as (field, value): NAME any name `by_record_name` takes, also as a
     module constant under delegate_runtime.gpu once was ("opencl.persistent.GROUPS_PER_CU",
-    "opencl.records.conv.PATCH_GEMM_MIN_N"); VALUE a Python literal ("None", "1 << 16" is
-    not one). KeyError for a name no switch has (ValueError for a bad value)."""
+    "opencl.records.conv.PATCH_GEMM_MIN_N", a fusion's rule as
+    "opencl.fusions.depthwise_into_gemm.DEPTHWISE_ALIGNED" or "opencl.fusion.*"); VALUE a
+    Python literal ("None", "1 << 16" is not one). KeyError for a name no switch has
+    (ValueError for a bad value)."""
     name, sep, value = text.partition("=")
     if not sep:
         raise ValueError(f"{text!r}: expected NAME=VALUE")
@@ -487,6 +586,8 @@ def parse_setting(text: str) -> tuple[str, Any]:
         if name.startswith(prefix):
             name = name[len(prefix) :]
             break
+    if name.startswith("fusions.") and name.count(".") == 2:  # recorded as gpu.fusion.*
+        name = "fusion." + name.rsplit(".", 1)[1]
     field_name = by_record_name(name)
     try:
         parsed = ast.literal_eval(value.strip())

@@ -5,8 +5,8 @@ runtime, with its value and where it came from, frozen when the session opened.
     fingerprint(record)                          # 16 hex digits; equal records, equal digits
 
 The GPU delegate's switches and tuning constants come from the session's switchboard
-(gpu/switches.py: `Switches.record()`), the kernels' layout constants and the fusions'
-rules from their modules. Sources: `default` (the value the code ships), `env` (a
+(gpu/switches.py: `Switches.record()`), the kernels' layout constants from their modules
+(switches.LAYOUT). Sources: `default` (the value the code ships), `env` (a
 DEVICEFARM_* variable), `option` (the caller's, e.g. a benchmark flag), `override` (a
 switch a caller set, as bench/ab_knobs.py does, or a module constant changed in this
 process), `session` (what the session actually did: the launch loop it got, whether host
@@ -27,39 +27,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..gpu.switches import LAYOUT, Switches
-
-_GPU = "delegate_runtime.gpu"
-_CL = f"{_GPU}.opencl"
-
-#: The fusions' rules, by module: still module constants, recorded as their modules hold
-#: them (the switches and every other tuning constant: gpu/switches.py).
-GPU_CONSTANTS: dict[str, tuple[str, ...]] = {
-    f"{_CL}.fusions.epilogue": ("MAX_STEPS",),
-    f"{_CL}.fusions.depthwise_into_gemm": (
-        "DEPTHWISE_MAX_READER_CHANNELS",
-        "DEPTHWISE_MAX_GEMM_MACS",
-        "DEPTHWISE_SMALL_MAP_PIXELS",
-        "DEPTHWISE_SMALL_MAP_CHANNELS",
-        "DEPTHWISE_ALIGNED",
-    ),
-    f"{_CL}.fusions.mean_into_gemm": ("MEAN_MAX_READER_CHANNELS",),
-    f"{_CL}.squeeze_excite": (
-        "MAX_CHANNELS",
-        "MAX_WEIGHTS",
-        "DW_GROUPS_PER_CU",
-        "DW_TAIL_LOADS",
-        "DW_MAX_CHANNELS",
-    ),
-}
-
-#: Modules whose constants are recorded under another name than the module's own: the
-#: fusions' kept `gpu.fusion.*` from when one module held them all, so that records stored
-#: before the split keep their fingerprints.
-RECORDED_AS = {
-    f"{_CL}.fusions.epilogue": "fusion",
-    f"{_CL}.fusions.depthwise_into_gemm": "fusion",
-    f"{_CL}.fusions.mean_into_gemm": "fusion",
-}
 
 #: Environment variables that set the CPU reference's BLAS threads (numpy's matmuls).
 BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -142,20 +109,13 @@ def _constant(module: str, attr: str) -> tuple[Any, str] | None:
 
 def gpu_switches(switches: Switches | None = None) -> dict[str, dict[str, Any]]:
     """The GPU delegate's switches and tuning constants, each with its source: those of
-    `switches` (None: the defaults and the environment's now), the kernels' layout and
-    the fusions' rules."""
+    `switches` (None: the defaults and the environment's now) and the kernels' layout."""
     switches = Switches.from_env() if switches is None else switches
     out: dict[str, dict[str, Any]] = switches.record()
     for name, (module, attr) in LAYOUT.items():
         found = _constant(module, attr)
         if found is not None:
             out[name] = _entry(*found)
-    for module, attrs in GPU_CONSTANTS.items():
-        short = RECORDED_AS.get(module, module.rsplit(".", 1)[-1])
-        for attr in attrs:
-            found = _constant(module, attr)
-            if found is not None:
-                out[f"gpu.{short}.{attr}"] = _entry(*found)
     return out
 
 

@@ -200,10 +200,10 @@ def test_wide_pointwise_after_a_stride1_depthwise_keeps_two_kernels(
 ):
     """The GEMM recomputes the depthwise output for every tile of output channels: past
     128 channels after a stride-1 depthwise that costs more than the launch it saves
-    (depthwise_into_gemm.DEPTHWISE_MAX_READER_CHANNELS)."""
+    (the switches' depthwise_max_reader_channels)."""
     from delegate_runtime.gpu.delegate import GpuSession
 
-    shape = (1, 10, 10, 16)  # more pixels than DEPTHWISE_SMALL_MAP_PIXELS
+    shape = (1, 10, 10, 16)  # more pixels than depthwise_small_map_pixels
     out_hw = (-(-10 // stride), -(-10 // stride))
     model = separable(shape, cout, out_hw, stride=stride, padding="SAME")().model
     session = GpuSession(read_model(model), log=io.StringIO())
@@ -214,12 +214,12 @@ def test_wide_pointwise_after_a_stride1_depthwise_keeps_two_kernels(
 def test_depthwise_work_past_the_gemm_budget_keeps_two_kernels(opencl_device, cout, fused):
     """A 5x5 depthwise over 40x40x32 is 1.28 million multiply-adds, done again for every
     32-wide tile of the GEMM's output channels: 2.56 million at 64 channels (absorbed),
-    5.12 million at 128, past depthwise_into_gemm.DEPTHWISE_MAX_GEMM_MACS (two kernels, as a
+    5.12 million at 128, past the switches' depthwise_max_gemm_macs (two kernels, as a
     persistent kernel's layers on an H200 ran faster)."""
     from delegate_runtime.gpu.delegate import GpuSession
-    from delegate_runtime.gpu.opencl.fusions import depthwise_into_gemm
+    from delegate_runtime.gpu.switches import DEFAULTS
 
-    assert 2_560_000 <= depthwise_into_gemm.DEPTHWISE_MAX_GEMM_MACS < 5_120_000
+    assert 2_560_000 <= DEFAULTS.depthwise_max_gemm_macs < 5_120_000
     model = separable((1, 40, 40, 32), cout, (40, 40), k=5, padding="SAME")().model
     session = GpuSession(read_model(model), log=io.StringIO())
     assert (session.fused_kernels().get(1) == (1, 0)) is fused, session.fused_kernels()
@@ -227,7 +227,7 @@ def test_depthwise_work_past_the_gemm_budget_keeps_two_kernels(opencl_device, co
 
 def test_odd_channels_off_a_small_map_keep_two_kernels(opencl_device):
     """Channels not a multiple of four: the GEMM would compute the depthwise outputs one
-    at a time, slower than the launch it saves (depthwise_into_gemm.DEPTHWISE_ALIGNED)."""
+    at a time, slower than the launch it saves (the switches' depthwise_aligned)."""
     from delegate_runtime.gpu.delegate import GpuSession
 
     model = separable((1, 10, 10, 6), 8, (10, 10), padding="SAME")().model
@@ -240,7 +240,7 @@ def test_odd_channels_off_a_small_map_keep_two_kernels(opencl_device):
 )
 def test_small_map_absorbs_a_stride1_depthwise_up_to_256_channels(opencl_device, cout, fused):
     """On a 7x7 map (NASNet's last cells: 176 channels) recomputing the depthwise outputs
-    per tile of channels costs less than a launch (depthwise_into_gemm.DEPTHWISE_SMALL_MAP_PIXELS)."""
+    per tile of channels costs less than a launch (the switches' depthwise_small_map_pixels)."""
     from delegate_runtime.gpu.delegate import GpuSession
 
     model = separable((1, 7, 7, 16), cout, (7, 7), padding="SAME")().model

@@ -24,6 +24,7 @@ from tests.ops.test_gpu_fusion import (
     work_kernels,
 )
 from tests.ops.test_gpu_ops import PRECISIONS, opencl_device, randn
+from tests.switched import switched
 
 require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
 
@@ -264,7 +265,7 @@ def test_a_mean_read_twice_keeps_its_own_kernel(opencl_device):
 
 
 def test_large_convolutions_keep_their_gemms(opencl_device):
-    """600 -> 300 -> 600 channels: too many weights for one work group (MAX_WEIGHTS); the
+    """600 -> 300 -> 600 channels: too many weights for one work group (squeeze_excite_max_weights); the
     MEAN and the two convolutions keep kernels of their own."""
     from delegate_runtime.gpu.delegate import GpuSession
 
@@ -301,15 +302,17 @@ def test_depthwise_squeeze_excite_over_many_slices(opencl_device, precision, mon
     """As many slices as a GPU of many compute units gets, forced on this device (one pixel
     per row of items); 56x56x96 as EfficientNet-B0's second block."""
     from delegate_runtime.gpu.opencl import squeeze_excite as se
+    from delegate_runtime.gpu.switches import DEFAULTS
 
-    monkeypatch.setattr(se, "DW_GROUPS_PER_CU", 10_000)
-    assert se.depthwise_slicing(56 * 56, 96, 2) == (98, 32)
+    switched(monkeypatch, squeeze_excite_dw_groups_per_cu=10_000)
+    many = DEFAULTS.replace(squeeze_excite_dw_groups_per_cu=10_000)
+    assert se.depthwise_slicing(56 * 56, 96, 2, many) == (98, 32)
     names = _work(check_fused(depthwise_block((56, 56), 96, 4)(), precision, runs=2))
     assert names[0] == "squeeze_excite_dw4" and len(names) == 2, names
 
 
 def test_a_wide_depthwise_keeps_its_own_kernel(opencl_device):
-    """Past DW_MAX_CHANNELS the depthwise keeps its launch and the squeeze-excite reads
+    """Past squeeze_excite_dw_max_channels the depthwise keeps its launch and the squeeze-excite reads
     its stored output."""
     from delegate_runtime.gpu.delegate import GpuSession
 
@@ -320,7 +323,7 @@ def test_a_wide_depthwise_keeps_its_own_kernel(opencl_device):
 
 
 def test_depthwise_slicing_spreads_the_work():
-    """The slices fill the device (DW_GROUPS_PER_CU groups per compute unit), within the
+    """The slices fill the device (squeeze_excite_dw_groups_per_cu groups per compute unit), within the
     last group's reading budget and a pixel per row of items; every pixel in one slice."""
     from delegate_runtime.gpu.opencl.squeeze_excite import depthwise_slicing
 

@@ -1,6 +1,7 @@
 """bench/ab_knobs.py's --variant parsing: settings apart at the commas that start the next
 NAME=, so a value may hold commas of its own (a dict of GEMM variants); a switch of the
-switchboard by its field or record name, any other name a module's constant."""
+switchboard by its field, record name or old module path (a fusion's rule too), any
+other name a module's constant."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from delegate_runtime.gpu.opencl.fusions import depthwise_into_gemm
 from delegate_runtime.gpu.opencl.records import gemm_kernel
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "ab_knobs.py"
@@ -30,10 +30,9 @@ def test_a_value_holding_commas_is_one_setting():
         "opencl.fusions.depthwise_into_gemm.DEPTHWISE_MAX_GEMM_MACS=7"
     )
     name, variant = _ab_knobs().parse_variant(text)
-    assert name == "tk32" and variant.switches == {}
+    assert name == "tk32" and variant.switches == {"depthwise_max_gemm_macs": 7}
     assert variant.constants == [
         (gemm_kernel, "GEMM_VARIANTS", {"gemm64": (64, 4, 32), "gemm32": (32, 2, 32)}),
-        (depthwise_into_gemm, "DEPTHWISE_MAX_GEMM_MACS", 7),
     ]
 
 

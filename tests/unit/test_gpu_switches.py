@@ -19,9 +19,10 @@ from delegate_runtime.gpu.switches import (
 )
 
 #: The record's entries of the shipped switches, as results stored them before the
-#: switchboard (and three build constants, reduce's threshold and the passes' switches
-#: recorded since, outside the fingerprint at these values): a rename or a new default
-#: here changes every result's fingerprint.
+#: switchboard (the fusions' rules and the squeeze-excite kernel's limits as their modules'
+#: constants; three build constants, reduce's threshold and the passes' switches recorded
+#: since, outside the fingerprint at these values): a rename or a new default here
+#: changes every result's fingerprint.
 SHIPPED_RECORD = {
     "gpu.specialize": True,
     "gpu.persistent": True,
@@ -53,6 +54,16 @@ SHIPPED_RECORD = {
     "gpu.mean.WIDE_FROM": 64,
     "gpu.fold.MAX_FOLDED_ELEMENTS": 1 << 24,
     "gpu.reduce.WIDE_FROM": 256,
+    "gpu.fusion.DEPTHWISE_MAX_READER_CHANNELS": 128,
+    "gpu.fusion.DEPTHWISE_MAX_GEMM_MACS": 5_000_000,
+    "gpu.fusion.DEPTHWISE_SMALL_MAP_PIXELS": 64,
+    "gpu.fusion.DEPTHWISE_SMALL_MAP_CHANNELS": 256,
+    "gpu.fusion.DEPTHWISE_ALIGNED": 4,
+    "gpu.fusion.MEAN_MAX_READER_CHANNELS": 256,
+    "gpu.squeeze_excite.MAX_WEIGHTS": 50_000,
+    "gpu.squeeze_excite.DW_MAX_CHANNELS": 512,
+    "gpu.squeeze_excite.DW_GROUPS_PER_CU": 4,
+    "gpu.squeeze_excite.DW_TAIL_LOADS": 64,
     "gpu.build.MAX_JOBS": 16,
     "gpu.build.MAX_WORKERS": 9,
     "gpu.build.WORKER_TIMEOUT_S": 600.0,
@@ -118,8 +129,19 @@ def test_switches_are_found_by_record_name_and_old_module_paths():
     assert parse_setting("opencl.records.conv.PATCH_GEMM_MIN_N=8") == ("patch_gemm_min_n", 8)
     assert parse_setting("opencl.lowering.GEMM_GROUPS_PER_CU=1") == ("gemm_groups_per_cu", 1)
     assert parse_setting("host_edges=False") == ("host_edges", False)
+    fusion = "opencl.fusions.depthwise_into_gemm.DEPTHWISE_ALIGNED=1"
+    assert parse_setting(fusion) == ("depthwise_aligned", 1)
+    assert parse_setting("opencl.fusion.DEPTHWISE_MAX_GEMM_MACS=7") == (
+        "depthwise_max_gemm_macs",
+        7,
+    )
+    assert parse_setting("squeeze_excite.MAX_WEIGHTS=0") == ("squeeze_excite_max_weights", 0)
+    assert parse_setting("fusions.mean_into_gemm.MEAN_MAX_READER_CHANNELS=8") == (
+        "mean_max_reader_channels",
+        8,
+    )
     with pytest.raises(KeyError):
-        parse_setting("fusion.MAX_STEPS=3")  # a fusion rule: still its module's constant
+        parse_setting("fusion.MAX_STEPS=3")  # the epilogue's steps: layout, no switch
     with pytest.raises(ValueError, match="no Python literal"):
         parse_setting("flush_every=six")
 
@@ -159,4 +181,19 @@ def test_a_pass_turned_off_changes_the_fingerprint(name):
 
     shipped = cr.gpu_switches(DEFAULTS)
     changed = cr.gpu_switches(DEFAULTS.replace(**{name: PLAIN[name]}))
+    assert cr.fingerprint(changed) != cr.fingerprint(shipped)
+
+
+@pytest.mark.parametrize("name", ["depthwise_aligned", "squeeze_excite_max_weights"])
+def test_a_fusion_limit_set_as_a_switch_is_recorded_and_fingerprinted(name):
+    """The fusions' rules and the squeeze-excite kernel's limits, once module constants
+    (always fingerprinted), are switches recorded under the same names and values."""
+    pytest.importorskip("pyopencl")
+    from delegate_runtime.tools import config_record as cr
+
+    record = KNOBS[name].record
+    shipped = cr.gpu_switches(DEFAULTS)
+    changed = cr.gpu_switches(DEFAULTS.replace(**{name: 1}))
+    assert changed[record] == {"value": 1, "source": "override"}
+    assert shipped[record]["source"] == "default"
     assert cr.fingerprint(changed) != cr.fingerprint(shipped)

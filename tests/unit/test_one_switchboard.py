@@ -2,7 +2,8 @@
 (issue 41, gpu/switches.py): no environment read elsewhere in delegate_runtime, and no
 module-level number or flag in delegate_runtime/gpu, but the facts listed here with why
 each is no tuning. A new one fails here: put it on the switchboard, or list it with its
-reason."""
+reason. The fusions' rules and the squeeze-excite kernel's limits are switches too:
+the session's reach each rule through the fusion plan's Scope."""
 
 from __future__ import annotations
 
@@ -48,33 +49,6 @@ NOT_TUNING: dict[str, dict[str, str]] = {
     },
     "delegate_runtime/gpu/opencl/records/reduce.py": {
         "WIDE_GROUP": "reduce4d_wide's work group, which reduce.cl is written for (layout)",
-    },
-    "delegate_runtime/gpu/opencl/fusions/epilogue.py": {
-        "MAX_STEPS": "the epilogue parameters a kernel takes (EPILOGUE_PARAMS: layout)",
-    },
-    "delegate_runtime/gpu/opencl/squeeze_excite.py": {
-        "MAX_CHANNELS": "the kernel's SE_MAX (layout)",
-    },
-}
-
-#: Tuning constants still in their modules, recorded by config_record.GPU_CONSTANTS: the
-#: fusions' rules and the squeeze-excite kernel's thresholds. They move to the switchboard
-#: with a Scope that carries the session's switches to the fusion rules; until then this
-#: list may only shrink.
-NOT_YET_ON_THE_SWITCHBOARD: dict[str, set[str]] = {
-    "delegate_runtime/gpu/opencl/fusions/depthwise_into_gemm.py": {
-        "DEPTHWISE_MAX_READER_CHANNELS",
-        "DEPTHWISE_MAX_GEMM_MACS",
-        "DEPTHWISE_SMALL_MAP_PIXELS",
-        "DEPTHWISE_SMALL_MAP_CHANNELS",
-        "DEPTHWISE_ALIGNED",
-    },
-    "delegate_runtime/gpu/opencl/fusions/mean_into_gemm.py": {"MEAN_MAX_READER_CHANNELS"},
-    "delegate_runtime/gpu/opencl/squeeze_excite.py": {
-        "MAX_WEIGHTS",
-        "DW_GROUPS_PER_CU",
-        "DW_TAIL_LOADS",
-        "DW_MAX_CHANNELS",
     },
 }
 
@@ -126,6 +100,22 @@ def module_switches(tree: ast.Module) -> dict[str, int]:
     return found
 
 
+def copies_of_defaults(tree: ast.Module) -> list[int]:
+    """Lines of module-level assignments that read a field of the switchboard's DEFAULTS:
+    a limit copied at import, which a session's own switches never reach."""
+    return [
+        node.lineno
+        for node in tree.body
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        and any(
+            isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name)
+            and n.value.id == "DEFAULTS"
+            for n in ast.walk(node)
+        )
+    ]
+
+
 def test_no_environment_read_outside_the_switchboard():
     touched = {
         path: len(lines)
@@ -144,10 +134,20 @@ def test_no_module_level_switch_in_the_gpu_delegate():
         for name in module_switches(tree)
     }
     listed = {(path, name) for path, names in NOT_TUNING.items() for name in names}
-    pending = {(p, name) for p, names in NOT_YET_ON_THE_SWITCHBOARD.items() for name in names}
-    assert found - layout - listed - pending == set(), "put it on gpu/switches.py, or list it"
-    assert pending <= found, "a pending constant moved: take it off the list"
+    assert found - layout - listed == set(), "put it on gpu/switches.py, or list it"
+    assert layout <= found, "a layout constant is gone: take it off switches.LAYOUT"
     assert listed <= found, "a listed fact is gone: take it off the list"
+
+
+def test_no_limit_is_copied_from_the_defaults_at_import():
+    """The rules read the session's switches when they run (fusions/scope.py's Scope
+    carries them), never a copy taken at import, which an override would not reach."""
+    copied = {
+        path: lines
+        for path, tree in _modules(PACKAGE)
+        if path != SWITCHBOARD and (lines := copies_of_defaults(tree))
+    }
+    assert copied == {}
 
 
 def test_the_checks_find_what_they_look_for():
@@ -158,3 +158,5 @@ def test_the_checks_find_what_they_look_for():
     tree = ast.parse(source)
     assert environment_reads(tree) == [7, 7, 7]
     assert module_switches(tree) == {"FAST": 3, "SPLIT": 4}
+    copied = "LIMIT = DEFAULTS.depthwise_aligned\ndef f(s=DEFAULTS):\n    return s.fuse\n"
+    assert copies_of_defaults(ast.parse(copied)) == [1]

@@ -27,7 +27,6 @@ from .codes import Act, Binary, Step, Unary
 from .concat_views import ConcatPlan, View, plan_concat_views
 from .fusions import plan_fusion
 from .fusions.epilogue import MAX_STEPS
-from .fusions.plan import turned_off
 from .gemm_lowering import lower_gemm
 from .launch import (
     LOCAL_1D,
@@ -144,7 +143,7 @@ class Lowerer:
         """Append the launches of a partition's nodes, each elementwise chain fused into
         the kernel producing its input (opencl/fusions/); `leaving`: the tensors read
         after the partition."""
-        chains = plan_fusion(self.sg, nodes, leaving, turned_off(self.switches))
+        chains = plan_fusion(self.sg, nodes, leaving, self.switches)
         fused = {n: chain.nodes for n, chain in chains.items()}
         absorbed = {m for members in fused.values() for m in members}
         # a GEMM scaling its input as it loads it (a gate, a BatchNorm) reads it with a row

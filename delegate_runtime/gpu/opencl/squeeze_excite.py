@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...graph import Operator
+from ..switches import DEFAULTS, Switches
 from .launch import Buf, Counters, Scratch, shape4
 from .records import depthwise
 from .records.conv import gemm_weights
@@ -24,33 +25,10 @@ if TYPE_CHECKING:
     from .chain import Chain
     from .lowering_api import Lowering
 
-#: The most channels the kernel takes, in, hidden and out (SE_MAX in the kernel).
+#: The most channels the kernel takes, in, hidden and out (SE_MAX in the kernel). The
+#: limits measured for speed (the weights, the depthwise work's split) are the session's
+#: switches (squeeze_excite_* in gpu/switches.py).
 MAX_CHANNELS = 2048
-#: The most weights of the two convolutions together. One work group computes them, so
-#: its time grows with them; on an H200 (`bench/diag_gpu.py --only timeline`, fp32) the
-#: kernel took 11-13 us up to 4,800 weights, 16-18 us at 19,200, 20-27 us at 37,632 and
-#: 41,472, against about 30 us for the three launches it replaces (MEAN, two GEMMs), but
-#: 42-50 us at 110,592 (EfficientNetB0's last blocks) and 56-58 us at 165,888
-#: (MobileNetV3Small's) (docs/notebook/06-*.md, "Squeeze-excite").
-#: fusions/squeeze_excite_convs.py reads it and MAX_CHANNELS at each call.
-MAX_WEIGHTS = 50_000
-
-
-#: Where the kernel computes its depthwise input, that work is spread over the device: work
-#: groups per compute unit it aims for, while the last group's reading of the partial sums
-#: (slices x channels, over its items) stays within DW_TAIL_LOADS loads per item. On an
-#: H200 (EfficientNetB0's blocks, profiled) 4 and 64 ran its first six blocks in 136 us
-#: against 141 for the two launches each replaces; 2 and 16 left the depthwise work too few
-#: groups (its 112x112x32 block 28 us against 20) (docs/notebook/09-*.md, "A squeeze-excite
-#: that computes its depthwise input").
-DW_GROUPS_PER_CU = 4
-DW_TAIL_LOADS = 64
-#: The most channels of a depthwise convolution the kernel computes. Past them the slices
-#: its depthwise work needs make the last group's reading dear: on the H200 EfficientNetB0's
-#: 14x14x672 blocks took 39 us against 31-35 for the two launches, its 480-channel ones
-#: 28-31 against 28-32 (docs/notebook/09-*.md, as above). Read by
-#: fusions/depthwise_into_squeeze_excite.py.
-DW_MAX_CHANNELS = 512
 
 
 def depthwise_kernel(c: int) -> tuple[str, int]:
@@ -62,15 +40,19 @@ def depthwise_kernel(c: int) -> tuple[str, int]:
     return "squeeze_excite_dw", WIDE_GROUP[1]
 
 
-def depthwise_slicing(inner: int, c: int, compute_units: int) -> tuple[int, int]:
-    """(slices, pixels per slice) for depthwise_kernel(c): at least a pixel per row of a
-    group's items."""
+def depthwise_slicing(
+    inner: int, c: int, compute_units: int, switches: Switches = DEFAULTS
+) -> tuple[int, int]:
+    """(slices, pixels per slice) for depthwise_kernel(c): the switches'
+    squeeze_excite_dw_groups_per_cu work groups per compute unit, within
+    squeeze_excite_dw_tail_loads loads per item for the last group's reading of the
+    partial sums (slices x channels), and at least a pixel per row of a group's items."""
     items = WIDE_GROUP[0] * WIDE_GROUP[1]
     _, rows = depthwise_kernel(c)
     blocks = -(-c // WIDE_GROUP[0])
     slices = min(
-        -(-DW_GROUPS_PER_CU * compute_units // blocks),
-        DW_TAIL_LOADS * items // c,
+        -(-switches.squeeze_excite_dw_groups_per_cu * compute_units // blocks),
+        switches.squeeze_excite_dw_tail_loads * items // c,
         -(-inner // rows),
     )
     per_slice = -(-inner // max(slices, 1))
@@ -88,7 +70,7 @@ def lower(lo: Lowering, mean: Operator, chain: Chain) -> None:
     if chain.first is None:
         slices, per_slice = slicing(inner)
     else:
-        slices, per_slice = depthwise_slicing(inner, c, lo.compute_units)
+        slices, per_slice = depthwise_slicing(inner, c, lo.compute_units, lo.switches)
     w1, b1, r = gemm_weights(lo, conv1)
     w2, b2, n = gemm_weights(lo, conv2)
     epilogues: list[Any] = []

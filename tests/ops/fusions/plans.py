@@ -2,7 +2,8 @@
 and a model run on the OpenCL device with and without one fusion.
 
 Each `test_<fusion>.py` beside this file builds a small graph where its fusion applies and
-one where a condition of the fusion refuses, checks the plan of each, and checks on the
+one where a condition of the fusion refuses (a limit of the switchboard's, set through
+the switches the plan is made with), checks the plan of each, and checks on the
 device (PoCL in CI) that the fused kernels compute what the unfused ones do.
 """
 
@@ -17,18 +18,20 @@ import pytest
 from delegate_runtime import read_model
 from delegate_runtime.gpu.opencl.chain import Chain
 from delegate_runtime.gpu.opencl.fusions import plan_fusion
+from delegate_runtime.gpu.switches import DEFAULTS, Switches
 from delegate_runtime.submodel import boundary
 from tests.ops.test_gpu_fusion import work_kernels
 from tests.ops.test_gpu_ops import TOL
 
 
-def plan(model: bytes, *disabled: str) -> dict[int, Chain]:
+def plan(model: bytes, *disabled: str, switches: Switches = DEFAULTS) -> dict[int, Chain]:
     """plan_fusion's chains for `model`, every node in one partition (as the delegate
-    plans a model it runs whole), with the fusions named in `disabled` off."""
+    plans a model it runs whole), with `switches` (the rules' limits) and the fusions
+    named in `disabled` off."""
     sg = read_model(model).main
     nodes = list(range(len(sg.operators)))
     _, outs = boundary(sg, nodes)
-    return plan_fusion(sg, nodes, set(outs), frozenset(disabled))
+    return plan_fusion(sg, nodes, set(outs), switches.replace(fusions_off=frozenset(disabled)))
 
 
 def kernels(chains: dict[int, Chain]) -> dict[int, tuple[int, ...]]:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from delegate_runtime.gpu.opencl.fusions import depthwise_into_gemm, pad_into_reader
+from delegate_runtime.gpu.switches import DEFAULTS
 from tests.ops.fusions.plans import fused_equals_unfused, kernels, plan
 from tests.ops.test_gpu_fusion import F, _graph, _same_conv, _same_depthwise
 from tests.ops.test_gpu_ops import opencl_device, randn
@@ -63,9 +64,39 @@ def test_the_depthwise_pad_goes_with_it():
 
 
 def test_a_wide_reader_of_a_large_map_recomputes_too_often():
-    """Stride 1, past DEPTHWISE_SMALL_MAP_PIXELS and DEPTHWISE_MAX_READER_CHANNELS."""
-    model, _ = separable((10, 10), 16, depthwise_into_gemm.DEPTHWISE_MAX_READER_CHANNELS + 32)
+    """Stride 1, past the switches' depthwise_small_map_pixels and
+    depthwise_max_reader_channels; the session's limit is the one the rule reads."""
+    wide = DEFAULTS.depthwise_max_reader_channels + 32
+    model, _ = separable((10, 10), 16, wide)
     assert kernels(plan(model)) == {}
+    raised = DEFAULTS.replace(depthwise_max_reader_channels=wide)
+    assert kernels(plan(model, switches=raised)) == {CONV: (DW,)}
+
+
+@pytest.mark.parametrize(
+    "limit",
+    [
+        {"depthwise_aligned": 3},  # 8 channels, not a multiple of 3
+        {"depthwise_max_gemm_macs": 9 * 100 * 8 - 1},  # one 32-wide tile of 3x3 x 10x10x8
+        {"depthwise_max_reader_channels": 7},  # stride 1, 8 output channels
+    ],
+)
+def test_each_limit_off_a_small_map_is_the_switches(limit):
+    """On a 10x10 map (past depthwise_small_map_pixels), each limit set below this block
+    keeps the depthwise convolution its own launch."""
+    model, _ = separable((10, 10), 8, 8)
+    assert kernels(plan(model)) == {CONV: (DW,)}
+    assert kernels(plan(model, switches=DEFAULTS.replace(**limit))) == {}
+
+
+def test_a_small_map_takes_the_small_map_limits():
+    """Below depthwise_small_map_pixels the reader's channels may reach
+    depthwise_small_map_channels, whatever the other limits say."""
+    model, _ = separable((6, 7), 8, 8)
+    strict = DEFAULTS.replace(depthwise_max_reader_channels=7, depthwise_aligned=3)
+    assert kernels(plan(model, switches=strict)) == {CONV: (DW,)}
+    assert kernels(plan(model, switches=strict.replace(depthwise_small_map_pixels=41))) == {}
+    assert kernels(plan(model, switches=strict.replace(depthwise_small_map_channels=7))) == {}
 
 
 @pytest.mark.gpu

@@ -7,6 +7,7 @@ import pytest
 
 from delegate_runtime.gpu.opencl import squeeze_excite as kernel
 from delegate_runtime.gpu.opencl.fusions import depthwise_into_squeeze_excite
+from delegate_runtime.gpu.switches import DEFAULTS
 from tests.ops.fusions.plans import fused_equals_unfused, plan
 from tests.ops.test_gpu_ops import opencl_device
 from tests.ops.test_gpu_squeeze_excite import depthwise_block
@@ -31,10 +32,23 @@ def test_the_squeeze_excite_computes_its_depthwise_input():
     assert alone[MEAN].first is None and alone[MEAN].then and DW in alone
 
 
-def test_a_depthwise_past_the_channel_limit_keeps_its_launch(monkeypatch):
-    monkeypatch.setattr(kernel, "DW_MAX_CHANNELS", CHANNELS - 1)
-    chains = plan(block().model)
+def test_a_depthwise_past_the_channel_limit_keeps_its_launch():
+    """The switches' squeeze_excite_dw_max_channels, as the session sets it."""
+    at = DEFAULTS.replace(squeeze_excite_dw_max_channels=CHANNELS)
+    assert plan(block().model, switches=at)[MEAN].first is not None
+    below = DEFAULTS.replace(squeeze_excite_dw_max_channels=CHANNELS - 1)
+    chains = plan(block().model, switches=below)
     assert chains[MEAN].first is None and DW in chains
+
+
+def test_the_depthwise_work_is_split_by_the_switches():
+    """squeeze_excite.depthwise_slicing: the switches' groups per compute unit and the
+    last group's loads per item bound the slices (56x56x96 on two compute units)."""
+    assert kernel.depthwise_slicing(56 * 56, 96, 2, DEFAULTS) == (3, 1046)
+    many = DEFAULTS.replace(squeeze_excite_dw_groups_per_cu=10_000)
+    assert kernel.depthwise_slicing(56 * 56, 96, 2, many) == (98, 32)  # a pixel per row
+    budget = many.replace(squeeze_excite_dw_tail_loads=3)  # 3 x 256 items / 96 channels
+    assert kernel.depthwise_slicing(56 * 56, 96, 2, budget) == (8, 392)
 
 
 @pytest.mark.gpu

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from delegate_runtime.gpu.opencl.fusions import mean_into_gemm
+from delegate_runtime.gpu.switches import DEFAULTS
 from tests.ops.fusions.plans import fused_equals_unfused, kernels, plan
 from tests.ops.test_gpu_fusion import mean_into_conv
 from tests.ops.test_gpu_ops import opencl_device
@@ -24,9 +25,13 @@ def test_the_gemm_computes_the_means():
 
 
 def test_a_wide_gemm_leaves_the_mean_its_launch():
-    """Past MEAN_MAX_READER_CHANNELS the GEMM would recompute the means too often."""
-    wide = mean_into_gemm.MEAN_MAX_READER_CHANNELS + 8
-    assert kernels(plan(mean_into_conv((1, 4, 4, 16), wide)().model)) == {}
+    """Past the switches' mean_max_reader_channels the GEMM would recompute the means too
+    often; the session's limit is the one the rule reads."""
+    wide = DEFAULTS.mean_max_reader_channels + 8
+    model = mean_into_conv((1, 4, 4, 16), wide)().model
+    assert kernels(plan(model)) == {}
+    raised = DEFAULTS.replace(mean_max_reader_channels=wide)
+    assert kernels(plan(model, switches=raised)) == {CONV: (MEAN,)}
 
 
 @pytest.mark.gpu

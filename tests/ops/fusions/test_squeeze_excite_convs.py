@@ -7,6 +7,7 @@ import pytest
 
 from delegate_runtime.gpu.opencl import squeeze_excite as kernel
 from delegate_runtime.gpu.opencl.fusions import squeeze_excite_convs
+from delegate_runtime.gpu.switches import DEFAULTS
 from tests.ops.fusions.plans import fused_equals_unfused, kernels, plan
 from tests.ops.test_gpu_fusion import squeeze_excite
 from tests.ops.test_gpu_ops import opencl_device
@@ -29,8 +30,20 @@ def test_the_mean_runs_both_convolutions():
     assert kernels(plan(model, squeeze_excite_convs.NAME)) == APART
 
 
-def test_weights_past_the_limit_stay_in_their_gemms(monkeypatch):
-    monkeypatch.setattr(kernel, "MAX_WEIGHTS", WEIGHTS - 1)
+def test_weights_past_the_limit_stay_in_their_gemms():
+    """The switches' squeeze_excite_max_weights, as the session sets it."""
+    model = squeeze_excite().model
+    at = DEFAULTS.replace(squeeze_excite_max_weights=WEIGHTS)
+    assert kernels(plan(model, switches=at)) == {
+        MEAN: (CONV1, SWISH_LOGISTIC, SWISH_MUL, CONV2, GATE)
+    }
+    below = DEFAULTS.replace(squeeze_excite_max_weights=WEIGHTS - 1)
+    assert kernels(plan(model, switches=below)) == APART
+
+
+def test_channels_past_the_kernel_stay_in_their_gemms(monkeypatch):
+    """MAX_CHANNELS is the kernel's SE_MAX (layout, no switch), read at each plan."""
+    monkeypatch.setattr(kernel, "MAX_CHANNELS", 7)  # the block's input has 8
     assert kernels(plan(squeeze_excite().model)) == APART
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import squeeze_excite as kernel
 from ..chain import Chain
 from ..records.depthwise import fuses_into_reader
 from .scope import Scope
@@ -30,8 +29,9 @@ def involves(record: GpuOp) -> bool:
 
 def fuse(scope: Scope, chains: dict[int, Chain], m: int) -> None:
     """The squeeze-excite kernel of MEAN `m` computes its input as well, where a depthwise
-    convolution's chain (multiplier 1, a window wider than a pixel, at most
-    DW_MAX_CHANNELS channels, nothing absorbed before it but a PAD) makes it."""
+    convolution's chain (multiplier 1, a window wider than a pixel, at most the switches'
+    squeeze_excite_dw_max_channels channels, nothing absorbed before it but a PAD) makes
+    it."""
     sg, units = scope.sg, scope.units
     x = sg.operators[m].inputs[0]
     d = units.unit.get(scope.produced_by.get(x, -1))  # the head of the kernel writing x
@@ -41,7 +41,7 @@ def fuse(scope: Scope, chains: dict[int, Chain], m: int) -> None:
     dw = sg.operators[d]
     if dw.op != "DEPTHWISE_CONV_2D" or not fuses_into_reader(dw, sg):
         return
-    if sg.tensors[x].shape[-1] > kernel.DW_MAX_CHANNELS:  # read here: ab_knobs sets it
+    if sg.tensors[x].shape[-1] > scope.switches.squeeze_excite_dw_max_channels:
         return
     if chain.then or chain.first or chain.input_scale or chain.input_affine:
         return

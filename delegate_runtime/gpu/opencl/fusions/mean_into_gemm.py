@@ -27,17 +27,11 @@ def involves(record: GpuOp) -> bool:
     return record.input_mean is not None or record.name == "MEAN"
 
 
-#: The most output channels of a GEMM that computes its input as a MEAN: it recomputes the
-#: means for each tile of output channels. On an H200 (profiled timelines, 2026-11-25) the
-#: MEAN inside a classifier head of 1000 channels cost about 29 us more than its own launch
-#: (docs/notebook/07-*.md, "A MEAN inside the GEMM that reads it").
-MEAN_MAX_READER_CHANNELS = 256
-
-
 def fuse(scope: Scope, chains: dict[int, Chain]) -> None:
     """A MEAN over the pixels of a map that a squeeze-excite kernel did not take, read only
-    by a kernel that can compute its input as a mean (a GEMM of at most
-    MEAN_MAX_READER_CHANNELS outputs): that kernel runs it."""
+    by a kernel that can compute its input as a mean (a GEMM of at most the switches'
+    mean_max_reader_channels outputs: it recomputes the means per tile of them): that
+    kernel runs it."""
     sg = scope.sg
     for m in list(chains):
         op, chain = sg.operators[m], chains[m]
@@ -55,7 +49,10 @@ def fuse(scope: Scope, chains: dict[int, Chain]) -> None:
             continue
         if not scope.kernel_can(n, "input_mean"):
             continue
-        if sg.tensors[sg.operators[n].outputs[0]].shape[-1] > MEAN_MAX_READER_CHANNELS:
+        if (
+            sg.tensors[sg.operators[n].outputs[0]].shape[-1]
+            > scope.switches.mean_max_reader_channels
+        ):
             continue
         reader.before, reader.input_mean = [m], m
         scope.units.merge(n, m)

@@ -11,15 +11,15 @@ fusions applied in the order of FUSIONS.
    depthwise_into_squeeze_excite, as each pair forms), then mean_into_gemm for the MEANs
    left, then relu_into_readers, which needs every reader's chain final.
 
-Each fusion can be turned off by name (`disabled`); a session turns off those its
-switches name (`turned_off`: the switches' `fusions_off`, or all of them where the fuse
-pass is off).
+The plan follows the session's switches: the fusions they turn off (`turned_off`: those
+named in `fusions_off`, or all of them where the fuse pass is off) are not applied, and
+each rule reads its limits from them (the Scope carries them).
 """
 
 from __future__ import annotations
 
 from ....graph import Subgraph
-from ...switches import Switches
+from ...switches import DEFAULTS, Switches
 from ..chain import Chain
 from ..records import record_for
 from ..records.steps import qdq_step
@@ -59,15 +59,16 @@ def turned_off(switches: Switches) -> frozenset[str]:
 
 
 def plan_fusion(
-    sg: Subgraph, nodes: list[int], leaving: set[int], disabled: frozenset[str] = frozenset()
+    sg: Subgraph, nodes: list[int], leaving: set[int], switches: Switches = DEFAULTS
 ) -> dict[int, Chain]:
     """A chain for every node of the partition whose kernel takes an epilogue; `leaving`:
-    the tensors read outside the partition (never absorbed); `disabled`: names of FUSIONS
-    not to apply."""
+    the tensors read outside the partition (never absorbed); `switches`: the session's,
+    which say the fusions not to apply (turned_off) and each rule's limits."""
+    disabled = turned_off(switches)
     unknown = set(disabled) - set(FUSIONS)
     if unknown:
         raise ValueError(f"no such fusion: {sorted(unknown)}; the fusions: {FUSIONS}")
-    scope = Scope(sg, nodes, leaving, frozenset(disabled))
+    scope = Scope(sg, nodes, leaving, switches, disabled)
     on = scope.on
     gates = gate_into_conv.find(scope) if on(gate_into_conv.NAME) else {}
     affines = affine_into_conv.find(scope) if on(affine_into_conv.NAME) else {}

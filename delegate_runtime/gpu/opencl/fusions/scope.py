@@ -2,7 +2,8 @@
 
 `plan.py` makes one `Scope` per partition and hands it to every rule: the graph, which
 node produces and which nodes read each tensor, the launch units merged so far (a rule
-that lets one kernel run a node merges their units) and the fusions turned off.
+that lets one kernel run a node merges their units), the session's switches (each rule
+reads its limits from them) and the fusions they turn off.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ....graph import Operator, Subgraph
+from ...switches import DEFAULTS, Switches
 from ..lowering_api import StepSpec
 from ..records import record_for
 from ..schedule import Units, tensor_maps
@@ -22,6 +24,7 @@ class Scope:
     sg: Subgraph
     nodes: list[int]
     leaving: set[int]  #: the tensors read outside the partition (never absorbed)
+    switches: Switches = DEFAULTS  #: the session's: the rules' limits (gpu/switches.py)
     disabled: frozenset[str] = frozenset()  #: names of fusions (plan.FUSIONS) turned off
     inside: set[int] = field(init=False)
     produced_by: dict[int, int] = field(init=False)

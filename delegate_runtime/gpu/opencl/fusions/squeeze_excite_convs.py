@@ -37,10 +37,11 @@ def involves(record: GpuOp) -> bool:
 def fuse(scope: Scope, chains: dict[int, Chain]) -> None:
     """MEAN over the pixels of a batch-1 map (or an AVERAGE_POOL_2D over the whole map),
     read only by a 1x1 convolution whose result only a second 1x1 convolution reads: the
-    MEAN's kernel runs both (its `then`), where their weights are few enough."""
+    MEAN's kernel runs both (its `then`), where their channels fit the kernel
+    (MAX_CHANNELS) and their weights are few enough (the switches'
+    squeeze_excite_max_weights: one work group computes them)."""
     sg = scope.sg
-    # the kernel's limits read from its module at each call (bench/ab_knobs.py sets them)
-    max_channels, max_weights = kernel.MAX_CHANNELS, kernel.MAX_WEIGHTS
+    max_channels, max_weights = kernel.MAX_CHANNELS, scope.switches.squeeze_excite_max_weights
     for m in list(chains):
         op = sg.operators[m]
         x = sg.tensors[op.inputs[0]].shape
