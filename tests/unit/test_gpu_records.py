@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from importlib import resources
 
@@ -106,7 +107,20 @@ def test_record_checks_give_the_ops_own_reasons():
 
 
 def test_a_models_program_holds_the_on_demand_kernels_its_ops_need_only() -> None:
+    on_demand = program.on_demand_files()  # as the records declare them
+    assert {"reduce.cl", "cumsum.cl", "matmul.cl", "pad_tile.cl", "gather.cl"} == on_demand
     vision = program.kernel_files(["CONV_2D", "ADD"])
-    assert not set(vision) & program.ON_DEMAND_FILES
+    assert not set(vision) & on_demand
     assert "reduce.cl" in program.kernel_files(["SUM"])
-    assert set(program.kernel_files()) >= program.ON_DEMAND_FILES  # no ops: every file
+    assert set(program.kernel_files()) >= on_demand  # no ops: every file
+
+
+def test_every_record_listing_an_on_demand_file_declares_it(monkeypatch) -> None:
+    tile = records.REGISTRY["TILE"]
+    monkeypatch.setitem(records.REGISTRY, "TILE", dataclasses.replace(tile, on_demand=()))
+    with pytest.raises(ValueError, match="TILE: lists"):
+        program.on_demand_files()
+    wrong = dataclasses.replace(tile, on_demand=("cumsum.cl",))
+    monkeypatch.setitem(records.REGISTRY, "TILE", wrong)
+    with pytest.raises(ValueError, match="TILE: on demand but not listed"):
+        program.on_demand_files()

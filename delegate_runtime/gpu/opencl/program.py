@@ -70,22 +70,34 @@ def instantiate(template: str, instances: Instances) -> str:
     return "\n".join(texts)
 
 
-#: Kernel files compiled only into the programs of models with a delegated op whose record
-#: lists them: ops vision models rarely carry. A CPU device (PoCL) compiles every kernel of
-#: a program it saves as a binary, so each file here would lengthen every model's cold
-#: start (the README's main job: 187 s to 334 s with them all in the shared program).
-ON_DEMAND_FILES = frozenset({"reduce.cl", "cumsum.cl", "matmul.cl", "pad_tile.cl", "gather.cl"})
+def on_demand_files() -> frozenset[str]:
+    """Kernel files compiled only into the programs of models with a delegated op whose
+    record lists them, as the records declare them (GpuOp.on_demand): ops vision models
+    rarely carry. A CPU device (PoCL) compiles every kernel of a program it saves as a
+    binary, so each file here would lengthen every model's cold start (the README's main
+    job: 187 s to 334 s with them all in the shared program). ValueError for a record that
+    declares a file it does not list, or lists one that another declares on demand."""
+    files = {f for record in REGISTRY.values() for f in record.on_demand}
+    for record in REGISTRY.values():
+        listed = {source_file(k) for k in record.kernels}
+        if not set(record.on_demand) <= listed:
+            raise ValueError(f"{record.name}: on demand but not listed: {record.on_demand}")
+        undeclared = (listed & files) - set(record.on_demand)
+        if undeclared:
+            raise ValueError(f"{record.name}: lists {sorted(undeclared)}, on demand, as always")
+    return frozenset(files)
 
 
 def kernel_sources(ops: Iterable[str] | None = None) -> list[KernelSource]:
     """The kernel sources of every registered GPU op (records/), once each, in registration
-    order; with `ops`, the ON_DEMAND_FILES only where one of those ops' records lists them.
-    A template's file is one Template, whichever records list it."""
+    order; with `ops`, the on_demand_files() only where one of those ops' records lists
+    them. A template's file is one Template, whichever records list it."""
     wanted = (
         None
         if ops is None
         else {source_file(k) for op in ops if op in REGISTRY for k in REGISTRY[op].kernels}
     )
+    on_demand = on_demand_files()
     sources: dict[str, KernelSource] = {}
     for record in REGISTRY.values():
         for k in record.kernels:
@@ -96,7 +108,7 @@ def kernel_sources(ops: Iterable[str] | None = None) -> list[KernelSource]:
                 if sources[file] != k:  # a Template equals itself only
                     raise ValueError(f"{record.name}: {file} with other instances than before")
                 continue
-            if wanted is None or file not in ON_DEMAND_FILES or file in wanted:
+            if wanted is None or file not in on_demand or file in wanted:
                 sources[file] = k
     return list(sources.values())
 

@@ -147,6 +147,7 @@ register(
             "could take one",
             "step": NOT_PER_ELEMENT,
         },
+        on_demand=("matmul.cl",),  # the depthwise and GEMM sources every program holds
     ),
     GpuOp(
         "ADD_N",

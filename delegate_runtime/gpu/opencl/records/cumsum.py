@@ -81,5 +81,6 @@ register(
             "persistent": NOT_SPECIALIZED,
             "epilogue": f"cumsum_axis {NO_EPILOGUE}",
         },
+        on_demand=("cumsum.cl",),
     )
 )

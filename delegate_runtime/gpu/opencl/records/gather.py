@@ -21,6 +21,7 @@ from .record import GpuOp, OpRule, register, versions
 if TYPE_CHECKING:
     from ..lowering_api import Lowering
 
+#: compiled only into the programs of models that carry one of these ops
 KERNELS = ("gather.cl",)
 #: LiteRT's refusal of a tensor type (model_builder.cc's IsAllAllowedTensors).
 TYPE_SHAPE = "OP is supported, but tensor type/shape isn't compatible."
@@ -160,6 +161,7 @@ register(
         int32_tensors=True,
         launches=("gather_axis", "gather_axis_rt"),
         family="movement",
+        on_demand=KERNELS,
     ),
     GpuOp(
         "ONE_HOT",
@@ -171,5 +173,6 @@ register(
         int32_tensors=True,
         launches=("one_hot",),
         family="movement",
+        on_demand=KERNELS,
     ),
 )

@@ -17,6 +17,7 @@ from .record import GpuOp, OpRule, register, versions
 if TYPE_CHECKING:
     from ..lowering_api import Lowering
 
+#: compiled only into the programs of models that carry one of these ops
 KERNELS = ("pad_tile.cl",)
 #: MirrorPadMode codes -> whether the edge element is repeated (0 REFLECT, 1 SYMMETRIC).
 MIRROR_EDGE = {0: 0, 1: 1}
@@ -163,6 +164,7 @@ register(
         pad_shapes,
         launches=("mirror_pad4d",),
         family="movement",
+        on_demand=KERNELS,
     ),
     GpuOp(
         "PADV2",
@@ -173,6 +175,7 @@ register(
         pad_shapes,
         launches=("pad_constant4d",),
         family="movement",
+        on_demand=KERNELS,
     ),
     # LiteRT checks no TILE version: every one (3: int8; 2, strings, fails the type rule)
     GpuOp(
@@ -184,5 +187,6 @@ register(
         tile_shapes,
         launches=("tile4d",),
         family="movement",
+        on_demand=KERNELS,
     ),
 )

@@ -106,6 +106,10 @@ class GpuOp:
     family: str = ""
     #: form -> why this op lacks that form of its family
     lacks: Mapping[str, str] = field(default_factory=dict, hash=False)
+    #: of its kernel files, those compiled only into the programs of models that carry an
+    #: op listing them (ops vision models rarely carry: opencl/program.py on_demand_files);
+    #: every record listing such a file says so
+    on_demand: tuple[str, ...] = ()
 
 
 #: op name -> its record, in registration order.

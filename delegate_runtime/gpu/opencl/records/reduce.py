@@ -126,6 +126,7 @@ register(
                 "persistent": NOT_SPECIALIZED,
                 "epilogue": f"reduce4d {NO_EPILOGUE}",
             },
+            on_demand=("reduce.cl",),
         )
         for name in CODES
     )
