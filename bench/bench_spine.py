@@ -1,12 +1,16 @@
 """The farm spine's own overhead, against plain Celery on the same Redis, in one run.
 
-    python bench/bench_spine.py [--jobs 2000] [--devices 2] [--db postgresql://...|sqlite]
+    python bench/bench_spine.py [--jobs 2000] [--devices 2] [--group-devices N]
+                                [--db postgresql://...|sqlite]
 
 1. Throughput: `--jobs` no-op jobs end to end through the whole spine (validation, SQL rows,
    Celery messages, a real agent with one Celery worker per no-op device, claim, result
    write) against the same number of plain Celery no-op tasks (same app settings, same
    number of worker processes and queues, each task one Redis INCR so the end can be seen)
-   on the same redis-server. Prints both rates and the ratio (target: at least 0.5).
+   on the same redis-server. Prints both rates and the ratio (target, issue 44: at least
+   0.8). `--group-devices N` has the agent serve the no-op devices N to a device group
+   process (worker_agent.group) instead of a Celery consumer process each; the baseline
+   stays a prefork Celery worker per queue.
 2. Scale: a 10,000-job campaign (100 models x 100 registered devices) validated, stored and
    queued (target: under 30 s).
 
@@ -35,7 +39,7 @@ from labkit.processes import free_port  # noqa: E402
 from labkit.redis_server import RedisServer  # noqa: E402
 
 #: Targets from the issue.
-TARGET_RATIO = 0.5
+TARGET_RATIO = 0.8
 TARGET_CAMPAIGN_S = 30.0
 BASELINE_TASK = "bench.noop"
 BASELINE_COUNTER = "bench:done"
