@@ -143,7 +143,7 @@ CASES: dict[str, tuple[Callable[[], Built], str]] = {
     "3x3-stride1-relu6": (separable((1, 6, 7, 8), 12, (6, 7), act="RELU6"), "dwv"),
     "3x3-stride2-valid": (separable((1, 9, 8, 8), 12, (4, 3), stride=2, padding="VALID"), "dwv"),
     "batch2": (separable((2, 6, 7, 8), 12, (6, 7)), "dwv"),
-    # odd channels are absorbed on a small map only (depthwise_into_gemm.DEPTHWISE_ALIGNED)
+    # odd channels are absorbed on a small map only (the switches' depthwise_aligned)
     "5x5-dilated-odd-channels": (separable((1, 7, 7, 6), 5, (7, 7), k=5, dilation=2), "dw"),
     "7x7": (separable((1, 9, 9, 8), 12, (9, 9), k=7), "dwv"),
     "split-k": (separable((1, 7, 7, 256), 8, (7, 7)), "dwv"),

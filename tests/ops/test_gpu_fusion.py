@@ -500,7 +500,7 @@ CASES: dict[str, Callable[[], Built]] = {
     "quantize-conv-dequantize": quantized_conv,
     "quantized-conv-swish": quantized_conv_swish,
     "quantized-se-gate-into-projection": quantized_se_gate_into_projection,
-    # MobileNetV3's head and its squeeze-excite blocks past MAX_WEIGHTS
+    # MobileNetV3's head and its squeeze-excite blocks past squeeze_excite_max_weights
     "mean-into-1x1": mean_into_conv((1, 6, 7, 8), 6),
     "mean-into-1x1-batch2-odd-channels": mean_into_conv((2, 5, 3, 7), 5),
     "mean-into-1x1-large-squeeze-excite": mean_into_conv((1, 7, 7, 256), 128, 256),
