@@ -28,9 +28,15 @@ _VIRTIO_VENUS = re.compile(
 )
 
 
+#: ASCII upper case to lower case (nothing else), ' ' and '-' to '_'.
+_CANONICAL = str.maketrans(
+    {**{chr(c): chr(c + 32) for c in range(ord("A"), ord("Z") + 1)}, " ": "_", "-": "_"}
+)
+
+
 def canonical_value(text: str) -> str:
     """`CanonicalizeValue`: ASCII lower case; ' ' and '-' become '_'."""
-    return "".join("_" if c in " -" else (c.lower() if "A" <= c <= "Z" else c) for c in str(text))
+    return str(text).translate(_CANONICAL)
 
 
 def canonical_value_with_key(key: str, text: str) -> str:

@@ -19,13 +19,6 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     Engine,
-    Integer,
-    and_,
-    case,
-    cast,
-    distinct,
-    func,
-    not_,
     or_,
     select,
     true,
@@ -33,10 +26,10 @@ from sqlalchemy import (
 
 from delegate_runtime.errors import JobError
 from farm_core import metrics
-from farm_core.schema import CANCELLED, FAILED, SUCCEEDED, TIMED_OUT, Device, Result, StoredModel
+from farm_core.schema import Device, StoredModel
 
-from .causes import device_caused
-from .config_records import MEASURED_UNDER, NEWEST_OK, keep_newest
+from .config_records import keep_newest
+from .evidence_query import read_rows
 from .facts import list_variables, signature
 from .rules import NOT_MEASURED, UNKNOWN, ConfigStats, Decision, Evidence, Thresholds, decide
 from .tree import GPU
@@ -93,17 +86,19 @@ class _Acc:
     def add(self, r: Mapping[str, Any]) -> None:
         ok = int(r["ok"] or 0)
         self.ok += ok
-        for name in ("failed", "timed_out", "infra", "diffs"):
-            setattr(self, name, getattr(self, name) + int(r[name] or 0))
+        self.failed += int(r["failed"] or 0)
+        self.timed_out += int(r["timed_out"] or 0)
+        self.infra += int(r["infra"] or 0)
+        self.diffs += int(r["diffs"] or 0)
         self.error = self.error or (r["error"] or "")
         self.infra_error = self.infra_error or (r["infra_error"] or "")
         if ok and r["mean_us"] is not None:
             self.sum_us += float(r["mean_us"]) * ok
             self.sum_sq += float(r["mean_sq"] or 0.0) * ok
-        for name in ("worst_run_cv", "max_error", "fell_back", "total_ops"):
-            if r[name] is not None:
-                mine = getattr(self, name)
-                setattr(self, name, r[name] if mine is None else max(mine, r[name]))
+        self.worst_run_cv = _max(self.worst_run_cv, r["worst_run_cv"])
+        self.max_error = _max(self.max_error, r["max_error"])
+        self.fell_back = _max(self.fell_back, r["fell_back"])
+        self.total_ops = _max(self.total_ops, r["total_ops"])
         if r["min_error"] is not None:
             mine = self.min_error
             self.min_error = r["min_error"] if mine is None else min(mine, r["min_error"])
@@ -137,56 +132,6 @@ class _Acc:
         )
 
 
-def evidence_query(models: Sequence[str] | None = None) -> Any:
-    """Results aggregated per model, device, configuration, facts-as-they-ran and the
-    configuration record their figures were measured under (`config_records`)."""
-    ok = Result.outcome == SUCCEEDED
-    device = device_caused()
-    infra = and_(Result.outcome == FAILED, not_(device))
-    diff = and_(ok, Result.max_avg_error.is_not(None))
-    std = Result.benchmark["std_us"].as_float()
-    quant = cast(Result.benchmark["options"]["enable_quant"].as_boolean(), Integer)
-    q = (
-        select(
-            Result.model_sha256.label("model"),
-            Result.device_key,
-            Result.config,
-            Result.device_facts,
-            MEASURED_UNDER.label("measured_under"),
-            NEWEST_OK.label("newest_ok"),
-            func.sum(case((ok, 1), else_=0)).label("ok"),
-            # independent device-caused failures: one per job
-            func.count(distinct(case((device, Result.job_id)))).label("failed"),
-            func.sum(case((Result.outcome == TIMED_OUT, 1), else_=0)).label("timed_out"),
-            func.sum(case((infra, 1), else_=0)).label("infra"),
-            func.max(case((device, Result.error))).label("error"),
-            func.max(case((or_(infra, Result.outcome == TIMED_OUT), Result.error))).label(
-                "infra_error"
-            ),
-            func.avg(case((ok, Result.avg_us))).label("mean_us"),
-            func.avg(case((ok, Result.avg_us * Result.avg_us))).label("mean_sq"),
-            func.max(case((ok, std / func.nullif(Result.avg_us, 0)))).label("worst_run_cv"),
-            func.max(case((ok, Result.max_avg_error))).label("max_error"),
-            func.min(case((ok, Result.max_avg_error))).label("min_error"),
-            func.sum(case((diff, 1), else_=0)).label("diffs"),
-            func.max(case((ok, Result.total_ops - Result.delegated_ops))).label("fell_back"),
-            func.max(Result.total_ops).label("total_ops"),
-            func.min(case((ok, quant))).label("quant"),
-        )
-        .where(Result.outcome != CANCELLED)
-        .group_by(
-            Result.model_sha256,
-            Result.device_key,
-            Result.config,
-            Result.device_facts,
-            MEASURED_UNDER,
-        )
-    )
-    if models is not None:
-        q = q.where(Result.model_sha256.in_(list(models)))
-    return q
-
-
 DEVICE_COLUMNS = (
     Device.key,
     Device.kind,
@@ -199,6 +144,13 @@ DEVICE_COLUMNS = (
     Device.host,
     Device.facts,
 )
+
+
+def _max(mine: Any, new: Any) -> Any:
+    """The larger of two figures, either of which may be missing (None)."""
+    if new is None:
+        return mine
+    return new if mine is None else max(mine, new)
 
 
 def load_devices(conn: Connection) -> dict[str, dict[str, Any]]:
@@ -265,10 +217,7 @@ def read_evidence(
             wanted = list(names)
         else:
             wanted = [m for m in models if among is None or m in names]
-        query = evidence_query(wanted)
-        if evidence is not None:
-            query = query.where(evidence)
-        rows = [dict(r) for r in conn.execute(query).mappings()]
+        rows = read_rows(conn, wanted, evidence)
         devices = load_devices(conn)
     return Read(rows, devices, {m: names.get(m, m) for m in wanted})
 
@@ -296,49 +245,80 @@ def build_allowlists(
 ) -> dict[str, Allowlist]:
     """Allowlists from aggregated evidence rows and the device table (pure), judging the
     configurations of `delegate`."""
-    accs: dict[tuple[str, Signature], dict[str, _Acc]] = defaultdict(dict)
-    seen: dict[tuple[str, Signature], set[str]] = defaultdict(set)
-    variables: dict[Signature, dict[str, str]] = {}
-    host_cpu: dict[tuple[str, str], _Acc] = defaultdict(_Acc)
-    placed = []
-    read: dict[str, tuple[dict[str, str], Signature]] = {}  # a device's rows share its facts
-    for r in rows:
-        dev = devices.get(r["device_key"], {})
-        facts = r["device_facts"] or dev or {"model": r["device_key"]}
-        as_read = repr(facts)
-        if as_read not in read:
-            var = list_variables(facts)
-            read[as_read] = var, signature(var)
-        var, sig = read[as_read]
-        variables[sig] = var
-        seen[(r["model"], sig)].add(r["device_key"])
-        placed.append({**r, "sig": sig, "kind": dev.get("kind"), "host": dev.get("host") or ""})
-    kept, set_aside = keep_newest(placed, lambda r: (r["model"], r["sig"], r["config"]))
-    for r in kept:
-        accs[(r["model"], r["sig"])].setdefault(r["config"], _Acc()).add(r)
-    reference = [
-        r
-        for r in placed
-        if r["kind"] == metrics.CPU_REFERENCE_KIND and r["config"] == metrics.CPU_CONFIG
-    ]
-    for r in keep_newest(reference, lambda r: (r["model"], r["host"]))[0]:
-        host_cpu[(r["model"], r["host"])].add(r)
-    current: dict[Signature, list[str]] = defaultdict(list)
-    for k, dev in devices.items():
-        var = list_variables(dev)
-        sig = signature(var)
-        variables.setdefault(sig, var)
-        current[sig].append(k)
+    return decide_gathered(gather(rows, devices, models), thresholds, delegate)
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """Each model's entries before any decision (what no threshold changes): per entry its
+    variables, devices seen, devices current and evidence. Shared: do not change it."""
+
+    models: dict[str, str]
+    entries: dict[str, list[tuple[dict[str, str], list[str], list[str], Evidence]]]
+
+
+def decide_gathered(
+    g: Gathered, thresholds: Thresholds, delegate: str = GPU
+) -> dict[str, Allowlist]:
+    """The allowlists of gathered evidence under `thresholds`, judging `delegate`'s
+    configurations."""
     out = {}
-    for model, name in models.items():
-        sigs = {s for (m, s) in accs if m == model} | set(current)
-        entries = []
-        for sig in sorted(sigs):
-            key = (model, sig)
+    for model, name in g.models.items():
+        entries = [
+            Entry(
+                dict(variables),
+                list(keys),
+                list(current),
+                evidence,
+                decide(evidence, thresholds, delegate)
+                if evidence.configs
+                else Decision(UNKNOWN, NOT_MEASURED, "not measured"),
+            )
+            for variables, keys, current, evidence in g.entries[model]
+        ]
+        out[model] = Allowlist(model, name, thresholds, entries, delegate)
+    return out
+
+
+def gather(
+    rows: Sequence[Mapping[str, Any]],
+    devices: Mapping[str, Mapping[str, Any]],
+    models: Mapping[str, str],
+) -> Gathered:
+    """Evidence rows and the device table as each model's entries (pure): rows are placed
+    by the signature of the facts they ran with, devices by their current facts."""
+    sigs = _Signatures()
+    row_sig: dict[int, int] = {}  # id(row) -> signature number
+    seen: dict[tuple[str, int], set[str]] = defaultdict(set)
+    for r in rows:
+        key = r["device_key"]
+        facts = r["device_facts"] or devices.get(key) or {"model": key}
+        s = row_sig[id(r)] = sigs.of_facts(facts)
+        seen[(r["model"], s)].add(key)
+    current: dict[int, list[str]] = defaultdict(list)
+    for k, dev in devices.items():
+        current[sigs.of_device(dev)].append(k)
+    kept, set_aside = keep_newest(rows, lambda r: (r["model"], row_sig[id(r)], r["config"]))
+    accs: dict[tuple[str, int], dict[str, _Acc]] = defaultdict(dict)
+    for r in kept:
+        accs[(r["model"], row_sig[id(r)])].setdefault(r["config"], _Acc()).add(r)
+    host_cpu: dict[tuple[str, str], _Acc] = defaultdict(_Acc)
+    reference = [r for r in rows if r["config"] == metrics.CPU_CONFIG and _is_reference(r, devices)]
+    for r in keep_newest(reference, lambda r: (r["model"], _host(r, devices)))[0]:
+        host_cpu[(r["model"], _host(r, devices))].add(r)
+    order = sigs.order()
+    by_model: dict[str, set[int]] = defaultdict(set)
+    for m, s in accs:
+        by_model[m].add(s)
+    entries = {}
+    for model in models:
+        listed = []
+        for s in sorted(by_model.get(model, set()) | set(current), key=order.__getitem__):
+            key = (model, s)
             configs = {
-                c: a.stats(c, set_aside.get((*key, c), 0)) for c, a in accs.get(key, {}).items()
+                c: a.stats(c, set_aside.get((model, s, c), 0)) for c, a in accs.get(key, {}).items()
             }
-            keys = sorted(seen.get(key, set()) | set(current.get(sig, [])))
+            keys = sorted(seen.get(key, set()) | set(current.get(s, [])))
             cpu = configs.get(metrics.CPU_CONFIG)
             kind = _kind(keys, devices)
             cpu_us = metrics.cpu_baseline(
@@ -348,16 +328,62 @@ def build_allowlists(
             )
             why = f"no CPU baseline ({metrics.no_baseline_reason(kind)})"
             evidence = Evidence(configs, cpu_us, why)
-            decision = (
-                decide(evidence, thresholds, delegate)
-                if configs
-                else Decision(UNKNOWN, NOT_MEASURED, "not measured")
-            )
-            entries.append(
-                Entry(dict(variables[sig]), keys, sorted(current.get(sig, [])), evidence, decision)
-            )
-        out[model] = Allowlist(model, name, thresholds, entries, delegate)
-    return out
+            listed.append((sigs.variables[s], keys, sorted(current.get(s, [])), evidence))
+        entries[model] = listed
+    return Gathered(dict(models), entries)
+
+
+class _Signatures:
+    """Fact signatures numbered as they are met, and each one's variables (those of the
+    last result read with it, else of the first device). Rows that share one facts dict
+    share the work."""
+
+    def __init__(self) -> None:
+        self.number: dict[Signature, int] = {}
+        self.variables: list[dict[str, str]] = []
+        self._facts: dict[int, tuple[Any, int, dict[str, str]]] = {}  # by id(facts)
+        self._read: dict[str, tuple[int, dict[str, str]]] = {}  # by repr(facts)
+
+    def of_facts(self, facts: Mapping[str, Any]) -> int:
+        """A result's facts' signature number; their variables become the signature's."""
+        hit = self._facts.get(id(facts))
+        if hit is not None and hit[0] is facts:
+            s, var = hit[1], hit[2]
+        else:
+            as_read = repr(facts)
+            if as_read not in self._read:
+                var = list_variables(facts)
+                self._read[as_read] = self._number(var), var
+            s, var = self._read[as_read]
+            self._facts[id(facts)] = (facts, s, var)  # holding facts keeps its id unique
+        self.variables[s] = var
+        return s
+
+    def of_device(self, device: Mapping[str, Any]) -> int:
+        """A device row's signature number."""
+        return self._number(list_variables(device))
+
+    def _number(self, var: dict[str, str]) -> int:
+        sig = signature(var)
+        if sig not in self.number:
+            self.number[sig] = len(self.variables)
+            self.variables.append(var)
+        return self.number[sig]
+
+    def order(self) -> list[int]:
+        """Each number's rank in signature order (the entries' order)."""
+        rank = [0] * len(self.variables)
+        for i, sig in enumerate(sorted(self.number)):
+            rank[self.number[sig]] = i
+        return rank
+
+
+def _is_reference(r: Mapping[str, Any], devices: Mapping[str, Mapping[str, Any]]) -> bool:
+    return devices.get(r["device_key"], {}).get("kind") == metrics.CPU_REFERENCE_KIND
+
+
+def _host(r: Mapping[str, Any], devices: Mapping[str, Mapping[str, Any]]) -> str:
+    return devices.get(r["device_key"], {}).get("host") or ""
 
 
 def _kind(keys: Sequence[str], devices: Mapping[str, Mapping[str, Any]]) -> str | None:

@@ -20,6 +20,7 @@ Infrastructure failures (timeouts, a lost phone, adb, our bugs) are never eviden
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -128,6 +129,7 @@ class Decision:
     speedup: float | None = None
 
 
+@functools.cache
 def judged(config: str, delegate: str = GPU) -> str | None:
     """The precision of `config` when the list of `delegate` judges it, else None: the GPU
     list its presets, another delegate's list each canonical configuration of it."""
@@ -140,6 +142,7 @@ def judged(config: str, delegate: str = GPU) -> str | None:
     return c.precision if c.delegate == delegate else None
 
 
+@functools.cache
 def _precision(config: str) -> str:
     """A judged configuration's precision (its error limit follows it)."""
     return GPU_CONFIGS.get(config) or stored_config(config).precision
