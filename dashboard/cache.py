@@ -7,7 +7,8 @@ same for every viewer of the same projects until a result, a model or a device's
 change (queries.evidence_version); on a busy farm that is every few seconds. So the first
 view reads it (and waits), later views get the kept one at once, and once it changed and
 is MAX_AGE_S old one background thread reads it again for the views after it; the page
-says when it was read. Lists are decided from it once per thresholds, files made once.
+says when it was read. It is gathered into entries once (collect.gather); lists are decided
+from those once per thresholds, files made once.
 Shared by the sessions of one dashboard process (Streamlit runs each in a thread): callers
 must not change what they are given.
 """
@@ -27,7 +28,7 @@ from sqlalchemy import Engine
 from dashboard import queries
 from farm_core.schema import utcnow
 from orchestrator.allowlist import export
-from orchestrator.allowlist.collect import Allowlist, Read
+from orchestrator.allowlist.collect import Allowlist, Gathered, Read, decide_gathered, gather
 from orchestrator.allowlist.rules import Thresholds
 
 #: The evidence is read again (in the background) at most this often, s.
@@ -40,12 +41,14 @@ THRESHOLDS_KEPT = 8
 
 @dataclass
 class Kept:
-    """The evidence as read at `at` (UTC) at `version`, and what was decided from it."""
+    """The evidence as read at `at` (UTC) at `version`, gathered into entries, and what
+    was decided from it."""
 
     version: Any
     at: datetime
     read: Read
     made_s: float  #: time.monotonic() when read
+    gathered: Gathered
     lists: dict[Thresholds, dict[str, Allowlist]] = field(default_factory=dict)
     files: dict[tuple[Thresholds, str, str], bytes] = field(default_factory=dict)
 
@@ -109,7 +112,7 @@ def allowlists(
                 kept = _kept.get(key, kept)
     lists = kept.lists.get(thresholds)
     if lists is None:
-        lists = kept.lists[thresholds] = queries.allowlists_from(kept.read, thresholds)
+        lists = kept.lists[thresholds] = decide_gathered(kept.gathered, thresholds)
         while len(kept.lists) > THRESHOLDS_KEPT:  # the oldest first (dicts keep order)
             kept.lists.pop(next(iter(kept.lists)), None)
     return Decided(kept.at, lists, thresholds, kept)
@@ -123,7 +126,9 @@ def _read(
     version: Any,
 ) -> Kept:
     try:
-        kept = Kept(version, utcnow(), read(engine, projects), time.monotonic())
+        evidence = read(engine, projects)
+        gathered = gather(evidence.rows, evidence.devices, evidence.models)
+        kept = Kept(version, utcnow(), evidence, time.monotonic(), gathered)
         with _lock:
             _kept[key] = kept
             _kept.move_to_end(key)

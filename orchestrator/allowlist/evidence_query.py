@@ -179,7 +179,9 @@ def read_rows(
     shared by the rows that ran with them: callers must not change it)."""
     if conn.dialect.name == "postgresql":  # hash the groups in memory (~1 KB a group)
         conn.execute(text(f"SET LOCAL work_mem = '{WORK_MEM}'"))
-    rows = [dict(r) for r in conn.execute(evidence_query(models, evidence)).mappings()]
+    result = conn.execute(evidence_query(models, evidence))
+    names = list(result.keys())
+    rows = [dict(zip(names, r, strict=True)) for r in result]
     facts = facts_by_id(conn, {r["facts_of"] for r in rows if not r["own_facts"]})
     for r in rows:
         ref, own = r.pop("facts_of"), r.pop("own_facts")
