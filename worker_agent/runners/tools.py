@@ -140,6 +140,10 @@ class ToolsRunner(Runner):
         result["log"] = result.get("log") or out.getvalue()
         return result
 
+    def check_canary_session(self, session: Any) -> None:
+        """Raise when the canary's session shows this device would not run the path its
+        results claim (OpenclRunner: the launch loop)."""
+
     def canary(self, model_bytes: bytes, inputs: list[np.ndarray]) -> CanaryReading:
         from delegate_runtime import read_model
         from delegate_runtime.session import make_session
@@ -148,6 +152,7 @@ class ToolsRunner(Runner):
         session = make_session(
             read_model(model_bytes), delegate=delegate, device=self.device_spec()
         )
+        self.check_canary_session(session)
         outputs = session.invoke(inputs)
         times = []
         for _ in range(CANARY_RUNS):
