@@ -7,8 +7,10 @@ same for every viewer of the same projects until a result, a model or a device's
 change (queries.evidence_version); on a busy farm that is every few seconds. So the first
 view reads it (and waits), later views get the kept one at once, and once it changed and
 is MAX_AGE_S old one background thread reads it again for the views after it; the page
-says when it was read. It is gathered into entries once (collect.gather); lists are decided
-from those once per thresholds, files made once.
+says when it was read. It is gathered into entries once (collect.gather) and stored in
+the database at its version (evidence_store), so a fresh dashboard process reads the
+gathered entries instead of every result while the version holds; lists are decided from
+those once per thresholds, files made once.
 Shared by the sessions of one dashboard process (Streamlit runs each in a thread): callers
 must not change what they are given.
 """
@@ -25,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from dashboard import queries
+from dashboard import evidence_store, queries
 from farm_core.schema import utcnow
 from orchestrator.allowlist import export
 from orchestrator.allowlist.collect import Allowlist, Gathered, Read, decide_gathered, gather
@@ -46,8 +48,7 @@ class Kept:
 
     version: Any
     at: datetime
-    read: Read
-    made_s: float  #: time.monotonic() when read
+    made_s: float  #: time.monotonic() when read (from the results or the stored entries)
     gathered: Gathered
     lists: dict[Thresholds, dict[str, Allowlist]] = field(default_factory=dict)
     files: dict[tuple[Thresholds, str, str], bytes] = field(default_factory=dict)
@@ -85,7 +86,7 @@ def allowlists(
 ) -> Decided:
     """The allowlists of `projects` under `thresholds`, from the kept evidence (`read`
     reads it: here the first time, in the background once it changed and is `max_age_s`
-    old; `wait`: for that read)."""
+    old; `wait`: for that read), or from the evidence stored at its version."""
     key = (engine.url.render_as_string(), projects)
     version = queries.evidence_version(engine)
     with _lock:
@@ -126,9 +127,15 @@ def _read(
     version: Any,
 ) -> Kept:
     try:
-        evidence = read(engine, projects)
-        gathered = gather(evidence.rows, evidence.devices, evidence.models)
-        kept = Kept(version, utcnow(), evidence, time.monotonic(), gathered)
+        stored = evidence_store.load(engine, projects, version)
+        if stored is None:
+            # read after `version`: never older than it (a result stored in between is in)
+            at, evidence = utcnow(), read(engine, projects)
+            gathered = gather(evidence.rows, evidence.devices, evidence.models)
+            evidence_store.store(engine, projects, version, gathered, at)
+        else:
+            gathered, at = stored
+        kept = Kept(version, at, time.monotonic(), gathered)
         with _lock:
             _kept[key] = kept
             _kept.move_to_end(key)
@@ -138,3 +145,9 @@ def _read(
     finally:
         with _lock:
             _refreshing.pop(key, None)
+
+
+def forget() -> None:
+    """Drop the evidence this process keeps, as a fresh dashboard process has none."""
+    with _lock:
+        _kept.clear()

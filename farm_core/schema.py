@@ -273,3 +273,18 @@ class Artifact(Base):
     truncated: Mapped[bool] = mapped_column(default=False)
     note: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class KeptEvidence(Base):
+    """The allowlists' evidence gathered into entries (what no threshold changes), as read
+    at `read_at` at one evidence version, for one scope (every project's results, or some
+    projects'): a fresh dashboard process reads this row instead of aggregating every
+    result again. A cache: a new result makes a new version, and any row may be deleted."""
+
+    __tablename__ = "kept_evidence"
+
+    scope: Mapped[str] = mapped_column(String(64), primary_key=True)  #: sha256 of the scope
+    version: Mapped[str] = mapped_column(String(64), primary_key=True)  #: sha256 of it
+    data: Mapped[bytes] = mapped_column(LargeBinary)  #: zlib-compressed JSON
+    size_bytes: Mapped[int] = mapped_column(Integer)  #: len(data)
+    read_at: Mapped[datetime] = mapped_column(DateTime)  #: when the results were read
