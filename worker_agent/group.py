@@ -54,6 +54,18 @@ BUSY_WAIT_S = 0.01
 IDLE_WAIT_S = 0.5
 #: Reconnection backoff after the broker was lost: doubles from the first to the last.
 RECONNECT_FIRST_S, RECONNECT_MAX_S = 0.5, 5.0
+#: How long a device's BRPOP waits on Redis before it is sent again (kombu's default: 1 s).
+#: Each reply wakes kombu's poller, which then walks every channel: at 1 s an idle group of
+#: 100 devices took ~12 % of a core. A message still arrives at once; the shutdown unblocks
+#: the waits (`_unblock`) rather than waiting them out.
+BRPOP_WAIT_S = 30.0
+#: A Redis command that has no answer after this long fails, and the group reconnects
+#: (kombu's default waits for ever: a Redis that stops answering, frozen or cut off, held
+#: the loop and the shutdown). A BRPOP's reply is read only once it arrived.
+SOCKET_TIMEOUT_S = 5.0
+#: The broker's part of a shutdown (putting back what was received and not started) may
+#: take this long; past it the process exits and the next group takes those back.
+CLOSE_DEADLINE_S = 5.0
 #: What a job's thread asks of its message once it ended.
 ACK, REQUEUE = "ack", "requeue"
 
@@ -170,7 +182,10 @@ class DeviceGroup:
         if self.conn is not None or now < self._retry_at:
             return self.conn is not None
         url = "filesystem://" if self.broker_url.startswith("filesystem://") else self.broker_url
-        conn = Connection(url, transport_options=transport_options(self.broker_url))
+        options = transport_options(self.broker_url)
+        if self.broker_url.startswith(("redis://", "rediss://")):
+            options["socket_timeout"] = SOCKET_TIMEOUT_S
+        conn = Connection(url, transport_options=options)
         try:
             conn.connect()
         except Exception as exc:  # noqa: BLE001 - the broker is away: try again later
@@ -188,6 +203,7 @@ class DeviceGroup:
         under way and messages received but not started still run here (their acks may
         fail: the database holds each job's end, and a copy delivered again is stale)."""
         log.warning("broker connection lost (%s: %s); reconnecting", type(exc).__name__, exc)
+        self._left_behind = None  # the next consumption looks again (`_take_back`)
         for slot in self.slots.values():
             if slot.channel is not None:
                 slot.channel.do_restore = False
@@ -205,6 +221,8 @@ class DeviceGroup:
         name = queue_for(slot.key)
         if slot.channel is None:
             slot.channel = self.conn.channel()
+            if hasattr(slot.channel, "brpop_timeout"):  # Redis
+                slot.channel.brpop_timeout = BRPOP_WAIT_S
             self._qos(slot)
         self._take_back(slot.channel, name)
         q = Queue(name, Exchange(name), routing_key=name)  # as Celery declares a queue
@@ -220,23 +238,37 @@ class DeviceGroup:
             log.info("%s@%s ready.", slot.key, self._host)  # as a Celery worker says it
 
     def _take_back(self, channel: Any, queue: str) -> None:
-        """Put back on `queue` the deliveries a consumer before this process left
-        unacknowledged (its group or agent killed). kombu's Redis transport keeps them in
-        its unacked hash until the visibility timeout (hours), and the reconciler, finding
-        them in the broker, would leave their jobs dispatched. Only deliveries made before
-        this process first consumed: its own are never taken. A copy another consumer
-        still runs (an old group finishing its job after its agent died) is stale at its
-        claim (jobs.claim)."""
+        """Put back on `queue` the deliveries left unacknowledged by a consumer before this
+        process (its group or agent killed) or by this process's own lost connection, that
+        no job or wait of this process holds. kombu's Redis transport keeps them in its
+        unacked hash until the visibility timeout (hours), and the reconciler, finding them
+        in the broker, would leave their jobs dispatched. A delivery is recorded there
+        before its consumer sees it: when the connection breaks in between (Redis killed
+        after it stored the record, before its reply), no one runs it (issue 44, a job
+        stuck after a Redis restart). The hash is read once per connection, before that
+        connection delivers anything. A copy another consumer still runs (an old group
+        finishing its job after its agent died) is stale at its claim (jobs.claim)."""
         qos = getattr(channel, "qos", None)
         if not hasattr(qos, "restore_by_tag"):  # not Redis: nothing is kept aside
             return
         if self._left_behind is None:
             self._left_behind = left_behind(channel)
-        tags = self._left_behind.get(queue, [])
-        while tags:
-            qos.restore_by_tag(tags[-1])
-            tags.pop()
-            log.warning("%s: a delivery left unacknowledged before this process put back", queue)
+        tags = self._left_behind.pop(queue, [])
+        mine = self._held_tags()
+        for tag in tags:
+            if tag not in mine:
+                qos.restore_by_tag(tag)  # a no-op when it was acked meanwhile
+                log.warning("%s: unacknowledged delivery %s put back", queue, tag)
+
+    def _held_tags(self) -> set[str]:
+        """Delivery tags of the messages this process holds: jobs under way, received and
+        not started, waiting for their eta."""
+        held = []
+        for slot in self.slots.values():
+            held += [m for m, _ in slot.ready] + [m for _, m, _ in slot.held]
+            if slot.running is not None:
+                held.append(slot.running.message)
+        return {str(m.delivery_tag) for m in held}
 
     def _cancel(self, slot: Slot) -> None:
         consumer, slot.consumer = slot.consumer, None
@@ -427,8 +459,28 @@ class DeviceGroup:
         return max(0.001, min([wait, *later]))
 
     def _close(self) -> None:
-        """Close every channel (what was received and not started goes back to its queue)."""
+        """Close every channel (what was received and not started goes back to its queue)
+        within CLOSE_DEADLINE_S. A broker that stopped answering would hold the close in
+        kombu's restore for ever (deaf to SIGTERM: the stop was asked already); past the
+        deadline those deliveries stay unacknowledged for the next group's `_take_back`."""
+        closer = threading.Thread(target=self._close_broker, name="close", daemon=True)
+        closer.start()  # the main thread touches kombu no more
+        closer.join(CLOSE_DEADLINE_S)
+        if closer.is_alive():
+            log.warning(
+                "the broker did not answer the shutdown within %g s: what was received and "
+                "not started stays unacknowledged (the next group puts it back)",
+                CLOSE_DEADLINE_S,
+            )
+            for slot in self.slots.values():
+                if slot.channel is not None:  # nor restored at the interpreter's exit
+                    slot.channel.do_restore = False
+        self.shared.engine.dispose()
+
+    def _close_broker(self) -> None:
         if self.conn is not None:
+            self._unblock()
+            self._put_back_orphans()
             for slot in self.slots.values():
                 if slot.channel is not None:
                     with contextlib.suppress(Exception):
@@ -436,7 +488,45 @@ class DeviceGroup:
             with contextlib.suppress(Exception):
                 self.conn.release()
         self.shared.dispatcher.close()
-        self.shared.engine.dispose()
+
+    def _put_back_orphans(self) -> None:
+        """Put back what was received on a lost connection and not started: its channel,
+        forgotten, restores nothing at its close."""
+        live = {id(s.channel) for s in self.slots.values() if s.channel is not None}
+        for slot in self.slots.values():
+            qos = getattr(slot.channel, "qos", None)
+            if not hasattr(qos, "restore_by_tag"):
+                continue
+            waiting = [m for m, _ in slot.ready] + [m for _, m, _ in slot.held]
+            for message in waiting:
+                if id(message.channel) not in live:
+                    with contextlib.suppress(Exception):
+                        qos.restore_by_tag(message.delivery_tag)
+
+    def _unblock(self) -> None:
+        """End the BRPOPs in flight at once (CLIENT UNBLOCK: each answers nil), so that
+        closing a channel does not wait up to BRPOP_WAIT_S for its reply."""
+        waiting = set()
+        for slot in self.slots.values():
+            sock = getattr(getattr(slot.channel, "_in_poll", None), "_sock", None)
+            with contextlib.suppress(OSError, AttributeError):
+                host, port = sock.getsockname()[:2]
+                waiting.add(f"{host}:{port}")
+        if not waiting:
+            return
+        import redis
+
+        client = redis.Redis.from_url(self.broker_url, socket_timeout=1, socket_connect_timeout=1)
+        try:
+            ids = [c["id"] for c in client.client_list() if c.get("addr") in waiting]
+            with client.pipeline(transaction=False) as pipe:
+                for client_id in ids:
+                    pipe.client_unblock(client_id)
+                pipe.execute()
+        except redis.RedisError as exc:  # the close reads each reply instead (or times out)
+            log.debug("unblock: %s", exc)
+        finally:
+            client.close()
 
 
 def left_behind(channel: Any) -> dict[str, list[str]]:
