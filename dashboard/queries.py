@@ -309,10 +309,13 @@ def models(engine: Engine, projects: Projects = None) -> list[dict[str, Any]]:
     `lineages`: the names its jobs (of `projects`) ran under (`submit --name`, else the
     file name), as History lists them."""
     with engine.begin() as conn:
-        measured = select(Result.model_sha256).where(results_of(projects)).distinct().subquery()
+        # a probe of the model's index per stored model, not a DISTINCT over every result
+        measured = select(Result.id).where(
+            Result.model_sha256 == StoredModel.sha256, results_of(projects)
+        )
         rows = conn.execute(
             select(StoredModel.sha256, StoredModel.name, StoredModel.size_bytes)
-            .join(measured, measured.c.model_sha256 == StoredModel.sha256)
+            .where(measured.exists())
             .order_by(StoredModel.created_at.desc(), StoredModel.name)
         ).mappings()
         out = [dict(r) for r in rows]

@@ -10,6 +10,7 @@ Streamlit's `/_stcore/metrics` turned off.
 - `/fleet`, the first page's own path, is sent to `/`, where Streamlit serves that page.
 - Streamlit (1.67) always serves its OpenMetrics endpoint, without login and with no option
   to turn it off: it is answered 404 (under any base URL, doubled or trailing slashes).
+- The pages' libraries are loaded as the server starts (dashboard/preload.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from starlette.middleware import Middleware
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
 from dashboard import auth, login_throttle
+from dashboard.preload import preload
 
 #: The Streamlit route no visitor may read.
 METRICS_ROUTE = "/_stcore/metrics"
@@ -196,4 +198,5 @@ class Guard:
         await response(scope, receive, send)
 
 
+preload()  # at start, so that no first view waits for the chart libraries' import
 app = st.App("app.py", middleware=[Middleware(Guard)])
