@@ -18,7 +18,9 @@ limit the job's runner block raises SoftTimeLimitExceeded (the job ends timed ou
 the hard limit the job is given up (message acked, lease no longer renewed, so the
 reconciler moves it, as after Celery's kill) and its device takes nothing more until the
 thread returns. A lost broker connection is reopened with backoff and every idle device
-consumes again; jobs under way finish meanwhile. The first consumption of devices served
+consumes again; jobs under way finish meanwhile; deliveries left in Redis's unacked hash
+that this process does not hold are put back (`_take_back`). Shutdown is bounded: the
+broker's part within CLOSE_DEADLINE_S, Redis commands within SOCKET_TIMEOUT_S. The first consumption of devices served
 together is spread `STAGGER_STEP_S` apart, so their first claims do not stampede.
 """
 
