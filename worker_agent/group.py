@@ -19,9 +19,10 @@ the hard limit the job is given up (message acked, lease no longer renewed, so t
 reconciler moves it, as after Celery's kill) and its device takes nothing more until the
 thread returns. A lost broker connection is reopened with backoff and every idle device
 consumes again; jobs under way finish meanwhile; deliveries left in Redis's unacked hash
-that this process does not hold are put back (`_take_back`). Shutdown is bounded: the
-broker's part within CLOSE_DEADLINE_S, Redis commands within SOCKET_TIMEOUT_S. The first consumption of devices served
-together is spread `STAGGER_STEP_S` apart, so their first claims do not stampede.
+that this process does not hold are put back (`_take_back`). The shutdown is bounded: the
+broker's part within CLOSE_DEADLINE_S, each Redis command within SOCKET_TIMEOUT_S. The
+first consumption of devices served together is spread `STAGGER_STEP_S` apart, so their
+first claims do not stampede.
 """
 
 from __future__ import annotations
