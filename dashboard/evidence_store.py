@@ -15,6 +15,7 @@ results as before.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import zlib
 from datetime import datetime
@@ -37,7 +38,7 @@ ROWS_KEPT = 64
 
 def scope_key(projects: Any) -> str:
     """The row key of a scope: None (every project) or the projects' names."""
-    named = "*" if projects is None else "\n".join(sorted(projects))
+    named = json.dumps(None if projects is None else sorted(projects))  # null, or ["a", ...]
     return hashlib.sha256(named.encode()).hexdigest()
 
 

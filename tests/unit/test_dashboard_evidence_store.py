@@ -124,6 +124,8 @@ def test_scopes_are_stored_apart(farm) -> None:
     farm.fresh(projects=("default",))
     farm.fresh(projects=("default",))
     assert calls == [None, ("default",)] and stored_rows(engine) == 2
+    farm.fresh(projects=("*",))  # a project's name never reads as every project
+    assert calls[-1] == ("*",) and stored_rows(engine) == 3
 
 
 def test_two_processes_storing_one_version_keep_one_row(farm) -> None:
