@@ -4,9 +4,9 @@ fresh dashboard process reads one row instead of aggregating every result (secon
 
 A row is keyed by its scope (the projects whose results it holds; None: all) and the
 evidence version it was read at (queries.evidence_version): a new result, model or device
-fact makes a new version, which the first process to need it gathers and stores. Two
-processes storing one version at once store the same evidence: the first insert stands,
-the other's is dropped (insert-if-absent). A store deletes its scope's rows read before it,
+fact makes a new version, which the first process to need it gathers and stores (read
+after the version was, so never older than it). Of two processes storing one version at
+once, the first insert stands and the other's is dropped (insert-if-absent). A store deletes its scope's rows read before it,
 and the rows past ROWS_KEPT; a stored row is at most MAX_BYTES (a larger one stays in its
 process only). Failing to store or read loses nothing but time: the page reads the
 results as before.
