@@ -13,19 +13,7 @@ import functools
 from collections.abc import Iterable
 
 from . import cl_source
-from .fusions import (
-    FUSIONS,
-    affine_into_conv,
-    depthwise_into_gemm,
-    depthwise_into_squeeze_excite,
-    epilogue,
-    gate_into_conv,
-    mean_into_gemm,
-    pad_into_reader,
-    relu_into_readers,
-    squeeze_excite_convs,
-    swish,
-)
+from .fusions.plan import FUSION_MODULES
 from .program import program_source
 from .records import REGISTRY, GpuOp
 from .specialize import SPECIALIZED_PREFIXES
@@ -123,23 +111,7 @@ def missing(records: Iterable[GpuOp] | None = None) -> dict[str, dict[str, str]]
     return out
 
 
-#: The fusion modules (opencl/fusions/), one per name of FUSIONS.
-FUSION_MODULES = (
-    gate_into_conv,
-    affine_into_conv,
-    pad_into_reader,
-    depthwise_into_gemm,
-    epilogue,
-    swish,
-    squeeze_excite_convs,
-    depthwise_into_squeeze_excite,
-    mean_into_gemm,
-    relu_into_readers,
-)
-
-
 def fusions_of(record: GpuOp) -> list[str]:
     """The fusions `record`'s op takes part in (running one, or absorbed by one), in the
-    order the fusion pass applies them."""
-    involved = {m.NAME for m in FUSION_MODULES if m.involves(record)}
-    return [name for name in FUSIONS if name in involved]
+    order the fusion pass applies them (fusions/plan.py's FUSION_MODULES)."""
+    return [m.NAME for m in FUSION_MODULES if m.involves(record)]

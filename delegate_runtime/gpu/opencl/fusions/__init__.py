@@ -6,7 +6,7 @@ of its own (tests/ops/fusions/).
 A plan is a `Chain` per kernel (opencl/chain.py); lowering.py and the records' lowerings
 read it. To add a fusion: a module here with its NAME, its rule and `involves(record)`
 (the ops taking part, so that op_forms.fusions_of reaches it from their records), its
-place in plan.FUSIONS and plan_fusion and in op_forms.FUSION_MODULES, what its chain
+place in plan.FUSION_MODULES (FUSIONS follows) and in plan_fusion, what its chain
 records in chain.py, its limits as switches (gpu/switches.py: field, Knob with its record
 name, measured default) read from `scope.switches`, and its test.
 """

@@ -37,19 +37,21 @@ from . import (
 )
 from .scope import Scope
 
-#: Every fusion, by name, in the order plan_fusion applies them.
-FUSIONS: tuple[str, ...] = (
-    gate_into_conv.NAME,
-    affine_into_conv.NAME,
-    pad_into_reader.NAME,
-    depthwise_into_gemm.NAME,
-    epilogue.NAME,
-    swish.NAME,
-    squeeze_excite_convs.NAME,
-    depthwise_into_squeeze_excite.NAME,
-    mean_into_gemm.NAME,
-    relu_into_readers.NAME,
+#: Every fusion's module, in the order plan_fusion applies them.
+FUSION_MODULES = (
+    gate_into_conv,
+    affine_into_conv,
+    pad_into_reader,
+    depthwise_into_gemm,
+    epilogue,
+    swish,
+    squeeze_excite_convs,
+    depthwise_into_squeeze_excite,
+    mean_into_gemm,
+    relu_into_readers,
 )
+#: Every fusion, by name, in that order.
+FUSIONS: tuple[str, ...] = tuple(m.NAME for m in FUSION_MODULES)
 
 
 def turned_off(switches: Switches) -> frozenset[str]:
