@@ -24,6 +24,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("delegate_runtime.commands.inspect", "show a model's subgraphs, tensors and ops"),
     "ops": ("delegate_runtime.commands.ops", "list the ops and versions the runtime supports"),
     "example": ("delegate_runtime.commands.example", "write a small example model to try the farm"),
+    "build-pool": (
+        "delegate_runtime.commands.build_pool",
+        "keep resident GPU program builders, for fast cold starts",
+    ),
     "run": ("devicefarm.commands.run", "run models on this machine's devices, no server"),
     "submit": ("devicefarm.commands.submit", "submit a campaign of jobs to the farm"),
     "status": ("devicefarm.commands.status", "show campaigns and their jobs by state"),

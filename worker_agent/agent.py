@@ -35,6 +35,7 @@ from farm_core.schema import QUARANTINED, Device, utcnow
 from farm_core.settings import Timing
 
 from . import cpu_sets, health
+from .build_pools import BuildPools
 from .devices import DeviceInfo, host_name
 from .discovery import present
 from .groups import DeviceGroups, checked_size, group_devices_default
@@ -93,6 +94,8 @@ class Agent:
         #: no-op devices and phones, `group_devices` to a process (0: a consumer each)
         size = group_devices_default() if group_devices is None else checked_size(group_devices)
         self.groups = DeviceGroups(size, self._start_group)
+        #: resident program builders for GPUs that compile one program per process
+        self.build_pools = BuildPools(self.say)
 
     # -- registration and health --------------------------------------------------------
 
@@ -188,6 +191,7 @@ class Agent:
         return report
 
     def check_all(self) -> dict[str, health.HealthReport]:
+        self.build_pools.ensure(self.devices.values())  # before the first canary builds
         reports = {}
         for key, device in self.devices.items():
             building = " (building its GPU kernels; cached after the first time)"
@@ -377,6 +381,7 @@ class Agent:
         """Register, check health (unless done already), start consumers and supervising."""
         self.register()
         self.start_heartbeats()
+        self.build_pools.ensure(self.devices.values())
         if canary:
             self.check_all()
         self.heartbeat()
@@ -405,6 +410,7 @@ class Agent:
             log.warning("could not mark devices offline: %s", exc)
         self._stop_consumers(list(self.consumers), grace_s)
         self.groups.stop(grace_s)
+        self.build_pools.stop()
 
     def mark_offline(self) -> None:
         """This agent's devices go offline now (those another agent serves are left alone)."""

@@ -120,11 +120,11 @@ def test_units_built_by_worker_processes_are_loaded_and_count_as_built(
     raw, xs = separable_blocks(blocks=1)
     model = read_model(raw)
     cold = session(model, tmp_path, build_jobs=2)
-    assert cold.program_units == 2 and ran == [(2, 1)]
+    assert cold.program_units == 2 and ran == [(2, 1, 0)]
     assert not cold.program_from_cache
     assert cold.program_summary == "2 units, 2 built (1 process + session)"
     warm = session(model, tmp_path, build_jobs=2)
-    assert ran[-1] == (0, 0) and warm.program_summary == "2 units from cache"
+    assert ran[-1] == (0, 0, 0) and warm.program_summary == "2 units from cache"
     want = Interpreter(model).invoke(xs)[0]
     np.testing.assert_allclose(cold.invoke(xs)[0], want, rtol=1e-4, atol=1e-4)
 
@@ -154,7 +154,7 @@ def test_the_session_builds_every_unit_its_workers_could_not(
 
 
 def test_each_unit_is_claimed_by_one_builder(tmp_path):
-    from delegate_runtime.gpu.opencl.build_workers import claim
+    from delegate_runtime.gpu.opencl.unit_claims import claim
 
     job = tmp_path / "job.json"
     (tmp_path / "claims").mkdir()

@@ -27,6 +27,11 @@ ENVIRONMENT_FACTS: dict[str, tuple[int, str]] = {
         1,
         "the environment handed to the build worker processes as it is",
     ),
+    "delegate_runtime/gpu/opencl/build_pool.py": (
+        1,
+        "the environment handed to the resident builders as it is (the drivers' caches set "
+        "as the sessions set them)",
+    ),
     "delegate_runtime/tools/config_record.py": (
         1,
         "the CPU reference's BLAS thread variables, read to record them (an observer)",
@@ -36,6 +41,15 @@ ENVIRONMENT_FACTS: dict[str, tuple[int, str]] = {
 #: Module-level numbers and flags in delegate_runtime/gpu that are no tuning, beside the
 #: kernels' layout (switches.LAYOUT): module path -> name -> why.
 NOT_TUNING: dict[str, dict[str, str]] = {
+    "delegate_runtime/gpu/opencl/build_pool.py": {
+        "HEARTBEAT_S": "the resident builders' liveness protocol, not what runs",
+        "HEARTBEAT_STALE_S": "the resident builders' liveness protocol, not what runs",
+        "START_TIMEOUT_S": "a bound on builders that never start",
+        "JOB_MAX_AGE_S": "when a dead session's job is cleared from the spool",
+    },
+    "delegate_runtime/gpu/opencl/unit_claims.py": {
+        "POLL_S": "how often the builders look at claims and jobs, not what runs",
+    },
     "delegate_runtime/gpu/opencl/cache.py": {
         "CACHE_FORMAT_VERSION": "the cache entries' format",
         "MAX_ENTRY_BYTES": "a guard against a corrupt entry, not what runs",

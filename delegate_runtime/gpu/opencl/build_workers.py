@@ -26,9 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import build_pool
 from .cache import KernelCache
 from .program import program_key
 from .runtime import DeviceInfo
+from .unit_claims import await_claims, build_claimed
 
 #: Platforms whose compiler builds one program at a time in a process (threads queue).
 ONE_BUILD_PER_PROCESS = ("NVIDIA CUDA",)
@@ -59,32 +61,37 @@ def build_in_workers(
     ctx: Any = None,
     max_workers: int = 9,
     timeout_s: float = 600.0,
-) -> tuple[int, int]:
-    """Build the `units` that `cache` lacks with up to `jobs` builders: worker processes
-    (at most `max_workers`, each stopped after `timeout_s`: the switches'), and the session
-    itself where `ctx` (its context) is given. (units built, worker processes); (0, 0)
-    where fewer than two were missing (the session builds one). An entry on disk counts as
-    held: the session reads it whole, and rebuilds a bad one. The units still number one
-    per core, taken by whichever builder is free."""
+) -> tuple[int, int, int]:
+    """Build the `units` that `cache` lacks with up to `jobs` builders: the host's resident
+    builders (build_pool.py) where they run, worker processes for the rest (at most
+    `max_workers`, each stopped after `timeout_s`: the switches'), and the session itself
+    where `ctx` (its context) is given. (units built, worker processes started, resident
+    builders found); (0, 0, 0) where fewer than two were missing (the session builds one).
+    An entry on disk counts as held: the session reads it whole, and rebuilds a bad one.
+    The units still number one per core, taken by whichever builder is free."""
     missing = [u for u in units if not cache.holds(program_key(info, token, u, options))]
-    builders = min(jobs, len(missing))
-    if builders < 2:
-        return 0, 0
+    if len(missing) < 2:
+        return 0, 0, 0
     missing.sort(key=len, reverse=True)  # the longest builds first: the shortest makespan
-    workers = min(builders - 1 if ctx is not None else builders, max_workers)
-    job = {
-        "device": device_spec(device),
-        "cache": str(cache.dir),
-        "token": token,
-        "options": options,
-        "units": missing,
-    }
+    spec = device_spec(device)
+    spool = build_pool.spool_dir(cache.dir, spec)
+    resident = min(build_pool.live_builders(spool), len(missing))
+    builders = min(jobs, len(missing))
+    wanted = min(builders - 1 if ctx is not None else builders, max_workers)
+    workers = max(wanted - resident, 0)
+    if not resident and workers < 1:
+        return 0, 0, 0
+    job = {"device": spec, "cache": str(cache.dir), "token": token, "options": options}
+    job["units"] = missing
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     with tempfile.TemporaryDirectory(prefix="units-") as tmp:
-        path = Path(tmp) / "job.json"
-        path.write_text(json.dumps(job))
-        (Path(tmp) / "claims").mkdir()
+        if resident:
+            path = build_pool.post_job(spool, job)
+        else:
+            path = Path(tmp) / "job.json"
+            path.write_text(json.dumps(job))
+            (Path(tmp) / "claims").mkdir()
         procs = [
             subprocess.Popen(
                 [sys.executable, "-m", __name__, str(path)],
@@ -106,31 +113,10 @@ def build_in_workers(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-    return len(missing), workers
-
-
-def claim(job_file: Path, index: int) -> bool:
-    """Whether this builder is the first to take unit `index` of the job."""
-    try:
-        os.close(os.open(job_file.parent / "claims" / str(index), os.O_CREAT | os.O_EXCL))
-    except FileExistsError:
-        return False
-    return True
-
-
-def build_claimed(
-    lib: Any, ctx: Any, device: Any, info: DeviceInfo, cache: KernelCache, job: dict, path: Path
-) -> int:
-    """Build every unit of `job` that no other builder has claimed, in the job's order, and
-    store each in the cache; the count that failed."""
-    from .program import build_raw
-
-    failed = 0
-    for index, unit in enumerate(job["units"]):
-        if claim(path, index):
-            key = program_key(info, job["token"], unit, job["options"])
-            failed += bool(build_raw(lib, ctx, device, info, cache, key, unit, job["options"]).err)
-    return failed
+        if resident:
+            await_claims(path, len(missing), deadline)
+            build_pool.retire_job(path)
+    return len(missing), workers, resident
 
 
 def work(job_file: str) -> int:

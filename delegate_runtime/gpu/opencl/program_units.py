@@ -79,6 +79,7 @@ class ProgramSet:
     built: list[BuiltProgram]
     prebuilt: int = 0
     workers: int = 0
+    resident: int = 0  #: the host's resident builders that took part (build_pool.py)
 
     def __post_init__(self) -> None:
         import pyopencl as cl
@@ -107,8 +108,12 @@ class ProgramSet:
         units = f"{n} unit{'s' if n != 1 else ''}"
         if not self.misses:
             return f"{units} from cache"
-        plural = "es" if self.workers != 1 else ""
-        where = f" ({self.workers} process{plural} + session)" if self.workers else ""
+        helpers = []
+        if self.resident:
+            helpers.append(f"{self.resident} resident")
+        if self.workers:
+            helpers.append(f"{self.workers} process{'es' if self.workers != 1 else ''}")
+        where = f" ({' + '.join([*helpers, 'session'])})" if helpers else ""
         return f"{units}, {self.misses} built{where}"
 
     def kernel(self, name: str) -> Any:
@@ -142,9 +147,9 @@ def build_units(
     processes where the driver compiles one program at a time per process
     (build_workers.py: as many and as long as `switches` allow), else in threads."""
     options = build_options(storage, info, half_weights)
-    prebuilt = workers = 0
-    if jobs > 1 and cache is not None and build_workers.compiles_one_at_a_time(info):
-        prebuilt, workers = build_workers.build_in_workers(
+    prebuilt = workers = resident = 0
+    if cache is not None and build_workers.compiles_one_at_a_time(info):  # resident too
+        prebuilt, workers, resident = build_workers.build_in_workers(
             device,
             info,
             cache,
@@ -165,6 +170,7 @@ def build_units(
             ],
             prebuilt,
             workers,
+            resident,
         )
 
     def raw(unit: str) -> Any:
@@ -173,4 +179,5 @@ def build_units(
 
     with ThreadPoolExecutor(min(jobs, len(units))) as pool:
         raws = guarded("building the delegate's kernels", lambda: list(pool.map(raw, units)))
-    return ProgramSet([finish_build(r, device, options) for r in raws], prebuilt, workers)
+    built = [finish_build(r, device, options) for r in raws]
+    return ProgramSet(built, prebuilt, workers, resident)

@@ -1,0 +1,60 @@
+"""`devicefarm build-pool`: keep resident program builders for a GPU, each with its OpenCL
+context, so that a new model's kernels are built without starting processes (cold start;
+gpu/opencl/build_pool.py). Runs until interrupted; the worker agent starts its own for
+the GPUs it serves."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import time
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--device",
+        default=None,
+        help="OpenCL device: 'P:D' or a name substring (default: the first GPU)",
+    )
+    p.add_argument(
+        "--builders",
+        type=int,
+        default=None,
+        help="builders to keep (default: one per usable CPU but one, at most 15)",
+    )
+    p.add_argument(
+        "--serialization_dir",
+        default=None,
+        help="the kernel cache the sessions use (default: the user's, as theirs)",
+    )
+
+
+def _stop(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..gpu.opencl.build_pool import start_pool, stop_pool
+    from ..gpu.opencl.build_workers import device_spec
+    from ..gpu.opencl.preparation import kernel_cache_dir
+    from ..gpu.opencl.runtime import describe, select_device
+    from ..host_cpus import usable_cpus
+
+    device = select_device(args.device)
+    spec, name = device_spec(device), describe(device).name
+    count = args.builders if args.builders is not None else max(min(usable_cpus() - 1, 15), 1)
+    if count < 1:
+        raise SystemExit("--builders: at least 1")
+    cache_dir = kernel_cache_dir(args.serialization_dir)
+    signal.signal(signal.SIGTERM, _stop)
+    procs = start_pool(spec, cache_dir, count)
+    print(f"{count} resident builders for {name} ({spec}) on {cache_dir}; Ctrl-C stops them")
+    try:
+        while all(p.poll() is None for p in procs):
+            time.sleep(1.0)
+        print("a builder exited; stopping the others")
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        stop_pool(procs)

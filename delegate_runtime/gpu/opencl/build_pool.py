@@ -1,0 +1,177 @@
+"""Resident builders: a host's program builders kept running, each with its OpenCL context,
+so that a new model's units are built without starting a process.
+
+A cold session's own build workers (build_workers.py) cost 1-2.5 s on an H200 before
+their first unit: Python, pyopencl and a context each, and NVIDIA makes contexts one at
+a time across processes (8 at once: 2.5 s). A lab agent lives for days, so it starts
+the builders once (`start_pool`, the agent serving the GPU or `devicefarm build-pool`)
+and they wait on a spool inside the kernel cache, `<cache>/build-pool/<P_D>/`. A session
+that finds live builders there (a heartbeat file each, touched every HEARTBEAT_S) posts
+its job in the spool's `jobs/` instead of a temporary folder, builds beside them and
+starts only the processes they fall short of. Units are claimed as build_workers claims
+them, the claimer's pid in the claim and a `.done` mark after each attempt, so the
+session waits (`await_claims`) until every unit is done or its claimer is gone; whatever
+is then missing from the cache it builds itself. Builders share the cache's driver
+caches (CUDA_CACHE_PATH), so the session loads their machine code, not their PTX.
+A builder exits when the process that started it does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .cache import DRIVER_CACHES, ensure_private_dir
+from .unit_claims import POLL_S, build_claimed
+
+#: A builder touches its heartbeat file this often (s), from a thread of its own, so a
+#: long build does not make it look dead.
+HEARTBEAT_S = 0.5
+#: A heartbeat older than this (s) is a builder that is gone.
+HEARTBEAT_STALE_S = 3.0
+#: How long `start_pool` waits for its builders' first heartbeats (s).
+START_TIMEOUT_S = 60.0
+#: A job still in the spool after this long (s) was left by a session that died: removed.
+JOB_MAX_AGE_S = 3600.0
+
+
+def spool_dir(cache_dir: Path, spec: str) -> Path:
+    """The spool of device `spec` ('P:D') in the kernel cache `cache_dir`."""
+    return Path(cache_dir) / "build-pool" / spec.replace(":", "_")
+
+
+def live_builders(spool: Path) -> int:
+    """Builders whose heartbeat in `spool` is fresh."""
+    now = time.time()
+    count = 0
+    for beat in spool.glob("*.alive") if spool.is_dir() else ():
+        with contextlib.suppress(OSError):
+            count += now - beat.stat().st_mtime < HEARTBEAT_STALE_S
+    return count
+
+
+def post_job(spool: Path, job: dict) -> Path:
+    """Put `job` in the spool (whole: written aside, then renamed in); its job file."""
+    jobs = ensure_private_dir(spool / "jobs")
+    name = uuid.uuid4().hex
+    staging = spool / f".{name}"
+    (staging / "claims").mkdir(parents=True)
+    (staging / "job.json").write_text(json.dumps(job))
+    staging.rename(jobs / name)
+    return jobs / name / "job.json"
+
+
+def retire_job(job_file: Path) -> None:
+    """Take a finished job out of the spool (a builder still on it writes nowhere)."""
+    shutil.rmtree(job_file.parent, ignore_errors=True)
+
+
+def builder_env(cache_dir: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """A builder's environment: `environ` (this process's), with the drivers' caches
+    inside `cache_dir` as the sessions using it have them (unless the user set them)."""
+    env = dict(os.environ if environ is None else environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    for variable, subdir in DRIVER_CACHES.items():
+        env.setdefault(variable, str(ensure_private_dir(Path(cache_dir) / subdir)))
+    return env
+
+
+def start_pool(
+    spec: str,
+    cache_dir: Path,
+    builders: int,
+    wait: bool = True,
+    environ: dict[str, str] | None = None,
+) -> list[Any]:
+    """Start `builders` resident builders for device `spec` on `cache_dir` (their
+    environment: builder_env's); with `wait`, return once each has its context (a
+    heartbeat) or raise RuntimeError naming why not."""
+    spool = ensure_private_dir(spool_dir(cache_dir, spec))
+    ensure_private_dir(spool / "jobs")
+    before = live_builders(spool)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", __name__, spec, str(cache_dir)],
+            env=builder_env(cache_dir, environ),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(builders)
+    ]
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while wait and live_builders(spool) < before + builders:
+        dead = [p for p in procs if p.poll() is not None]
+        if dead or time.monotonic() > deadline:
+            why = dead[0].stderr.read().decode(errors="replace")[-800:] if dead else "timed out"
+            stop_pool(procs)
+            raise RuntimeError(f"resident builders for {spec} did not start: {why.strip()}")
+        time.sleep(0.05)
+    return procs
+
+
+def stop_pool(procs: list[Any], grace_s: float = 5.0) -> None:
+    """Stop builders that start_pool started (each removes its heartbeat)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def serve(spec: str, cache_dir: Path) -> int:
+    """A resident builder: its context made, build the spool's jobs' unclaimed units until
+    the process that started it is gone (or SIGTERM)."""
+    import signal
+
+    from .cache import KernelCache
+    from .capi import opencl_library
+    from .runtime import describe, select_device, shared_context
+
+    device = select_device(spec)
+    info, ctx, lib = describe(device), shared_context(device), opencl_library()
+    spool = spool_dir(cache_dir, spec)
+    jobs = ensure_private_dir(spool / "jobs")
+    beat = spool / f"{os.getpid()}.alive"
+    parent = os.getppid()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def heartbeat() -> None:
+        while not stop.is_set():
+            beat.touch()
+            stop.wait(HEARTBEAT_S)
+
+    threading.Thread(target=heartbeat, name="heartbeat", daemon=True).start()
+    try:
+        while not stop.is_set() and os.getppid() == parent:
+            for job_dir in sorted(jobs.iterdir()):
+                with contextlib.suppress(OSError, ValueError, KeyError):
+                    if time.time() - job_dir.stat().st_mtime > JOB_MAX_AGE_S:
+                        retire_job(job_dir / "job.json")
+                        continue
+                    job_file = job_dir / "job.json"
+                    job = json.loads(job_file.read_text())
+                    build_claimed(lib, ctx, device, info, KernelCache(job["cache"]), job, job_file)
+            stop.wait(POLL_S)
+    finally:
+        stop.set()
+        beat.unlink(missing_ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve(sys.argv[1], Path(sys.argv[2])))

@@ -1,0 +1,97 @@
+"""A job's program units claimed by builders: the session, its worker processes and the
+resident builders (build_workers.py, build_pool.py). A claim file per unit, made with
+O_EXCL so one builder takes each, holds the claimer's pid; a `.done` mark follows each
+attempt, built or failed, so whoever waits knows when a unit needs no more waiting."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from .cache import KernelCache
+from .program import program_key
+from .runtime import DeviceInfo
+
+#: How often a waiting session looks at the claims, and an idle builder for jobs (s).
+POLL_S = 0.01
+
+
+def claim(job_file: Path, index: int) -> bool:
+    """Whether this builder is the first to take unit `index` of the job (its pid in the
+    claim, for claim_settled)."""
+    try:
+        fd = os.open(job_file.parent / "claims" / str(index), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    try:
+        os.write(fd, str(os.getpid()).encode())
+    finally:
+        os.close(fd)
+    return True
+
+
+def mark_done(job_file: Path, index: int) -> None:
+    """Unit `index` was built, or failed to: nothing more to wait for (its claim stays)."""
+    with contextlib.suppress(OSError):  # a job retired meanwhile
+        (job_file.parent / "claims" / f"{index}.done").touch()
+
+
+def build_claimed(
+    lib: Any, ctx: Any, device: Any, info: DeviceInfo, cache: KernelCache, job: dict, path: Path
+) -> int:
+    """Build every unit of `job` that no other builder has claimed, in the job's order, and
+    store each in the cache; the count that failed."""
+    from .program import build_raw
+
+    failed = 0
+    for index, unit in enumerate(job["units"]):
+        if claim(path, index):
+            key = program_key(info, job["token"], unit, job["options"])
+            try:
+                failed += bool(
+                    build_raw(lib, ctx, device, info, cache, key, unit, job["options"]).err
+                )
+            finally:
+                mark_done(path, index)
+    return failed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def claim_settled(claims: Path, index: int) -> bool:
+    """Whether unit `index` needs no more waiting: built or failed (`.done`), or claimed by
+    a process that is gone (an unreadable claim counts as gone once it is a second old)."""
+    if (claims / f"{index}.done").exists():
+        return True
+    path = claims / str(index)
+    try:
+        text = path.read_text().strip()
+        if text:
+            return not _pid_alive(int(text))
+        return time.time() - path.stat().st_mtime > 1.0
+    except (OSError, ValueError):
+        return True
+
+
+def await_claims(job_file: Path, count: int, deadline: float) -> int:
+    """Wait until each of the job's `count` units is settled (claim_settled) or the
+    monotonic `deadline` passes; the units still unsettled."""
+    claims = job_file.parent / "claims"
+    waiting = set(range(count))
+    while waiting:
+        waiting = {i for i in waiting if not claim_settled(claims, i)}
+        if not waiting or time.monotonic() >= deadline:
+            break
+        time.sleep(POLL_S)
+    return len(waiting)

@@ -1,0 +1,92 @@
+"""Resident builders (gpu/opencl/build_pool.py) on a real OpenCL device: a session finds
+them and starts no process; they leave with the process that started them."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from delegate_runtime.interpreter import Interpreter
+from tests.conftest import require_module
+from tests.ops.test_gpu_ops import opencl_device
+
+require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
+
+__all__ = ["opencl_device"]
+
+
+def _one_build_per_process(monkeypatch, opencl_device) -> str:
+    """Take this device's platform for one that compiles one program per process (NVIDIA's
+    kind: the only kind that uses builders); its 'P:D' spec."""
+    from delegate_runtime.gpu.opencl import build_workers
+    from delegate_runtime.gpu.opencl.runtime import describe, select_device
+
+    device = select_device(opencl_device)
+    monkeypatch.setattr(build_workers, "ONE_BUILD_PER_PROCESS", (describe(device).platform,))
+    monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "1")
+    return build_workers.device_spec(device)
+
+
+def test_a_new_model_is_built_by_the_resident_builders(tmp_path, monkeypatch, opencl_device):
+    from delegate_runtime import read_model
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl import build_pool, build_workers
+    from tests.ops.test_gpu_persistent import separable_blocks
+
+    spec = _one_build_per_process(monkeypatch, opencl_device)
+    ran = []
+    build = build_workers.build_in_workers
+    monkeypatch.setattr(
+        build_workers, "build_in_workers", lambda *a: ran.append(build(*a)) or ran[-1]
+    )
+    procs = build_pool.start_pool(spec, tmp_path, 2)
+    spool = build_pool.spool_dir(tmp_path, spec)
+    try:
+        assert build_pool.live_builders(spool) == 2
+        raw, xs = separable_blocks(blocks=1)
+        model = read_model(raw)
+        kw = {"log": io.StringIO(), "serialization_dir": str(tmp_path), "build_jobs": 3}
+        cold = GpuSession(model, **kw)
+        assert ran == [(3, 0, 2)]  # three units, no process started, two builders found
+        assert cold.program_summary == "3 units, 3 built (2 resident + session)"
+        assert not any((spool / "jobs").iterdir())  # the job retired
+        want = Interpreter(model).invoke(xs)[0]
+        np.testing.assert_allclose(cold.invoke(xs)[0], want, rtol=1e-4, atol=1e-4)
+        assert GpuSession(model, **kw).program_summary == "3 units from cache"
+    finally:
+        build_pool.stop_pool(procs)
+    assert build_pool.live_builders(spool) == 0 and not list(spool.glob("*.alive"))
+
+
+def test_builders_leave_with_the_process_that_started_them(tmp_path, opencl_device):
+    from delegate_runtime.gpu.opencl import build_pool
+    from delegate_runtime.gpu.opencl.build_workers import device_spec
+    from delegate_runtime.gpu.opencl.runtime import select_device
+
+    spec = device_spec(select_device(opencl_device))
+    starter = (
+        "import os, sys; from pathlib import Path;"
+        "from delegate_runtime.gpu.opencl.build_pool import start_pool;"
+        f"start_pool({spec!r}, Path({str(tmp_path)!r}), 1); print('started', flush=True);"
+        "os._exit(0)"  # gone without stopping them
+    )
+    out = subprocess.run([sys.executable, "-c", starter], capture_output=True, text=True)
+    assert out.stdout.strip() == "started", out.stderr[-2000:]
+    spool = build_pool.spool_dir(tmp_path, spec)
+    deadline = time.monotonic() + 10
+    while list(spool.glob("*.alive")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not list(spool.glob("*.alive"))  # the builder saw its parent go and left
+
+
+def test_a_builder_that_cannot_start_is_reported(tmp_path):
+    import pytest
+
+    from delegate_runtime.gpu.opencl import build_pool
+
+    with pytest.raises(RuntimeError, match="resident builders for 9:9 did not start"):
+        build_pool.start_pool("9:9", tmp_path, 1)

@@ -1,0 +1,79 @@
+"""Resident program builders for the GPUs this agent serves (delegate_runtime's
+gpu/opencl/build_pool.py): a new model's first job builds its kernels on builders that
+already have their contexts, instead of starting processes (issue 39, cold start).
+
+Started for each OpenCL device whose driver compiles one program at a time per process
+(NVIDIA), before the first canary, on the kernel cache the jobs use; stopped with the
+agent (and each builder exits by itself when the agent is gone). DEVICEFARM_BUILD_POOL
+sets the builders per device (0: none; default one per usable CPU but one, at most
+MAX_BUILDERS). A pool that fails to start is reported and left out: sessions then start
+their own build workers, as without it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .devices import DeviceInfo
+
+POOL_ENV = "DEVICEFARM_BUILD_POOL"
+#: Most builders per device by default (the session builds too: 16 in all).
+MAX_BUILDERS = 15
+
+
+def builders_wanted(environ: dict[str, str] | None = None) -> int:
+    """Builders per device: DEVICEFARM_BUILD_POOL, else one per usable CPU but one."""
+    from delegate_runtime.host_cpus import usable_cpus
+
+    raw = (environ if environ is not None else os.environ).get(POOL_ENV, "").strip()
+    if raw:
+        try:
+            return max(int(raw), 0)
+        except ValueError:
+            raise ValueError(f"{POOL_ENV}={raw!r}: expected a number of builders") from None
+    return max(min(usable_cpus() - 1, MAX_BUILDERS), 0)
+
+
+def wants_pool(device: DeviceInfo) -> bool:
+    from delegate_runtime.gpu.opencl.build_workers import ONE_BUILD_PER_PROCESS
+
+    return device.kind == "opencl" and device.facts.get("platform") in ONE_BUILD_PER_PROCESS
+
+
+class BuildPools:
+    """The resident builders this agent started, per device key."""
+
+    def __init__(self, say: Callable[[str], None]):
+        self.say = say
+        self.procs: dict[str, list[Any]] = {}
+
+    def ensure(self, devices: Iterable[DeviceInfo]) -> None:
+        """Start the builders of each device that wants them and has none yet."""
+        for device in devices:
+            if device.key in self.procs or not wants_pool(device):
+                continue
+            self.procs[device.key] = []
+            count = builders_wanted()
+            if count:
+                self._start(device, count)
+
+    def _start(self, device: DeviceInfo, count: int) -> None:
+        from delegate_runtime.gpu.opencl.build_pool import start_pool
+        from delegate_runtime.gpu.opencl.cache import default_cache_dir
+
+        try:
+            procs = start_pool(device.facts["opencl_spec"], default_cache_dir(), count)
+        except (RuntimeError, OSError, KeyError) as exc:
+            self.say(f"{device.key}: no resident program builders ({exc})")
+            return
+        self.procs[device.key] = procs
+        self.say(f"{device.key}: {count} resident program builders")
+
+    def stop(self) -> None:
+        from delegate_runtime.gpu.opencl.build_pool import stop_pool
+
+        for procs in self.procs.values():
+            stop_pool(procs)
+        self.procs.clear()
