@@ -304,9 +304,16 @@ class FleetFigures:
         return self.agents * self.per_agent
 
 
+#: An agent that exits is started again after this long, as its systemd unit says
+#: (deploy/systemd/devicefarm-agent.service: Restart=always, RestartSec=10), at most
+#: this many starts in all.
+RESTART_SEC = 10.0
+SUPERVISOR_STARTS = 4
+
+
 class Agent:
     """`devicefarm worker` for one simulated host: its own name and device keys, its
-    devices in one group."""
+    devices in one group; started again when it exits, as its supervisor would."""
 
     def __init__(self, number: int, per_agent: int, db_url: str, broker_url: str, home: Path):
         self.name = f"host{number:02d}"
@@ -336,7 +343,13 @@ class Agent:
 
         host, text = host_name(), self.log.read_text()
         if self.proc.poll() is not None:
-            raise SystemExit(f"{self.name} exited:\n{text[-2000:]}")
+            if self.starts >= SUPERVISOR_STARTS:
+                raise SystemExit(f"{self.name} exited:\n{text[-2000:]}")
+            why = text.strip().splitlines()[-1] if text.strip() else f"exit {self.proc.returncode}"
+            say(f"{self.name} exited ({why[:160]}); started again in {RESTART_SEC:g} s")
+            time.sleep(RESTART_SEC)  # as systemd would: deploy/systemd/devicefarm-agent.service
+            self.start()
+            return False
         return all(f"{k}@{host} ready." in text for k in self.keys)
 
     def wait_ready(self) -> float:
