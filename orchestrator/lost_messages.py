@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
+from farm_core.celery_app import queue_for, task_id
 from farm_core.pair_chunks import chunks
 from farm_core.schema import DISPATCHED, QUEUED, Attempt, Job
 
@@ -22,6 +23,19 @@ OUTCOME = "message_lost"
 
 def reason(attempt: int) -> str:
     return f"message for attempt {attempt} was no longer in the broker"
+
+
+def confirmed(probe: Any, candidates: Sequence[Any]) -> list[Any]:
+    """The `candidates` (reconciler rows the full probe did not see) that the probe's
+    snapshot of their queues lacks too (probes.RedisProbe.recheck); none when the broker
+    cannot be read now (decided next pass); all where the probe has no snapshot."""
+    recheck = getattr(probe, "recheck", None)
+    if recheck is None or not candidates:
+        return list(candidates)
+    seen = recheck(sorted({queue_for(j.device_key) for j in candidates}))
+    if seen is None:
+        return []
+    return [j for j in candidates if task_id(j.id, j.attempt) not in seen]
 
 
 def requeue(conn: Connection, lost: Sequence[Any], now: datetime) -> list[int]:

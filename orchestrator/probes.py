@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from farm_core.celery_app import QUEUE_PREFIX, transport_options
+from farm_core.celery_app import QUEUE_PREFIX, REDIS_PRIORITY_STEPS, transport_options
 
 Probe = Callable[[], "set[str] | None"]
 #: kombu's Redis transport keeps delivered, unacknowledged messages in this hash.
@@ -32,24 +32,61 @@ def _ids_from_envelopes(raw_messages: list[bytes | str]) -> set[str]:
     return ids
 
 
-def redis_probe(broker_url: str) -> Probe:
-    """Task ids in every device queue (all priority lists) and in the unacked hash."""
-    import redis
+def priority_lists(queue: str) -> list[str]:
+    """The Redis lists that hold `queue`'s messages, one per priority step (kombu's names:
+    the queue itself for step 0, else the queue, kombu's separator and the step)."""
+    from kombu.transport.redis import Channel
 
-    client = redis.Redis.from_url(broker_url)
+    return [queue if step == 0 else f"{queue}{Channel.sep}{step}" for step in REDIS_PRIORITY_STEPS]
 
-    def probe() -> set[str] | None:
+
+class RedisProbe:
+    """Task ids in every device queue (all priority lists) and in the unacked hash.
+
+    The full probe reads the lists one by one, then the hash, over seconds with 1,000
+    queues; a message moved back from the hash to its list meanwhile (a consumer's take-
+    back after a Redis restart) is in neither read. `recheck` reads some queues' lists and
+    the hash in one transaction, a snapshot: the reconciler calls a message lost only
+    when that snapshot lacks it too (a 1,000-device fleet after a Redis restart: 1,772
+    attempts called lost, 823 of whose messages later arrived)."""
+
+    def __init__(self, broker_url: str):
+        import redis
+
+        self.client = redis.Redis.from_url(broker_url)
+
+    def __call__(self) -> set[str] | None:
+        import redis
+
         try:
             raw: list[bytes | str] = []
-            for key in client.scan_iter(match=f"{QUEUE_PREFIX}*", count=REDIS_SCAN_COUNT):
-                if client.type(key) == b"list":
-                    raw.extend(client.lrange(key, 0, -1))
-            raw.extend(client.hvals(REDIS_UNACKED_KEY))
+            for key in self.client.scan_iter(match=f"{QUEUE_PREFIX}*", count=REDIS_SCAN_COUNT):
+                if self.client.type(key) == b"list":
+                    raw.extend(self.client.lrange(key, 0, -1))
+            raw.extend(self.client.hvals(REDIS_UNACKED_KEY))
         except redis.RedisError:
             return None
         return _ids_from_envelopes(raw)
 
-    return probe
+    def recheck(self, queues: Iterable[str]) -> set[str] | None:
+        """Task ids in `queues` and the unacked hash, read at one instant (MULTI/EXEC);
+        None when the broker cannot be read."""
+        import redis
+
+        try:
+            with self.client.pipeline(transaction=True) as pipe:
+                for queue in queues:
+                    for name in priority_lists(queue):
+                        pipe.lrange(name, 0, -1)
+                pipe.hvals(REDIS_UNACKED_KEY)
+                *lists, unacked = pipe.execute()
+        except redis.RedisError:
+            return None
+        return _ids_from_envelopes([m for got in lists for m in got] + list(unacked))
+
+
+def redis_probe(broker_url: str) -> Probe:
+    return RedisProbe(broker_url)
 
 
 def filesystem_probe(broker_url: str) -> Probe:

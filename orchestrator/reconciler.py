@@ -35,7 +35,7 @@ from farm_core.schema import (
 from farm_core.settings import Timing
 
 from .homecoming import bring_back
-from .lost_messages import requeue
+from .lost_messages import confirmed, requeue
 from .probes import Probe
 from .relocation import group_key, relocate
 
@@ -267,6 +267,7 @@ def reconcile(
         elif j.state == QUEUED and (j.updated_at or now) < grace:
             lost_queued.append(j)
 
+    lost_messages = confirmed(probe, lost_messages)
     if lost_messages:
         with engine.begin() as conn:
             report.resent_lost_message = requeue(conn, lost_messages, now)

@@ -1,0 +1,84 @@
+"""A message is lost only when a snapshot of its queue and the unacked hash lacks it too
+(orchestrator/probes.py RedisProbe.recheck), on a real Redis: the full probe reads the
+lists one by one and then the hash, so a message taken back from the hash to its list
+meanwhile (as consumers do after a Redis restart) is in neither read."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import redis
+
+from farm_core.celery_app import queue_for
+from farm_core.schema import utcnow
+from farm_core.settings import Timing
+from orchestrator.probes import REDIS_UNACKED_KEY, RedisProbe, priority_lists
+from orchestrator.reconciler import reconcile
+from orchestrator.submit import submit
+from tests.support.farm import RecordingDispatcher, add_device, sqlite_engine, write_model
+
+TIMING = Timing(dispatch_grace_s=0, offline_after_s=30, device_gone_s=300)
+
+
+def _farm(tmp_path: Path):
+    engine = sqlite_engine(tmp_path)
+    add_device(engine, "noop:a")
+    submit(engine, RecordingDispatcher(), [write_model(tmp_path / "m.tflite")], "key=noop:a", "cpu")
+    return engine  # job 1, attempt 1, dispatched; its message is put in Redis below
+
+
+def _delivered(client: redis.Redis, task: str) -> None:
+    """The job's message as kombu keeps a delivered one: in the unacked hash."""
+    body = json.dumps([{"headers": {"id": task}, "body": ""}, "", queue_for("noop:a")])
+    client.hset(REDIS_UNACKED_KEY, "tag-1", body)
+
+
+def _taken_back_during_the_scan(probe: RedisProbe) -> None:
+    """Before the full probe reads the hash (its last read), the message moves from the
+    hash back to its list, which the probe has read already."""
+    client, hvals = probe.client, probe.client.hvals
+
+    def moved_then_read(key):  # type: ignore[no-untyped-def]
+        message, _, _ = json.loads(client.hget(REDIS_UNACKED_KEY, "tag-1"))
+        client.lpush(queue_for("noop:a"), json.dumps(message))
+        client.hdel(REDIS_UNACKED_KEY, "tag-1")
+        return hvals(key)
+
+    client.hvals = moved_then_read  # type: ignore[method-assign]
+
+
+def test_a_message_moved_during_the_scan_is_not_called_lost(tmp_path, redis_url):
+    engine = _farm(tmp_path)
+    probe = RedisProbe(redis_url)
+    probe.client.flushdb()
+    _delivered(probe.client, "df-job-1-1")
+    _taken_back_during_the_scan(probe)
+    assert "df-job-1-1" not in probe()  # the full probe alone misses it
+    _delivered(probe.client, "df-job-1-1")  # as before the scan
+    probe.client.delete(queue_for("noop:a"))
+    report = reconcile(
+        engine, RecordingDispatcher(), probe, TIMING, now=utcnow() + timedelta(seconds=1)
+    )
+    assert report.resent_lost_message == []
+    assert probe.client.lrange(queue_for("noop:a"), 0, -1)  # where the snapshot saw it
+
+
+def test_a_message_in_neither_read_is_lost(tmp_path, redis_url):
+    engine = _farm(tmp_path)
+    probe = RedisProbe(redis_url)
+    probe.client.flushdb()
+    d = RecordingDispatcher()
+    report = reconcile(engine, d, probe, TIMING, now=utcnow() + timedelta(seconds=1))
+    assert report.resent_lost_message == [1]
+    assert [(o.device_key, o.attempt) for o in d.sent] == [("noop:a", 2)]
+
+
+def test_the_snapshot_reads_every_priority_list(redis_url):
+    probe = RedisProbe(redis_url)
+    names = priority_lists(queue_for("noop:a"))
+    for i, name in enumerate(names):
+        probe.client.lpush(name, json.dumps({"headers": {"id": f"t{i}"}}))
+    assert probe.recheck([queue_for("noop:a")]) == {f"t{i}" for i in range(len(names))}
+    assert probe() == probe.recheck([queue_for("noop:a")])  # the full probe's scan agrees
