@@ -47,8 +47,8 @@ class RedisProbe:
     queues; a message moved back from the hash to its list meanwhile (a consumer's take-
     back after a Redis restart) is in neither read. `recheck` reads some queues' lists and
     the hash in one transaction, a snapshot: the reconciler calls a message lost only
-    when that snapshot lacks it too (a 1,000-device fleet after a Redis restart: 1,772
-    attempts called lost, 823 of whose messages later arrived)."""
+    when that snapshot lacks it too. (It did not change the fleet's count after a Redis
+    restart, docs/benchmarks.md: there the late messages were outside Redis.)"""
 
     def __init__(self, broker_url: str):
         import redis
