@@ -9,6 +9,8 @@ import argparse
 import signal
 import time
 
+from ._flags import int_at_least
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -18,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--builders",
-        type=int,
+        type=int_at_least(1),
         default=None,
         help="builders to keep (default: one per usable CPU but one, at most 15)",
     )
@@ -43,12 +45,11 @@ def run(args: argparse.Namespace) -> int:
     device = select_device(args.device)
     spec, name = device_spec(device), describe(device).name
     count = args.builders if args.builders is not None else max(min(usable_cpus() - 1, 15), 1)
-    if count < 1:
-        raise SystemExit("--builders: at least 1")
     cache_dir = kernel_cache_dir(args.serialization_dir)
     signal.signal(signal.SIGTERM, _stop)
     procs = start_pool(spec, cache_dir, count)
-    print(f"{count} resident builders for {name} ({spec}) on {cache_dir}; Ctrl-C stops them")
+    builders = f"{count} resident builder{'s' if count != 1 else ''}"
+    print(f"{builders} for {name} ({spec}) on {cache_dir}; Ctrl-C stops them", flush=True)
     try:
         while all(p.poll() is None for p in procs):
             time.sleep(1.0)

@@ -63,6 +63,8 @@ ROWS = [
     row("ops --gpu=yes", 2, "argument --gpu: ignored explicit argument 'yes'"),
     row("example {tmp}/no/x.tflite", 2, "argument out: ", "folder", "no does not exist"),
     row("example x.tflite --classes 1", 2, "argument --classes: must be at least 2, got 1"),
+    row("build-pool --builders 0", 2, "argument --builders: must be at least 1, got 0"),
+    row("build-pool --device 9:9", 1, "no OpenCL device 9:9"),
     row("benchmark --graph m.tflite --use_gpu maybe", 2, "argument --use_gpu: expected true or false"),
     row("diff --model m.tflite --num_runs 0", 2, "argument --num_runs: must be at least 1, got 0"),
     row("benchmark --graph m.tflite --num-runs 3", 2, "devicefarm benchmark: error: unrecognized arguments", "--num-runs: did you mean --num_runs?"),
