@@ -54,7 +54,7 @@ COMPLETIONS = {
     "make-dataset": "classification --out new_dataset",
 }
 #: Commands that serve until stopped.
-SERVERS = ("worker", "dashboard", "adb-sim")
+SERVERS = ("worker", "dashboard", "adb-sim", "build-pool")
 READY_S = 60.0
 _ALTERNATIVES = re.compile(r"^[a-z0-9-]+(\|[a-z0-9-]+)+$")
 #: An optional part with no optional part inside.
@@ -238,6 +238,17 @@ def _run_server(argv: list[str], folder: Path, request: pytest.FixtureRequest) -
         require_module_present("streamlit")
         port = free_port()
         _serve([*argv, "--port", str(port)], folder, lambda: _port_open(port), _env(folder))
+    elif argv[0] == "build-pool":  # up once a builder's heartbeat is fresh
+        from delegate_runtime.gpu.opencl.build_pool import live_builders
+        from worker_agent.discovery import discover_opencl
+
+        require(bool(discover_opencl("test")), "an OpenCL device (PoCL)")
+        pools = folder / "cache" / "devicefarm" / "kernels" / "build-pool"
+
+        def builders_up() -> bool:
+            return pools.is_dir() and any(live_builders(d) for d in pools.iterdir())
+
+        _serve(argv, folder, builders_up, _env(folder, XDG_CACHE_HOME=str(folder / "cache")))
     else:  # the worker, on a real Redis and PostgreSQL
         pg_url = request.getfixturevalue("pg_url")
         argv = with_services(argv, request)
