@@ -5,8 +5,8 @@ already have their contexts, instead of starting processes (issue 39, cold start
 Started for each OpenCL device whose driver compiles one program at a time per process
 (NVIDIA), before the first canary, on the kernel cache the jobs use; stopped with the
 agent (and each builder exits by itself when the agent is gone). DEVICEFARM_BUILD_POOL
-sets the builders per device (0: none; default one per usable CPU but one, at most
-MAX_BUILDERS). A pool that fails to start is reported and left out: sessions then start
+sets the builders per device (0: none; default build_pool.default_builders: one per
+usable CPU but one, 15 at most with the switches' defaults). A pool that fails to start is reported and left out: sessions then start
 their own build workers, as without it.
 """
 
@@ -19,13 +19,11 @@ from typing import Any
 from .devices import DeviceInfo
 
 POOL_ENV = "DEVICEFARM_BUILD_POOL"
-#: Most builders per device by default (the session builds too: 16 in all).
-MAX_BUILDERS = 15
 
 
 def builders_wanted(environ: dict[str, str] | None = None) -> int:
-    """Builders per device: DEVICEFARM_BUILD_POOL, else one per usable CPU but one."""
-    from delegate_runtime.host_cpus import usable_cpus
+    """Builders per device: DEVICEFARM_BUILD_POOL, else build_pool.default_builders()."""
+    from delegate_runtime.gpu.opencl.build_pool import default_builders
 
     raw = (environ if environ is not None else os.environ).get(POOL_ENV, "").strip()
     if raw:
@@ -33,7 +31,7 @@ def builders_wanted(environ: dict[str, str] | None = None) -> int:
             return max(int(raw), 0)
         except ValueError:
             raise ValueError(f"{POOL_ENV}={raw!r}: expected a number of builders") from None
-    return max(min(usable_cpus() - 1, MAX_BUILDERS), 0)
+    return default_builders()
 
 
 def wants_pool(device: DeviceInfo) -> bool:

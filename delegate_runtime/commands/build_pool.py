@@ -36,15 +36,14 @@ def _stop(*_: object) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..gpu.opencl.build_pool import start_pool, stop_pool
+    from ..gpu.opencl.build_pool import default_builders, start_pool, stop_pool
     from ..gpu.opencl.build_workers import device_spec
     from ..gpu.opencl.preparation import kernel_cache_dir
     from ..gpu.opencl.runtime import describe, select_device
-    from ..host_cpus import usable_cpus
 
     device = select_device(args.device)
     spec, name = device_spec(device), describe(device).name
-    count = args.builders if args.builders is not None else max(min(usable_cpus() - 1, 15), 1)
+    count = args.builders if args.builders is not None else max(default_builders(), 1)
     cache_dir = kernel_cache_dir(args.serialization_dir)
     signal.signal(signal.SIGTERM, _stop)
     procs = start_pool(spec, cache_dir, count)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from worker_agent import build_pools
 from worker_agent.build_pools import BuildPools, builders_wanted, wants_pool
 from worker_agent.devices import DeviceInfo
 
@@ -29,7 +28,7 @@ def test_the_builders_wanted_come_from_the_setting_else_the_cpus(monkeypatch):
     monkeypatch.setattr("delegate_runtime.host_cpus.usable_cpus", lambda: 16)
     assert builders_wanted({}) == 15
     monkeypatch.setattr("delegate_runtime.host_cpus.usable_cpus", lambda: 64)
-    assert builders_wanted({}) == build_pools.MAX_BUILDERS
+    assert builders_wanted({}) == 15  # the session builds too: 16, the switches' max_build_jobs
 
 
 def test_a_pool_that_cannot_start_is_reported_and_left_out(monkeypatch, tmp_path):

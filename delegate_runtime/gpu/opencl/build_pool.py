@@ -44,6 +44,16 @@ START_TIMEOUT_S = 60.0
 JOB_MAX_AGE_S = 3600.0
 
 
+def default_builders() -> int:
+    """Builders to keep by default: one per CPU this process may use but one (the session
+    builds too), so that with the session they number what a session builds at once at
+    most (the switches' max_build_jobs)."""
+    from ...host_cpus import usable_cpus
+    from ..switches import DEFAULTS
+
+    return max(min(usable_cpus(), DEFAULTS.max_build_jobs) - 1, 0)
+
+
 def spool_dir(cache_dir: Path, spec: str) -> Path:
     """The spool of device `spec` ('P:D') in the kernel cache `cache_dir`."""
     return Path(cache_dir) / "build-pool" / spec.replace(":", "_")
@@ -89,12 +99,11 @@ def start_pool(
     spec: str,
     cache_dir: Path,
     builders: int,
-    wait: bool = True,
     environ: dict[str, str] | None = None,
 ) -> list[Any]:
     """Start `builders` resident builders for device `spec` on `cache_dir` (their
-    environment: builder_env's); with `wait`, return once each has its context (a
-    heartbeat) or raise RuntimeError naming why not."""
+    environment: builder_env's); return once each has its context (a heartbeat), or raise
+    RuntimeError naming why not."""
     spool = ensure_private_dir(spool_dir(cache_dir, spec))
     ensure_private_dir(spool / "jobs")
     before = live_builders(spool)
@@ -109,7 +118,7 @@ def start_pool(
         for _ in range(builders)
     ]
     deadline = time.monotonic() + START_TIMEOUT_S
-    while wait and live_builders(spool) < before + builders:
+    while live_builders(spool) < before + builders:
         dead = [p for p in procs if p.poll() is not None]
         if dead or time.monotonic() > deadline:
             why = dead[0].stderr.read().decode(errors="replace")[-800:] if dead else "timed out"

@@ -81,8 +81,13 @@ def build_in_workers(
     workers = max(wanted - resident, 0)
     if not resident and workers < 1:
         return 0, 0, 0
-    job = {"device": spec, "cache": str(cache.dir), "token": token, "options": options}
-    job["units"] = missing
+    job = {
+        "device": spec,
+        "cache": str(cache.dir),
+        "token": token,
+        "options": options,
+        "units": missing,
+    }
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     with tempfile.TemporaryDirectory(prefix="units-") as tmp:

@@ -143,12 +143,13 @@ def build_units(
     jobs: int = 1,
     switches: Switches = DEFAULTS,
 ) -> ProgramSet:
-    """Build `units` (build_program's arguments otherwise), `jobs` at a time: in worker
-    processes where the driver compiles one program at a time per process
-    (build_workers.py: as many and as long as `switches` allow), else in threads."""
+    """Build `units` (build_program's arguments otherwise), `jobs` at a time: where the
+    driver compiles one program at a time per process, by the host's resident builders
+    (build_pool.py, whatever `jobs` is) and worker processes (build_workers.py: as many
+    and as long as `switches` allow), else in threads."""
     options = build_options(storage, info, half_weights)
     prebuilt = workers = resident = 0
-    if cache is not None and build_workers.compiles_one_at_a_time(info):  # resident too
+    if cache is not None and build_workers.compiles_one_at_a_time(info):
         prebuilt, workers, resident = build_workers.build_in_workers(
             device,
             info,
