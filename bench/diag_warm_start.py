@@ -1,0 +1,200 @@
+"""Where a warm start's time goes: a fresh process with the kernel cache full, step by step.
+
+    python bench/diag_warm_start.py MODEL... [--device NVIDIA] [--repeat 3] [--contexts 5]
+
+`--contexts N`: N fresh processes each timing pyopencl's import, the platforms, the first
+and a second OpenCL context and a queue, and whether another thread runs Python while a
+context is being created (the GIL released: "overlap" near 1.0) or not (near 0.0).
+Per model: one cold child fills a new, empty cache; then `--repeat` warm children print
+their session's init phases, each program binary's load (count, sum, the longest) and the
+wall time of the loads, and the last warm child the functions that took the most time
+(cProfile, own time). Each child prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cold_start import clean_env, model_inputs  # noqa: E402
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1e3, 2)
+
+
+def _spin(seconds: float) -> int:
+    """Pure-Python iterations done in `seconds` (needs the GIL)."""
+    end, n = time.perf_counter() + seconds, 0
+    while time.perf_counter() < end:
+        n += 1
+    return n
+
+
+def child_context(device: str | None) -> dict:
+    t = time.perf_counter()
+    import pyopencl as cl
+
+    out = {"import_ms": _ms(t)}
+    t = time.perf_counter()
+    platforms = cl.get_platforms()
+    out["platforms_ms"] = _ms(t)
+    from delegate_runtime.gpu.opencl.runtime import select_device
+
+    t = time.perf_counter()
+    dev = select_device(device)
+    out["select_ms"] = _ms(t)
+    out["platforms"] = [p.name for p in platforms]
+    alone = _spin(0.05)
+    made: dict = {}
+
+    def make() -> None:
+        s = time.perf_counter()
+        made["ctx"] = cl.Context([dev])
+        made["ms"] = _ms(s)
+
+    t = time.perf_counter()
+    th = threading.Thread(target=make)
+    th.start()
+    spun, spin_start = 0, time.perf_counter()
+    while th.is_alive():
+        spun += _spin(0.005)
+    th.join()
+    out["context_ms"] = made["ms"]
+    spin_s = time.perf_counter() - spin_start
+    out["overlap"] = round((spun / max(spin_s, 1e-9)) / (alone / 0.05), 2)
+    t = time.perf_counter()
+    cl.CommandQueue(made["ctx"], dev)
+    out["queue_ms"] = _ms(t)
+    t = time.perf_counter()
+    cl.Context([dev])
+    out["context2_ms"] = _ms(t)
+    return out
+
+
+def _timed_binary_loads(stats: dict) -> None:
+    """Wrap the C API's binary build (as program.py calls it) to count and time it."""
+    from delegate_runtime.gpu.opencl import program
+
+    real = program.build_from_binary
+    lock = threading.Lock()
+
+    def timed(*args, **kwargs):
+        s = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            e = time.perf_counter()
+            with lock:
+                stats["n"] += 1
+                stats["sum_ms"] += (e - s) * 1e3
+                stats["max_ms"] = max(stats["max_ms"], (e - s) * 1e3)
+                stats["first"] = min(stats["first"], s)
+                stats["last"] = max(stats["last"], e)
+                stats["bytes"] += len(args[3])
+
+    program.build_from_binary = timed
+
+
+def child_session(model_path: str, precision: str, device: str | None, cache: str, prof: bool):
+    import pyopencl  # noqa: F401
+
+    from delegate_runtime import load_model
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.ops.registry import supported_ops
+
+    supported_ops()
+    stats = {"n": 0, "sum_ms": 0.0, "max_ms": 0.0, "first": 1e18, "last": 0.0, "bytes": 0}
+    _timed_binary_loads(stats)
+    model = load_model(model_path)
+    xs = model_inputs(model_path)
+    profiler = cProfile.Profile() if prof else None
+    t0 = time.perf_counter()
+    if profiler:
+        profiler.enable()
+    session = GpuSession(
+        model, precision=precision, device=device, serialization_dir=cache, log=io.StringIO()
+    )
+    if profiler:
+        profiler.disable()
+    init = _ms(t0)
+    session.invoke(xs)
+    out = {
+        "init_ms": init,
+        "phases": {k: round(v) for k, v in session.init_phases_ms.items()},
+        "program": session.program_summary,
+        "binary_loads": stats["n"],
+        "binary_sum_ms": round(stats["sum_ms"], 1),
+        "binary_max_ms": round(stats["max_ms"], 1),
+        "binary_wall_ms": round((stats["last"] - stats["first"]) * 1e3, 1) if stats["n"] else 0,
+        "binary_kb": stats["bytes"] // 1024,
+    }
+    if profiler:
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(18)
+        out["profile"] = [
+            ln for ln in text.getvalue().splitlines() if ln.strip() and ln.lstrip()[0].isdigit()
+        ]
+    return out
+
+
+def run_child(args: list[str], env: dict) -> dict:
+    proc = subprocess.run(
+        [sys.executable, __file__, *args], capture_output=True, text=True, env=env
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode or not lines:
+        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-3:]}
+    return json.loads(lines[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="*")
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--contexts", type=int, default=0)
+    ap.add_argument("--child", choices=("context", "session"), help=argparse.SUPPRESS)
+    ap.add_argument("--cache", help=argparse.SUPPRESS)
+    ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child == "context":
+        print(json.dumps(child_context(a.device)))
+        return 0
+    if a.child == "session":
+        got = child_session(a.models[0], a.precision, a.device, a.cache, a.profile)
+        print(json.dumps(got))
+        return 0
+    dev = ["--device", a.device] if a.device else []
+    root = tempfile.mkdtemp(prefix="warm-diag-")
+    env = {k: v for k, v in clean_env(root, {}).items() if k != "CUDA_CACHE_PATH"}
+    for _ in range(a.contexts):
+        print("context", json.dumps(run_child(["--child", "context", *dev], env)), flush=True)
+    for model in a.models:
+        cache = tempfile.mkdtemp(prefix="kernels-", dir=root)
+        base = ["--child", "session", model, "--cache", cache, "--precision", a.precision, *dev]
+        cold = run_child(base, env)
+        print(Path(model).stem, "cold", json.dumps(cold), flush=True)
+        for i in range(a.repeat):
+            last = i == a.repeat - 1
+            warm = run_child(base + (["--profile"] if last else []), env)
+            profile = warm.pop("profile", [])
+            print(Path(model).stem, "warm", json.dumps(warm), flush=True)
+            for line in profile:
+                print("   ", line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
