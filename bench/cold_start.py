@@ -11,7 +11,8 @@ accelerator (`CompiledModel.from_file` with `HardwareAccelerator.GPU`) runs twic
 way, with NVIDIA's compute cache, its shader cache and the XDG cache pointed at a new empty
 directory. Each figure is the time from before the model is opened to the first
 inference's outputs read back into host arrays (imports and reading the file excluded, as
-both are the same for every model); "process" is the child's whole wall time. Every child
+both are the same for every model: each runtime's modules are loaded first, ours as
+LiteRT's, and neither has touched the driver); "process" is the child's whole wall time. Every child
 prints one JSON line; the table ends with the ratio of our cold start to LiteRT's.
 `--env` passes settings to our children only (e.g. DEVICEFARM_GPU_PERSISTENT=0);
 `--set persistent.MAX_RUN_BYTES=None` changes a switch of their sessions
@@ -112,6 +113,7 @@ def child_ours(
 
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl import preparation  # noqa: F401  (as LiteRT's module)
     from delegate_runtime.ops.registry import supported_ops
 
     supported_ops()  # the reference kernels' modules imported, as an agent has them

@@ -111,6 +111,7 @@ def child_session(model_path: str, precision: str, device: str | None, cache: st
 
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl import preparation  # noqa: F401  (cold_start's child)
     from delegate_runtime.ops.registry import supported_ops
 
     supported_ops()

@@ -157,15 +157,28 @@ class GpuSession:
         partitions = self.delegation.partitions
         cache_dir = prep.kernel_cache_dir(opts.serialization_dir)
         t = time.perf_counter()
-        opened = prep.open_device(opts.device, self._plan)
-        self.device_info, self.plan = opened.info, opened.plan
+        found = prep.find_device(opts.device, self._plan)
+        self.device_info, self.plan = found.info, found.plan
+        t = self._phase("device", t)
+        opening = prep.start_context(found)  # the driver's 120-220 ms, beside the lowering
+        jobs = prep.jobs_for(opts.build_jobs, switches)
+
+        def lower(staged: bool) -> tuple[list, prep.ModelProgram]:
+            parts = prep.lower_partitions(sg, partitions, opts.precision, found, staged, switches)
+            return parts, prep.model_program(
+                sg, partitions, parts, opts.precision, found, jobs, switches
+            )
+
+        staged = prep.staged_edges(opts.precision, found)
+        parts, program = lower(staged)
+        t = self._phase("lower", t)
+        opened = opening.result()
         self.ctx, self.queue = opened.ctx, opened.queue
         self.host_edges = opened.host_edges is not None
-        t = self._phase("context", t)
-        parts = prep.lower_partitions(sg, partitions, opts.precision, opened, switches)
-        t = self._phase("lower", t)
-        jobs = prep.jobs_for(opts.build_jobs, switches)
-        program = prep.model_program(sg, partitions, parts, opts.precision, opened, jobs, switches)
+        t = self._phase("context", t)  # what the lowering left of the context's making
+        if staged != (opts.precision == "fp16" or self.host_edges):
+            parts, program = lower(not staged)  # the device refused the plan's host edges
+            t = self._phase("lower_again", t)
         self.half_weights = program.half_weights
         self.specialized_kernels = program.specialized_kernels
         # a serialization dir keys the program by the model (TFLite's model token)

@@ -148,7 +148,8 @@ class BenchmarkResult:
     model_sha256: str | None = None
     #: everything before the first inference, as benchmark_model's Init: the two below
     init_us: int | None = None
-    #: the part a process pays once, on its first session (modules, OpenCL context)
+    #: the part a process pays once, on its first session (modules, OpenCL device; its
+    #: context is begun then and finished beside the model's lowering)
     init_process_us: int | None = None
     #: the part this model pays: reading it and opening its session
     init_model_us: int | None = None

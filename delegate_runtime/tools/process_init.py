@@ -1,6 +1,8 @@
 """Init split in two: what the first session in a process pays once (the reader's and
-the reference kernels' modules, the OpenCL context of the device), and what each model
-pays (reading it, folding, partitioning, the delegate's program, lowering, uploads).
+the reference kernels' modules, the OpenCL device: the driver loaded, its context begun in
+a thread), and what each model pays (reading it, folding, partitioning, the delegate's
+program, lowering, uploads, and whatever of the context's making the model's reading and
+lowering did not cover: the session's "context" phase).
 
 A fresh `devicefarm benchmark` pays both, as a fresh `benchmark_model` does, and its
 `Init:` figure is their sum; a lab agent runs job after job in one process, so only its
@@ -15,8 +17,10 @@ from typing import Any
 #: GpuSession.init_phases_ms names, as the init line spells them.
 GPU_PHASES = {
     "fold_and_partition": "fold and partition",
-    "context": "device and queue",
+    "device": "device",
     "lower": "lower",
+    "context": "context (beyond the lowering)",
+    "lower_again": "lower again",
     "program": "program",
     "launch_loop": "launch loop",
     "upload": "upload",
@@ -24,9 +28,10 @@ GPU_PHASES = {
 
 
 def prepare_process(delegate: str, device: str | None = None) -> int:
-    """Pay the once-per-process costs of sessions on `delegate` now; returns the
-    microseconds spent (near 0 once paid). Raises what the session would raise for a
-    missing device; leaves a missing GPU extra to the session's own clear error."""
+    """Pay the once-per-process costs of sessions on `delegate` now (the OpenCL context
+    begun, in a thread); returns the microseconds spent (near 0 once paid). Raises what
+    the session would raise for a missing device; leaves a missing GPU extra and a
+    context the driver refuses to the session's own clear errors."""
     start = time.perf_counter_ns()
     import tflite  # noqa: F401  (the reader's flatbuffer schema)
 
@@ -37,12 +42,14 @@ def prepare_process(delegate: str, device: str | None = None) -> int:
     if delegate == "gpu":
         try:  # the delegate's modules (and pyopencl) that a session imports on first use
             from ..gpu import delegate as _  # noqa: F401
-            from ..gpu.opencl import cache, executor, lowering, program  # noqa: F401
-            from ..gpu.opencl.runtime import select_device, shared_context
+            from ..gpu.opencl import preparation  # noqa: F401
+            from ..gpu.opencl.runtime import select_device, start_shared_context
         except ImportError:
             pass
         else:
-            shared_context(select_device(device))
+            # the context is made in a thread while the model is read and lowered: the
+            # session waits for what is left of it (its "context" phase)
+            start_shared_context(select_device(device))
             from ..gpu.opencl.native_library import native_library
 
             native_library()  # compiles the C launch loop and copy the first time here
@@ -77,7 +84,7 @@ def init_split_line(process_us: int, read_us: int, session_us: int, session: Any
     parts = [f"read {read_us / 1e3:.1f}", f"session {session_us / 1e3:.1f}{detail}"]
     return (
         f"Init split (ms): once per process {process_us / 1e3:.1f} (runtime modules, "
-        f"OpenCL context), this model {(read_us + session_us) / 1e3:.1f} "
+        f"OpenCL device), this model {(read_us + session_us) / 1e3:.1f} "
         f"({', '.join(parts)})"
     )
 

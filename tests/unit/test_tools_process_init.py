@@ -22,8 +22,9 @@ def test_the_process_part_is_paid_once():
             SimpleNamespace(
                 init_phases_ms={
                     "fold_and_partition": 2.04,
-                    "context": 0.2,
+                    "device": 0.4,
                     "lower": 5.1,
+                    "context": 0.2,
                     "program": 30.0,
                     "launch_loop": 0.01,
                     "upload": 30.4,
@@ -33,8 +34,8 @@ def test_the_process_part_is_paid_once():
                 specialized_kernels=14,
                 launch_loop="c",
             ),
-            "(read 3.2, session 1.9: fold and partition 2.0, device and queue 0.2, lower 5.1, "
-            "program 30.0 (14 specialized, from cache), launch loop 0.0 (c), upload 30.4)",
+            "(read 3.2, session 1.9: fold and partition 2.0, device 0.4, lower 5.1, context "
+            "(beyond the lowering) 0.2, program 30.0 (14 specialized, from cache), launch loop 0.0 (c), upload 30.4)",
         ),
         (
             SimpleNamespace(
@@ -60,6 +61,6 @@ def test_the_process_part_is_paid_once():
 def test_init_split_line(session, detail):
     line = init_split_line(1102_300, 3_200, 1_900, session)
     assert line == (
-        "Init split (ms): once per process 1102.3 (runtime modules, OpenCL context), "
+        "Init split (ms): once per process 1102.3 (runtime modules, OpenCL device), "
         f"this model 5.1 {detail}"
     )

@@ -49,9 +49,16 @@ class Param:
 
 def strip_comments(text: str) -> str:
     """`text` with its // and /* */ comments blanked (newlines kept)."""
-    return re.sub(
-        r"//[^\n]*|/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group()), text, flags=re.S
-    )
+    return COMMENT.sub(lambda m: _blank(m.group()), text)
+
+
+#: A // or /* */ comment.
+COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", flags=re.S)
+
+
+def _blank(text: str) -> str:
+    """`text` as spaces, its newlines kept."""
+    return "\n".join(" " * len(line) for line in text.split("\n"))
 
 
 @dataclass(frozen=True)
@@ -117,16 +124,21 @@ def _top_level_split(text: str) -> list[str]:
     return [*parts, text[last:]]
 
 
+#: The brackets `_matching` pairs, each pair's pattern finding either of them.
+_BRACKETS = {"(": re.compile(r"[()]"), "{": re.compile(r"[{}]")}
+
+
 def _matching(text: str, start: int, open_: str, close: str) -> int:
-    """Index of the bracket closing the one at `start`."""
+    """Index of the bracket closing the one at `start` (round or curly), found by a regex
+    that visits only the brackets: a kernel's body is thousands of characters."""
     depth = 0
-    for i in range(start, len(text)):
-        if text[i] == open_:
+    for m in _BRACKETS[open_].finditer(text, start):
+        if m.group() == open_:
             depth += 1
-        elif text[i] == close:
+        else:
             depth -= 1
             if depth == 0:
-                return i
+                return m.start()
     raise ValueError(f"unbalanced {open_}{close} from offset {start}")
 
 

@@ -34,9 +34,15 @@ _checked: dict[int, bool] = {}  #: context handle -> the check's verdict
 _lock = threading.Lock()
 
 
+def offered(device: Any) -> bool:
+    """Whether `device` names the extension (no context needed; `HostEdges.usable` still
+    checks a buffer on the context)."""
+    return EXTENSION in device.extensions.split()
+
+
 def _creator(lib: ctypes.CDLL, device: Any) -> Any:
     """clCreateBufferNV of the device's platform, or None."""
-    if EXTENSION not in device.extensions.split():
+    if not offered(device):
         return None
     get = lib.clGetExtensionFunctionAddressForPlatform
     get.restype, get.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p]

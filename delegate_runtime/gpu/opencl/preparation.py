@@ -2,21 +2,27 @@
 (gpu/delegate.py) runs in order, timing each as an init phase:
 
     cache_dir = kernel_cache_dir(options.serialization_dir)
-    opened = open_device(options.device, plan_for)                          # "context"
-    parts = lower_partitions(sg, partitions, precision, opened, switches)    # "lower"
-    program = model_program(sg, partitions, parts, precision, opened, jobs, switches)
+    found = find_device(options.device, plan_for)                           # "device"
+    opening = start_context(found)          # the context made in a thread, meanwhile:
+    parts = lower_partitions(sg, partitions, precision, found, staged, switches)
+    program = model_program(sg, partitions, parts, precision, found, jobs, switches)
+                                                                            # "lower"
+    opened = opening.result()                                               # "context"
     programs = build_program(opened, program, precision, cache_dir, token, jobs, switches)
     native = native_for(opened.plan, cache_dir, switches)                   # "launch_loop"
     executors = make_executors(opened, programs, sg, program.parts, precision, native,
                                switches)                                    # "upload"
     launch_loop_facts(executors, switches)   # which loop runs, why, which build
 
-Each step takes what those before it made and returns what it made.
+Each step takes what those before it made and returns what it made. NVIDIA's driver takes
+120-220 ms to make a context and lets other threads run meanwhile: lowering and writing
+the program's source need only the device's facts, so they no longer wait for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +33,7 @@ from ...graph import Subgraph
 from ...submodel import boundary
 from ..execution_plan import ExecutionPlan
 from ..switches import Switches
-from . import const_types, persistent, specialize
+from . import const_types, host_edges, persistent, specialize
 from .cache import KernelCache, default_cache_dir, point_driver_cache
 from .executor import PartitionExecutor, SessionDevice
 from .host_edges import HostEdges, host_edges_for
@@ -49,51 +55,86 @@ def kernel_cache_dir(serialization_dir: str | None) -> Path:
 
 
 @dataclass(frozen=True)
-class OpenedDevice:
-    """The session's device, its facts and plan, its context and queue, and its
-    host-memory edges where the plan asks for them and the device offers them."""
+class FoundDevice:
+    """The session's device, its facts and its plan on it: what lowering needs."""
 
     device: Any
     info: DeviceInfo
     plan: ExecutionPlan
+
+
+@dataclass(frozen=True)
+class OpenedDevice(FoundDevice):
+    """A found device with its context and queue, and its host-memory edges where the
+    plan asks for them and the device offers them."""
+
     ctx: Any
     queue: Any
     host_edges: HostEdges | None
 
 
-def open_device(
+def find_device(
     requested: str | None, plan_for: Callable[[DeviceInfo], ExecutionPlan]
-) -> OpenedDevice:
-    """The device `requested` (select_device's argument), the session's plan on it, and a
-    queue: a profiling one where the plan times each launch."""
-    import pyopencl as cl
-
+) -> FoundDevice:
+    """The device `requested` (select_device's argument) and the session's plan on it."""
     device = select_device(requested)
     info = describe(device)
-    plan = plan_for(info)
+    return FoundDevice(device, info, plan_for(info))
+
+
+def open_context(found: FoundDevice) -> OpenedDevice:
+    """`found` with its (shared) context and a queue: a profiling one where the plan times
+    each launch."""
+    import pyopencl as cl
+
+    device, plan = found.device, found.plan
     props = cl.command_queue_properties.PROFILING_ENABLE if plan.profiling else 0
     ctx = shared_context(device)
     queue = guarded(
         "creating a command queue", lambda: cl.CommandQueue(ctx, device, properties=props)
     )
     edges = host_edges_for(ctx, queue) if plan.host_edges else None
-    return OpenedDevice(device, info, plan, ctx, queue, edges)
+    return OpenedDevice(found.device, found.info, plan, ctx, queue, edges)
+
+
+def start_context(found: FoundDevice) -> Future[OpenedDevice]:
+    """open_context(found) in a thread of its own; its result (or its error) when asked."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="opencl-context")
+    try:
+        return pool.submit(open_context, found)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def open_device(
+    requested: str | None, plan_for: Callable[[DeviceInfo], ExecutionPlan]
+) -> OpenedDevice:
+    """find_device and open_context in one step."""
+    return open_context(find_device(requested, plan_for))
+
+
+def staged_edges(precision: str, found: FoundDevice) -> bool:
+    """Whether partitions' edges go through float32 staging buffers: half storage, or
+    edges in host memory where the plan asks for them and the device names their
+    extension (before the context: OpenedDevice.host_edges, after a buffer's check on
+    it, is the last word)."""
+    return precision == "fp16" or (found.plan.host_edges and host_edges.offered(found.device))
 
 
 def lower_partitions(
     sg: Subgraph,
     partitions: list[list[int]],
     precision: str,
-    opened: OpenedDevice,
+    found: FoundDevice,
+    staged: bool,
     switches: Switches,
 ) -> list[LoweredPartition]:
-    """Each partition's launches, its edges in float32 staging buffers where the storage
-    is half or the edges lie in host memory."""
-    staged = precision == "fp16" or opened.host_edges is not None
+    """Each partition's launches, its edges in float32 staging buffers where `staged`
+    (staged_edges)."""
     parts = []
     for nodes in partitions:
         lowerer = Lowerer(
-            sg, opened.info.compute_units, precision, opened.plan.gemm_groups_per_cu, switches
+            sg, found.info.compute_units, precision, found.plan.gemm_groups_per_cu, switches
         )
         ins, outs = boundary(sg, nodes)
         lowerer.lower_partition(nodes, set(outs))
@@ -123,7 +164,7 @@ def model_program(
     partitions: list[list[int]],
     parts: list[LoweredPartition],
     precision: str,
-    opened: OpenedDevice,
+    found: FoundDevice,
     jobs: int,
     switches: Switches,
 ) -> ModelProgram:
@@ -145,7 +186,7 @@ def model_program(
         else part
         for part in parts
     ]
-    plan = opened.plan
+    plan = found.plan
     if not plan.specialize:
         return ModelProgram([generic], "program", parts, half_weights, 0)
     launches = [launch for out in lowered for launch in out.launches]
@@ -155,7 +196,7 @@ def model_program(
         launches[pos].copy_args = own.args[pos]
     units = split_units(own.source, jobs)
     if plan.persistent:  # planned and compiled only where they run
-        units += _persistent_units(own.source, lowered, opened.info, switches)
+        units += _persistent_units(own.source, lowered, found.info, switches)
     return ModelProgram(units, "model", parts, half_weights, own.specialized)
 
 

@@ -23,7 +23,7 @@ from ...host_cpus import usable_cpus
 from ..switches import DEFAULTS, Switches
 from . import build_workers
 from .cache import KernelCache
-from .capi import opencl_library
+from .capi import create_kernel, opencl_library
 from .cl_source import read_source
 from .program import (
     BuiltProgram,
@@ -122,7 +122,10 @@ class ProgramSet:
 
         if name not in self._owner:
             raise KeyError(f"no kernel {name!r} in the delegate's program")
-        return cl.Kernel(self._owner[name], name)
+        lib = opencl_library()
+        if lib is None:
+            return cl.Kernel(self._owner[name], name)
+        return guarded("creating a kernel", lambda: create_kernel(lib, self._owner[name], name))
 
 
 def build_jobs(most: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections.abc import Callable
@@ -174,6 +175,18 @@ def shared_context(device: Any) -> Any:
             ctx = guarded("creating an OpenCL context", lambda: cl.Context([device]))
             _CONTEXTS[device.int_ptr] = ctx
         return ctx
+
+
+def start_shared_context(device: Any) -> None:
+    """shared_context(device) begun in a thread, so that a session's preparation runs
+    beside the driver's work and waits only for what is left of it. A failure is left to
+    the session's own call, which raises it."""
+
+    def make() -> None:
+        with contextlib.suppress(Exception):  # the session's own call reports it
+            shared_context(device)
+
+    threading.Thread(target=make, name="opencl-context", daemon=True).start()
 
 
 def available_names(devices: list[tuple[int, int, Any]]) -> str:
