@@ -100,6 +100,10 @@ class Interpreter:
                     # NOTE: np.zeros maps untouched pages: a huge declared state that no op
                     # uses costs no memory, where a copy would allocate it all up front.
                     init = np.array(t.data) if t.data is not None else np.zeros(t.shape, t.dtype)
+                    q = t.quantization
+                    if t.data is None and t.dtype == np.int8 and q is not None and q.zero_point[0]:
+                        # LiteRT resets an int8 variable to its zero point (ResetVariableTensor)
+                        init = np.full(t.shape, q.zero_point[0], np.int8)
                     self._variables[(si, t.index)] = init
 
     # -- running --------------------------------------------------------------
@@ -206,6 +210,7 @@ class Interpreter:
             out_tensors=[sg.tensors[t] for t in op.outputs],
             run_subgraph=self.run_subgraph,
             state=self.kernel_state,
+            intermediates=[sg.tensors[t] for t in op.intermediates],
         )
         self.check_stop(f"subgraph {si} {op.describe()}")
         start = time.perf_counter()

@@ -76,6 +76,8 @@ class OpContext:
     variable_writes: dict[int, np.ndarray] = field(default_factory=dict)
     #: per-interpreter state of stateful kernels (CALL_ONCE, resource variables)
     state: dict[str, Any] = field(default_factory=dict)
+    #: the op's intermediate tensors (a full-integer LSTM's gate and hidden quantizations)
+    intermediates: list[Tensor] = field(default_factory=list)
 
     @property
     def options(self) -> dict[str, Any]:
