@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import ModelError
 from .alloc import check_alloc
 from .common import apply_activation, quant_params
+from .lstm_integer import GateTensors, Quant, lstm_sequence, prepare_cell
 from .registry import OpContext, register
 from .rnn import hybrid_matmul
 
@@ -133,8 +134,8 @@ def _float(ctx: OpContext, i: int) -> np.ndarray | None:
         return None
     if x.dtype.kind != "f":
         raise ModelError(
-            f"{ctx.op.describe()}: input {i} is {x.dtype.name}; only float LSTMs are "
-            "supported (hybrid and integer-quantized LSTMs are not)"
+            f"{ctx.op.describe()}: input {i} is {x.dtype.name}; the float LSTM takes float "
+            "inputs (hybrid LSTMs, float activations with int8 weights, are not supported)"
         )
     return x.astype(np.float32, copy=False)
 
@@ -308,17 +309,134 @@ def _states(ctx: OpContext) -> tuple[np.ndarray, np.ndarray]:
     return h, c
 
 
+# -- full-integer cells (int8 activations and weights, int16 cell state: lstm_integer) -------
+
+#: Types of a full-integer LSTM's tensors (CheckInputTensorDimensions with is_integer).
+INTEGER_TYPES = {"weights": np.int8, "peephole": np.int16, "bias": np.int32,
+                 "layer norm": np.int16}  # fmt: skip
+#: Intermediates of TFLite's 8x8->16 integer LSTM (4 gate pre-activations, the hidden state);
+#: the 8x8->8 form (12) is not run here.
+INTEGER_INTERMEDIATES = 5
+
+
+def _is_integer(ctx: OpContext) -> bool:
+    x = ctx.input(IN_INPUT)
+    return x is not None and x.dtype == np.int8
+
+
+def _quant(ctx: OpContext, i: int) -> Quant:
+    """Input `i`'s per-tensor quantization."""
+    q = quant_params(ctx.in_tensors[i], f"input {i}")
+    return Quant(float(q.scale[0]), int(q.zero_point[0]))
+
+
+def _typed(ctx: OpContext, i: int, kind: str) -> tuple[np.ndarray | None, Quant | None]:
+    """Optional input `i` of a full-integer LSTM, checked against its type, and its
+    quantization (None for biases, which TFLite reads without their scale)."""
+    x = ctx.input(i)
+    if x is None:
+        return None, None
+    if x.dtype != INTEGER_TYPES[kind]:
+        raise ModelError(
+            f"{ctx.op.describe()}: input {i} ({kind}) is {x.dtype.name}; a full-integer LSTM "
+            f"takes {np.dtype(INTEGER_TYPES[kind]).name}"
+        )
+    return x, None if kind == "bias" else _quant(ctx, i)
+
+
+def _intermediate(ctx: OpContext, k: int) -> Quant:
+    t = ctx.intermediates[k]
+    q = quant_params(t, f"intermediate {k}")
+    return Quant(float(q.scale[0]), int(q.zero_point[0]))
+
+
+def _integer_cell(ctx: OpContext, max_cell_scale: int | None = None) -> tuple:
+    """The prepared cell of a full-integer LSTM op and its int8 output state and int16 cell
+    state as [batch, size]."""
+    what = ctx.op.describe()
+    if len(ctx.intermediates) != INTEGER_INTERMEDIATES:
+        raise ModelError(
+            f"{what}: a full-integer LSTM needs {INTEGER_INTERMEDIATES} intermediates (TFLite's "
+            f"8x8->16 kernel), got {len(ctx.intermediates)}"
+        )
+    layout = FULL_LAYOUT
+    layer_norm = (
+        len(ctx.inputs) > layout.layer_norm[1] and ctx.input(layout.layer_norm[1]) is not None
+    )
+    gates = {}
+    for g, name in enumerate(GATES):
+        (w_x, x_q), (w_h, h_q) = (_typed(ctx, layout.x_weights[g], "weights"),
+                                  _typed(ctx, layout.h_weights[g], "weights"))  # fmt: skip
+        if name != "input" and (w_x is None or w_h is None):
+            raise ModelError(f"{what}: the {name} gate weights are missing")
+        if w_h is not None and w_h.ndim != 2:
+            raise ModelError(f"{what}: a full-integer LSTM takes matrix recurrent weights")
+        peep = (
+            (None, None) if name == "cell" else _typed(ctx, layout.peepholes[min(g, 2)], "peephole")
+        )
+        norm = _typed(ctx, layout.layer_norm[g], "layer norm") if layer_norm else (None, None)
+        gates[name] = GateTensors(
+            w_x=w_x, w_h=w_h, x_quant=x_q, h_quant=h_q,
+            bias=_typed(ctx, layout.biases[g], "bias")[0],
+            peephole=peep[0], peephole_quant=peep[1],
+            layer_norm=norm[0], layer_norm_quant=norm[1],
+            intermediate=_intermediate(ctx, g) if layer_norm else None,
+        )  # fmt: skip
+    proj_w, proj_q = _typed(ctx, layout.proj_weights, "weights")
+    proj_b = _typed(ctx, layout.proj_bias, "bias")[0]
+    h, c = ctx.input(IN_OUTPUT_STATE), ctx.input(IN_CELL_STATE)
+    if h is None or c is None or h.dtype != np.int8 or c.dtype != np.int16:
+        raise ModelError(f"{what}: a full-integer LSTM takes an int8 output state and an int16 "
+                         "cell state")  # fmt: skip
+    cell = prepare_cell(
+        what,
+        gates,
+        None if proj_w is None else (proj_w, proj_q, proj_b),
+        input_q=_quant(ctx, IN_INPUT),
+        output_state_q=_quant(ctx, IN_OUTPUT_STATE),
+        cell_state_q=_quant(ctx, IN_CELL_STATE),
+        output_q=Quant(float(quant_params(ctx.out_tensors[0], "output").scale[0])),
+        hidden_q=_intermediate(ctx, 4),
+        cell_clip=float(ctx.opt("cell_clip", 0.0)),
+        proj_clip=float(ctx.opt("proj_clip", 0.0)),
+        max_cell_scale=max_cell_scale,
+    )
+    return cell, h, c
+
+
+def _integer_sequence(ctx: OpContext, seq: np.ndarray, batch_major: bool,
+                      max_cell_scale: int | None = None) -> np.ndarray:  # fmt: skip
+    """Run a full-integer cell over time-major `seq`, update its states, return the int8
+    outputs [time, batch, output]."""
+    cell, h, c = _integer_cell(ctx, max_cell_scale)
+    batch = seq.shape[1]
+    if h.size != batch * cell.n_output or c.size != batch * len(cell.gates["output"].w_x):
+        raise ModelError(f"{ctx.op.describe()}: the states do not fit batch {batch}")
+    check_alloc((*seq.shape[:2], cell.n_output), np.int8, f"{ctx.op.describe()}: output")
+    outs, h_new, c_new = lstm_sequence(
+        cell, seq, h.reshape(batch, -1), c.reshape(batch, -1), batch_major
+    )
+    ctx.write_variable(IN_OUTPUT_STATE, h_new.reshape(h.shape))
+    ctx.write_variable(IN_CELL_STATE, c_new.reshape(c.shape))
+    return outs
+
+
 # NOTE: versions 2-3 of UNIDIRECTIONAL_SEQUENCE_LSTM and 3-4 of LSTM are hybrid (int8
 # weights, inputs quantized on the fly): not registered, so such models fail before running.
 @register("UNIDIRECTIONAL_SEQUENCE_LSTM", versions=(1, 4))
 def unidirectional_sequence_lstm(ctx: OpContext) -> np.ndarray:
     """An LSTM over a sequence [time, batch, input] (time_major) or [batch, time, input];
-    version 4 takes diagonal (vector) recurrent weights."""
-    cell = read_cell(ctx)
-    x = _float(ctx, IN_INPUT)
+    version 4 takes diagonal (vector) recurrent weights. Full-integer models (int8 input and
+    weights, int16 cell state, version 1) run TFLite's integer kernel (lstm_integer)."""
+    x = ctx.input(IN_INPUT)
     if x is None or x.ndim != 3:
         raise ModelError(f"{ctx.op.describe()}: the input must have rank 3")
     time_major = bool(ctx.opt("time_major", False))
+    if _is_integer(ctx):
+        out = _integer_sequence(ctx, x if time_major else x.transpose(1, 0, 2), not time_major)
+        return out if time_major else out.transpose(1, 0, 2)
+    cell = read_cell(ctx)
+    x = _float(ctx, IN_INPUT)
     seq = x if time_major else x.transpose(1, 0, 2)
     h, c = _states(ctx)
     h, c = h.reshape(seq.shape[1], -1), c.reshape(seq.shape[1], -1)
@@ -337,6 +455,12 @@ def lstm(ctx: OpContext) -> np.ndarray | list[np.ndarray]:
     """One LSTM step: the full 20/24-input kernel, or the basic 5-input one (kernel_type)."""
     if int(ctx.opt("kernel_type", KERNEL_FULL)) == KERNEL_BASIC:
         return basic_lstm(ctx)
+    if _is_integer(ctx):
+        x = ctx.input(IN_INPUT)
+        if x.ndim != 2:
+            raise ModelError(f"{ctx.op.describe()}: the input must have rank 2")
+        # NOTE: LSTM's Prepare (unlike the sequence op's) requires a cell scale <= 2^-9.
+        return _integer_sequence(ctx, x[None], batch_major=False, max_cell_scale=-9)[0]
     cell = read_cell(ctx)
     x = _float(ctx, IN_INPUT)
     h, c = _states(ctx)
