@@ -25,7 +25,7 @@ INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
 GATE_SCALE = 2.0**-12
 #: TFLite's variance guard: max(1, int(VARIANCE_GUARD * layer-norm scale)).
 VARIANCE_GUARD = 10000
-#: ApplyTanh's integer bits; other cell-state scales leave TFLite's output unwritten.
+#: ApplyTanh's integer bits: a cell state scale of 2^-15 to 2^-9 (15 + log2 scale bits).
 TANH_INTEGER_BITS = range(7)
 
 Multiplier = tuple[int, int]  #: (int32 fixed-point multiplier, shift), QuantizeMultiplier's
@@ -283,7 +283,11 @@ def lstm_step(
         c = np.clip(c, -cell.cell_clip, cell.cell_clip)
     out_gate = _gate(cell, gates["output"], x, h, c, rows)
     # CalculateLstmOutputInteger8x8_16
-    hidden = out_gate * tanh_q(c, 15 + cell.cell_scale)
+    # NOTE: TFLite's ApplyTanh has no case for other integer bits and writes nothing: its
+    # output buffer still holds this step's input gate, which then stands for tanh(c). The
+    # converter gives a cell state within +-0.5 the scale 2^-16, so real models do this.
+    bits = 15 + cell.cell_scale
+    hidden = out_gate * (tanh_q(c, bits) if bits in TANH_INTEGER_BITS else inp)
     if cell.proj_w is None:
         return np.clip(_mbqm(hidden, cell.hidden_mult) + cell.hidden_zp, -128, 127), c
     # NOTE: TFLite quantizes the hidden state with the negated zero point before the
@@ -399,10 +403,10 @@ def prepare_cell(
         raise ModelError(f"{what}: the cell state's scale {cell_state_q.scale} is no power of 2")
     if max_cell_scale is not None and cell_scale > max_cell_scale:
         raise ModelError(f"{what}: the cell state's scale must be at most 2^{max_cell_scale}")
-    if 15 + cell_scale not in TANH_INTEGER_BITS:
+    if 15 + cell_scale not in TANH_INTEGER_BITS and gates["input"].w_x is None:
         raise ModelError(
-            f"{what}: a cell state scale of 2^{cell_scale} is outside TFLite's integer tanh "
-            "(2^-15 to 2^-9)"
+            f"{what}: with a cell state scale of 2^{cell_scale}, outside TFLite's integer tanh "
+            "(2^-15 to 2^-9), TFLite's CIFG LSTM reads a buffer nothing wrote"
         )
     layer_norm = gates["forget"].layer_norm is not None
     n_output = gates["output"].w_h.shape[1]

@@ -75,6 +75,13 @@ CONFIGS = {
     "proj_clip": replace(BASE, projection=True, proj_clip=0.12),
     "cell_scale_2^-9": replace(BASE, cell_log2=-9),
     "cell_scale_2^-15_time_major": replace(BASE, cell_log2=-15, time_major=True),
+    # outside ApplyTanh's range: TFLite uses the input gate for tanh(c) (see lstm_integer);
+    # the converter picks 2^-16 for a cell state within +-0.5
+    "cell_scale_2^-16": replace(BASE, cell_log2=-16),
+    "cell_scale_2^-16_time_major_peephole": replace(
+        BASE, cell_log2=-16, time_major=True, peephole=True
+    ),
+    "cell_scale_2^-8_layer_norm": replace(BASE, cell_log2=-8, layer_norm=True),
     "batch1_long": replace(BASE, batch=1, time=12, n_in=7, n_cell=16),
     "wide_batch_major": replace(BASE, batch=4, time=5, n_in=6, n_cell=12),
 }
@@ -138,10 +145,15 @@ def _inputs(g: SubgraphBuilder, cfg: Cfg, rng: np.random.Generator) -> list[int]
     return ins
 
 
-def _intermediates(g: SubgraphBuilder) -> list[int]:
-    """The converter's five: int16 gate pre-activations (read only with layer norm) and the
-    int8 hidden state."""
-    gates = [g.tensor(f"gate_{k}", (), np.int16, quant=(NORM_GATE_SCALE, 0)) for k in "ifco"]
+def _intermediates(g: SubgraphBuilder, layer_norm: bool) -> list[int]:
+    """The converter's five: the gates' pre-activations (int16 with layer norm; else float32
+    without quantization, as TFLite does not read them) and the int8 hidden state."""
+    gates = [
+        g.tensor(f"gate_{k}", (), np.int16, quant=(NORM_GATE_SCALE, 0))
+        if layer_norm
+        else g.tensor(f"gate_{k}", (), np.float32)
+        for k in "ifco"
+    ]
     return [*gates, g.tensor("hidden", (), np.int8, quant=HIDDEN_Q)]
 
 
@@ -161,7 +173,7 @@ def build_integer_lstm(cfg: Cfg, op: str) -> bytes:
     )
     if seq:
         options["time_major"] = cfg.time_major
-    g.op(op, [x, *ins], [y], intermediates=_intermediates(g), **options)
+    g.op(op, [x, *ins], [y], intermediates=_intermediates(g, cfg.layer_norm), **options)
     g.output(y)
     return b.build()
 
@@ -214,6 +226,14 @@ def test_integer_lstm_needs_its_intermediates() -> None:
     interp = Interpreter(read_model(b.build()))
     with pytest.raises(ModelError, match="5 intermediates"):
         interp.invoke([np.zeros((cfg.batch, cfg.time, cfg.n_in), np.int8)])
+
+
+def test_cifg_lstm_integer_refuses_a_cell_scale_outside_tanh() -> None:
+    """Outside ApplyTanh's range TFLite's CIFG kernel reads a scratch buffer no step wrote."""
+    cfg = replace(BASE, cifg=True, cell_log2=-16)
+    model = build_integer_lstm(cfg, "UNIDIRECTIONAL_SEQUENCE_LSTM")
+    with pytest.raises(ModelError, match="nothing wrote"):
+        Interpreter(read_model(model)).invoke([np.zeros((cfg.batch, cfg.time, cfg.n_in), np.int8)])
 
 
 def test_lstm_integer_refuses_a_coarse_cell_scale() -> None:
