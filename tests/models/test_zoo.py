@@ -299,15 +299,7 @@ def test_mediapipe(name: str, backend: str, request: pytest.FixtureRequest) -> N
 
 
 #: Keras files our runtime refuses though LiteRT runs them: strict xfails on every backend.
-REFUSED_KERAS = {
-    "SequenceLSTM__int8": (
-        "full-integer UNIDIRECTIONAL_SEQUENCE_LSTM (int8 weights and activations, int16 cell "
-        "state: TFLite's 8x8->16 integer LSTM kernel) is not implemented: the reference "
-        "interpreter refuses it ('only float LSTMs are supported'), and so does the GPU "
-        "session: the delegate leaves the LSTMs to the CPU, and a CPU run goes to LiteRT only "
-        "once the reference has run it on zeros (gpu/cpu_runs.py); LiteRT runs the file"
-    ),
-}
+REFUSED_KERAS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
