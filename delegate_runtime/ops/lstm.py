@@ -1,5 +1,5 @@
-"""LSTM kernels: UNIDIRECTIONAL_SEQUENCE_LSTM, the full LSTM and the basic LSTM (float),
-BIDIRECTIONAL_SEQUENCE_LSTM (float and hybrid).
+"""LSTM kernels: UNIDIRECTIONAL_SEQUENCE_LSTM and the full LSTM (float and full-integer),
+the basic LSTM (float), BIDIRECTIONAL_SEQUENCE_LSTM (float and hybrid).
 
 The full kernels take TFLite's 24-input layout (`IN_*` below; -1 marks an absent optional
 input): no input-gate tensors means CIFG (input gate = 1 - forget gate), cell-to-gate
@@ -8,7 +8,8 @@ layer-norm coefficients normalise each gate. Output and cell state are variable 
 that the kernel updates. Gate arithmetic follows TFLite's lstm_eval (LstmStepFloat).
 The bidirectional kernel runs two such cells (48 inputs, `BIDI_*` below), optionally with
 an aux input; its hybrid form (int8 weights, float activations) quantizes each operand
-row to int8 on the fly as LstmStepHybrid does.
+row to int8 on the fly as LstmStepHybrid does. Full-integer cells (int8 input, int16 cell
+state) are read here and run by lstm_integer, TFLite's 8x8->16 kernel.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from ..errors import ModelError
 from .alloc import check_alloc
 from .common import apply_activation, quant_params
-from .lstm_integer import GateTensors, Quant, lstm_sequence, prepare_cell
+from .lstm_integer import GateTensors, IntegerCell, Quant, lstm_sequence, prepare_cell
 from .registry import OpContext, register
 from .rnn import hybrid_matmul
 
@@ -350,9 +351,11 @@ def _intermediate(ctx: OpContext, k: int) -> Quant:
     return Quant(float(q.scale[0]), int(q.zero_point[0]))
 
 
-def _integer_cell(ctx: OpContext, max_cell_scale: int | None = None) -> tuple:
-    """The prepared cell of a full-integer LSTM op and its int8 output state and int16 cell
-    state as [batch, size]."""
+def _integer_cell(
+    ctx: OpContext, max_cell_scale: int | None = None
+) -> tuple[IntegerCell, np.ndarray, np.ndarray]:
+    """The prepared cell of a full-integer LSTM op, its int8 output state and int16 cell
+    state (as the op holds them)."""
     what = ctx.op.describe()
     if len(ctx.intermediates) != INTEGER_INTERMEDIATES:
         raise ModelError(
@@ -388,10 +391,12 @@ def _integer_cell(ctx: OpContext, max_cell_scale: int | None = None) -> tuple:
     if h is None or c is None or h.dtype != np.int8 or c.dtype != np.int16:
         raise ModelError(f"{what}: a full-integer LSTM takes an int8 output state and an int16 "
                          "cell state")  # fmt: skip
+    proj = None if proj_w is None else (proj_w, proj_q, proj_b)
+    _check_integer_shapes(what, gates, proj, ctx.input(IN_INPUT).shape[-1])
     cell = prepare_cell(
         what,
         gates,
-        None if proj_w is None else (proj_w, proj_q, proj_b),
+        proj,
         input_q=_quant(ctx, IN_INPUT),
         output_state_q=_quant(ctx, IN_OUTPUT_STATE),
         cell_state_q=_quant(ctx, IN_CELL_STATE),
@@ -402,6 +407,30 @@ def _integer_cell(ctx: OpContext, max_cell_scale: int | None = None) -> tuple:
         max_cell_scale=max_cell_scale,
     )
     return cell, h, c
+
+
+def _check_integer_shapes(
+    what: str, gates: dict[str, GateTensors], proj: tuple | None, n_input: int
+) -> None:
+    """Each tensor of a full-integer cell has its shape (CheckInputTensorDimensions)."""
+    n_cell, n_output = gates["output"].w_h.shape
+    want = {"input weights": (n_cell, n_input), "recurrent weights": (n_cell, n_output)}
+    want |= dict.fromkeys(("bias", "peephole", "layer norm"), (n_cell,))
+    for name, g in gates.items():
+        arrays = {"input weights": g.w_x, "recurrent weights": g.w_h, "bias": g.bias,
+                  "peephole": g.peephole, "layer norm": g.layer_norm}  # fmt: skip
+        if name == "input" and (g.w_x is None) != (g.w_h is None or g.bias is None):
+            raise ModelError(f"{what}: the input gate's weights and bias must be all or none")
+        for key, arr in arrays.items():
+            if arr is not None and arr.shape != want[key]:
+                raise ModelError(f"{what}: {name} gate {key} {list(arr.shape)} must be "
+                                 f"{list(want[key])}")  # fmt: skip
+    if proj is not None and (proj[0].shape != (n_output, n_cell) or (
+        proj[2] is not None and proj[2].shape != (n_output,)
+    )):  # fmt: skip
+        raise ModelError(f"{what}: projection weights must be [{n_output}, {n_cell}]")
+    if proj is None and n_output != n_cell:
+        raise ModelError(f"{what}: {n_output} outputs from {n_cell} cells need projection weights")
 
 
 def _integer_sequence(ctx: OpContext, seq: np.ndarray, batch_major: bool,
