@@ -238,7 +238,9 @@ def _layer_norm(gate: np.ndarray, g: IntegerGate) -> np.ndarray:
     return np.clip(out, INT16_MIN, INT16_MAX)
 
 
-def _peephole(gate: np.ndarray, g: IntegerGate, c: np.ndarray, n_output: int, rows: int):
+def _peephole(
+    gate: np.ndarray, g: IntegerGate, c: np.ndarray, n_output: int, rows: int
+) -> np.ndarray:
     """VectorBatchVectorCwiseProductAccumulate as lstm_eval calls it: with v_size n_output,
     so it walks each call's `rows` rows as one flat vector of rows x n_output values."""
     out = gate.copy()
