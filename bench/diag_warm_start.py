@@ -73,9 +73,30 @@ def child_context(device: str | None) -> dict:
     out["context_ms"] = made["ms"]
     spin_s = time.perf_counter() - spin_start
     out["overlap"] = round((spun / max(spin_s, 1e-9)) / (alone / 0.05), 2)
-    t = time.perf_counter()
-    cl.CommandQueue(made["ctx"], dev)
-    out["queue_ms"] = _ms(t)
+    from delegate_runtime.gpu.opencl.host_edges import host_edges_for
+
+    steps = {
+        "queue": lambda: made.__setitem__("queue", cl.CommandQueue(made["ctx"], dev)),
+        "host_edges": lambda: host_edges_for(made["ctx"], made["queue"]),
+        "buffer": lambda: cl.Buffer(made["ctx"], cl.mem_flags.READ_WRITE, 1 << 20),
+    }
+    for name, step in steps.items():  # each in a thread: its time, and the GIL's share
+        took: dict = {}
+
+        def run(step=step, took=took) -> None:
+            s = time.perf_counter()
+            step()
+            took["ms"] = _ms(s)
+
+        th = threading.Thread(target=run)
+        spun, spin_start = 0, time.perf_counter()
+        th.start()
+        while th.is_alive():
+            spun += _spin(0.002)
+        th.join()
+        spin_s = time.perf_counter() - spin_start
+        out[f"{name}_ms"] = took["ms"]
+        out[f"{name}_overlap"] = round((spun / max(spin_s, 1e-9)) / (alone / 0.05), 2)
     t = time.perf_counter()
     cl.Context([dev])
     out["context2_ms"] = _ms(t)
@@ -106,6 +127,25 @@ def _timed_binary_loads(stats: dict) -> None:
     program.build_from_binary = timed
 
 
+def _thread_times(stats: dict) -> None:
+    """Wrap the lowering's steps to add their wall and this thread's CPU ms to `stats`: a
+    wall far above the CPU means the thread waited (for the GIL, held by another)."""
+    from delegate_runtime.gpu.opencl import preparation
+
+    for name in ("lower_partitions", "model_program"):
+        real = getattr(preparation, name)
+
+        def timed(*args, _real=real, _name=name, **kwargs):
+            w, c = time.perf_counter(), time.thread_time()
+            try:
+                return _real(*args, **kwargs)
+            finally:
+                stats[f"{_name}_wall_ms"] = round((time.perf_counter() - w) * 1e3, 1)
+                stats[f"{_name}_cpu_ms"] = round((time.thread_time() - c) * 1e3, 1)
+
+        setattr(preparation, name, timed)
+
+
 def child_session(model_path: str, precision: str, device: str | None, cache: str, prof: bool):
     import pyopencl  # noqa: F401
 
@@ -117,6 +157,8 @@ def child_session(model_path: str, precision: str, device: str | None, cache: st
     supported_ops()
     stats = {"n": 0, "sum_ms": 0.0, "max_ms": 0.0, "first": 1e18, "last": 0.0, "bytes": 0}
     _timed_binary_loads(stats)
+    steps: dict = {}
+    _thread_times(steps)
     model = load_model(model_path)
     xs = model_inputs(model_path)
     profiler = cProfile.Profile() if prof else None
@@ -139,6 +181,7 @@ def child_session(model_path: str, precision: str, device: str | None, cache: st
         "binary_max_ms": round(stats["max_ms"], 1),
         "binary_wall_ms": round((stats["last"] - stats["first"]) * 1e3, 1) if stats["n"] else 0,
         "binary_kb": stats["bytes"] // 1024,
+        **steps,
     }
     if profiler:
         text = io.StringIO()

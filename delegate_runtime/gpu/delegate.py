@@ -176,6 +176,7 @@ class GpuSession:
         self.ctx, self.queue = opened.ctx, opened.queue
         self.host_edges = opened.host_edges is not None
         t = self._phase("context", t)  # what the lowering left of the context's making
+        self.init_phases_ms["context_made"] = round(opened.made_ms, 2)  # in its thread
         if staged != (opts.precision == "fp16" or self.host_edges):
             parts, program = lower(not staged)  # the device refused the plan's host edges
             t = self._phase("lower_again", t)

@@ -21,6 +21,7 @@ the program's source need only the device's facts, so they no longer wait for it
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -71,6 +72,7 @@ class OpenedDevice(FoundDevice):
     ctx: Any
     queue: Any
     host_edges: HostEdges | None
+    made_ms: float = 0.0  #: open_context's own time (in its thread)
 
 
 def find_device(
@@ -87,6 +89,7 @@ def open_context(found: FoundDevice) -> OpenedDevice:
     each launch."""
     import pyopencl as cl
 
+    start = time.perf_counter()
     device, plan = found.device, found.plan
     props = cl.command_queue_properties.PROFILING_ENABLE if plan.profiling else 0
     ctx = shared_context(device)
@@ -94,7 +97,8 @@ def open_context(found: FoundDevice) -> OpenedDevice:
         "creating a command queue", lambda: cl.CommandQueue(ctx, device, properties=props)
     )
     edges = host_edges_for(ctx, queue) if plan.host_edges else None
-    return OpenedDevice(found.device, found.info, plan, ctx, queue, edges)
+    made_ms = (time.perf_counter() - start) * 1e3
+    return OpenedDevice(found.device, found.info, plan, ctx, queue, edges, made_ms)
 
 
 def start_context(found: FoundDevice) -> Future[OpenedDevice]:
