@@ -23,6 +23,11 @@ its module of `gpu/opencl`.
 `--build-pool N` measures ours a second time with N resident builders
 (gpu/opencl/build_pool.py) started on the new cache before the cold run, as a lab agent
 keeps them: their start is not timed, and they hold nothing.
+`--hold-device` opens the device in this process (its OpenCL context) for the whole run,
+as a lab host holds it (its agent's context, or nvidia-persistenced): without a process
+holding it, NVIDIA's driver sets the GPU up anew for each child (about 100 ms more on
+the H200, in ours and LiteRT's alike). Without it, the run holds the device only once
+`--build-pool` has started builders.
 After the first inference each child times `--steady` more (outputs read back each time):
 the warm children's median is the inference speed a cold start must not cost.
 """
@@ -238,6 +243,18 @@ def measure_ours(
         stop_pool(procs)
 
 
+_HELD: list = []
+
+
+def hold_device(device: str | None) -> str:
+    """Open `device` here and keep its context for the rest of the run; its name."""
+    from delegate_runtime.gpu.opencl.runtime import select_device, shared_context
+
+    found = select_device(device)
+    _HELD.append(shared_context(found))
+    return found.name.strip()
+
+
 def measure_litert(path: str, runs: int) -> tuple[dict, dict]:
     root = tempfile.mkdtemp(prefix="cold-litert-")
     return cold_warm(["--child-litert", path, "--steady", str(runs)], clean_env(root, {}))
@@ -273,6 +290,11 @@ def main() -> int:
         default=0,
         help="also ours with N resident builders started on the new cache (a lab agent's)",
     )
+    ap.add_argument(
+        "--hold-device",
+        action="store_true",
+        help="keep the device open in this process throughout (as a lab host's agent does)",
+    )
     ap.add_argument("--steady", type=int, default=100, help="timed inferences after the first")
     ap.add_argument("--set", action="append", default=[], help="SWITCH=VALUE for ours")
     ap.add_argument("--child-ours", default=None, help=argparse.SUPPRESS)
@@ -290,6 +312,7 @@ def main() -> int:
         print(json.dumps(child_litert(a.child_litert, a.steady)))
         return 0
     extra = dict(kv.split("=", 1) for kv in a.env)
+    held = hold_device(a.device) if a.hold_device else None
     paths = []
     for m in a.models:
         p = Path(m)
@@ -300,6 +323,7 @@ def main() -> int:
         + (f"; ours with {extra}" if extra else "")
         + (f"; ours with {a.set}" if a.set else "")
         + f"; steady: the warm run's median of {a.steady} more, us"
+        + (f"; {held} held open by this process throughout" if held else "")
     )
     print(
         "| model | precision | ours cold | ours warm | LiteRT GPU cold | LiteRT GPU warm |"

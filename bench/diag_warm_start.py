@@ -8,7 +8,7 @@ context is being created (the GIL released: "overlap" near 1.0) or not (near 0.0
 Per model: one cold child fills a new, empty cache; then `--repeat` warm children print
 their session's init phases, each program binary's load (count, sum, the longest) and the
 wall time of the loads, and the last warm child the functions that took the most time
-(cProfile, own time). Each child prints one JSON line.
+(cProfile, own time). Each child prints one JSON line. `--hold-device`: as cold_start.py's.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cold_start import clean_env, model_inputs  # noqa: E402
+from cold_start import clean_env, hold_device, model_inputs  # noqa: E402
 
 
 def _ms(since: float) -> float:
@@ -209,6 +209,7 @@ def main() -> int:
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--contexts", type=int, default=0)
+    ap.add_argument("--hold-device", action="store_true", help="as cold_start.py's")
     ap.add_argument("--child", choices=("context", "session"), help=argparse.SUPPRESS)
     ap.add_argument("--cache", help=argparse.SUPPRESS)
     ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
@@ -221,6 +222,8 @@ def main() -> int:
         print(json.dumps(got))
         return 0
     dev = ["--device", a.device] if a.device else []
+    if a.hold_device:
+        print("held open by this process throughout:", hold_device(a.device), flush=True)
     root = tempfile.mkdtemp(prefix="warm-diag-")
     env = {k: v for k, v in clean_env(root, {}).items() if k != "CUDA_CACHE_PATH"}
     for _ in range(a.contexts):

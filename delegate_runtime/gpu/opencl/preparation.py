@@ -62,6 +62,10 @@ class FoundDevice:
     device: Any
     info: DeviceInfo
     plan: ExecutionPlan
+    #: whether the device names the host-memory edges' extension (host_edges.offered),
+    #: read here: while a context is being made, NVIDIA's driver answers a device query
+    #: only once it is made, and pyopencl's call holds the GIL meanwhile (110 ms lost)
+    host_edges_offered: bool
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,7 @@ def find_device(
     """The device `requested` (select_device's argument) and the session's plan on it."""
     device = select_device(requested)
     info = describe(device)
-    return FoundDevice(device, info, plan_for(info))
+    return FoundDevice(device, info, plan_for(info), host_edges.offered(device))
 
 
 def open_context(found: FoundDevice) -> OpenedDevice:
@@ -98,7 +102,8 @@ def open_context(found: FoundDevice) -> OpenedDevice:
     )
     edges = host_edges_for(ctx, queue) if plan.host_edges else None
     made_ms = (time.perf_counter() - start) * 1e3
-    return OpenedDevice(found.device, found.info, plan, ctx, queue, edges, made_ms)
+    offered = found.host_edges_offered
+    return OpenedDevice(device, found.info, plan, offered, ctx, queue, edges, made_ms)
 
 
 def start_context(found: FoundDevice) -> Future[OpenedDevice]:
@@ -122,7 +127,7 @@ def staged_edges(precision: str, found: FoundDevice) -> bool:
     edges in host memory where the plan asks for them and the device names their
     extension (before the context: OpenedDevice.host_edges, after a buffer's check on
     it, is the last word)."""
-    return precision == "fp16" or (found.plan.host_edges and host_edges.offered(found.device))
+    return precision == "fp16" or (found.plan.host_edges and found.host_edges_offered)
 
 
 def lower_partitions(
