@@ -132,7 +132,7 @@ def _thread_times(stats: dict) -> None:
     wall far above the CPU means the thread waited (for the GIL, held by another)."""
     from delegate_runtime.gpu.opencl import preparation
 
-    for name in ("lower_partitions", "model_program"):
+    for name in ("start_context", "jobs_for", "staged_edges", "lower_partitions", "model_program"):
         real = getattr(preparation, name)
 
         def timed(*args, _real=real, _name=name, **kwargs):
@@ -185,10 +185,10 @@ def child_session(model_path: str, precision: str, device: str | None, cache: st
     }
     if profiler:
         text = io.StringIO()
-        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(18)
-        out["profile"] = [
-            ln for ln in text.getvalue().splitlines() if ln.strip() and ln.lstrip()[0].isdigit()
-        ]
+        st = pstats.Stats(profiler, stream=text)
+        st.sort_stats("tottime").print_stats(18)
+        st.print_callers("acquire")
+        out["profile"] = [ln for ln in text.getvalue().splitlines() if ln.strip()][-60:]
     return out
 
 

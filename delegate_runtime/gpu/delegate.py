@@ -102,6 +102,7 @@ class GpuSession:
         self.program_from_cache = False
         #: the program's units (opencl/program_units.py) and what the cache held of them
         self.program_units = 0
+        self.program_beside_upload = False  #: loaded from the cache beside the uploads
         self.program_summary = ""
         #: whether fp16 reads the weights in half: they are all half values already
         #: (opencl/const_types.py); else float32
@@ -185,19 +186,35 @@ class GpuSession:
         # a serialization dir keys the program by the model (TFLite's model token)
         explicit = opts.serialization_dir is not None
         token = (opts.model_token or sha256) if explicit else program.token
-        programs = prep.build_program(
-            opened, program, opts.precision, cache_dir, token, jobs, switches
+        steps = (opened, program, opts.precision, cache_dir, token, jobs, switches)
+        # held whole by the cache: loaded beside the uploads (its phase is then its own
+        # time, overlapping theirs)
+        self.program_beside_upload = prep.program_cached(
+            found, program, opts.precision, cache_dir, token
         )
-        self.program_units = len(program.units)
-        self.program_summary = programs.summary()
-        self.program_from_cache = programs.from_cache
-        t = self._phase("program", t)
+        if self.program_beside_upload:
+            loading = prep.start_program(*steps)
+        else:
+            programs = prep.build_program(*steps)
+            t = self._phase("program", t)
         native = prep.native_for(self.plan, cache_dir, switches)
         t = self._phase("launch_loop", t)
         self.executors = prep.make_executors(
-            opened, programs, sg, program.parts, opts.precision, native, switches
+            opened,
+            loading if self.program_beside_upload else programs,
+            sg,
+            program.parts,
+            opts.precision,
+            native,
+            switches,
         )
         self._phase("upload", t)
+        if self.program_beside_upload:
+            programs = loading.result()
+            self.init_phases_ms["program"] = round(programs.made_ms, 2)
+        self.program_units = len(program.units)
+        self.program_summary = programs.summary()
+        self.program_from_cache = programs.from_cache
         facts = prep.launch_loop_facts(self.executors, switches)
         self.launch_loop, self.launch_loop_why, self.launch_loop_build = facts
         self._whole_graph = self._covers_whole_graph()

@@ -72,6 +72,8 @@ def init_split_line(process_us: int, read_us: int, session_us: int, session: Any
                     notes.append(summary)
                 else:
                     notes += ["from cache"] if session.program_from_cache else []
+                if getattr(session, "program_beside_upload", False):
+                    notes.append("beside the upload")
                 note = f" ({', '.join(notes)})" if notes else ""
             elif key == "launch_loop" and getattr(session, "launch_loop", ""):
                 launches, kernels = getattr(session, "persistent_runs", (0, 0))

@@ -72,6 +72,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.clBuildProgram.restype = _i32
     lib.clGetProgramInfo.restype = _i32
     lib.clCreateKernel.restype = _vp
+    lib.clCreateContext.restype = _vp
+    lib.clCreateContext.argtypes = [_vp, ctypes.c_uint32, _vp, _vp, _vp, ctypes.POINTER(_i32)]
     lib.clCreateKernel.argtypes = [_vp, ctypes.c_char_p, ctypes.POINTER(_i32)]
 
 
@@ -110,6 +112,21 @@ def build_from_binary(lib: ctypes.CDLL, ctx: Any, device: Any, binary: bytes, op
         ctypes.byref(status),
     )
     return _build(lib, handle, status, device, options, "clCreateProgramWithBinary")
+
+
+def create_context(lib: ctypes.CDLL, device: Any) -> Any:
+    """A pyopencl Context for `device`, made through the C API: NVIDIA's driver takes
+    100-250 ms over it, and pyopencl's constructor held the GIL for all of it, so a thread
+    making the context stopped the session's lowering beside it."""
+    import pyopencl as cl
+
+    status = _i32(0)
+    handle = lib.clCreateContext(
+        None, ctypes.c_uint32(1), (_vp * 1)(device.int_ptr), None, None, ctypes.byref(status)
+    )
+    if status.value or not handle:
+        raise CLCallError(status.value, "clCreateContext")
+    return cl.Context.from_int_ptr(handle, retain=False)  # owns the handle now
 
 
 def create_kernel(lib: ctypes.CDLL, program: Any, name: str) -> Any:

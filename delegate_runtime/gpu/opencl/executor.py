@@ -6,6 +6,7 @@ synchronisation between them, copies the outputs out and waits once.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,7 +98,7 @@ class SessionDevice:
 
     ctx: Any
     queue: Any
-    programs: ProgramSet
+    programs: ProgramSet | Future[ProgramSet]  #: or its loading (preparation.start_program)
     sg: Subgraph
     storage: np.dtype
     plan: ExecutionPlan
@@ -138,9 +139,12 @@ class PartitionExecutor:
             #: float32 buffers that inputs and outputs pass through (staging_edges.py), and
             #: those in host memory as the host sees them (host_edges.py)
             self.staging, self.mapped = self._staging(shared.ctx, rooted, shared.host_edges)
-            self._bind_launches(shared.programs, rooted)
+            programs = shared.programs
+            if isinstance(programs, Future):  # loading beside the uploads: wait for it
+                programs = programs.result()
+            self._bind_launches(programs, rooted)
             if lowered.runs:  # planned only where the session's plan runs them
-                self._persist(shared.ctx, shared.programs, lowered.runs)
+                self._persist(shared.ctx, programs, lowered.runs)
         except cl.Error as exc:
             raise device_error(exc, "preparing the GPU partition") from exc
         self._prepare_copies(shared.ctx, shared.native)

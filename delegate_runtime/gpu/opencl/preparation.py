@@ -9,6 +9,7 @@
                                                                             # "lower"
     opened = opening.result()                                               # "context"
     programs = build_program(opened, program, precision, cache_dir, token, jobs, switches)
+        # or, where program_cached(...): start_program(...), beside the uploads
     native = native_for(opened.plan, cache_dir, switches)                   # "launch_loop"
     executors = make_executors(opened, programs, sg, program.parts, precision, native,
                                switches)                                    # "upload"
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -41,10 +42,12 @@ from .host_edges import HostEdges, host_edges_for
 from .launch import Lowered, LoweredPartition
 from .lowering import Lowerer
 from .native_library import build_identity, native_library, unavailable
-from .program import program_source
+from .program import build_options, program_key, program_source
 from .program_units import ProgramSet, build_jobs, build_units, split_units, without_kernels
 from .runtime import DeviceInfo, describe, guarded, select_device, shared_context
 from .staging_edges import with_staging_edges
+
+T = TypeVar("T")
 
 
 def kernel_cache_dir(serialization_dir: str | None) -> Path:
@@ -106,13 +109,18 @@ def open_context(found: FoundDevice) -> OpenedDevice:
     return OpenedDevice(device, found.info, plan, offered, ctx, queue, edges, made_ms)
 
 
-def start_context(found: FoundDevice) -> Future[OpenedDevice]:
-    """open_context(found) in a thread of its own; its result (or its error) when asked."""
-    pool = ThreadPoolExecutor(1, thread_name_prefix="opencl-context")
+def _in_thread(fn: Callable[[], T], name: str) -> Future[T]:
+    """`fn()` in a thread of its own; its result (or its error) when asked."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix=name)
     try:
-        return pool.submit(open_context, found)
+        return pool.submit(fn)
     finally:
         pool.shutdown(wait=False)
+
+
+def start_context(found: FoundDevice) -> Future[OpenedDevice]:
+    """open_context(found) in a thread of its own."""
+    return _in_thread(lambda: open_context(found), "opencl-context")
 
 
 def open_device(
@@ -251,6 +259,37 @@ def build_program(
     )
 
 
+def program_cached(
+    found: FoundDevice, program: ModelProgram, precision: str, cache_dir: Path, token: str
+) -> bool:
+    """Whether the kernel cache holds every unit of `program` (build_program's key)."""
+    options = build_options(precision, found.info, program.half_weights)
+    cache = KernelCache(cache_dir)
+    return all(cache.holds(program_key(found.info, token, u, options)) for u in program.units)
+
+
+def start_program(
+    opened: OpenedDevice,
+    program: ModelProgram,
+    precision: str,
+    cache_dir: Path,
+    token: str,
+    jobs: int,
+    switches: Switches,
+) -> Future[ProgramSet]:
+    """build_program in a thread of its own, for a program the cache holds whole: the
+    driver's loads (GIL-free) run beside the uploads, which do not need the program; the
+    executors wait for it where they bind kernels. Its ProgramSet's `made_ms` is its time."""
+
+    def made() -> ProgramSet:
+        start = time.perf_counter()
+        programs = build_program(opened, program, precision, cache_dir, token, jobs, switches)
+        programs.made_ms = (time.perf_counter() - start) * 1e3
+        return programs
+
+    return _in_thread(made, "opencl-program")
+
+
 def native_for(plan: ExecutionPlan, cache_dir: Path, switches: Switches) -> Any:
     """The native library where the plan has it and it was built (native_library.py), else
     None."""
@@ -259,14 +298,15 @@ def native_for(plan: ExecutionPlan, cache_dir: Path, switches: Switches) -> Any:
 
 def make_executors(
     opened: OpenedDevice,
-    programs: ProgramSet,
+    programs: ProgramSet | Future[ProgramSet],
     sg: Subgraph,
     parts: list[LoweredPartition],
     precision: str,
     native: Any,
     switches: Switches,
 ) -> list[PartitionExecutor]:
-    """One executor per partition, sharing the device, the program and the native library."""
+    """One executor per partition, sharing the device, the program (or its loading, which
+    they wait for where they bind kernels) and the native library."""
     shared = SessionDevice(
         opened.ctx,
         opened.queue,

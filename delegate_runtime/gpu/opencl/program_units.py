@@ -80,6 +80,7 @@ class ProgramSet:
     prebuilt: int = 0
     workers: int = 0
     resident: int = 0  #: the host's resident builders that took part (build_pool.py)
+    made_ms: float = 0.0  #: its loading's own time where it ran beside the uploads
 
     def __post_init__(self) -> None:
         import pyopencl as cl

@@ -169,10 +169,14 @@ def shared_context(device: Any) -> Any:
     """
     import pyopencl as cl
 
+    from .capi import create_context, opencl_library
+
+    lib = opencl_library()
     with _CONTEXTS_LOCK:
         ctx = _CONTEXTS.get(device.int_ptr)
         if ctx is None:
-            ctx = guarded("creating an OpenCL context", lambda: cl.Context([device]))
+            make = (lambda: create_context(lib, device)) if lib else (lambda: cl.Context([device]))
+            ctx = guarded("creating an OpenCL context", make)
             _CONTEXTS[device.int_ptr] = ctx
         return ctx
 
