@@ -7,8 +7,8 @@ and a second OpenCL context and a queue, and whether another thread runs Python 
 context is being created (the GIL released: "overlap" near 1.0) or not (near 0.0).
 Per model: one cold child fills a new, empty cache; then `--repeat` warm children print
 their session's init phases, each program binary's load (count, sum, the longest) and the
-wall time of the loads, and the last warm child the functions that took the most time
-(cProfile, own time). Each child prints one JSON line. `--hold-device`: as cold_start.py's.
+wall time of the loads, and the last warm child the delegate's functions that took the most time
+(cProfile, cumulative, the main thread). Each child prints one JSON line. `--hold-device`: as cold_start.py's.
 """
 
 from __future__ import annotations
@@ -186,9 +186,8 @@ def child_session(model_path: str, precision: str, device: str | None, cache: st
     if profiler:
         text = io.StringIO()
         st = pstats.Stats(profiler, stream=text)
-        st.sort_stats("tottime").print_stats(18)
-        st.print_callers("acquire")
-        out["profile"] = [ln for ln in text.getvalue().splitlines() if ln.strip()][-60:]
+        st.sort_stats("cumtime").print_stats(r"opencl|executor|arena|pyopencl", 45)
+        out["profile"] = [ln for ln in text.getvalue().splitlines() if ln.strip()][-48:]
     return out
 
 
