@@ -92,6 +92,7 @@ def timeline(model: str, device: str | None, precision: str = "fp32") -> None:
 
     from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl.executor import pyopencl_kernel
 
     m = load_model(model)
     t = m.main.tensors[m.main.inputs[0]]
@@ -115,7 +116,11 @@ def timeline(model: str, device: str | None, precision: str = "fp32") -> None:
         for i, (kernel, g, lsz) in enumerate(ex.kernels):
             shape = f"{tuple(g)}/{tuple(lsz) if lsz else '-'}"
             events.append(
-                (kernel.function_name, cl.enqueue_nd_range_kernel(q, kernel, g, lsz), shape)
+                (
+                    kernel.function_name,
+                    cl.enqueue_nd_range_kernel(q, pyopencl_kernel(kernel), g, lsz),
+                    shape,
+                )
             )
             if i % 6 == 0:
                 q.flush()

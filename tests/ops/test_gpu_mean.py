@@ -94,6 +94,7 @@ def test_mean_axis_wide_stores_nothing_past_its_output(opencl_device, name):
     # the shared program's kernel, which takes its buffers (a GPU's own copy takes the arena)
     session = _session(_model(shape, keep_dims=False), "fp32", specialize=False)
     kernel, gsize, lsize = _mean_kernel(session)
+    kernel = getattr(kernel, "pyopencl", kernel)  # a RawKernel's pyopencl wrapper
     ctx = kernel.context
     queue = cl.CommandQueue(ctx)
     mf = cl.mem_flags

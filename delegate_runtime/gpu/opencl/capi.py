@@ -129,19 +129,6 @@ def create_context(lib: ctypes.CDLL, device: Any) -> Any:
     return cl.Context.from_int_ptr(handle, retain=False)  # owns the handle now
 
 
-def create_kernel(lib: ctypes.CDLL, program: Any, name: str) -> Any:
-    """A pyopencl Kernel for kernel `name` of `program`, made through the C API: pyopencl's
-    own constructor spends about 0.5 ms more per kernel in Python (its argument invoker),
-    which a model of a few hundred launches paid at every start."""
-    import pyopencl as cl
-
-    status = _i32(0)
-    handle = lib.clCreateKernel(_vp(program.int_ptr), name.encode(), ctypes.byref(status))
-    if status.value or not handle:
-        raise CLCallError(status.value, f"clCreateKernel({name})")
-    return cl.Kernel.from_int_ptr(handle, retain=False)  # owns the handle now
-
-
 def _build(lib: ctypes.CDLL, handle: Any, status: Any, device: Any, options: str, made_by: str):
     import pyopencl as cl
 

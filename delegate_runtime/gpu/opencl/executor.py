@@ -34,6 +34,7 @@ from .launch import (
 )
 from .persistent import Run
 from .program_units import ProgramSet
+from .raw_kernel import RawKernel
 from .runtime import device_error
 from .specialize import OFFSETS_PER_PARAM, generic_name
 
@@ -107,6 +108,11 @@ class SessionDevice:
     host_edges: Any = None  #: host_edges.HostEdges, or None
 
 
+def pyopencl_kernel(kernel: Any) -> Any:
+    """`kernel` as pyopencl enqueues it: a RawKernel's wrapper (raw_kernel.py), else itself."""
+    return kernel.pyopencl if isinstance(kernel, RawKernel) else kernel
+
+
 class PartitionExecutor:
     """Runs one lowered partition; built once per session, in steps: its memory planned,
     the arena and staging buffers allocated, its launches bound (runs of them as persistent
@@ -145,7 +151,7 @@ class PartitionExecutor:
             self._bind_launches(programs, rooted)
             if lowered.runs:  # planned only where the session's plan runs them
                 self._persist(shared.ctx, programs, lowered.runs)
-        except cl.Error as exc:
+        except (cl.Error, CLCallError) as exc:
             raise device_error(exc, "preparing the GPU partition") from exc
         self._prepare_copies(shared.ctx, shared.native)
 
@@ -256,7 +262,7 @@ class PartitionExecutor:
             kernel.set_args(self.arena.buffer, state, *[self.staging[t] for t in run.edges])
             for groups in sizes:
                 entry = (kernel, (groups * persistent.GROUP_ITEMS,), (persistent.GROUP_ITEMS,))
-                cl.enqueue_nd_range_kernel(self.queue, *entry)
+                cl.enqueue_nd_range_kernel(self.queue, pyopencl_kernel(kernel), *entry[1:])
                 done = np.empty(persistent.HEADER, np.int32)
                 cl.enqueue_copy(self.queue, done, state)
                 if not done[persistent.FAILED]:
@@ -423,7 +429,7 @@ class PartitionExecutor:
                 cl.enqueue_copy(q, dst, host, dst_offset=offset, is_blocking=False)
             events = []
             for i, (kernel, g, lsz) in enumerate(self.kernels):
-                events.append(cl.enqueue_nd_range_kernel(q, kernel, g, lsz))
+                events.append(cl.enqueue_nd_range_kernel(q, pyopencl_kernel(kernel), g, lsz))
                 if i % self.switches.flush_every == 0:
                     q.flush()  # NOTE: NVIDIA holds enqueued work until a flush; start early
             for (_, host), (src, offset) in zip(results, self.sources, strict=True):

@@ -23,7 +23,7 @@ from ...host_cpus import usable_cpus
 from ..switches import DEFAULTS, Switches
 from . import build_workers
 from .cache import KernelCache
-from .capi import create_kernel, opencl_library
+from .capi import opencl_library
 from .cl_source import read_source
 from .program import (
     BuiltProgram,
@@ -33,6 +33,7 @@ from .program import (
     finish_build,
     program_key,
 )
+from .raw_kernel import RawKernel
 from .runtime import DeviceInfo, guarded
 
 
@@ -118,7 +119,8 @@ class ProgramSet:
         return f"{units}, {self.misses} built{where}"
 
     def kernel(self, name: str) -> Any:
-        """A new kernel object for kernel `name`, from the unit that holds it."""
+        """A new kernel object for kernel `name`, from the unit that holds it: a RawKernel
+        (raw_kernel.py) where the C API is at hand, else pyopencl's."""
         import pyopencl as cl
 
         if name not in self._owner:
@@ -126,7 +128,7 @@ class ProgramSet:
         lib = opencl_library()
         if lib is None:
             return cl.Kernel(self._owner[name], name)
-        return guarded("creating a kernel", lambda: create_kernel(lib, self._owner[name], name))
+        return guarded("creating a kernel", lambda: RawKernel(lib, self._owner[name], name))
 
 
 def build_jobs(most: int) -> int:
