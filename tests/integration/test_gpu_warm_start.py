@@ -1,0 +1,109 @@
+"""A GPU session's warm start on a real OpenCL device (PoCL here): the context made beside
+the lowering, a cached program loaded beside the uploads, a wrong guess about host-memory
+edges lowered again, kernels made through the C API (RawKernel); each path's outputs
+against the reference interpreter."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from delegate_runtime import read_model
+from delegate_runtime.interpreter import Interpreter
+from tests.conftest import require, require_module
+from tests.integration.test_gpu_errors import SHAPE, mixed_model
+
+cl = require_module("pyopencl", "pyopencl (the OpenCL runtime, PoCL here)")
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def device():
+    from delegate_runtime.gpu.opencl.runtime import list_devices
+
+    found = list_devices()
+    require(bool(found), "an OpenCL device (a GPU driver or PoCL)")
+    return found[0][2]
+
+
+def _check(session, model) -> None:
+    x = np.random.default_rng(5).standard_normal(SHAPE).astype(np.float32)
+    want = Interpreter(model).invoke([x])[0]
+    np.testing.assert_allclose(session.invoke([x])[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_cached_program_loads_beside_the_uploads(device, tmp_path):
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.tools.process_init import init_split_line
+
+    model = read_model(mixed_model())
+    cold = GpuSession(model, device="0:0", serialization_dir=str(tmp_path), log=io.StringIO())
+    warm = GpuSession(model, device="0:0", serialization_dir=str(tmp_path), log=io.StringIO())
+    assert not cold.program_beside_upload  # built: in its own phase, before the uploads
+    assert warm.program_beside_upload and warm.program_from_cache
+    assert warm.init_phases_ms["program"] > 0  # the loading thread's own time
+    assert "from cache, beside the upload" in init_split_line(0, 0, 0, warm)
+    _check(cold, model)
+    _check(warm, model)
+
+
+def test_the_context_is_made_beside_the_lowering(device):
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    model = read_model(mixed_model())
+    session = GpuSession(model, device="0:0", log=io.StringIO())
+    phases = session.init_phases_ms
+    assert {"device", "lower", "context", "context_made"} <= phases.keys()
+    assert list(phases).index("lower") < list(phases).index("context")  # lowered first
+    assert "lower_again" not in phases  # PoCL names no host-edge extension: guessed right
+    _check(session, model)
+
+
+def test_host_edges_the_device_refuses_are_lowered_again(device, monkeypatch):
+    """The device names the extension but the context's check refuses the edges: the
+    lowering guessed staged edges, and lowers again without them."""
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl import host_edges, preparation
+
+    monkeypatch.setattr(host_edges, "offered", lambda d: True)
+    monkeypatch.setattr(preparation, "host_edges_for", lambda ctx, queue: None)
+    model = read_model(mixed_model())
+    session = GpuSession(model, device="0:0", log=io.StringIO())
+    assert session.plan.host_edges  # the hot path's plan asks for them on any device
+    assert "lower_again" in session.init_phases_ms and not session.host_edges
+    _check(session, model)
+
+
+def test_raw_kernel_sets_every_kind_of_argument(device):
+    from delegate_runtime.gpu.opencl.capi import CLCallError, opencl_library
+    from delegate_runtime.gpu.opencl.raw_kernel import RawKernel
+
+    lib = opencl_library()
+    require(lib is not None, "the OpenCL C library pyopencl links")
+    ctx = cl.Context([device])
+    source = """
+    __kernel void k(__global float* out, int n, float4 v, __local float* scratch, int16 w) {
+      scratch[0] = v.y;
+      out[0] = n; out[1] = scratch[0]; out[2] = v.w; out[3] = w.sf;
+    }"""
+    program = cl.Program(ctx, source).build()
+    kernel = RawKernel(lib, program, "k")
+    out = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 16)
+    vector = np.array([1.5, 2.5, 3.5, 4.5], np.float32)
+    kernel.set_args(out, np.int32(7), vector, cl.LocalMemory(16), np.arange(16, dtype=np.int32))
+    queue = cl.CommandQueue(ctx)
+    cl.enqueue_nd_range_kernel(queue, kernel.pyopencl, (1,), (1,))
+    got = np.empty(4, np.float32)
+    cl.enqueue_copy(queue, got, out)
+    np.testing.assert_array_equal(got, [7, 2.5, 4.5, 15])
+    assert kernel.function_name == "k" and kernel.int_ptr == kernel.pyopencl.int_ptr
+    with pytest.raises(TypeError, match="argument 1: int"):
+        kernel.set_arg(1, 7)  # a Python int has no OpenCL size: numpy's scalars have
+    with pytest.raises(CLCallError) as raised:
+        kernel.set_arg(9, np.int32(0))
+    assert raised.value.code == -49  # CL_INVALID_ARG_INDEX
+    with pytest.raises(CLCallError, match="clCreateKernel"):
+        RawKernel(lib, program, "no_such_kernel")
