@@ -193,7 +193,7 @@ class GpuSession:
             found, program, opts.precision, cache_dir, token
         )
         if self.program_beside_upload:
-            loading = prep.start_program(*steps)
+            loading = prep.start_program(lambda: prep.build_program(*steps))
         else:
             programs = prep.build_program(*steps)
             t = self._phase("program", t)

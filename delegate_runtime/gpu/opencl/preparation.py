@@ -268,22 +268,15 @@ def program_cached(
     return all(cache.holds(program_key(found.info, token, u, options)) for u in program.units)
 
 
-def start_program(
-    opened: OpenedDevice,
-    program: ModelProgram,
-    precision: str,
-    cache_dir: Path,
-    token: str,
-    jobs: int,
-    switches: Switches,
-) -> Future[ProgramSet]:
-    """build_program in a thread of its own, for a program the cache holds whole: the
-    driver's loads (GIL-free) run beside the uploads, which do not need the program; the
-    executors wait for it where they bind kernels. Its ProgramSet's `made_ms` is its time."""
+def start_program(build: Callable[[], ProgramSet]) -> Future[ProgramSet]:
+    """`build()` (build_program's call) in a thread of its own, for a program the cache
+    holds whole: the driver's loads (GIL-free) run beside the uploads, which do not need
+    the program; the executors wait for it where they bind kernels. Its ProgramSet's
+    `made_ms` is its own time."""
 
     def made() -> ProgramSet:
         start = time.perf_counter()
-        programs = build_program(opened, program, precision, cache_dir, token, jobs, switches)
+        programs = build()
         programs.made_ms = (time.perf_counter() - start) * 1e3
         return programs
 
