@@ -71,10 +71,15 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.clCreateProgramWithBinary.restype = _vp
     lib.clBuildProgram.restype = _i32
     lib.clGetProgramInfo.restype = _i32
-    lib.clCreateKernel.restype = _vp
     lib.clCreateContext.restype = _vp
     lib.clCreateContext.argtypes = [_vp, ctypes.c_uint32, _vp, _vp, _vp, ctypes.POINTER(_i32)]
+    # kernels (raw_kernel.py)
+    lib.clCreateKernel.restype = _vp
     lib.clCreateKernel.argtypes = [_vp, ctypes.c_char_p, ctypes.POINTER(_i32)]
+    lib.clSetKernelArg.restype = _i32
+    lib.clSetKernelArg.argtypes = [_vp, ctypes.c_uint32, ctypes.c_size_t, _vp]
+    lib.clReleaseKernel.restype = _i32
+    lib.clReleaseKernel.argtypes = [_vp]
 
 
 #: clGetProgramInfo's CL_PROGRAM_BINARY_SIZES and CL_PROGRAM_BINARIES

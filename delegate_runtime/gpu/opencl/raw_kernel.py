@@ -22,20 +22,11 @@ _vp = ctypes.c_void_p
 _i32 = ctypes.c_int32
 
 
-def _declare(lib: ctypes.CDLL) -> None:
-    lib.clCreateKernel.restype = _vp
-    lib.clCreateKernel.argtypes = [_vp, ctypes.c_char_p, ctypes.POINTER(_i32)]
-    lib.clSetKernelArg.restype = _i32
-    lib.clSetKernelArg.argtypes = [_vp, ctypes.c_uint32, ctypes.c_size_t, _vp]
-    lib.clReleaseKernel.restype = _i32
-    lib.clReleaseKernel.argtypes = [_vp]
-
-
 class RawKernel:
-    """Kernel `name` of `program` (a pyopencl Program, kept alive with it)."""
+    """Kernel `name` of `program` (a pyopencl Program, kept alive with it); `lib` is
+    capi.opencl_library(), which declares the calls."""
 
     def __init__(self, lib: ctypes.CDLL, program: Any, name: str):
-        _declare(lib)
         status = _i32(0)
         handle = lib.clCreateKernel(_vp(program.int_ptr), name.encode(), ctypes.byref(status))
         if status.value or not handle:
