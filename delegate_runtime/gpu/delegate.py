@@ -178,7 +178,7 @@ class GpuSession:
         self.host_edges = opened.host_edges is not None
         t = self._phase("context", t)  # what the lowering left of the context's making
         self.init_phases_ms["context_made"] = round(opened.made_ms, 2)  # in its thread
-        if staged != (opts.precision == "fp16" or self.host_edges):
+        if staged != prep.staged_edges(opts.precision, opened):
             parts, program = lower(not staged)  # the device refused the plan's host edges
             t = self._phase("lower_again", t)
         self.half_weights = program.half_weights
@@ -188,29 +188,22 @@ class GpuSession:
         token = (opts.model_token or sha256) if explicit else program.token
         steps = (opened, program, opts.precision, cache_dir, token, jobs, switches)
         # held whole by the cache: loaded beside the uploads (its phase is then its own
-        # time, overlapping theirs)
-        self.program_beside_upload = prep.program_cached(
-            found, program, opts.precision, cache_dir, token
-        )
-        if self.program_beside_upload:
-            loading = prep.start_program(lambda: prep.build_program(*steps))
+        # time, overlapping theirs), the executors waiting for it where they bind kernels
+        beside = prep.program_cached(found, program, opts.precision, cache_dir, token)
+        self.program_beside_upload = beside
+        if beside:
+            programs = prep.start_program(lambda: prep.build_program(*steps))
         else:
             programs = prep.build_program(*steps)
             t = self._phase("program", t)
         native = prep.native_for(self.plan, cache_dir, switches)
         t = self._phase("launch_loop", t)
         self.executors = prep.make_executors(
-            opened,
-            loading if self.program_beside_upload else programs,
-            sg,
-            program.parts,
-            opts.precision,
-            native,
-            switches,
+            opened, programs, sg, program.parts, opts.precision, native, switches
         )
         self._phase("upload", t)
-        if self.program_beside_upload:
-            programs = loading.result()
+        if beside:
+            programs = programs.result()
             self.init_phases_ms["program"] = round(programs.made_ms, 2)
         self.program_units = len(program.units)
         self.program_summary = programs.summary()

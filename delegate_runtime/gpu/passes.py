@@ -6,7 +6,7 @@ without a switch are the path itself; the others are fast paths, each tested aga
     GpuSession.__init__          fold, partition            (gpu/delegate.py)
     preparation.lower_partitions fuse, concat_views, lower  (opencl/preparation.py)
     preparation.model_program    specialize, persist
-    preparation.open_device      host_edges (made with the queue, used from bind on)
+    preparation.open_context     host_edges (made with the queue, used from bind on)
     preparation.build_program    build
     preparation.make_executors   bind, hot_path, native_loop, copy_helpers, pinned
 

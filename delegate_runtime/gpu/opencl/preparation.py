@@ -123,19 +123,16 @@ def start_context(found: FoundDevice) -> Future[OpenedDevice]:
     return _in_thread(lambda: open_context(found), "opencl-context")
 
 
-def open_device(
-    requested: str | None, plan_for: Callable[[DeviceInfo], ExecutionPlan]
-) -> OpenedDevice:
-    """find_device and open_context in one step."""
-    return open_context(find_device(requested, plan_for))
-
-
-def staged_edges(precision: str, found: FoundDevice) -> bool:
+def staged_edges(precision: str, device: FoundDevice) -> bool:
     """Whether partitions' edges go through float32 staging buffers: half storage, or
-    edges in host memory where the plan asks for them and the device names their
-    extension (before the context: OpenedDevice.host_edges, after a buffer's check on
-    it, is the last word)."""
-    return precision == "fp16" or (found.plan.host_edges and found.host_edges_offered)
+    edges in host memory. Before the context (a FoundDevice): where the plan asks for them
+    and the device names their extension; after it (an OpenedDevice): where a buffer's
+    check on the context found them usable, the last word."""
+    if isinstance(device, OpenedDevice):
+        in_host = device.host_edges is not None
+    else:
+        in_host = device.plan.host_edges and device.host_edges_offered
+    return precision == "fp16" or in_host
 
 
 def lower_partitions(
