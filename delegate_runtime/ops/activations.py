@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import ModelError
 from .common import (
+    high_mul16,
     multiply_by_quantized_multiplier,
     quant_params,
     quantize_multiplier,
@@ -222,22 +223,6 @@ def tanh(ctx: OpContext) -> np.ndarray:
     return _unary(ctx, np.tanh, quantized_lut=True)
 
 
-def _c_div(a: np.ndarray, d: int) -> np.ndarray:
-    """C++ integer division (toward zero) by a positive constant."""
-    q = np.abs(a) // d
-    return np.where(a < 0, -q, q)
-
-
-def _high_mul16(a: np.ndarray, b: int, rounding: bool = True) -> np.ndarray:
-    """gemmlowp's int16 SaturatingRoundingDoublingHighMul (or, rounding=False, TFLite's
-    SaturatingDoublingHighMul, which truncates)."""
-    ab = a.astype(np.int64) * b
-    if rounding:
-        ab = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
-    out = _c_div(ab, 1 << 15)
-    return np.where((a == -(1 << 15)) & (b == -(1 << 15)), (1 << 15) - 1, out)
-
-
 def _saturate16(x: np.ndarray) -> np.ndarray:
     return np.clip(x, -(1 << 15), (1 << 15) - 1)
 
@@ -261,17 +246,17 @@ def _hard_swish_quantized(ctx: OpContext, x: np.ndarray) -> np.ndarray:
             f"{in_scale} (TFLite's HardSwishPrepare refuses it)"
         )
     hires = (x.astype(np.int64) - in_zp) * 128
-    preshift_out = _high_mul16(hires, out_m)
+    preshift_out = high_mul16(hires, out_m)
     reluish = hires
     if relu_exp > 0:
         reluish = _saturate16(reluish * (1 << (relu_exp - 1)))
-    reluish = _high_mul16(reluish, relu_m)
+    reluish = high_mul16(reluish, relu_m)
     if relu_exp > 0:
         reluish = _saturate16(reluish * 2)
     if relu_exp < 0:
         reluish = rounding_divide_by_pot(reluish, -relu_exp)
     reluish = (reluish + (1 << 15)) >> 1  # [-1, 1] to [0, 1]
-    out = rounding_divide_by_pot(_high_mul16(reluish, preshift_out, rounding=False), -out_exp)
+    out = rounding_divide_by_pot(high_mul16(reluish, preshift_out, rounding=False), -out_exp)
     return _type_clip(out + out_zp, ctx.out_tensors[0].dtype)
 
 

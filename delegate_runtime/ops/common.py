@@ -163,6 +163,22 @@ def multiply_by_quantized_multiplier(
     return rounding_divide_by_pot(high, right)
 
 
+def c_div(a: np.ndarray, d: int) -> np.ndarray:
+    """C++ integer division (toward zero) by a positive constant."""
+    q = np.abs(a) // d
+    return np.where(a < 0, -q, q)
+
+
+def high_mul16(a: np.ndarray, b: np.ndarray | int, rounding: bool = True) -> np.ndarray:
+    """gemmlowp's int16 SaturatingRoundingDoublingHighMul (or, rounding=False, TFLite's
+    SaturatingDoublingHighMul, which truncates), int64 out."""
+    ab = np.asarray(a, np.int64) * b
+    if rounding:
+        ab = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    out = c_div(ab, 1 << 15)
+    return np.where((a == -(1 << 15)) & (b == -(1 << 15)), (1 << 15) - 1, out)
+
+
 def rounding_divide_by_pot(x: np.ndarray, exponent: np.ndarray | int) -> np.ndarray:
     """x / 2^exponent rounded to nearest, ties away from zero (gemmlowp's RoundingDivideByPOT)."""
     x = np.asarray(x, np.int64)

@@ -17,7 +17,13 @@ from functools import cache
 import numpy as np
 
 from ..errors import ModelError
-from .common import multiply_by_quantized_multiplier, quantize_multiplier, rounding_divide_by_pot
+from .common import (
+    c_div,
+    high_mul16,
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+    rounding_divide_by_pot,
+)
 from .normalization import inv_sqrt_multiplier
 
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
@@ -102,17 +108,9 @@ def _wrap32(x: np.ndarray) -> np.ndarray:
     return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
 
 
-def _c_div(a: np.ndarray, d: int) -> np.ndarray:
-    """C++ integer division (toward zero) by a positive constant."""
-    q = np.abs(a) // d
-    return np.where(a < 0, -q, q)
-
-
 def _high_mul16(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
-    """int16 SaturatingRoundingDoublingHighMul."""
-    ab = a * b
-    out = _c_div(ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14)), 1 << 15)
-    return np.where((a == INT16_MIN) & (b == INT16_MIN), INT16_MAX, _wrap16(out))
+    """int16 SaturatingRoundingDoublingHighMul, cast to int16 as the kernel holds it."""
+    return _wrap16(high_mul16(a, b))
 
 
 def _shl16(x: np.ndarray, exponent: int) -> np.ndarray:
@@ -168,7 +166,7 @@ def _exp_negative(a: np.ndarray, bits: int) -> np.ndarray:
 def _newton_reciprocal(a: np.ndarray) -> np.ndarray:
     """x ~= 1 / ((1 + a) / 2) in Q2.13, three Newton-Raphson steps, and (1 + a) / 2."""
     s = a + INT16_MAX
-    half = _wrap16(_c_div(s + np.where(s >= 0, 1, -1), 2))  # RoundingHalfSum
+    half = _wrap16(c_div(s + np.where(s >= 0, 1, -1), 2))  # RoundingHalfSum
     x = _wrap16(_const16(1515870810) + _high_mul16(half, _const16(-1010580540)))
     for _ in range(3):
         residual = _wrap16((1 << 13) - _high_mul16(half, x))
@@ -226,14 +224,14 @@ def _c_mul_shift(a: np.ndarray, b: np.ndarray, shift: int) -> np.ndarray:
 def _layer_norm(gate: np.ndarray, g: IntegerGate) -> np.ndarray:
     """ApplyLayerNorm: integer mean and variance per row, gemmlowp's inverse square root."""
     n = gate.shape[-1]
-    mean = _c_div(gate.sum(axis=-1, keepdims=True) * 1024, n)
+    mean = c_div(gate.sum(axis=-1, keepdims=True) * 1024, n)
     variance = (gate * gate).sum(axis=-1, keepdims=True) * ((1 << 20) // n) - mean * mean
-    variance = _wrap32(_c_div(variance, 1 << 20))
+    variance = _wrap32(c_div(variance, 1 << 20))
     variance = np.where(variance < 1, g.variance_guard, variance)
     inv_mult, inv_shift = inv_sqrt_multiplier(variance)
     rescaled = multiply_by_quantized_multiplier(_wrap32(1024 * gate - mean), inv_mult, -inv_shift)
     scaled = _wrap32(_wrap32(rescaled * g.layer_norm) + g.norm_bias)
-    scaled = _c_div(scaled + np.where(scaled > 0, 512, -512), 1024)
+    scaled = c_div(scaled + np.where(scaled > 0, 512, -512), 1024)
     out = multiply_by_quantized_multiplier(scaled, g.norm_mult[0], g.norm_mult[1] + 12)
     return np.clip(out, INT16_MIN, INT16_MAX)
 
