@@ -1,7 +1,7 @@
 """A GPU session's warm start on a real OpenCL device (PoCL here): the context made beside
 the lowering, a cached program loaded beside the uploads, a wrong guess about host-memory
 edges lowered again, kernels made through the C API (RawKernel); each path's outputs
-against the reference interpreter."""
+against LiteRT's reference kernels."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ import io
 import numpy as np
 import pytest
 
-from delegate_runtime import read_model
-from delegate_runtime.interpreter import Interpreter
+from delegate_runtime import litert, read_model
+from delegate_runtime.builder import ModelBuilder
 from tests.conftest import require, require_module
-from tests.integration.test_gpu_errors import SHAPE, mixed_model
 
 cl = require_module("pyopencl", "pyopencl (the OpenCL runtime, PoCL here)")
 
@@ -29,9 +28,33 @@ def device():
     return found[0][2]
 
 
-def _check(session, model) -> None:
+SHAPE = (1, 6, 6, 4)
+
+
+def mixed_model() -> bytes:
+    """CONV_2D (with its bias, as LiteRT requires) -> RELU -> LOG_SOFTMAX (not a GPU op:
+    two partitions) -> ADD -> LOGISTIC."""
+    rng = np.random.default_rng(0)
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", SHAPE)
+    w = g.const("w", rng.standard_normal((4, 3, 3, 4)).astype(np.float32) * 0.3)
+    bias = g.const("bias", rng.standard_normal(4).astype(np.float32) * 0.1)
+    t0, t1, t2, t3, y = (g.tensor(n, SHAPE) for n in ("conv", "relu", "log_softmax", "add", "y"))
+    g.op("CONV_2D", [x, w, bias], [t0], padding="SAME", stride_h=1, stride_w=1)
+    g.op("RELU", [t0], [t1])
+    g.op("LOG_SOFTMAX", [t1], [t2])
+    g.op("ADD", [t2, x], [t3])
+    g.op("LOGISTIC", [t3], [y])
+    g.output(y)
+    return b.build()
+
+
+def _check(session) -> None:
+    """The session's outputs against LiteRT's reference kernels on the same model."""
+    require(litert.available(), "ai-edge-litert (the LiteRT oracle)")
     x = np.random.default_rng(5).standard_normal(SHAPE).astype(np.float32)
-    want = Interpreter(model).invoke([x])[0]
+    want = litert.run(mixed_model(), [x], reference=True)[0]
     np.testing.assert_allclose(session.invoke([x])[0], want, rtol=1e-5, atol=1e-5)
 
 
@@ -46,8 +69,8 @@ def test_a_cached_program_loads_beside_the_uploads(device, tmp_path):
     assert warm.program_beside_upload and warm.program_from_cache
     assert warm.init_phases_ms["program"] > 0  # the loading thread's own time
     assert "from cache, beside the upload" in init_split_line(0, 0, 0, warm)
-    _check(cold, model)
-    _check(warm, model)
+    _check(cold)
+    _check(warm)
 
 
 def test_the_context_is_made_beside_the_lowering(device):
@@ -59,7 +82,7 @@ def test_the_context_is_made_beside_the_lowering(device):
     assert {"device", "lower", "context", "context_made"} <= phases.keys()
     assert list(phases).index("lower") < list(phases).index("context")  # lowered first
     assert "lower_again" not in phases  # PoCL names no host-edge extension: guessed right
-    _check(session, model)
+    _check(session)
 
 
 def test_host_edges_the_device_refuses_are_lowered_again(device, monkeypatch):
@@ -74,7 +97,7 @@ def test_host_edges_the_device_refuses_are_lowered_again(device, monkeypatch):
     session = GpuSession(model, device="0:0", log=io.StringIO())
     assert session.plan.host_edges  # the hot path's plan asks for them on any device
     assert "lower_again" in session.init_phases_ms and not session.host_edges
-    _check(session, model)
+    _check(session)
 
 
 def test_raw_kernel_sets_every_kind_of_argument(device):
