@@ -22,7 +22,11 @@ switchboard (the GEMM's variants: `records.gemm_kernel.GEMM_VARIANTS={...}`), se
 its module of `gpu/opencl`.
 `--build-pool N` measures ours a second time with N resident builders
 (gpu/opencl/build_pool.py) started on the new cache before the cold run, as a lab agent
-keeps them: their start is not timed, and they hold nothing.
+keeps them: their start is not timed, and they hold nothing. Builders give their contexts
+up after `--pool-idle` seconds idle (the agent's default: 15); the pool's row is cold with
+their contexts held (just started) and warm once they gave them up (a lab's usual state),
+and a line under it adds warm right after the cold run (contexts still held) and cold on
+a new cache whose builders gave theirs up (woken by the job).
 `--hold-device` opens the device in this process (its OpenCL context) for the whole run,
 as a lab host holds it (its agent's context, or nvidia-persistenced): without a process
 holding it, NVIDIA's driver sets the GPU up anew for each child (about 100 ms more on
@@ -219,28 +223,67 @@ def measure_ours(
     extra: dict,
     jobs: int | None,
     tail: tuple[str, ...] = (),
-    pool: int = 0,
 ) -> tuple[dict, dict]:
-    """Ours cold then warm on a new cache; with `pool`, that many resident builders
-    (build_pool.py) started on it first, as a lab agent has them, outside the timing."""
+    """Ours cold then warm on a new cache."""
+    env, args = _ours(path, precision, device, extra, jobs)
+    return cold_warm(args + list(tail), env)
+
+
+def _ours(
+    path: str, precision: str, device: str | None, extra: dict, jobs: int | None
+) -> tuple[dict[str, str], list[str]]:
+    """A child's environment on a new, empty cache, and its arguments."""
     root = tempfile.mkdtemp(prefix="cold-ours-")
     # our sessions point the drivers' caches inside their own directory: none set here
     env = {k: v for k, v in clean_env(root, extra).items() if k != "CUDA_CACHE_PATH"}
     args = ["--child-ours", path, "--precision", precision, "--cache", f"{root}/kernels"]
     args += ["--device", device] if device else []
     args += ["--build-jobs", str(jobs)] if jobs else []
-    if not pool:
-        return cold_warm(args + list(tail), env)
+    return env, args
+
+
+def measure_pool(
+    path: str,
+    precision: str,
+    device: str | None,
+    extra: dict,
+    tail: tuple[str, ...],
+    pool: int,
+    idle_s: float,
+) -> dict[str, dict]:
+    """Ours with `pool` resident builders (build_pool.py) started on a new cache, as a lab
+    agent has them, outside the timing: cold with their contexts held, warm right after,
+    warm once they gave their contexts up; then cold on another new cache whose builders
+    gave theirs up before the job came."""
     from delegate_runtime.gpu.opencl.build_pool import start_pool, stop_pool
     from delegate_runtime.gpu.opencl.build_workers import device_spec
     from delegate_runtime.gpu.opencl.runtime import select_device
 
     spec = device_spec(select_device(device))
-    procs = start_pool(spec, Path(root) / "kernels", pool, environ=env)
-    try:
-        return cold_warm(args + list(tail), env)
-    finally:
-        stop_pool(procs)
+    runs: dict[str, dict] = {}
+    for fresh in ("held", "released"):
+        env, args = _ours(path, precision, device, extra, None)
+        cache = Path(args[args.index("--cache") + 1])
+        procs = start_pool(spec, cache, pool, environ=env, idle_release_s=idle_s)
+        try:
+            if fresh == "released":
+                _await_release(spec, cache)
+            runs[f"cold_{fresh}"] = run_child(args + list(tail), env)
+            if fresh == "held":
+                runs["warm_held"] = run_child(args + list(tail), env)
+                _await_release(spec, cache)
+                runs["warm_released"] = run_child(args + list(tail), env)
+        finally:
+            stop_pool(procs)
+    return runs
+
+
+def _await_release(spec: str, cache: Path, timeout_s: float = 120.0) -> None:
+    from delegate_runtime.gpu.opencl.build_pool import holding_builders, spool_dir
+
+    deadline = time.monotonic() + timeout_s
+    while holding_builders(spool_dir(cache, spec)) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 _HELD: list = []
@@ -291,6 +334,12 @@ def main() -> int:
         help="also ours with N resident builders started on the new cache (a lab agent's)",
     )
     ap.add_argument(
+        "--pool-idle",
+        type=float,
+        default=3.0,
+        help="seconds idle after which the builders give their contexts up (agent: 15)",
+    )
+    ap.add_argument(
         "--hold-device",
         action="store_true",
         help="keep the device open in this process throughout (as a lab host's agent does)",
@@ -332,12 +381,17 @@ def main() -> int:
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     pools = [0] + ([a.build_pool] if a.build_pool else [])
     ratios: dict[int, list[float]] = {n: [] for n in pools}
+    released_ratios: list[float] = []
     for path in paths:
         skipped = {"error": "not run (--no-litert)", "process_ms": 0.0}
         lite_cold, lite_warm = (skipped, skipped) if a.no_litert else measure_litert(path, a.steady)
         tail = ("--steady", str(a.steady), *[f"--set={kv}" for kv in a.set])
         for precision, pool in ((p, n) for p in a.precisions.split(",") for n in pools):
-            cold, warm = measure_ours(path, precision, a.device, extra, a.build_jobs, tail, pool)
+            if pool:
+                runs = measure_pool(path, precision, a.device, extra, tail, pool, a.pool_idle)
+                cold, warm = runs["cold_held"], runs["warm_released"]
+            else:
+                cold, warm = measure_ours(path, precision, a.device, extra, a.build_jobs, tail)
             ratio = "-"
             if total(cold) is not None and total(lite_cold) is not None:
                 ratios[pool].append(total(cold) / total(lite_cold))
@@ -349,8 +403,23 @@ def main() -> int:
                 f" {warm['process_ms']:.0f} | {steady(warm)} | {steady(lite_warm)} |",
                 flush=True,
             )
+            if pool:
+                lite = total(lite_cold)
+                released = total(runs["cold_released"])
+                ratio = f" ({released / lite:.2f}x)" if lite and released else ""
+                if lite and released:
+                    released_ratios.append(released / lite)
+                print(
+                    f"  builders: cold with contexts held {cell(cold)}, given up"
+                    f" {cell(runs['cold_released'])}{ratio}; warm beside held"
+                    f" {cell(runs['warm_held'])}, given up {cell(warm)}",
+                    flush=True,
+                )
             if a.phases:
-                for name, r in (("cold", cold), ("warm", warm)):
+                shown = (("cold", cold), ("warm", warm))
+                if pool:
+                    shown += (("cold, builders woken", runs["cold_released"]),)
+                for name, r in shown:
                     if "phases_ms" in r:
                         phases = {k: round(v) for k, v in r["phases_ms"].items()}
                         print(f"  {name}: {phases}, {r.get('program', '')}", flush=True)
@@ -359,6 +428,12 @@ def main() -> int:
             geo = float(np.exp(np.mean(np.log(got))))
             how = f" ({pool} resident builders)" if pool else ""
             print(f"ours cold{how} / LiteRT GPU cold: geomean {geo:.2f}x, worst {max(got):.2f}x")
+    if released_ratios:
+        geo = float(np.exp(np.mean(np.log(released_ratios))))
+        print(
+            f"ours cold, builders woken from given-up contexts / LiteRT GPU cold: geomean"
+            f" {geo:.2f}x, worst {max(released_ratios):.2f}x"
+        )
     return 0
 
 

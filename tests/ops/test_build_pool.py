@@ -1,5 +1,6 @@
 """Resident builders (gpu/opencl/build_pool.py) on a real OpenCL device: a session finds
-them and starts no process; they leave with the process that started them."""
+them and starts no process; idle, they give their contexts up and a job wakes them; they
+leave with the process that started them."""
 
 from __future__ import annotations
 
@@ -60,6 +61,42 @@ def test_a_new_model_is_built_by_the_resident_builders(tmp_path, monkeypatch, op
     finally:
         build_pool.stop_pool(procs)
     assert build_pool.live_builders(spool) == 0 and not list(spool.glob("*.alive"))
+
+
+def _await(condition, timeout_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()
+
+
+def test_idle_builders_give_their_contexts_up_and_a_job_wakes_them(
+    tmp_path, monkeypatch, opencl_device
+):
+    from delegate_runtime import read_model
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl import build_pool
+    from tests.ops.test_gpu_persistent import separable_blocks
+
+    spec = _one_build_per_process(monkeypatch, opencl_device)
+    procs = build_pool.start_pool(spec, tmp_path, 2, idle_release_s=0.5)
+    spool = build_pool.spool_dir(tmp_path, spec)
+    try:
+        assert build_pool.holding_builders(spool) == 2  # started with their contexts
+        assert _await(lambda: build_pool.holding_builders(spool) == 0)
+        assert build_pool.live_builders(spool) == 2  # the processes stay
+        raw, xs = separable_blocks(blocks=1)
+        model = read_model(raw)
+        kw = {"log": io.StringIO(), "serialization_dir": str(tmp_path), "build_jobs": 3}
+        session = GpuSession(model, **kw)
+        assert session.program_summary.startswith("3 units, 3 built (")
+        assert "resident" in session.program_summary  # woken, they built some of them
+        want = Interpreter(model).invoke(xs)[0]
+        np.testing.assert_allclose(session.invoke(xs)[0], want, rtol=1e-4, atol=1e-4)
+        assert _await(lambda: build_pool.holding_builders(spool) == 0)  # idle again
+    finally:
+        build_pool.stop_pool(procs)
+    assert not list(spool.glob("*.context"))
 
 
 def test_builders_leave_with_the_process_that_started_them(tmp_path, opencl_device):

@@ -14,11 +14,21 @@ session waits (`await_claims`) until every unit is done or its claimer is gone; 
 is then missing from the cache it builds itself. Builders share the cache's driver
 caches (CUDA_CACHE_PATH), so the session loads their machine code, not their PTX.
 A builder exits when the process that started it does.
+
+An idle builder gives its context up after `idle_release_s` without a unit to build
+(IDLE_RELEASE_S by default), keeping its process, its imports and the platform: NVIDIA
+makes a new context slower for every other one alive (15 idle builders' contexts: 232 ms
+against 120 for a warm start's, `bench/diag_idle_contexts.py`), and a lab's jobs are
+mostly warm starts. A job with unclaimed units wakes it; builders make their contexts
+again one at a time (the spool's `context.lock`: 15 at once all waited 2.7 s, one at a
+time the first is ready in ~120 ms) and mark each held context with a `<pid>.context` file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import gc
 import json
 import os
 import shutil
@@ -42,6 +52,9 @@ HEARTBEAT_STALE_S = 3.0
 START_TIMEOUT_S = 60.0
 #: A job still in the spool after this long (s) was left by a session that died: removed.
 JOB_MAX_AGE_S = 3600.0
+#: An idle builder gives its OpenCL context up after this long without a unit (s): a
+#: campaign's new models come close together, its warm starts after them.
+IDLE_RELEASE_S = 15.0
 
 
 def default_builders() -> int:
@@ -66,6 +79,16 @@ def live_builders(spool: Path) -> int:
     for beat in spool.glob("*.alive") if spool.is_dir() else ():
         with contextlib.suppress(OSError):
             count += now - beat.stat().st_mtime < HEARTBEAT_STALE_S
+    return count
+
+
+def holding_builders(spool: Path) -> int:
+    """Live builders in `spool` (a fresh heartbeat) that hold an OpenCL context now."""
+    now = time.time()
+    count = 0
+    for mark in spool.glob("*.context") if spool.is_dir() else ():
+        with contextlib.suppress(OSError):
+            count += now - (spool / f"{mark.stem}.alive").stat().st_mtime < HEARTBEAT_STALE_S
     return count
 
 
@@ -100,16 +123,17 @@ def start_pool(
     cache_dir: Path,
     builders: int,
     environ: dict[str, str] | None = None,
+    idle_release_s: float = IDLE_RELEASE_S,
 ) -> list[Any]:
     """Start `builders` resident builders for device `spec` on `cache_dir` (their
     environment: builder_env's); return once each has its context (a heartbeat), or raise
-    RuntimeError naming why not."""
+    RuntimeError naming why not. Each gives its context up after `idle_release_s` idle."""
     spool = ensure_private_dir(spool_dir(cache_dir, spec))
     ensure_private_dir(spool / "jobs")
     before = live_builders(spool)
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", __name__, spec, str(cache_dir)],
+            [sys.executable, "-m", __name__, spec, str(cache_dir), str(idle_release_s)],
             env=builder_env(cache_dir, environ),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -141,19 +165,49 @@ def stop_pool(procs: list[Any], grace_s: float = 5.0) -> None:
             proc.wait()
 
 
-def serve(spec: str, cache_dir: Path) -> int:
+class _Context:
+    """A builder's OpenCL context: made when there is work, one builder at a time (the
+    spool's lock), given up after a while idle; `<pid>.context` marks it held."""
+
+    def __init__(self, spool: Path, device: Any):
+        from .capi import opencl_library
+
+        self.lib, self.device, self.ctx = opencl_library(), device, None
+        self.lock = spool / "context.lock"
+        self.mark = spool / f"{os.getpid()}.context"
+
+    def held(self) -> Any:
+        if self.ctx is None:
+            from .capi import create_context
+
+            with open(self.lock, "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                self.ctx = create_context(self.lib, self.device)
+            self.mark.touch()
+        return self.ctx
+
+    def release(self) -> None:
+        if self.ctx is not None:
+            self.ctx = None
+            gc.collect()  # programs built in it go first, then clReleaseContext
+            self.mark.unlink(missing_ok=True)
+
+
+def serve(spec: str, cache_dir: Path, idle_release_s: float = IDLE_RELEASE_S) -> int:
     """A resident builder: its context made, build the spool's jobs' unclaimed units until
-    the process that started it is gone (or SIGTERM)."""
+    the process that started it is gone (or SIGTERM); its context given up while idle."""
     import signal
 
     from .cache import KernelCache
-    from .capi import opencl_library
-    from .runtime import describe, select_device, shared_context
+    from .runtime import describe, select_device
+    from .unit_claims import has_unclaimed
 
     device = select_device(spec)
-    info, ctx, lib = describe(device), shared_context(device), opencl_library()
+    info = describe(device)
     spool = spool_dir(cache_dir, spec)
     jobs = ensure_private_dir(spool / "jobs")
+    context = _Context(spool, device)
+    context.held()  # started hot: an agent's first jobs (its canaries) come at once
     beat = spool / f"{os.getpid()}.alive"
     parent = os.getppid()
     stop = threading.Event()
@@ -165,6 +219,7 @@ def serve(spec: str, cache_dir: Path) -> int:
             stop.wait(HEARTBEAT_S)
 
     threading.Thread(target=heartbeat, name="heartbeat", daemon=True).start()
+    worked = time.monotonic()
     try:
         while not stop.is_set() and os.getppid() == parent:
             for job_dir in sorted(jobs.iterdir()):
@@ -174,13 +229,21 @@ def serve(spec: str, cache_dir: Path) -> int:
                         continue
                     job_file = job_dir / "job.json"
                     job = json.loads(job_file.read_text())
-                    build_claimed(lib, ctx, device, info, KernelCache(job["cache"]), job, job_file)
+                    if has_unclaimed(job, job_file):
+                        ctx = context.held()
+                        build_claimed(
+                            context.lib, ctx, device, info, KernelCache(job["cache"]), job, job_file
+                        )
+                        worked = time.monotonic()
+            if time.monotonic() - worked > idle_release_s:
+                context.release()
             stop.wait(POLL_S)
     finally:
         stop.set()
+        context.release()
         beat.unlink(missing_ok=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(serve(sys.argv[1], Path(sys.argv[2])))
+    sys.exit(serve(sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])))

@@ -33,6 +33,12 @@ def claim(job_file: Path, index: int) -> bool:
     return True
 
 
+def has_unclaimed(job: dict, job_file: Path) -> bool:
+    """Whether some unit of `job` is not claimed yet."""
+    claims = job_file.parent / "claims"
+    return any(not (claims / str(i)).exists() for i in range(len(job["units"])))
+
+
 def mark_done(job_file: Path, index: int) -> None:
     """Unit `index` was built, or failed to: nothing more to wait for (its claim stays)."""
     with contextlib.suppress(OSError):  # a job retired meanwhile
