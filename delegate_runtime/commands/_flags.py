@@ -55,6 +55,19 @@ def int_at_least(minimum: int):
     return parse
 
 
+def float_at_least(minimum: float) -> Callable[[str], float]:
+    """An argparse type: a number of at least `minimum`."""
+
+    def parse(text: str) -> float:
+        value = float(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum:g}, got {value:g}")
+        return value
+
+    parse.__name__ = "float"
+    return parse
+
+
 def int_between(low: int, high: int) -> Callable[[str], int]:
     """An argparse type: an integer from `low` to `high`."""
 

@@ -9,7 +9,7 @@ import argparse
 import signal
 import time
 
-from ._flags import int_at_least
+from ._flags import float_at_least, int_at_least
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,6 +29,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="the kernel cache the sessions use (default: the user's, as theirs)",
     )
+    p.add_argument(
+        "--idle-release",
+        type=float_at_least(0.0),
+        default=None,
+        help="seconds idle after which a builder gives its OpenCL context up until a job "
+        "comes (default: 15)",
+    )
 
 
 def _stop(*_: object) -> None:
@@ -36,7 +43,7 @@ def _stop(*_: object) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..gpu.opencl.build_pool import default_builders, start_pool, stop_pool
+    from ..gpu.opencl.build_pool import IDLE_RELEASE_S, default_builders, start_pool, stop_pool
     from ..gpu.opencl.build_workers import device_spec
     from ..gpu.opencl.preparation import kernel_cache_dir
     from ..gpu.opencl.runtime import describe, select_device
@@ -46,9 +53,14 @@ def run(args: argparse.Namespace) -> int:
     count = args.builders if args.builders is not None else max(default_builders(), 1)
     cache_dir = kernel_cache_dir(args.serialization_dir)
     signal.signal(signal.SIGTERM, _stop)
-    procs = start_pool(spec, cache_dir, count)
+    idle_s = IDLE_RELEASE_S if args.idle_release is None else args.idle_release
+    procs = start_pool(spec, cache_dir, count, idle_release_s=idle_s)
     builders = f"{count} resident builder{'s' if count != 1 else ''}"
-    print(f"{builders} for {name} ({spec}) on {cache_dir}; Ctrl-C stops them", flush=True)
+    print(
+        f"{builders} for {name} ({spec}) on {cache_dir}, each giving its context up after"
+        f" {idle_s:g} s idle; Ctrl-C stops them",
+        flush=True,
+    )
     try:
         while all(p.poll() is None for p in procs):
             time.sleep(1.0)

@@ -65,6 +65,7 @@ ROWS = [
     row("example x.tflite --classes 1", 2, "argument --classes: must be at least 2, got 1"),
     row("build-pool --builders 0", 2, "argument --builders: must be at least 1, got 0"),
     row("build-pool --device 9:9", 1, "no OpenCL device 9:9"),
+    row("build-pool --idle-release -1", 2, "argument --idle-release: must be at least 0, got -1"),
     row("benchmark --graph m.tflite --use_gpu maybe", 2, "argument --use_gpu: expected true or false"),
     row("diff --model m.tflite --num_runs 0", 2, "argument --num_runs: must be at least 1, got 0"),
     row("benchmark --graph m.tflite --num-runs 3", 2, "devicefarm benchmark: error: unrecognized arguments", "--num-runs: did you mean --num_runs?"),

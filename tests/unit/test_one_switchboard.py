@@ -46,6 +46,9 @@ NOT_TUNING: dict[str, dict[str, str]] = {
         "HEARTBEAT_STALE_S": "the resident builders' liveness protocol, not what runs",
         "START_TIMEOUT_S": "a bound on builders that never start",
         "JOB_MAX_AGE_S": "when a dead session's job is cleared from the spool",
+        "IDLE_RELEASE_S": "when an idle builder gives its context up: the lab's policy for "
+        "its resident processes, not what a session runs (start_pool and `devicefarm "
+        "build-pool --idle-release` set it)",
     },
     "delegate_runtime/gpu/opencl/unit_claims.py": {
         "POLL_S": "how often the builders look at claims and jobs, not what runs",
