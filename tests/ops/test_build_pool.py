@@ -99,6 +99,28 @@ def test_idle_builders_give_their_contexts_up_and_a_job_wakes_them(
     assert not list(spool.glob("*.context"))
 
 
+def test_a_builder_keeps_no_hold_on_a_context_it_gave_up(tmp_path, opencl_device):
+    import weakref
+
+    from delegate_runtime.gpu.opencl import build_pool
+    from delegate_runtime.gpu.opencl.build_workers import device_spec
+    from delegate_runtime.gpu.opencl.runtime import describe, select_device
+
+    device = select_device(opencl_device)
+    spool = build_pool.spool_dir(tmp_path, device_spec(device))
+    spool.mkdir(parents=True)
+    units = ["__kernel void one(__global float* x) { x[get_global_id(0)] = 1.0f; }"]
+    job = {"cache": str(tmp_path / "k"), "token": "t", "options": "", "units": units}
+    job_file = build_pool.post_job(spool, job)
+    context = build_pool.BuilderContext(spool, device)
+    assert context.build(describe(device), job, job_file) == 0  # built: none failed
+    assert (job_file.parent / "claims" / "0.done").exists() and context.mark.exists()
+    made = weakref.ref(context.ctx)
+    context.release()
+    assert made() is None  # nothing the build made keeps it: the driver's context is gone
+    assert not context.mark.exists()
+
+
 def test_builders_leave_with_the_process_that_started_them(tmp_path, opencl_device):
     from delegate_runtime.gpu.opencl import build_pool
     from delegate_runtime.gpu.opencl.build_workers import device_spec

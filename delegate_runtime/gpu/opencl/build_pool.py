@@ -165,7 +165,7 @@ def stop_pool(procs: list[Any], grace_s: float = 5.0) -> None:
             proc.wait()
 
 
-class _Context:
+class BuilderContext:
     """A builder's OpenCL context: made when there is work, one builder at a time (the
     spool's lock), given up after a while idle; `<pid>.context` marks it held."""
 
@@ -186,6 +186,13 @@ class _Context:
             self.mark.touch()
         return self.ctx
 
+    def build(self, info: Any, job: dict, job_file: Path) -> int:
+        """build_claimed in this context (made first if given up); no one else keeps it."""
+        from .cache import KernelCache
+
+        cache = KernelCache(job["cache"])
+        return build_claimed(self.lib, self.held(), self.device, info, cache, job, job_file)
+
     def release(self) -> None:
         if self.ctx is not None:
             self.ctx = None
@@ -198,7 +205,6 @@ def serve(spec: str, cache_dir: Path, idle_release_s: float = IDLE_RELEASE_S) ->
     the process that started it is gone (or SIGTERM); its context given up while idle."""
     import signal
 
-    from .cache import KernelCache
     from .runtime import describe, select_device
     from .unit_claims import has_unclaimed
 
@@ -206,7 +212,7 @@ def serve(spec: str, cache_dir: Path, idle_release_s: float = IDLE_RELEASE_S) ->
     info = describe(device)
     spool = spool_dir(cache_dir, spec)
     jobs = ensure_private_dir(spool / "jobs")
-    context = _Context(spool, device)
+    context = BuilderContext(spool, device)
     context.held()  # started hot: an agent's first jobs (its canaries) come at once
     beat = spool / f"{os.getpid()}.alive"
     parent = os.getppid()
@@ -230,10 +236,7 @@ def serve(spec: str, cache_dir: Path, idle_release_s: float = IDLE_RELEASE_S) ->
                     job_file = job_dir / "job.json"
                     job = json.loads(job_file.read_text())
                     if has_unclaimed(job, job_file):
-                        ctx = context.held()
-                        build_claimed(
-                            context.lib, ctx, device, info, KernelCache(job["cache"]), job, job_file
-                        )
+                        context.build(info, job, job_file)
                         worked = time.monotonic()
             if time.monotonic() - worked > idle_release_s:
                 context.release()
