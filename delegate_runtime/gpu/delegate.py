@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from typing import IO, Any
 
@@ -82,6 +83,7 @@ class GpuSession:
         self.plan = self._plan()
         self.log = log if log is not None else sys.stderr
         start = time.perf_counter()
+        self._device_start = self._start_device()
         self.init_phases_ms: dict[str, float] = {}
         self.model, self.folded_ops = (
             fold_constants(model, self.switches.max_folded_elements)
@@ -131,6 +133,16 @@ class GpuSession:
         self.init_seconds = time.perf_counter() - start
         self.init_phases_ms["total"] = self.init_seconds * 1e3
 
+    def _start_device(self) -> Future:
+        """The device found and its context made in threads (opencl/preparation.py's
+        start_device), beside the folding and partitioning; asked for only where a
+        partition runs on the GPU."""
+        from .opencl import preparation as prep
+
+        # the drivers' caches pointed inside ours before the driver is loaded
+        self._cache_dir = prep.kernel_cache_dir(self.options.serialization_dir)
+        return prep.start_device(self.options.device, self._plan)
+
     def _plan(self, device: Any = None) -> ExecutionPlan:
         """The session's execution plan (on `device`, a DeviceInfo, once chosen)."""
         opts = self.options
@@ -155,13 +167,12 @@ class GpuSession:
         from .opencl import preparation as prep  # pyopencl's side: only with GPU partitions
 
         opts, switches, sg = self.options, self.switches, self.model.main
-        partitions = self.delegation.partitions
-        cache_dir = prep.kernel_cache_dir(opts.serialization_dir)
+        partitions, cache_dir = self.delegation.partitions, self._cache_dir
         t = time.perf_counter()
-        found = prep.find_device(opts.device, self._plan)
+        started = self._device_start.result()  # what the folding left of finding it
+        found, opening = started.found, started.opening  # the context: beside the lowering
         self.device_info, self.plan = found.info, found.plan
         t = self._phase("device", t)
-        opening = prep.start_context(found)  # the driver's 120-220 ms, beside the lowering
         jobs = prep.jobs_for(opts.build_jobs, switches)
 
         def lower(staged: bool) -> tuple[list, prep.ModelProgram]:
@@ -173,6 +184,8 @@ class GpuSession:
         staged = prep.staged_edges(opts.precision, found)
         parts, program = lower(staged)
         t = self._phase("lower", t)
+        native = prep.native_for(self.plan, cache_dir, switches)  # needs no context
+        t = self._phase("launch_loop", t)
         opened = opening.result()
         self.ctx, self.queue = opened.ctx, opened.queue
         self.host_edges = opened.host_edges is not None
@@ -196,8 +209,6 @@ class GpuSession:
         else:
             programs = prep.build_program(*steps)
             t = self._phase("program", t)
-        native = prep.native_for(self.plan, cache_dir, switches)
-        t = self._phase("launch_loop", t)
         self.executors = prep.make_executors(
             opened, programs, sg, program.parts, opts.precision, native, switches
         )

@@ -113,6 +113,17 @@ def pyopencl_kernel(kernel: Any) -> Any:
     return kernel.pyopencl if isinstance(kernel, RawKernel) else kernel
 
 
+def enqueue_once(queue: Any, kernel: Any, gsize: tuple, lsize: tuple | None) -> None:
+    """One launch of `kernel` without an event: a RawKernel's through the C API (making
+    its pyopencl wrapper costs ~1 ms), else pyopencl's."""
+    if isinstance(kernel, RawKernel):
+        kernel.enqueue(queue, gsize, lsize)
+    else:
+        import pyopencl as cl
+
+        cl.enqueue_nd_range_kernel(queue, kernel, gsize, lsize)
+
+
 class PartitionExecutor:
     """Runs one lowered partition; built once per session, in steps: its memory planned,
     the arena and staging buffers allocated, its launches bound (runs of them as persistent
@@ -262,7 +273,7 @@ class PartitionExecutor:
             kernel.set_args(self.arena.buffer, state, *[self.staging[t] for t in run.edges])
             for groups in sizes:
                 entry = (kernel, (groups * persistent.GROUP_ITEMS,), (persistent.GROUP_ITEMS,))
-                cl.enqueue_nd_range_kernel(self.queue, pyopencl_kernel(kernel), *entry[1:])
+                enqueue_once(self.queue, kernel, *entry[1:])
                 done = np.empty(persistent.HEADER, np.int32)
                 cl.enqueue_copy(self.queue, done, state)
                 if not done[persistent.FAILED]:

@@ -1,16 +1,17 @@
 """A GPU session's preparation on its OpenCL device, as the named steps the session
 (gpu/delegate.py) runs in order, timing each as an init phase:
 
-    cache_dir = kernel_cache_dir(options.serialization_dir)
-    found = find_device(options.device, plan_for)                           # "device"
-    opening = start_context(found)          # the context made in a thread, meanwhile:
+    cache_dir = kernel_cache_dir(options.serialization_dir)   # before the driver loads
+    starting = start_device(options.device, plan_for)  # as the session starts: in
+        # threads, the device found and its context made beside the folding
+    found, opening = starting.result()                                      # "device"
     parts = lower_partitions(sg, partitions, precision, found, staged, switches)
     program = model_program(sg, partitions, parts, precision, found, jobs, switches)
                                                                             # "lower"
+    native = native_for(found.plan, cache_dir, switches)                    # "launch_loop"
     opened = opening.result()                                               # "context"
     programs = build_program(opened, program, precision, cache_dir, token, jobs, switches)
         # or, where program_cached(...): start_program(...), beside the uploads
-    native = native_for(opened.plan, cache_dir, switches)                   # "launch_loop"
     executors = make_executors(opened, programs, sg, program.parts, precision, native,
                                switches)                                    # "upload"
     launch_loop_facts(executors, switches)   # which loop runs, why, which build
@@ -121,6 +122,28 @@ def _in_thread(fn: Callable[[], T], name: str) -> Future[T]:
 def start_context(found: FoundDevice) -> Future[OpenedDevice]:
     """open_context(found) in a thread of its own."""
     return _in_thread(lambda: open_context(found), "opencl-context")
+
+
+@dataclass(frozen=True)
+class DeviceStart:
+    """The device find_device found, and its context begun (start_context)."""
+
+    found: FoundDevice
+    opening: Future[OpenedDevice]
+
+
+def start_device(
+    requested: str | None, plan_for: Callable[[DeviceInfo], ExecutionPlan]
+) -> Future[DeviceStart]:
+    """find_device and start_context in a thread, begun when the session starts, so that
+    the driver's platform and context come beside the model's folding and partitioning;
+    a failure (no such device) is raised where the session asks for the device."""
+
+    def find_and_open() -> DeviceStart:
+        found = find_device(requested, plan_for)
+        return DeviceStart(found, start_context(found))
+
+    return _in_thread(find_and_open, "opencl-device")
 
 
 def staged_edges(precision: str, device: FoundDevice) -> bool:

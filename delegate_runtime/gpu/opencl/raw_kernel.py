@@ -5,8 +5,8 @@ invoker for every kernel it wraps: about 0.3-0.5 ms a kernel, 30-50 ms of a warm
 on the H200 for a model of a hundred launches, all of it holding the GIL. The session's
 launches need only a handle with its arguments set once (the hot path enqueues handles,
 hot_path.py), so a RawKernel is that handle; `pyopencl` wraps the same handle as a
-pyopencl Kernel, made on first use, where pyopencl itself enqueues it (profiling,
-persistent kernels' trial runs).
+pyopencl Kernel, made on first use, where pyopencl itself enqueues it (profiling);
+`enqueue` launches it once through the C API (persistent kernels' trial runs).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from .capi import CLCallError
 
 _vp = ctypes.c_void_p
 _i32 = ctypes.c_int32
+_size = ctypes.c_size_t
 
 
 class RawKernel:
@@ -52,6 +53,17 @@ class RawKernel:
 
             self._wrapped = cl.Kernel.from_int_ptr(self._handle, retain=True)
         return self._wrapped
+
+    def enqueue(self, queue: Any, gsize: tuple[int, ...], lsize: tuple[int, ...] | None) -> None:
+        """One launch on `queue` (a pyopencl CommandQueue), no event: clEnqueueNDRangeKernel."""
+        dims = len(gsize)
+        local = (_size * dims)(*lsize) if lsize else None
+        status = self._lib.clEnqueueNDRangeKernel(
+            _vp(queue.int_ptr), _vp(self._handle), dims, None, (_size * dims)(*gsize), local, 0,
+            None, None,
+        )  # fmt: skip
+        if status:
+            raise CLCallError(status, f"clEnqueueNDRangeKernel({self.function_name})")
 
     def set_args(self, *args: Any) -> None:
         for index, value in enumerate(args):
