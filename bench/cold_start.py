@@ -22,11 +22,12 @@ switchboard (the GEMM's variants: `records.gemm_kernel.GEMM_VARIANTS={...}`), se
 its module of `gpu/opencl`.
 `--build-pool N` measures ours a second time with N resident builders
 (gpu/opencl/build_pool.py) started on the new cache before the cold run, as a lab agent
-keeps them: their start is not timed, and they hold nothing. Builders give their contexts
-up after `--pool-idle` seconds idle (the agent's default: 15); the pool's row is cold with
-their contexts held (just started) and warm once they gave them up (a lab's usual state),
-and a line under it adds warm right after the cold run (contexts still held) and cold on
-a new cache whose builders gave theirs up (woken by the job).
+keeps them: their start is not timed, and they hold nothing. All but KEEP_HELD (4)
+builders give their contexts up after `--pool-idle` seconds idle (the agent's default:
+15); the pool's row is cold with every context held (just started) and warm once they gave
+them up (a lab's usual state), and a line under it adds warm right after the cold run
+(contexts still held) and cold on a new cache whose builders gave theirs up (woken by the
+job).
 `--hold-device` opens the device in this process (its OpenCL context) for the whole run,
 as a lab host holds it (its agent's context, or nvidia-persistenced): without a process
 holding it, NVIDIA's driver sets the GPU up anew for each child (about 100 ms more on
@@ -267,22 +268,25 @@ def measure_pool(
         procs = start_pool(spec, cache, pool, environ=env, idle_release_s=idle_s)
         try:
             if fresh == "released":
-                _await_release(spec, cache)
+                _await_release(spec, cache, pool)
             runs[f"cold_{fresh}"] = run_child(args + list(tail), env)
             if fresh == "held":
                 runs["warm_held"] = run_child(args + list(tail), env)
-                _await_release(spec, cache)
+                _await_release(spec, cache, pool)
                 runs["warm_released"] = run_child(args + list(tail), env)
         finally:
             stop_pool(procs)
     return runs
 
 
-def _await_release(spec: str, cache: Path, timeout_s: float = 120.0) -> None:
-    from delegate_runtime.gpu.opencl.build_pool import holding_builders, spool_dir
+def _await_release(spec: str, cache: Path, pool: int, timeout_s: float = 120.0) -> None:
+    """Until the builders that give their contexts up (all but KEEP_HELD) have."""
+    from delegate_runtime.gpu.opencl.build_pool import KEEP_HELD, holding_builders, spool_dir
 
     deadline = time.monotonic() + timeout_s
-    while holding_builders(spool_dir(cache, spec)) and time.monotonic() < deadline:
+    while holding_builders(spool_dir(cache, spec)) > min(KEEP_HELD, pool):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the builders did not give their contexts up")
         time.sleep(0.1)
 
 

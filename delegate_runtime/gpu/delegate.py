@@ -184,8 +184,9 @@ class GpuSession:
         staged = prep.staged_edges(opts.precision, found)
         parts, program = lower(staged)
         t = self._phase("lower", t)
-        native = prep.native_for(self.plan, cache_dir, switches)  # needs no context
-        t = self._phase("launch_loop", t)
+        # the launch loop's library needs no context: loaded (or built, on a new cache)
+        # beside the context and a cold program's build, which wakes resident builders
+        native = prep.start_native(self.plan, cache_dir, switches)
         opened = opening.result()
         self.ctx, self.queue = opened.ctx, opened.queue
         self.host_edges = opened.host_edges is not None
@@ -209,6 +210,8 @@ class GpuSession:
         else:
             programs = prep.build_program(*steps)
             t = self._phase("program", t)
+        native = native.result()
+        t = self._phase("launch_loop", t)  # what the program left of the loop's loading
         self.executors = prep.make_executors(
             opened, programs, sg, program.parts, opts.precision, native, switches
         )

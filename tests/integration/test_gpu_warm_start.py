@@ -130,3 +130,25 @@ def test_raw_kernel_sets_every_kind_of_argument(device):
     assert raised.value.code == -49  # CL_INVALID_ARG_INDEX
     with pytest.raises(CLCallError, match="clCreateKernel"):
         RawKernel(lib, program, "no_such_kernel")
+
+
+def test_the_device_is_found_as_the_session_starts_and_a_bad_one_reported_where_needed():
+    """The device is looked for in a thread from the session's start (beside the folding):
+    a device that is not there fails only a session with a GPU partition, with the error it
+    gave before, and a session whose model has none runs on the CPU as ever."""
+    from delegate_runtime.errors import JobError
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    with pytest.raises(JobError, match="no OpenCL device 9:9"):
+        GpuSession(read_model(mixed_model()), device="9:9", log=io.StringIO())
+    b = ModelBuilder()
+    x = b.main.input("x", SHAPE)
+    y = b.main.tensor("y", SHAPE)
+    b.main.op("LOG_SOFTMAX", [x], [y])  # no GPU op: nothing delegated
+    b.main.output(y)
+    cpu_only = GpuSession(read_model(b.build()), device="9:9", log=io.StringIO())
+    assert cpu_only.delegation.delegated_nodes == 0 and not cpu_only.executors
+    require(litert.available(), "ai-edge-litert (the LiteRT oracle)")
+    x = np.random.default_rng(1).standard_normal(SHAPE).astype(np.float32)
+    want = litert.run(b.build(), [x], reference=True)[0]
+    np.testing.assert_allclose(cpu_only.invoke([x])[0], want, rtol=1e-6, atol=1e-6)

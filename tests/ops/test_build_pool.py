@@ -79,12 +79,14 @@ def test_idle_builders_give_their_contexts_up_and_a_job_wakes_them(
     from tests.ops.test_gpu_persistent import separable_blocks
 
     spec = _one_build_per_process(monkeypatch, opencl_device)
-    procs = build_pool.start_pool(spec, tmp_path, 2, idle_release_s=0.5)
+    procs = build_pool.start_pool(spec, tmp_path, 3, idle_release_s=0.5, keep_held=1)
     spool = build_pool.spool_dir(tmp_path, spec)
     try:
-        assert build_pool.holding_builders(spool) == 2  # started with their contexts
-        assert _await(lambda: build_pool.holding_builders(spool) == 0)
-        assert build_pool.live_builders(spool) == 2  # the processes stay
+        assert build_pool.holding_builders(spool) == 3  # started with their contexts
+        assert _await(lambda: build_pool.holding_builders(spool) == 1)  # one kept
+        time.sleep(1.0)
+        assert build_pool.holding_builders(spool) == 1
+        assert build_pool.live_builders(spool) == 3  # the processes stay
         raw, xs = separable_blocks(blocks=1)
         model = read_model(raw)
         kw = {"log": io.StringIO(), "serialization_dir": str(tmp_path), "build_jobs": 3}
@@ -93,7 +95,7 @@ def test_idle_builders_give_their_contexts_up_and_a_job_wakes_them(
         assert "resident" in session.program_summary  # woken, they built some of them
         want = Interpreter(model).invoke(xs)[0]
         np.testing.assert_allclose(session.invoke(xs)[0], want, rtol=1e-4, atol=1e-4)
-        assert _await(lambda: build_pool.holding_builders(spool) == 0)  # idle again
+        assert _await(lambda: build_pool.holding_builders(spool) == 1)  # idle again
     finally:
         build_pool.stop_pool(procs)
     assert not list(spool.glob("*.context"))

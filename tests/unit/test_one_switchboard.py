@@ -49,6 +49,8 @@ NOT_TUNING: dict[str, dict[str, str]] = {
         "IDLE_RELEASE_S": "when an idle builder gives its context up: the lab's policy for "
         "its resident processes, not what a session runs (start_pool and `devicefarm "
         "build-pool --idle-release` set it)",
+        "KEEP_HELD": "how many resident builders keep their contexts idle: the lab's policy "
+        "for its resident processes, not what a session runs",
     },
     "delegate_runtime/gpu/opencl/unit_claims.py": {
         "POLL_S": "how often the builders look at claims and jobs, not what runs",

@@ -15,13 +15,15 @@ is then missing from the cache it builds itself. Builders share the cache's driv
 caches (CUDA_CACHE_PATH), so the session loads their machine code, not their PTX.
 A builder exits when the process that started it does.
 
-An idle builder gives its context up after `idle_release_s` without a unit to build
-(IDLE_RELEASE_S by default), keeping its process, its imports and the platform: NVIDIA
-makes a new context slower for every other one alive (15 idle builders' contexts: 232 ms
-against 120 for a warm start's, `bench/diag_idle_contexts.py`), and a lab's jobs are
-mostly warm starts. A job with unclaimed units wakes it; builders make their contexts
-again one at a time (the spool's `context.lock`: 15 at once all waited 2.7 s, one at a
-time the first is ready in ~120 ms) and mark each held context with a `<pid>.context` file.
+All but `keep_held` builders (KEEP_HELD by default) give their contexts up after
+`idle_release_s` without a unit to build (IDLE_RELEASE_S), keeping their processes,
+imports and platform: NVIDIA makes a new context slower for every other one alive (15
+idle builders' contexts: 232 ms against 120 for a warm start's, 4: 145;
+`bench/diag_idle_contexts.py`), and a lab's jobs are mostly warm starts. A job with
+unclaimed units wakes them; they make their contexts again one at a time (the spool's
+`context.lock`: 15 at once all waited 2.7 s, one at a time the first is ready in ~120 ms)
+beside the builders that kept theirs, and mark each held context with a `<pid>.context`
+file.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ JOB_MAX_AGE_S = 3600.0
 #: An idle builder gives its OpenCL context up after this long without a unit (s): a
 #: campaign's new models come close together, its warm starts after them.
 IDLE_RELEASE_S = 15.0
+#: Builders that keep their contexts however long idle: a new model's build starts on
+#: them at once while the others make theirs (4 contexts slow a warm start's by ~25 ms).
+KEEP_HELD = 4
 
 
 def default_builders() -> int:
@@ -124,22 +129,25 @@ def start_pool(
     builders: int,
     environ: dict[str, str] | None = None,
     idle_release_s: float = IDLE_RELEASE_S,
+    keep_held: int = KEEP_HELD,
 ) -> list[Any]:
     """Start `builders` resident builders for device `spec` on `cache_dir` (their
     environment: builder_env's); return once each has its context (a heartbeat), or raise
-    RuntimeError naming why not. Each gives its context up after `idle_release_s` idle."""
+    RuntimeError naming why not. All but `keep_held` give their contexts up after
+    `idle_release_s` idle."""
     spool = ensure_private_dir(spool_dir(cache_dir, spec))
     ensure_private_dir(spool / "jobs")
     before = live_builders(spool)
+    release = [float("inf")] * keep_held + [idle_release_s] * max(builders - keep_held, 0)
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", __name__, spec, str(cache_dir), str(idle_release_s)],
+            [sys.executable, "-m", __name__, spec, str(cache_dir), str(release[i])],
             env=builder_env(cache_dir, environ),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        for _ in range(builders)
+        for i in range(builders)
     ]
     deadline = time.monotonic() + START_TIMEOUT_S
     while live_builders(spool) < before + builders:

@@ -8,10 +8,11 @@
     parts = lower_partitions(sg, partitions, precision, found, staged, switches)
     program = model_program(sg, partitions, parts, precision, found, jobs, switches)
                                                                             # "lower"
-    native = native_for(found.plan, cache_dir, switches)                    # "launch_loop"
+    native = start_native(found.plan, cache_dir, switches)  # in a thread
     opened = opening.result()                                               # "context"
     programs = build_program(opened, program, precision, cache_dir, token, jobs, switches)
         # or, where program_cached(...): start_program(...), beside the uploads
+    native.result()                                                         # "launch_loop"
     executors = make_executors(opened, programs, sg, program.parts, precision, native,
                                switches)                                    # "upload"
     launch_loop_facts(executors, switches)   # which loop runs, why, which build
@@ -307,6 +308,12 @@ def native_for(plan: ExecutionPlan, cache_dir: Path, switches: Switches) -> Any:
     """The native library where the plan has it and it was built (native_library.py), else
     None."""
     return native_library(cache_dir, switches) if plan.native_library else None
+
+
+def start_native(plan: ExecutionPlan, cache_dir: Path, switches: Switches) -> Future[Any]:
+    """native_for in a thread of its own: it needs no context, and building it (a new
+    cache: ~140 ms of the C compiler) must not hold back a cold program's build."""
+    return _in_thread(lambda: native_for(plan, cache_dir, switches), "launch-loop")
 
 
 def make_executors(
