@@ -182,11 +182,17 @@ class GpuSession:
             )
 
         staged = prep.staged_edges(opts.precision, found)
-        parts, program = lower(staged)
-        t = self._phase("lower", t)
         # the launch loop's library needs no context: loaded (or built, on a new cache)
         # beside the context and a cold program's build, which wakes resident builders
         native = prep.start_native(self.plan, cache_dir, switches)
+        parts, program = lower(staged)
+        # a serialization dir keys the program by the model (TFLite's model token); else
+        # the lowering's token. Whether the cache holds the program whole (its units'
+        # digests, megabytes of source) is read while the context is still being made
+        explicit = opts.serialization_dir is not None
+        token = (opts.model_token or sha256) if explicit else program.token
+        beside = prep.program_cached(found, program, opts.precision, cache_dir, token)
+        t = self._phase("lower", t)
         opened = opening.result()
         self.ctx, self.queue = opened.ctx, opened.queue
         self.host_edges = opened.host_edges is not None
@@ -194,16 +200,14 @@ class GpuSession:
         self.init_phases_ms["context_made"] = round(opened.made_ms, 2)  # in its thread
         if staged != prep.staged_edges(opts.precision, opened):
             parts, program = lower(not staged)  # the device refused the plan's host edges
+            token = (opts.model_token or sha256) if explicit else program.token
+            beside = prep.program_cached(found, program, opts.precision, cache_dir, token)
             t = self._phase("lower_again", t)
         self.half_weights = program.half_weights
         self.specialized_kernels = program.specialized_kernels
-        # a serialization dir keys the program by the model (TFLite's model token)
-        explicit = opts.serialization_dir is not None
-        token = (opts.model_token or sha256) if explicit else program.token
         steps = (opened, program, opts.precision, cache_dir, token, jobs, switches)
         # held whole by the cache: loaded beside the uploads (its phase is then its own
         # time, overlapping theirs), the executors waiting for it where they bind kernels
-        beside = prep.program_cached(found, program, opts.precision, cache_dir, token)
         self.program_beside_upload = beside
         if beside:
             programs = prep.start_program(lambda: prep.build_program(*steps))

@@ -5,13 +5,13 @@
     starting = start_device(options.device, plan_for)  # as the session starts: in
         # threads, the device found and its context made beside the folding
     found, opening = starting.result()                                      # "device"
+    native = start_native(found.plan, cache_dir, switches)  # in a thread
     parts = lower_partitions(sg, partitions, precision, found, staged, switches)
     program = model_program(sg, partitions, parts, precision, found, jobs, switches)
-                                                                            # "lower"
-    native = start_native(found.plan, cache_dir, switches)  # in a thread
+    cached = program_cached(found, program, precision, cache_dir, token)    # "lower"
     opened = opening.result()                                               # "context"
     programs = build_program(opened, program, precision, cache_dir, token, jobs, switches)
-        # or, where program_cached(...): start_program(...), beside the uploads
+        # or, where cached: start_program(...), beside the uploads
     native.result()                                                         # "launch_loop"
     executors = make_executors(opened, programs, sg, program.parts, precision, native,
                                switches)                                    # "upload"
