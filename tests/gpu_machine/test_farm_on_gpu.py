@@ -94,6 +94,9 @@ def test_the_embedded_run_stores_the_shipped_paths_median(embedded, config):
     stored = row["median_ms"] * 1000.0
     print(f"{config}: stored median {stored} us, benchmark processes {medians} us")
     print(f"{config}: stored init {row['init_ms']} ms, +process {row['process_init_ms']} ms")
+    m = row["measurement"]
+    session = {k: v["value"] for k, v in m["config"].items() if k.startswith("gpu.session.")}
+    print(f"{config}: stored row's session {session}, uncertainty {m['uncertainty']}")
     assert min(medians) * (1 - AGREEMENT) <= stored <= max(medians) * (1 + AGREEMENT)
 
 
