@@ -15,10 +15,14 @@ from typing import Any
 
 import pytest
 
-#: A stored median may lie this far outside the benchmark command's medians.
-AGREEMENT = 0.05
-#: Benchmark processes per precision: one process's median moves 5-8 % from the next's on
-#: the H200 (288 and 255 us beside a stored 268 and 258 us), more than AGREEMENT.
+#: A stored median may lie this far outside the benchmark command's medians: the farm's
+#: row is one process, and on the H200 one process's median of MobileNet v1 moves up to
+#: 12 % from the next's (2026-12-04, two calls: benchmark processes 263-268 us beside a
+#: stored 295, and 268-279 beside a stored 252; 5 % failed on those draws). The error this
+#: guards against, the profiling path stored for the shipped one, was 2.8x.
+AGREEMENT = 0.12
+#: Benchmark processes per precision: one process's median moves 5-12 % from the next's on
+#: the H200 (288 and 255 us beside a stored 268 and 258 us).
 BENCH_PROCESSES = 3
 CONFIGS = ("gpu-fp32", "gpu-fp16")
 RUNS = "300"
