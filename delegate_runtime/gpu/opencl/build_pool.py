@@ -17,9 +17,9 @@ A builder exits when the process that started it does.
 
 All but `keep_held` builders (KEEP_HELD by default) give their contexts up after
 `idle_release_s` without a unit to build (IDLE_RELEASE_S), keeping their processes,
-imports and platform: NVIDIA makes a new context slower for every other one alive (15
-idle builders' contexts: 232 ms against 120 for a warm start's, 4: 145;
-`bench/diag_idle_contexts.py`), and a lab's jobs are mostly warm starts. A job with
+imports and platform: NVIDIA makes a new context slower for every other one alive (beside
+15 idle builders' contexts a warm start's took 212-232 ms against 120-130 alone, beside 4
+137-145; `bench/diag_idle_contexts.py`), and a lab's jobs are mostly warm starts. A job with
 unclaimed units wakes them; they make their contexts again one at a time (the spool's
 `context.lock`: 15 at once all waited 2.7 s, one at a time the first is ready in ~120 ms)
 beside the builders that kept theirs, and mark each held context with a `<pid>.context`
@@ -58,7 +58,7 @@ JOB_MAX_AGE_S = 3600.0
 #: campaign's new models come close together, its warm starts after them.
 IDLE_RELEASE_S = 15.0
 #: Builders that keep their contexts however long idle: a new model's build starts on
-#: them at once while the others make theirs (4 contexts slow a warm start's by ~25 ms).
+#: them at once while the others make theirs (4 contexts slow a warm start's by 7-25 ms).
 KEEP_HELD = 4
 
 
