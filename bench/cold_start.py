@@ -251,6 +251,7 @@ def measure_pool(
     tail: tuple[str, ...],
     pool: int,
     idle_s: float,
+    jobs: int | None = None,
 ) -> dict[str, dict]:
     """Ours with `pool` resident builders (build_pool.py) started on a new cache, as a lab
     agent has them, outside the timing: cold with their contexts held, warm right after,
@@ -263,7 +264,7 @@ def measure_pool(
     spec = device_spec(select_device(device))
     runs: dict[str, dict] = {}
     for fresh in ("held", "released"):
-        env, args = _ours(path, precision, device, extra, None)
+        env, args = _ours(path, precision, device, extra, jobs)
         cache = Path(args[args.index("--cache") + 1])
         procs = start_pool(spec, cache, pool, environ=env, idle_release_s=idle_s)
         try:
@@ -392,7 +393,9 @@ def main() -> int:
         tail = ("--steady", str(a.steady), *[f"--set={kv}" for kv in a.set])
         for precision, pool in ((p, n) for p in a.precisions.split(",") for n in pools):
             if pool:
-                runs = measure_pool(path, precision, a.device, extra, tail, pool, a.pool_idle)
+                runs = measure_pool(
+                    path, precision, a.device, extra, tail, pool, a.pool_idle, a.build_jobs
+                )
                 cold, warm = runs["cold_held"], runs["warm_released"]
             else:
                 cold, warm = measure_ours(path, precision, a.device, extra, a.build_jobs, tail)
