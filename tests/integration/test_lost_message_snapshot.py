@@ -1,7 +1,8 @@
 """A message is lost only when a snapshot of its queue and the unacked hash lacks it too
-(orchestrator/probes.py RedisProbe.recheck), on a real Redis: the full probe reads the
-lists one by one and then the hash, so a message taken back from the hash to its list
-meanwhile (as consumers do after a Redis restart) is in neither read."""
+(orchestrator/probes.py RedisProbe.recheck), on a real Redis: the full probe scans for the
+queues' lists and then reads them and the hash, so a message whose list was empty at the
+scan and which is taken back from the hash to its list before the read (as consumers do
+after a Redis restart) is in neither read."""
 
 from __future__ import annotations
 
@@ -36,17 +37,18 @@ def _delivered(client: redis.Redis, task: str) -> None:
 
 
 def _taken_back_during_the_scan(probe: RedisProbe) -> None:
-    """Before the full probe reads the hash (its last read), the message moves from the
-    hash back to its list, which the probe has read already."""
-    client, hvals = probe.client, probe.client.hvals
+    """After the full probe's scan (its list empty, so not found) and before its read,
+    the message moves from the hash back to its list."""
+    client, scan_iter = probe.client, probe.client.scan_iter
 
-    def moved_then_read(key):  # type: ignore[no-untyped-def]
+    def scanned_then_moved(*args, **kwargs):  # type: ignore[no-untyped-def]
+        keys = list(scan_iter(*args, **kwargs))
         message, _, _ = json.loads(client.hget(REDIS_UNACKED_KEY, "tag-1"))
         client.lpush(queue_for("noop:a"), json.dumps(message))
         client.hdel(REDIS_UNACKED_KEY, "tag-1")
-        return hvals(key)
+        return iter(keys)
 
-    client.hvals = moved_then_read  # type: ignore[method-assign]
+    client.scan_iter = scanned_then_moved  # type: ignore[method-assign]
 
 
 def test_a_message_moved_during_the_scan_is_not_called_lost(tmp_path, redis_url):
@@ -82,3 +84,12 @@ def test_the_snapshot_reads_every_priority_list(redis_url):
         probe.client.lpush(name, json.dumps({"headers": {"id": f"t{i}"}}))
     assert probe.recheck([queue_for("noop:a")]) == {f"t{i}" for i in range(len(names))}
     assert probe() == probe.recheck([queue_for("noop:a")])  # the full probe's scan agrees
+
+
+def test_the_full_probe_passes_over_a_key_of_the_prefix_that_is_no_list(redis_url):
+    probe = RedisProbe(redis_url)
+    probe.client.flushdb()
+    probe.client.set(queue_for("noop:b"), "not a queue")  # WRONGTYPE inside the transaction
+    probe.client.lpush(queue_for("noop:a"), json.dumps({"headers": {"id": "t1"}}))
+    _delivered(probe.client, "t2")
+    assert probe() == {"t1", "t2"}
