@@ -123,6 +123,30 @@ def test_a_builder_keeps_no_hold_on_a_context_it_gave_up(tmp_path, opencl_device
     assert not context.mark.exists()
 
 
+def test_a_builder_the_driver_refuses_a_context_claims_nothing(
+    tmp_path, monkeypatch, opencl_device
+):
+    from delegate_runtime.gpu.opencl import build_pool, capi
+    from delegate_runtime.gpu.opencl.build_workers import device_spec
+    from delegate_runtime.gpu.opencl.runtime import describe, select_device
+
+    device = select_device(opencl_device)
+    spool = build_pool.spool_dir(tmp_path, device_spec(device))
+    spool.mkdir(parents=True)
+    units = ["__kernel void one(__global float* x) { x[0] = 1.0f; }"]
+    job = {"cache": str(tmp_path / "k"), "token": "t", "options": "", "units": units}
+    job_file = build_pool.post_job(spool, job)
+    context = build_pool.BuilderContext(spool, device)
+
+    def refused(lib, device):  # type: ignore[no-untyped-def]
+        raise capi.CLCallError(-6, "clCreateContext")  # CL_OUT_OF_HOST_MEMORY
+
+    monkeypatch.setattr(capi, "create_context", refused)
+    assert context.build(describe(device), job, job_file) is None
+    assert not any((job_file.parent / "claims").iterdir())  # the units left to others
+    assert context.ctx is None and not context.mark.exists()
+
+
 def test_builders_leave_with_the_process_that_started_them(tmp_path, opencl_device):
     from delegate_runtime.gpu.opencl import build_pool
     from delegate_runtime.gpu.opencl.build_workers import device_spec

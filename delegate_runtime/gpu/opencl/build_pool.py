@@ -194,12 +194,19 @@ class BuilderContext:
             self.mark.touch()
         return self.ctx
 
-    def build(self, info: Any, job: dict, job_file: Path) -> int:
-        """build_claimed in this context (made first if given up); no one else keeps it."""
+    def build(self, info: Any, job: dict, job_file: Path) -> int | None:
+        """build_claimed in this context (made first if given up; no one else keeps it);
+        None, claiming nothing, where the driver would not make a context now: the units
+        are left to the other builders and the session, and the next job tries again."""
         from .cache import KernelCache
+        from .capi import CLCallError
 
+        try:
+            ctx = self.held()
+        except (CLCallError, OSError):
+            return None
         cache = KernelCache(job["cache"])
-        return build_claimed(self.lib, self.held(), self.device, info, cache, job, job_file)
+        return build_claimed(self.lib, ctx, self.device, info, cache, job, job_file)
 
     def release(self) -> None:
         if self.ctx is not None:
