@@ -139,8 +139,12 @@ class GpuSession:
         partition runs on the GPU."""
         from .opencl import preparation as prep
 
-        # the drivers' caches pointed inside ours before the driver is loaded
-        self._cache_dir = prep.kernel_cache_dir(self.options.serialization_dir)
+        try:  # the drivers' caches pointed inside ours before the driver is loaded
+            self._cache_dir = prep.kernel_cache_dir(self.options.serialization_dir)
+        except OSError as exc:  # an unusable cache folder fails only a GPU partition
+            failed: Future = Future()
+            failed.set_exception(exc)
+            return failed
         return prep.start_device(self.options.device, self._plan)
 
     def _plan(self, device: Any = None) -> ExecutionPlan:

@@ -152,3 +152,19 @@ def test_the_device_is_found_as_the_session_starts_and_a_bad_one_reported_where_
     x = np.random.default_rng(1).standard_normal(SHAPE).astype(np.float32)
     want = litert.run(b.build(), [x], reference=True)[0]
     np.testing.assert_allclose(cpu_only.invoke([x])[0], want, rtol=1e-6, atol=1e-6)
+
+
+def test_an_unusable_kernel_cache_folder_fails_only_a_session_with_a_gpu_partition(tmp_path):
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    with pytest.raises(OSError):
+        GpuSession(read_model(mixed_model()), serialization_dir=str(blocked), log=io.StringIO())
+    b = ModelBuilder()
+    x = b.main.input("x", SHAPE)
+    y = b.main.tensor("y", SHAPE)
+    b.main.op("LOG_SOFTMAX", [x], [y])  # nothing delegated: the CPU runs it, as ever
+    b.main.output(y)
+    cpu_only = GpuSession(read_model(b.build()), serialization_dir=str(blocked), log=io.StringIO())
+    assert cpu_only.delegation.delegated_nodes == 0
