@@ -101,9 +101,8 @@ def test_idle_builders_give_their_contexts_up_and_a_job_wakes_them(
     assert not list(spool.glob("*.context"))
 
 
-def test_a_builder_keeps_no_hold_on_a_context_it_gave_up(tmp_path, opencl_device):
-    import weakref
-
+def _one_unit_job(tmp_path, opencl_device) -> tuple:
+    """A spool with a job of one unit, and a builder's context on the device (not made)."""
     from delegate_runtime.gpu.opencl import build_pool
     from delegate_runtime.gpu.opencl.build_workers import device_spec
     from delegate_runtime.gpu.opencl.runtime import describe, select_device
@@ -114,8 +113,14 @@ def test_a_builder_keeps_no_hold_on_a_context_it_gave_up(tmp_path, opencl_device
     units = ["__kernel void one(__global float* x) { x[get_global_id(0)] = 1.0f; }"]
     job = {"cache": str(tmp_path / "k"), "token": "t", "options": "", "units": units}
     job_file = build_pool.post_job(spool, job)
-    context = build_pool.BuilderContext(spool, device)
-    assert context.build(describe(device), job, job_file) == 0  # built: none failed
+    return build_pool.BuilderContext(spool, device), describe(device), job, job_file
+
+
+def test_a_builder_keeps_no_hold_on_a_context_it_gave_up(tmp_path, opencl_device):
+    import weakref
+
+    context, info, job, job_file = _one_unit_job(tmp_path, opencl_device)
+    assert context.build(info, job, job_file) == 0  # built: none failed
     assert (job_file.parent / "claims" / "0.done").exists() and context.mark.exists()
     made = weakref.ref(context.ctx)
     context.release()
@@ -126,23 +131,15 @@ def test_a_builder_keeps_no_hold_on_a_context_it_gave_up(tmp_path, opencl_device
 def test_a_builder_the_driver_refuses_a_context_claims_nothing(
     tmp_path, monkeypatch, opencl_device
 ):
-    from delegate_runtime.gpu.opencl import build_pool, capi
-    from delegate_runtime.gpu.opencl.build_workers import device_spec
-    from delegate_runtime.gpu.opencl.runtime import describe, select_device
+    from delegate_runtime.gpu.opencl import capi
 
-    device = select_device(opencl_device)
-    spool = build_pool.spool_dir(tmp_path, device_spec(device))
-    spool.mkdir(parents=True)
-    units = ["__kernel void one(__global float* x) { x[0] = 1.0f; }"]
-    job = {"cache": str(tmp_path / "k"), "token": "t", "options": "", "units": units}
-    job_file = build_pool.post_job(spool, job)
-    context = build_pool.BuilderContext(spool, device)
+    context, info, job, job_file = _one_unit_job(tmp_path, opencl_device)
 
     def refused(lib, device):  # type: ignore[no-untyped-def]
         raise capi.CLCallError(-6, "clCreateContext")  # CL_OUT_OF_HOST_MEMORY
 
     monkeypatch.setattr(capi, "create_context", refused)
-    assert context.build(describe(device), job, job_file) is None
+    assert context.build(info, job, job_file) is None
     assert not any((job_file.parent / "claims").iterdir())  # the units left to others
     assert context.ctx is None and not context.mark.exists()
 
