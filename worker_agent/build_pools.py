@@ -1,6 +1,7 @@
 """Resident program builders for the GPUs this agent serves (delegate_runtime's
 gpu/opencl/build_pool.py): a new model's first job builds its kernels on builders that
-already have their contexts, instead of starting processes (issue 39, cold start).
+are already running (four with their contexts held, the others making theirs again
+when the job comes), instead of starting processes (issue 39, cold start).
 
 Started for each OpenCL device whose driver compiles one program at a time per process
 (NVIDIA), before the first canary, on the kernel cache the jobs use; stopped with the

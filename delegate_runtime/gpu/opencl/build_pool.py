@@ -1,5 +1,6 @@
-"""Resident builders: a host's program builders kept running, each with its OpenCL context,
-so that a new model's units are built without starting a process.
+"""Resident builders: a host's program builders kept running (their OpenCL contexts held, or
+given up while idle and made again when work comes), so that a new model's units are
+built without starting a process.
 
 A cold session's own build workers (build_workers.py) cost 1-2.5 s on an H200 before
 their first unit: Python, pyopencl and a context each, and NVIDIA makes contexts one at
