@@ -1,7 +1,7 @@
 """`devicefarm build-pool`: keep resident program builders for a GPU (their OpenCL contexts
 given up while idle, all but four), so that a new model's kernels are built without
-starting processes (cold start; gpu/opencl/build_pool.py). Runs until interrupted; the worker agent starts its own for
-the GPUs it serves."""
+starting processes (cold start; gpu/opencl/build_pool.py). Runs until interrupted; the
+worker agent starts its own for the GPUs it serves."""
 
 from __future__ import annotations
 
