@@ -8,8 +8,10 @@ pushed to every list (Redis pops it and writes the reply), then redis-server is 
 before any reply is read. Printed: how many replies the consumers can still read from
 their sockets, and how many messages the lists hold after a restart from the file. On
 this machine (2026-12-04): 20 of 20 readable, 0 left: a message popped at the kill is only
-in the consumer's socket, so a consumer that forgets its channels at the first connection
-error (the device group's reconnect) loses it, and the reconciler rightly calls it lost.
+in the consumer's socket, so a consumer that drops a channel without reading its pending
+reply loses it, and the reconciler rightly calls it lost. Whether the device group's
+reconnect (worker_agent/group.py: every channel forgotten at the first connection error)
+is such a consumer is not checked yet.
 """
 
 from __future__ import annotations
