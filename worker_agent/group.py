@@ -132,6 +132,9 @@ class DeviceGroup:
         self.job_ended = threading.Event()
         #: queue -> delivery tags left unacknowledged by consumers before this process
         self._left_behind: dict[str, list[str]] | None = None
+        #: (list, message) popped by Redis for a BRPOP whose reply was still unread when the
+        #: connection was lost (`_rescue_replies`), put back once Redis answers again
+        self._rescued: list[tuple[bytes, bytes]] = []
 
     # -- control ------------------------------------------------------------------------
 
@@ -206,6 +209,7 @@ class DeviceGroup:
         under way and messages received but not started still run here (their acks may
         fail: the database holds each job's end, and a copy delivered again is stale)."""
         log.warning("broker connection lost (%s: %s); reconnecting", type(exc).__name__, exc)
+        self._rescued.extend(self._rescue_replies())
         self._left_behind = None  # the next consumption looks again (`_take_back`)
         for slot in self.slots.values():
             if slot.channel is not None:
@@ -216,6 +220,45 @@ class DeviceGroup:
             with contextlib.suppress(Exception):
                 conn.collect(socket_timeout=0.1)
         self._retry_at = time.monotonic() + self._backoff
+
+    def _rescue_replies(self) -> list[tuple[bytes, bytes]]:
+        """Each forgotten channel's BRPOP reply still unread in its socket, as (list,
+        message): Redis pops a message as it answers, so when it is killed the message
+        is only there (`bench/diag_brpop_kill.py`: every such reply readable after the
+        kill, the lists empty after a restart from the append-only file)."""
+        rescued = []
+        for slot in self.slots.values():
+            connection = getattr(slot.channel, "_in_poll", None)
+            if connection is None or not hasattr(connection, "can_read"):
+                continue  # no BRPOP in flight (or not Redis)
+            with contextlib.suppress(Exception):  # nothing readable: nothing was popped
+                if connection.can_read(timeout=0):
+                    reply = connection.read_response()
+                    if reply:
+                        rescued.append((reply[0], reply[1]))
+        return rescued
+
+    def _put_back_rescued(self) -> None:
+        """The rescued messages back at the taking end of their lists (BRPOP takes from
+        the right: RPUSH), in one transaction; kept for the next round if Redis refuses."""
+        import redis
+
+        client = redis.Redis.from_url(self.broker_url, socket_timeout=SOCKET_TIMEOUT_S)
+        try:
+            with client.pipeline(transaction=True) as pipe:
+                for name, message in self._rescued:
+                    pipe.rpush(name, message)
+                pipe.execute()
+        except redis.RedisError as exc:
+            n = len(self._rescued)
+            log.warning(
+                "%d messages received as the broker went away: not put back yet (%s)", n, exc
+            )
+            return
+        finally:
+            client.close()
+        log.warning("%d messages received as the broker went away put back", len(self._rescued))
+        self._rescued = []
 
     def _consume(self, slot: Slot) -> None:
         """Open `slot`'s channel (prefetch 1) and consume its device's queue."""
@@ -431,6 +474,8 @@ class DeviceGroup:
             if not self._connect():
                 time.sleep(wait)
                 continue
+            if self._rescued:
+                self._put_back_rescued()
             try:
                 self._update_consumers()
                 if self._receiving():
