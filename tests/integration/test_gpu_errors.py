@@ -36,15 +36,17 @@ def context(devices):
     return cl.Context([devices[0][2]])
 
 
-def mixed_model() -> bytes:
-    """CONV_2D -> RELU -> LOG_SOFTMAX (not a GPU op) -> ADD -> LOGISTIC."""
+def mixed_model(bias: bool = False) -> bytes:
+    """CONV_2D -> RELU -> LOG_SOFTMAX (not a GPU op: two partitions) -> ADD -> LOGISTIC;
+    `bias` gives the CONV_2D one (LiteRT's kernels require it, ours do not)."""
     rng = np.random.default_rng(0)
     b = ModelBuilder()
     g = b.main
     x = g.input("x", SHAPE)
     w = g.const("w", rng.standard_normal((4, 3, 3, 4)).astype(np.float32) * 0.3)
+    conv_bias = g.const("bias", rng.standard_normal(4).astype(np.float32) * 0.1) if bias else -1
     t0, t1, t2, t3, y = (g.tensor(n, SHAPE) for n in ("conv", "relu", "log_softmax", "add", "y"))
-    g.op("CONV_2D", [x, w, -1], [t0], padding="SAME", stride_h=1, stride_w=1)
+    g.op("CONV_2D", [x, w, conv_bias], [t0], padding="SAME", stride_h=1, stride_w=1)
     g.op("RELU", [t0], [t1])
     g.op("LOG_SOFTMAX", [t1], [t2])
     g.op("ADD", [t2, x], [t3])

@@ -13,6 +13,8 @@ import pytest
 from delegate_runtime import litert, read_model
 from delegate_runtime.builder import ModelBuilder
 from tests.conftest import require, require_module
+from tests.integration.test_gpu_errors import SHAPE
+from tests.integration.test_gpu_errors import mixed_model as errors_model
 
 cl = require_module("pyopencl", "pyopencl (the OpenCL runtime, PoCL here)")
 
@@ -28,26 +30,10 @@ def device():
     return found[0][2]
 
 
-SHAPE = (1, 6, 6, 4)
-
-
 def mixed_model() -> bytes:
-    """CONV_2D (with its bias, as LiteRT requires) -> RELU -> LOG_SOFTMAX (not a GPU op:
-    two partitions) -> ADD -> LOGISTIC."""
-    rng = np.random.default_rng(0)
-    b = ModelBuilder()
-    g = b.main
-    x = g.input("x", SHAPE)
-    w = g.const("w", rng.standard_normal((4, 3, 3, 4)).astype(np.float32) * 0.3)
-    bias = g.const("bias", rng.standard_normal(4).astype(np.float32) * 0.1)
-    t0, t1, t2, t3, y = (g.tensor(n, SHAPE) for n in ("conv", "relu", "log_softmax", "add", "y"))
-    g.op("CONV_2D", [x, w, bias], [t0], padding="SAME", stride_h=1, stride_w=1)
-    g.op("RELU", [t0], [t1])
-    g.op("LOG_SOFTMAX", [t1], [t2])
-    g.op("ADD", [t2, x], [t3])
-    g.op("LOGISTIC", [t3], [y])
-    g.output(y)
-    return b.build()
+    """test_gpu_errors' model of two GPU partitions, its CONV_2D given a bias as LiteRT
+    requires: CONV_2D -> RELU -> LOG_SOFTMAX (not a GPU op) -> ADD -> LOGISTIC."""
+    return errors_model(bias=True)
 
 
 def _check(session) -> None:
