@@ -189,13 +189,17 @@ class GpuSession:
         # the launch loop's library needs no context: loaded (or built, on a new cache)
         # beside the context and a cold program's build, which wakes resident builders
         native = prep.start_native(self.plan, cache_dir, switches)
-        parts, program = lower(staged)
-        # a serialization dir keys the program by the model (TFLite's model token); else
-        # the lowering's token. Whether the cache holds the program whole (its units'
-        # digests, megabytes of source) is read while the context is still being made
         explicit = opts.serialization_dir is not None
-        token = (opts.model_token or sha256) if explicit else program.token
-        beside = prep.program_cached(found, program, opts.precision, cache_dir, token)
+
+        def keyed(program: prep.ModelProgram) -> tuple[str, bool]:
+            """The program's token (a serialization dir keys it by the model, TFLite's
+            model token; else the lowering's) and whether the cache holds it whole (its
+            units' digests, megabytes of source: read while the context is being made)."""
+            token = (opts.model_token or sha256) if explicit else program.token
+            return token, prep.program_cached(found, program, opts.precision, cache_dir, token)
+
+        parts, program = lower(staged)
+        token, beside = keyed(program)
         t = self._phase("lower", t)
         opened = opening.result()
         self.ctx, self.queue = opened.ctx, opened.queue
@@ -204,8 +208,7 @@ class GpuSession:
         self.init_phases_ms["context_made"] = round(opened.made_ms, 2)  # in its thread
         if staged != prep.staged_edges(opts.precision, opened):
             parts, program = lower(not staged)  # the device refused the plan's host edges
-            token = (opts.model_token or sha256) if explicit else program.token
-            beside = prep.program_cached(found, program, opts.precision, cache_dir, token)
+            token, beside = keyed(program)
             t = self._phase("lower_again", t)
         self.half_weights = program.half_weights
         self.specialized_kernels = program.specialized_kernels
