@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from delegate_runtime.interpreter import Interpreter
+from labkit.processes import wait_until
 from tests.conftest import require_module
 from tests.ops.test_gpu_ops import opencl_device
 
@@ -63,13 +64,6 @@ def test_a_new_model_is_built_by_the_resident_builders(tmp_path, monkeypatch, op
     assert build_pool.live_builders(spool) == 0 and not list(spool.glob("*.alive"))
 
 
-def _await(condition, timeout_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return condition()
-
-
 def test_idle_builders_give_their_contexts_up_and_a_job_wakes_them(
     tmp_path, monkeypatch, opencl_device
 ):
@@ -83,7 +77,9 @@ def test_idle_builders_give_their_contexts_up_and_a_job_wakes_them(
     spool = build_pool.spool_dir(tmp_path, spec)
     try:
         assert build_pool.holding_builders(spool) == 3  # started with their contexts
-        assert _await(lambda: build_pool.holding_builders(spool) == 1)  # one kept
+        wait_until(
+            lambda: build_pool.holding_builders(spool) == 1, 20, "all but one to give up", 0.05
+        )
         time.sleep(1.0)
         assert build_pool.holding_builders(spool) == 1
         assert build_pool.live_builders(spool) == 3  # the processes stay
@@ -95,7 +91,9 @@ def test_idle_builders_give_their_contexts_up_and_a_job_wakes_them(
         assert "resident" in session.program_summary  # woken, they built some of them
         want = Interpreter(model).invoke(xs)[0]
         np.testing.assert_allclose(session.invoke(xs)[0], want, rtol=1e-4, atol=1e-4)
-        assert _await(lambda: build_pool.holding_builders(spool) == 1)  # idle again
+        wait_until(
+            lambda: build_pool.holding_builders(spool) == 1, 20, "them to give up again", 0.05
+        )
     finally:
         build_pool.stop_pool(procs)
     assert not list(spool.glob("*.context"))
