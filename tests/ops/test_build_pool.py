@@ -11,14 +11,20 @@ import time
 
 import numpy as np
 
-from delegate_runtime.interpreter import Interpreter
+from delegate_runtime import litert
 from labkit.processes import wait_until
-from tests.conftest import require_module
+from tests.conftest import require, require_module
 from tests.ops.test_gpu_ops import opencl_device
 
 require_module("pyopencl", "pyopencl (the GPU delegate's OpenCL binding)")
 
 __all__ = ["opencl_device"]
+
+
+def _litert_reference(raw: bytes, xs: list[np.ndarray]) -> np.ndarray:
+    """The model's output on LiteRT's reference kernels (the oracle)."""
+    require(litert.available(), "ai-edge-litert (the LiteRT oracle)")
+    return litert.run(raw, xs, reference=True)[0]
 
 
 def _one_build_per_process(monkeypatch, opencl_device) -> str:
@@ -56,7 +62,7 @@ def test_a_new_model_is_built_by_the_resident_builders(tmp_path, monkeypatch, op
         assert ran == [(3, 0, 2)]  # three units, no process started, two builders found
         assert cold.program_summary == "3 units, 3 built (2 resident + session)"
         assert not any((spool / "jobs").iterdir())  # the job retired
-        want = Interpreter(model).invoke(xs)[0]
+        want = _litert_reference(raw, xs)
         np.testing.assert_allclose(cold.invoke(xs)[0], want, rtol=1e-4, atol=1e-4)
         assert GpuSession(model, **kw).program_summary == "3 units from cache"
     finally:
@@ -89,7 +95,7 @@ def test_idle_builders_give_their_contexts_up_and_a_job_wakes_them(
         session = GpuSession(model, **kw)
         assert session.program_summary.startswith("3 units, 3 built (")
         assert "resident" in session.program_summary  # woken, they built some of them
-        want = Interpreter(model).invoke(xs)[0]
+        want = _litert_reference(raw, xs)
         np.testing.assert_allclose(session.invoke(xs)[0], want, rtol=1e-4, atol=1e-4)
         wait_until(
             lambda: build_pool.holding_builders(spool) == 1, 20, "them to give up again", 0.05
