@@ -34,11 +34,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class GroupShared:
-    """What the devices of one group process share (worker_agent.group): an engine whose
-    small pool every device's statements borrow from, and one dispatcher."""
+    """What the devices of one group process share (worker_agent.group): an engine for
+    their transactions, one in autocommit whose small pool every device's statements
+    borrow from, and one dispatcher."""
 
     engine: Engine
     dispatcher: Any
+    statements_engine: Engine
 
 
 @dataclass
@@ -85,7 +87,9 @@ class ConsumerContext:
         in a group, one borrowed from the group's pool per statement."""
         from farm_core.database import Statements
 
-        return Statements(self.engine, hold=self.group is None)
+        if self.group is not None:
+            return Statements(self.group.statements_engine, hold=False)
+        return Statements(self.engine)
 
     def release_connection(self) -> None:
         """Close the device's connection (its queue ran dry; the next job opens another)."""

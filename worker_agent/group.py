@@ -118,8 +118,13 @@ class DeviceGroup:
         from farm_core.dispatch import CeleryDispatcher
 
         self.db_url, self.broker_url = db_url, broker_url
-        # one small pool for every device's statements (DEVICEFARM_DB_POOL, bursts past it)
-        self.shared = GroupShared(make_engine(db_url, durable=False), CeleryDispatcher(broker_url))
+        # small pools (DEVICEFARM_DB_POOL each, bursts past it): the devices' transactions
+        # (rare: a move, a model's input file) and their statements (claim, lease, finish)
+        self.shared = GroupShared(
+            make_engine(db_url, durable=False),
+            CeleryDispatcher(broker_url),
+            make_engine(db_url, durable=False, autocommit=True),
+        )
         self.slots: dict[str, Slot] = {}
         self.commands: queue.Queue[str | None] = queue.Queue()
         self.stopping = threading.Event()
@@ -524,6 +529,7 @@ class DeviceGroup:
                 if slot.channel is not None:  # nor restored at the interpreter's exit
                     slot.channel.do_restore = False
         self.shared.engine.dispose()
+        self.shared.statements_engine.dispose()
 
     def _close_broker(self) -> None:
         if self.conn is not None:
