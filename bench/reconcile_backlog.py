@@ -1,6 +1,7 @@
 """A reconciler pass with a backlog of jobs whose devices are gone, on PostgreSQL.
 
     python bench/reconcile_backlog.py [--jobs 10000] [--devices 1000] [--passes 3]
+        [--redis] [--lose 1200]
 
 A fresh database (dropped after) gets `--devices` no-op devices and a campaign of `--jobs`
 jobs on them; then every device falls silent and the jobs wait past the dispatch grace.
@@ -8,11 +9,18 @@ Each pass (`orchestrator.reconciler.reconcile`) is timed with its statements cou
 first marks the devices offline and the jobs waiting, the next find nothing to do but must
 read the backlog, then the devices come back and a pass places every job. The anchor, in
 the same run, is one `SELECT count(*)` over the jobs.
+
+`--redis` sends for real, to a private redis-server (the farm's dispatcher and probe), and
+adds a pass after `--lose` of the sent messages were taken out of Redis, as a broker
+restart left them in the fleet bench: the pass finds them lost, queues them again and
+sends them. Each pass prints its phases (ReconcileReport.phases).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import random
 import sys
 import tempfile
 import time
@@ -23,6 +31,7 @@ from sqlalchemy import event, func, select, update
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from farm_core.celery_app import QUEUE_PREFIX  # noqa: E402
 from farm_core.database import open_database  # noqa: E402
 from farm_core.dispatch import Dispatcher, SendOrder  # noqa: E402
 from farm_core.schema import QUEUED, Device, Job, utcnow  # noqa: E402
@@ -42,7 +51,7 @@ class Unsent(Dispatcher):
         return list(orders), ""
 
 
-def timed_pass(engine, now) -> tuple[float, int, object]:
+def timed_pass(engine, now, dispatcher=None, probe=None) -> tuple[float, int, object]:
     count = [0]
 
     def note(*_a: object) -> None:
@@ -50,7 +59,7 @@ def timed_pass(engine, now) -> tuple[float, int, object]:
 
     event.listen(engine, "before_cursor_execute", note)
     start = time.perf_counter()
-    report = reconcile(engine, Unsent(), lambda: set(), TIMING, now=now)
+    report = reconcile(engine, dispatcher or Unsent(), probe or (lambda: set()), TIMING, now=now)
     took = time.perf_counter() - start
     event.remove(engine, "before_cursor_execute", note)
     return took, count[0], report
@@ -61,7 +70,56 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--devices", type=int, default=1_000)
     ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--redis", action="store_true", help="send to a private redis-server")
+    ap.add_argument("--lose", type=int, default=1200, help="with --redis: messages lost")
     a = ap.parse_args()
+    with contextlib.ExitStack() as stack:
+        broker = stack.enter_context(private_redis()) if a.redis else None
+        return run(a, broker)
+
+
+@contextlib.contextmanager
+def private_redis():
+    from labkit.processes import free_port
+    from labkit.redis_server import RedisServer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = RedisServer(free_port(), Path(tmp))
+        server.start()
+        try:
+            yield server.url
+        finally:
+            server.stop()
+
+
+def phases(report) -> str:
+    return ", ".join(f"{k} {v:.2f}" for k, v in report.phases.items() if v >= 0.005)
+
+
+def lose(broker: str, count: int) -> int:
+    """Take `count` messages out of the device queues' lists at random; how many went."""
+    import redis
+
+    client = redis.Redis.from_url(broker)
+    lists = [k for k in client.scan_iter(match=QUEUE_PREFIX + "*") if client.type(k) == b"list"]
+    gone = 0
+    random.seed(7)
+    while gone < count and lists:
+        key = random.choice(lists)
+        if client.rpop(key) is None:
+            lists.remove(key)
+            continue
+        gone += 1
+    return gone
+
+
+def run(a: argparse.Namespace, broker: str | None) -> int:
+    dispatcher = probe = None
+    if broker:
+        from farm_core.dispatch import CeleryDispatcher
+        from orchestrator.probes import probe_for
+
+        dispatcher, probe = CeleryDispatcher(broker), probe_for(broker)
     with scratch_database("bench_reconcile", a.devices, SERVER) as url:
         engine = open_database(url)
         now = utcnow()
@@ -87,18 +145,30 @@ def main() -> int:
             total = c.execute(select(func.count()).select_from(Job)).scalar_one()
             anchor = time.perf_counter() - start
         print(f"anchor: SELECT count(*) over {total} jobs: {anchor * 1e3:.1f} ms")
-        print("| pass | devices | s | statements | x anchor | what it did |")
-        print("| --- | --- | --- | --- | --- | --- |")
+        print("| pass | devices | s | statements | x anchor | what it did | phases, s |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
         for k in range(a.passes):
-            took, statements, r = timed_pass(engine, later + timedelta(seconds=k))
+            took, statements, r = timed_pass(
+                engine, later + timedelta(seconds=k), dispatcher, probe
+            )
             did = f"offline {len(r.went_offline)}, sent {r.sent}, expired {len(r.expired)}"
-            print(f"| {k + 1} | gone | {took:.2f} | {statements} | {took / anchor:.0f} | {did} |")
+            print(f"| {k + 1} | gone | {took:.2f} | {statements} | {took / anchor:.0f} | {did} "
+                  f"| {phases(r)} |")  # fmt: skip
         back = later + timedelta(seconds=a.passes)
         with engine.begin() as c:
             c.execute(update(Device).values(last_seen=back, state="online"))
-        took, statements, r = timed_pass(engine, back)
+        took, statements, r = timed_pass(engine, back, dispatcher, probe)
         print(f"| {a.passes + 1} | back | {took:.2f} | {statements} | {took / anchor:.0f} "
-              f"| sent {r.sent} |")  # fmt: skip
+              f"| sent {r.sent} | {phases(r)} |")  # fmt: skip
+        if broker:
+            gone = lose(broker, a.lose)
+            again = back + timedelta(seconds=1)
+            with engine.begin() as c:
+                c.execute(update(Device).values(last_seen=again))
+            took, statements, r = timed_pass(engine, again, dispatcher, probe)
+            print(f"| {a.passes + 2} | {gone} messages lost | {took:.2f} | {statements} "
+                  f"| {took / anchor:.0f} | re-queued {len(r.resent_lost_message)}, sent "
+                  f"{r.sent} | {phases(r)} |")  # fmt: skip
         engine.dispose()
     return 0
 

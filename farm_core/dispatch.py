@@ -8,6 +8,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from . import redis_publish
 from .celery_app import (
     TASK_RUN_JOB,
     broker_priority,
@@ -43,12 +44,16 @@ class Dispatcher(Protocol):
 
 
 class CeleryDispatcher:
-    """Sends `devicefarm.run_job(job_id, attempt)` messages through a Celery app."""
+    """Sends `devicefarm.run_job(job_id, attempt)` messages through a Celery app; to Redis,
+    written straight into the transport's lists as Celery writes them (redis_publish.py)."""
 
     def __init__(self, broker_url: str):
         self.broker_url = broker_url
         prepare_broker(broker_url)
         self.app = make_app(broker_url)
+        self.publisher: Any = None
+        if redis_publish.serves(broker_url):
+            self.publisher = redis_publish.RedisPublisher(self.app, broker_url)
 
     def send(self, orders: Sequence[SendOrder]) -> tuple[list[SendOrder], str]:
         """Send in batches of SEND_BATCH; an order counts as sent once its batch is flushed
@@ -59,6 +64,8 @@ class CeleryDispatcher:
         sent: list[SendOrder] = []
         if not orders:
             return sent, ""
+        if self.publisher is not None:
+            return self._publish(orders)
         try:
             with self.app.producer_or_acquire() as producer:
                 batched = getattr(producer, "batch", None)  # kombu 5.7+; else one at a time
@@ -80,6 +87,26 @@ class CeleryDispatcher:
             return sent, f"{type(exc).__name__}: {exc}"
         return sent, ""
 
+    def _publish(self, orders: Sequence[SendOrder]) -> tuple[list[SendOrder], str]:
+        from redis.exceptions import RedisError
+
+        sent: list[SendOrder] = []
+        for start in range(0, len(orders), SEND_BATCH):
+            batch = orders[start : start + SEND_BATCH]
+            try:
+                self.publisher.publish(batch)
+            except (RedisError, OSError) as exc:
+                log.warning(
+                    "broker %s unreachable after %d of %d sends: %s",
+                    self.broker_url,
+                    len(sent),
+                    len(orders),
+                    exc,
+                )
+                return sent, f"{type(exc).__name__}: {exc}"
+            sent.extend(batch)
+        return sent, ""
+
     def _send(self, o: SendOrder, producer: Any) -> None:
         self.app.send_task(
             TASK_RUN_JOB,
@@ -98,4 +125,6 @@ class CeleryDispatcher:
         )
 
     def close(self) -> None:
+        if self.publisher is not None:
+            self.publisher.close()
         self.app.close()

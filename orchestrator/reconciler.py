@@ -14,6 +14,9 @@ a compare-and-set, so passes may overlap.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -56,6 +59,16 @@ class ReconcileReport:
     expired: list[int] = field(default_factory=list)
     sent: int = 0
     broker_error: str = ""
+    #: seconds per part of the pass (devices, jobs, probe, moves, lost, relocate, send, fill)
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[phase] = self.phases.get(phase, 0.0) + time.perf_counter() - start
 
     def changed(self) -> bool:
         return any(
@@ -171,8 +184,10 @@ def reconcile(
 ) -> ReconcileReport:
     """One reconciliation pass; sends what it re-dispatches."""
     now = now or utcnow()
-    report = ReconcileReport(went_offline=mark_offline(engine, timing, now))
-    status = _device_status(engine, timing, now)
+    report = ReconcileReport()
+    with report.timed("devices"):
+        report.went_offline = mark_offline(engine, timing, now)
+        status = _device_status(engine, timing, now)
     orders: list[SendOrder] = []
 
     def move(job_id: int, state: str, attempt: int, bucket: list[int], **kw) -> None:
@@ -184,7 +199,7 @@ def reconcile(
         if order is not None:
             orders.append(order)
 
-    with engine.begin() as conn:
+    with report.timed("jobs"), engine.begin() as conn:
         active = conn.execute(
             select(
                 Job.id,
@@ -213,11 +228,14 @@ def reconcile(
     grace = now - timedelta(seconds=timing.dispatch_grace_s)
     in_broker: set[str] | None = None
     if any(j.state == DISPATCHED and (j.dispatched_at or now) < grace for j in active):
-        in_broker = probe()
+        with report.timed("probe"):
+            in_broker = probe()
 
     if in_broker is not None:
-        report.stalled = quarantine_stalled(engine, active, status, in_broker, timing, now)
+        with report.timed("stalled"):
+            report.stalled = quarantine_stalled(engine, active, status, in_broker, timing, now)
 
+    moves_started = time.perf_counter()
     for j in active:
         alive, healthy, seen = status.get(j.device_key, (False, False, None))
         if j.state == RUNNING:
@@ -267,21 +285,26 @@ def reconcile(
         elif j.state == QUEUED and (j.updated_at or now) < grace:
             lost_queued.append(j)
 
-    lost_messages = confirmed(probe, lost_messages)
-    if lost_messages:
-        with engine.begin() as conn:
-            report.resent_lost_message = requeue(conn, lost_messages, now)
-    report.expired = relocate(engine, lost_queued, timing, now).expired
-    if away:
-        _away_from_reservations(engine, away, timing, now)
+    report.phases["moves"] = time.perf_counter() - moves_started
+    with report.timed("lost"):
+        lost_messages = confirmed(probe, lost_messages)
+        if lost_messages:
+            with engine.begin() as conn:
+                report.resent_lost_message = requeue(conn, lost_messages, now)
+    with report.timed("relocate"):
+        report.expired = relocate(engine, lost_queued, timing, now).expired
+        if away:
+            _away_from_reservations(engine, away, timing, now)
     if orders:
-        sent, report.broker_error = dispatcher.send(orders)
-        report.sent = len(sent)
-        with engine.begin() as conn:
-            jobs.mark_sent(conn, sent, now)
-    report.returned = bring_back(engine, timing, now)  # before the queues fill
-    live = [k for k, (alive, healthy, _) in status.items() if alive and healthy]
-    filled = device_queue.fill(engine, dispatcher, live, now)
+        with report.timed("send"):
+            sent, report.broker_error = dispatcher.send(orders)
+            report.sent = len(sent)
+            with engine.begin() as conn:
+                jobs.mark_sent(conn, sent, now)
+    with report.timed("fill"):
+        report.returned = bring_back(engine, timing, now)  # before the queues fill
+        live = [k for k, (alive, healthy, _) in status.items() if alive and healthy]
+        filled = device_queue.fill(engine, dispatcher, live, now)
     report.placed.extend(o.job_id for o in filled.sent)
     report.sent += len(filled.sent)
     report.broker_error = report.broker_error or filled.broker_error
