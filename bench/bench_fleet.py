@@ -53,6 +53,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -297,6 +298,7 @@ class FleetFigures:
     passes: list[dict] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
     audit: object = None
+    lost_calls: object = None  #: labkit.lost_calls.LostCalls
     sent_at: object = None  #: the campaign's submission (UTC, as the database's times)
 
     @property
@@ -446,6 +448,7 @@ def fleet_campaign(fig, db_url, redis, fleet, per_device, workdir, watch, db_nam
     from farm_core.database import make_engine
     from farm_core.dispatch import CeleryDispatcher
     from farm_core.schema import TERMINAL_STATES, Job, utcnow
+    from labkit import lost_calls
     from labkit.farm_rows import write_model
     from labkit.job_audit import audit
     from orchestrator.submit import RunSettings, submit
@@ -525,13 +528,16 @@ def fleet_campaign(fig, db_url, redis, fleet, per_device, workdir, watch, db_nam
         fig.jobs_per_s = sub.jobs / max((ends - sent_at).total_seconds(), 1e-6)
         fig.recovery_s = (ends - sent_at).total_seconds() - (repaired - t0)
     fig.audit = audit(engine, sub.campaign_id)
+    stale = lost_calls.stale_deliveries(workdir.glob("host*/agent*.log"))
+    left = lost_calls.in_broker(client)
+    fig.lost_calls = lost_calls.judge(engine, sub.campaign_id, stale, left)
     engine.dispose()
 
 
 def fleet_report(fig: FleetFigures) -> str:
     import statistics
 
-    a = fig.audit
+    a, calls = fig.audit, fig.lost_calls
     ok_passes = [p for p in fig.passes if "error" not in p]
     secs = sorted(p["s"] for p in ok_passes)
     over = sum(1 for s in secs if s > TARGET_PASS_S)
@@ -574,6 +580,9 @@ def fleet_report(fig: FleetFigures) -> str:
         ("jobs: lost, duplicated, stuck, stray", f"{len(a.lost)}, {len(a.duplicated)}, "
          f"{len(a.stuck)}, {len(a.stray)}", f"0: {mark(a.clean)}"),
         ("jobs retried; states", f"{a.retried}; {dict(a.states)}", ""),
+        ("attempts called lost: message refused as stale later, still in Redis",
+         f"{calls.called}: {len(calls.arrived_later)}, {len(calls.still_in_broker)}",
+         f"none wrongly: {mark(calls.wrong == 0)}"),
         *(
             (f"  attempts ended {outcome}", f"{n}, {(first - fig.sent_at).total_seconds():.1f}"
              f"-{(last - fig.sent_at).total_seconds():.1f} s after submission", "")
@@ -585,6 +594,19 @@ def fleet_report(fig: FleetFigures) -> str:
         f"{label.ljust(width)}  {value}" + (f"   [{t}]" if t else "") for label, value, t in rows
     ]
     lines += ["faults:", *(f"  {f}" for f in fig.faults)]
+    slow = [p for p in ok_passes if p["s"] > TARGET_PASS_S]
+    submitted = fig.sent_at.replace(tzinfo=UTC).timestamp()  # naive UTC, as in the database
+    if slow:
+        lines.append(f"passes over {TARGET_PASS_S:g} s (since submission; phases, s):")
+    for p in slow[:12]:
+        phases = ", ".join(f"{k} {v:.2f}" for k, v in p.get("phases", {}).items() if v >= 0.05)
+        lines.append(
+            f"  {p['at'] - submitted:6.1f}: {p['s']:.2f} s, sent {p.get('sent', 0)},"
+            f" lost {p.get('resent_lost_message', 0)}; {phases}"
+        )
+    wrongly = sorted(set(calls.arrived_later) | set(calls.still_in_broker))
+    if wrongly:
+        lines.append(f"called lost wrongly (job, attempt): {wrongly[:20]}")
     for name, ids in (("lost", a.lost), ("duplicated", a.duplicated), ("stuck", a.stuck)):
         if ids:
             lines.append(f"{name} job ids: {ids[:20]}{' ...' if len(ids) > 20 else ''}")
