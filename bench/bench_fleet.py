@@ -543,6 +543,7 @@ def fleet_report(fig: FleetFigures) -> str:
     over = sum(1 for s in secs if s > TARGET_PASS_S)
     reasons = ("lease_expired", "moved_off_lost_device", "resent_lost_message", "stalled")
     moved = {r: sum(p.get(r, 0) for p in ok_passes) for r in reasons}
+    found_after = sum(p.get("lost_found", 0) for p in ok_passes)
     per_pss = fig.pss_mib / fig.devices
     worst_ready = max(fig.ready_s)
     ratio = fig.jobs_per_s_clean / fig.celery[0] if fig.celery else 0.0
@@ -580,6 +581,7 @@ def fleet_report(fig: FleetFigures) -> str:
         ("jobs: lost, duplicated, stuck, stray", f"{len(a.lost)}, {len(a.duplicated)}, "
          f"{len(a.stuck)}, {len(a.stray)}", f"0: {mark(a.clean)}"),
         ("jobs retried; states", f"{a.retried}; {dict(a.states)}", ""),
+        ("called lost, yet in Redis right after the pass", f"{found_after}", ""),
         ("attempts called lost: message refused as stale later, still in Redis",
          f"{calls.called}: {len(calls.arrived_later)}, {len(calls.still_in_broker)}",
          f"none wrongly: {mark(calls.wrong == 0)}"),
@@ -602,7 +604,8 @@ def fleet_report(fig: FleetFigures) -> str:
         phases = ", ".join(f"{k} {v:.2f}" for k, v in p.get("phases", {}).items() if v >= 0.05)
         lines.append(
             f"  {p['at'] - submitted:6.1f}: {p['s']:.2f} s, sent {p.get('sent', 0)},"
-            f" lost {p.get('resent_lost_message', 0)}; {phases}"
+            f" lost {p.get('resent_lost_message', 0)} (in Redis after: {p.get('lost_found', 0)});"
+            f" {phases}"
         )
     wrongly = sorted(set(calls.arrived_later) | set(calls.still_in_broker))
     if wrongly:

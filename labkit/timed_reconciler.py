@@ -5,17 +5,22 @@
 The same pass (orchestrator.reconciler.reconcile, the probe and dispatcher the command
 uses) in the same loop: a failed pass (broker or database away) is retried after a pause.
 Each pass appends one JSON line to `--out`: its start (Unix time), seconds, how many jobs or
-devices each reason counted, messages sent, and the error of a failed pass.
+devices each reason counted, messages sent, and the error of a failed pass. A pass that
+called messages lost also says how many of them Redis held right after (`lost_found`:
+every list of the queues' prefix and the unacked hash searched, before the pass's sends
+are consumed), with a few (`lost_where`: job, attempt, where).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from dataclasses import asdict
 
+_TASK_ID = re.compile(rb'"id": "(df-job-\d+-\d+)"')
 #: The pause after a failed pass (the command's grows; a bench wants the pass back soon).
 RETRY_S = 1.0
 
@@ -48,10 +53,38 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(RETRY_S)
                 continue
             line["s"] = time.perf_counter() - t0
+            if report.resent_lost_message:
+                line |= where_lost(engine, probe, report.resent_lost_message)
             for name, value in asdict(report).items():
                 line[name] = len(value) if isinstance(value, list) else value
             out.write(json.dumps(line) + "\n")
             time.sleep(args.every)
+
+
+def where_lost(engine, probe, job_ids: list[int]) -> dict:  # type: ignore[no-untyped-def]
+    """Where Redis holds the messages of the attempts just called lost (each job's attempt
+    before the one it is at now)."""
+    from sqlalchemy import select
+
+    from farm_core.celery_app import QUEUE_PREFIX, task_id
+    from farm_core.schema import Job
+
+    with engine.begin() as conn:
+        rows = conn.execute(select(Job.id, Job.attempt).where(Job.id.in_(job_ids))).all()
+    wanted = {task_id(j, a - 1): (j, a - 1) for j, a in rows}
+    client = probe.client
+    held: list[tuple[str, bytes]] = []
+    for key in client.scan_iter(match=QUEUE_PREFIX + "*", count=1000):
+        if client.type(key) == b"list":
+            name = key.decode(errors="replace")
+            held.extend((name, raw) for raw in client.lrange(key, 0, -1))
+    held.extend(("unacked", raw) for raw in client.hvals("unacked"))
+    found = []
+    for where, raw in held:
+        m = _TASK_ID.search(raw)
+        if m is not None and m[1].decode() in wanted:
+            found.append([*wanted[m[1].decode()], where])
+    return {"lost_found": len(found), "lost_where": found[:5]}
 
 
 if __name__ == "__main__":
