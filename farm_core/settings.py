@@ -93,6 +93,10 @@ class Timing:
     lease_s: float = 60.0  #: a running job's lease; renewed every lease_s / 3 while it runs
     device_gone_s: float = 900.0  #: jobs waiting this long on a lost device are expired
     dispatch_grace_s: float = 30.0  #: the reconciler leaves fresh messages this long
+    #: a message the broker lacks is lost once it has lacked it this long: a consumer holds
+    #: a message Redis popped for it, unread, for seconds under load (17-20 s seen in a
+    #: 1,000-device fleet: bench/bench_fleet.py), in no list and not yet in unacked
+    lost_confirm_s: float = 60.0
     health_retry_s: float = 120.0  #: a quarantined device's canary is retried this often
     canary_every_jobs: int = 50  #: a device re-runs its canary after this many jobs
     #: an online device that has claimed nothing for this long while a message waits on its

@@ -1,4 +1,5 @@
-"""Dispatched jobs whose message the broker no longer holds, queued again in sets.
+"""Dispatched jobs whose message the broker no longer holds (for `lost_confirm_s`), queued
+again in sets.
 
 The job stays on its device as a new attempt (its old message, should it turn up late, is
 stale at its claim); the device's fill at the end of the reconciler's pass sends it. One
@@ -25,17 +26,31 @@ def reason(attempt: int) -> str:
     return f"message for attempt {attempt} was no longer in the broker"
 
 
-def confirmed(probe: Any, candidates: Sequence[Any]) -> list[Any]:
+def confirmed(probe: Any, candidates: Sequence[Any], now: datetime, confirm_s: float) -> list[Any]:
     """The `candidates` (reconciler rows the full probe did not see) that the probe's
-    snapshot of their queues lacks too (probes.RedisProbe.recheck); none when the broker
-    cannot be read now (decided next pass); all where the probe has no snapshot."""
+    snapshot of their queues lacks too (probes.RedisProbe.recheck) and that the broker has
+    lacked for `confirm_s` (the probe's `missing_since`: a consumer may hold a message
+    Redis popped for it, unread, in no list and not yet in the unacked hash); none when
+    the broker cannot be read now (decided next pass); where the probe has no snapshot or
+    no memory, what it lacks now."""
     recheck = getattr(probe, "recheck", None)
-    if recheck is None or not candidates:
-        return list(candidates)
-    seen = recheck(sorted({queue_for(j.device_key) for j in candidates}))
-    if seen is None:
-        return []
-    return [j for j in candidates if task_id(j.id, j.attempt) not in seen]
+    missing = list(candidates)
+    if recheck is not None and candidates:
+        seen = recheck(sorted({queue_for(j.device_key) for j in candidates}))
+        if seen is None:
+            return []
+        missing = [j for j in candidates if task_id(j.id, j.attempt) not in seen]
+    since = getattr(probe, "missing_since", None)
+    if since is None:
+        return missing
+    now_missing = {task_id(j.id, j.attempt): j for j in missing}
+    for found_or_moved in since.keys() - now_missing.keys():
+        del since[found_or_moved]
+    return [
+        j
+        for tid, j in now_missing.items()
+        if (now - since.setdefault(tid, now)).total_seconds() >= confirm_s
+    ]
 
 
 def requeue(conn: Connection, lost: Sequence[Any], now: datetime) -> list[int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from pathlib import Path
 
 from farm_core.celery_app import QUEUE_PREFIX, REDIS_PRIORITY_STEPS, transport_options
@@ -49,12 +50,14 @@ class RedisProbe:
     moved from the hash back to its list before the read (a consumer's take-back after a
     Redis restart) is in neither: `recheck` reads the candidates' own queues and the hash
     in one transaction, and the reconciler calls a message lost only when that snapshot
-    lacks it too."""
+    lacks it too, in every pass for `lost_confirm_s` (`missing_since`)."""
 
     def __init__(self, broker_url: str):
         import redis
 
         self.client = redis.Redis.from_url(broker_url)
+        #: task id -> when the reconciler first found it missing (lost_messages.confirmed)
+        self.missing_since: dict[str, datetime] = {}
 
     def __call__(self) -> set[str] | None:
         import redis
@@ -95,24 +98,30 @@ def redis_probe(broker_url: str) -> Probe:
     return RedisProbe(broker_url)
 
 
-def filesystem_probe(broker_url: str) -> Probe:
+class FilesystemProbe:
     """Task ids of the message files waiting in a filesystem broker's folder."""
-    folder = Path(transport_options(broker_url)["data_folder_in"])
 
-    def probe() -> set[str] | None:
+    def __init__(self, broker_url: str):
+        self.folder = Path(transport_options(broker_url)["data_folder_in"])
+        #: task id -> when the reconciler first found it missing (lost_messages.confirmed)
+        self.missing_since: dict[str, datetime] = {}
+
+    def __call__(self) -> set[str] | None:
         raw = []
         try:
-            names = os.listdir(folder)
+            names = os.listdir(self.folder)
         except FileNotFoundError:
             return set()
         for name in names:
             try:
-                raw.append((folder / name).read_bytes())
+                raw.append((self.folder / name).read_bytes())
             except OSError:
                 continue  # consumed meanwhile
         return _ids_from_envelopes(raw)
 
-    return probe
+
+def filesystem_probe(broker_url: str) -> Probe:
+    return FilesystemProbe(broker_url)
 
 
 def probe_for(broker_url: str) -> Probe:

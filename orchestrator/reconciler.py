@@ -287,7 +287,7 @@ def reconcile(
 
     report.phases["moves"] = time.perf_counter() - moves_started
     with report.timed("lost"):
-        lost_messages = confirmed(probe, lost_messages)
+        lost_messages = confirmed(probe, lost_messages, now, timing.lost_confirm_s)
         if lost_messages:
             with engine.begin() as conn:
                 report.resent_lost_message = requeue(conn, lost_messages, now)
