@@ -27,30 +27,33 @@ def reason(attempt: int) -> str:
 
 
 def confirmed(probe: Any, candidates: Sequence[Any], now: datetime, confirm_s: float) -> list[Any]:
-    """The `candidates` (reconciler rows the full probe did not see) that the probe's
-    snapshot of their queues lacks too (probes.RedisProbe.recheck) and that the broker has
-    lacked for `confirm_s` (the probe's `missing_since`: a consumer may hold a message
-    Redis popped for it, unread, in no list and not yet in the unacked hash); none when
-    the broker cannot be read now (decided next pass); where the probe has no snapshot or
-    no memory, what it lacks now."""
-    recheck = getattr(probe, "recheck", None)
-    missing = list(candidates)
-    if recheck is not None and candidates:
-        seen = recheck(sorted({queue_for(j.device_key) for j in candidates}))
-        if seen is None:
-            return []
-        missing = [j for j in candidates if task_id(j.id, j.attempt) not in seen]
+    """The `candidates` (reconciler rows the full probe did not see) the broker has lacked
+    in every probe for `confirm_s` (the probe's `missing_since`: a consumer may hold a
+    message Redis popped for it, unread, in no list and not yet in the unacked hash), and
+    that the probe's snapshot of their queues lacks too (probes.RedisProbe.recheck: read
+    only for those due, as a scan may miss a message that moved meanwhile); none when the
+    broker cannot be read now (decided next pass). A probe with no memory or snapshot
+    decides on what it lacks now."""
+    due = list(candidates)
     since = getattr(probe, "missing_since", None)
-    if since is None:
-        return missing
-    now_missing = {task_id(j.id, j.attempt): j for j in missing}
-    for found_or_moved in since.keys() - now_missing.keys():
-        del since[found_or_moved]
-    return [
-        j
-        for tid, j in now_missing.items()
-        if (now - since.setdefault(tid, now)).total_seconds() >= confirm_s
-    ]
+    if since is not None:
+        missing = {task_id(j.id, j.attempt): j for j in candidates}
+        for found_or_moved in since.keys() - missing.keys():
+            del since[found_or_moved]
+        due = [
+            j
+            for tid, j in missing.items()
+            if (now - since.setdefault(tid, now)).total_seconds() >= confirm_s
+        ]
+    recheck = getattr(probe, "recheck", None)
+    if recheck is None or not due:
+        return due
+    seen = recheck(sorted({queue_for(j.device_key) for j in due}))
+    if seen is None:
+        return []
+    for tid in seen & (since.keys() if since is not None else set()):
+        del since[tid]  # there after all: missed by the scan
+    return [j for j in due if task_id(j.id, j.attempt) not in seen]
 
 
 def requeue(conn: Connection, lost: Sequence[Any], now: datetime) -> list[int]:

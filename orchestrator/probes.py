@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
@@ -20,12 +21,24 @@ REDIS_UNACKED_KEY = "unacked"
 REDIS_SCAN_COUNT = 1000
 
 
+#: A job message's task id as kombu and farm_core.redis_publish write its headers: the
+#: first `"id"` key of the envelope (`root_id` and `correlation_id` end in `_id"`).
+_HEADER_ID = re.compile(rb'"headers": \{[^{}]*?"id": "([^"\\]+)"')
+
+
 def _ids_from_envelopes(raw_messages: list[bytes | str]) -> set[str]:
+    """Task ids of kombu envelopes (or unacked entries: [message, exchange, routing key]),
+    found by pattern, else by parsing (7x slower: thousands of messages a pass)."""
     ids = set()
     for raw in raw_messages:
+        data = raw.encode() if isinstance(raw, str) else raw
+        m = _HEADER_ID.search(data)
+        if m is not None:
+            ids.add(m[1].decode())
+            continue
         try:
-            msg = json.loads(raw)
-            if isinstance(msg, list):  # unacked entries are [message, exchange, routing_key]
+            msg = json.loads(data)
+            if isinstance(msg, list):
                 msg = msg[0]
             ids.add(msg["headers"]["id"])
         except (ValueError, KeyError, TypeError, IndexError):
