@@ -1,7 +1,7 @@
 """A reconciler pass with a backlog of jobs whose devices are gone, on PostgreSQL.
 
     python bench/reconcile_backlog.py [--jobs 10000] [--devices 1000] [--passes 3]
-        [--redis] [--lose 1200]
+        [--redis] [--lose 1200] [--dispatched]
 
 A fresh database (dropped after) gets `--devices` no-op devices and a campaign of `--jobs`
 jobs on them; then every device falls silent and the jobs wait past the dispatch grace.
@@ -10,6 +10,8 @@ first marks the devices offline and the jobs waiting, the next find nothing to d
 read the backlog, then the devices come back and a pass places every job. The anchor, in
 the same run, is one `SELECT count(*)` over the jobs.
 
+`--dispatched` leaves the jobs as submission left them (each device's queue sent, the rest
+queued) when the devices fall silent: the first pass moves the dispatched ones off them.
 `--redis` sends for real, to a private redis-server (the farm's dispatcher and probe), and
 adds two passes after `--lose` of the sent messages were taken out of Redis, as a broker
 restart left them in the fleet bench: the first finds them missing, the second, as long
@@ -72,6 +74,11 @@ def main() -> int:
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--redis", action="store_true", help="send to a private redis-server")
     ap.add_argument("--lose", type=int, default=1200, help="with --redis: messages lost")
+    ap.add_argument(
+        "--dispatched",
+        action="store_true",
+        help="the devices fall silent with their jobs as submitted (8 dispatched each)",
+    )
     a = ap.parse_args()
     with contextlib.ExitStack() as stack:
         broker = stack.enter_context(private_redis()) if a.redis else None
@@ -137,7 +144,8 @@ def run(a: argparse.Namespace, broker: str | None) -> int:
             print(f"submitted {per_device * a.devices} jobs in {time.perf_counter() - start:.1f} s")
         silent = now - timedelta(seconds=60)
         with engine.begin() as c:
-            c.execute(update(Job).values(state=QUEUED, updated_at=now))
+            if not a.dispatched:
+                c.execute(update(Job).values(state=QUEUED, updated_at=now))
             c.execute(update(Device).values(last_seen=silent))
         later = now + timedelta(seconds=1)
         with engine.connect() as c:

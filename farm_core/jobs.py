@@ -168,6 +168,24 @@ def record_attempt(
         )
 
 
+def record_attempts(conn: Connection, entries: Sequence[dict[str, Any]], now: datetime) -> None:
+    """`record_attempt` for many dispatches at once (keys: job_id, attempt, device_key,
+    worker, outcome, reason): one read of those already noted, one INSERT of the rest."""
+    if not entries:
+        return
+    known: set[tuple[int, int]] = set()
+    for part in chunks(sorted({e["job_id"] for e in entries})):
+        rows = conn.execute(select(Attempt.job_id, Attempt.attempt).where(Attempt.job_id.in_(part)))
+        known.update((job_id, attempt) for job_id, attempt in rows)
+    new = [
+        {**e, "reason": storable_text(e["reason"]), "at": now}
+        for e in entries
+        if (e["job_id"], e["attempt"]) not in known
+    ]
+    if new:
+        conn.execute(insert(Attempt.__table__), new)
+
+
 # -- worker side ------------------------------------------------------------------------
 
 

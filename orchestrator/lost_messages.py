@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, update
 
+from farm_core import jobs
 from farm_core.celery_app import queue_for, task_id
 from farm_core.pair_chunks import chunks
-from farm_core.schema import DISPATCHED, QUEUED, Attempt, Job
+from farm_core.schema import DISPATCHED, QUEUED, Job
 
 OUTCOME = "message_lost"
 
@@ -84,31 +85,19 @@ def requeue(conn: Connection, lost: Sequence[Any], now: datetime) -> list[int]:
                 .returning(Job.id)
             )
             moved.extend((job_id, attempt) for job_id in done.scalars())
-    _record(conn, [rows[m] for m in moved], now)
+    jobs.record_attempts(
+        conn,
+        [
+            {
+                "job_id": j.id,
+                "attempt": j.attempt,
+                "device_key": j.device_key,
+                "worker": j.worker or "",
+                "outcome": OUTCOME,
+                "reason": reason(j.attempt),
+            }
+            for j in (rows[m] for m in moved)
+        ],
+        now,
+    )
     return sorted(job_id for job_id, _ in moved)
-
-
-def _record(conn: Connection, moved: Sequence[Any], now: datetime) -> None:
-    """One attempt record per moved dispatch (none where one exists already)."""
-    if not moved:
-        return
-    ids = sorted({j.id for j in moved})
-    known: set[tuple[int, int]] = set()
-    for part in chunks(ids):
-        rows = conn.execute(select(Attempt.job_id, Attempt.attempt).where(Attempt.job_id.in_(part)))
-        known.update((job_id, attempt) for job_id, attempt in rows)
-    new = [
-        {
-            "job_id": j.id,
-            "attempt": j.attempt,
-            "device_key": j.device_key,
-            "worker": j.worker or "",
-            "outcome": OUTCOME,
-            "reason": reason(j.attempt),
-            "at": now,
-        }
-        for j in moved
-        if (j.id, j.attempt) not in known
-    ]
-    if new:
-        conn.execute(insert(Attempt.__table__), new)

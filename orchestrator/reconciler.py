@@ -40,7 +40,7 @@ from farm_core.settings import Timing
 from .homecoming import bring_back
 from .lost_messages import confirmed, requeue
 from .probes import Probe
-from .relocation import group_key, relocate
+from .relocation import group_key, move_off, relocate
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +225,8 @@ def reconcile(
     away: dict[tuple, list[int]] = {}  #: queued jobs on devices reserved for others
     lost_queued = []  #: queued jobs on lost or quarantined devices, placed in sets
     lost_messages = []  #: dispatched jobs the broker no longer holds, queued again in sets
+    off_lost = []  #: dispatched jobs on lost or quarantined devices, moved in sets
+    lost_devices: dict[str, str] = {}  #: why, by device
     grace = now - timedelta(seconds=timing.dispatch_grace_s)
     in_broker: set[str] | None = None
     if any(j.state == DISPATCHED and (j.dispatched_at or now) < grace for j in active):
@@ -254,23 +256,12 @@ def reconcile(
                 )
         elif j.state == DISPATCHED:
             if not alive or not healthy:
-                why = (
+                off_lost.append(j)
+                lost_devices[j.device_key] = (
                     f"device {j.device_key} quarantined"
                     if alive
                     else f"device {j.device_key} offline (no heartbeat since {_when(seen)})"
                 )
-                before = len(orders)
-                move(
-                    j.id,
-                    DISPATCHED,
-                    j.attempt,
-                    [],
-                    outcome="device_lost",
-                    reason=why,
-                    prefer_other=True,
-                )
-                if len(orders) > before:
-                    report.moved_off_lost_device.append(j.id)
             elif (
                 in_broker is not None
                 and (j.dispatched_at or now) < grace
@@ -286,13 +277,17 @@ def reconcile(
             lost_queued.append(j)
 
     report.phases["moves"] = time.perf_counter() - moves_started
+    with report.timed("off lost devices"):
+        moved = move_off(engine, off_lost, lost_devices, timing, now)
+        report.moved_off_lost_device = moved.moved
+        report.expired += moved.expired
     with report.timed("lost"):
         lost_messages = confirmed(probe, lost_messages, now, timing.lost_confirm_s)
         if lost_messages:
             with engine.begin() as conn:
                 report.resent_lost_message = requeue(conn, lost_messages, now)
     with report.timed("relocate"):
-        report.expired = relocate(engine, lost_queued, timing, now).expired
+        report.expired += relocate(engine, lost_queued, timing, now).expired
         if away:
             _away_from_reservations(engine, away, timing, now)
     if orders:

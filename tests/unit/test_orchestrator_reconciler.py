@@ -252,3 +252,32 @@ def test_lost_messages_are_queued_again_in_a_statement_per_attempt(tmp_path) -> 
     assert sorted(lost) == [(i, 1, "message_lost") for i in range(1, 31)]
     assert {(o.attempt) for o in d.sent} == {2}  # the fill sends the next attempt
     assert {(s, a) for s, a, _ in states} <= {(DISPATCHED, 2), (QUEUED, 2)}
+
+
+def test_dispatched_jobs_of_a_lost_device_move_in_a_statement_per_device(tmp_path) -> None:
+    """Before: jobs.place per job, a transaction each (8,000 dispatched jobs of 1,000
+    devices gone would be 8,000); now one UPDATE back to queued, one INSERT of their
+    attempts, and a move per device they go to, as queued ones."""
+    from farm_core.schema import Attempt
+
+    engine = _lost_farm(tmp_path, 60, others=2)
+    with engine.begin() as c:
+        c.execute(update(Job).values(state=DISPATCHED, dispatched_at=utcnow() - LATER))
+    seen = _statements(engine)
+    d = RecordingDispatcher()
+    report = reconcile(engine, d, lambda: set(), TIMING, now=utcnow() + LATER)
+    back = [s for s in seen if s.startswith("UPDATE jobs SET state=") and "lease_expires" in s]
+    assert len(back) == 1, back
+    moves = [s for s in seen if s.startswith("UPDATE jobs SET device_key=")]
+    assert len(moves) == 2, moves
+    assert len([s for s in seen if s.startswith("INSERT INTO attempts")]) == 1
+    assert sorted(report.moved_off_lost_device) == list(range(1, 61))
+    with engine.begin() as c:
+        where = dict(c.execute(select(Job.device_key, func.count()).group_by(Job.device_key)).all())
+        noted = c.execute(select(Attempt.attempt, Attempt.outcome, Attempt.reason)).all()
+        reasons = set(c.execute(select(Job.reason)).scalars())
+    assert where == {"noop:o0": 30, "noop:o1": 30}
+    assert {(a, o) for a, o, _ in noted} == {(1, "device_lost")} and len(noted) == 60
+    assert all("noop:lost offline (no heartbeat since" in r for _, _, r in noted)
+    assert len(reasons) == 1 and "noop:lost offline" in reasons.pop()
+    assert {o.attempt for o in d.sent} == {2}  # the fill sends them as their next attempt
