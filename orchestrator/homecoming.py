@@ -14,13 +14,26 @@ and the reason "returned to <device>, back online" that `devicefarm status` show
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from collections import defaultdict
+from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, Engine, select, update
+from sqlalchemy import Connection, Engine, literal, select, update
 
 from farm_core import jobs, reservations
+from farm_core.configs import supports
 from farm_core.failure_streaks import DEVICE_FAILED
-from farm_core.schema import DISPATCHED, QUEUED, Attempt, Campaign, Job, utcnow
+from farm_core.pair_chunks import chunks
+from farm_core.schema import (
+    DISPATCHED,
+    QUARANTINED,
+    QUEUED,
+    Attempt,
+    Campaign,
+    Device,
+    Job,
+    utcnow,
+)
+from farm_core.selectors import parse_selector
 from farm_core.settings import Timing
 
 log = logging.getLogger(__name__)
@@ -32,7 +45,10 @@ FAILED_THERE = ("device_error", "lease_expired", "worker_lost", DEVICE_FAILED)
 
 
 def bring_back(engine: Engine, timing: Timing, now: datetime | None = None) -> list[int]:
-    """Return not-started jobs to their planned devices where those are back; their ids."""
+    """Return not-started jobs to their planned devices where those are back; their ids.
+    In sets: the devices read once, the jobs' failures in one query, the returns one
+    UPDATE per state and attempt number (754 jobs returned one by one, three statements
+    each, took seconds of a fleet pass)."""
     now = now or utcnow()
     with engine.begin() as conn:
         away = conn.execute(
@@ -56,62 +72,108 @@ def bring_back(engine: Engine, timing: Timing, now: datetime | None = None) -> l
         if not homes:
             return []
         held = reservations.active_on(conn, {j.planned_device for j in away}, now)
-        returned = []
-        for j in away:
-            if (j.selector, j.config, j.planned_device) not in homes:
-                continue
-            hold = held.get(j.planned_device)
-            if hold is not None and not hold.holds(j.project, j.owner):
-                continue
-            if _failed_there(conn, j.id, j.planned_device):
-                continue
-            if _send_home(conn, j, now):
-                returned.append(j.id)
+        failed = _failed_there(conn, [j.id for j in away])
+        going = [
+            j
+            for j in away
+            if (j.selector, j.config, j.planned_device) in homes
+            and (
+                held.get(j.planned_device) is None
+                or held[j.planned_device].holds(j.project, j.owner)
+            )
+            and (j.id, j.planned_device) not in failed
+        ]
+        returned = _send_home(conn, going, now)
     if returned:
         log.info("%d job(s) returned to their planned devices: %s", len(returned), returned)
     return returned
 
 
 def _homes(conn: Connection, away: list, timing: Timing, now: datetime) -> set[tuple]:
-    """(selector, config, planned device) of the jobs whose planned device takes them now."""
+    """(selector, config, planned device) of the jobs whose planned device takes them now:
+    online (state and heartbeat), not quarantined, running the configuration, matched by
+    the selector (jobs.eligible_devices's rules for the device itself), the devices read
+    once."""
+    planned = {j.planned_device for j in away}
+    alive_since = now - timedelta(seconds=timing.offline_after_s)
+    devices = {
+        d["key"]: d
+        for d in conn.execute(
+            select(Device.__table__).where(
+                Device.key.in_(planned),
+                Device.state == "online",
+                Device.last_seen >= alive_since,
+                Device.health != QUARANTINED,
+            )
+        ).mappings()
+    }
     ok = set()
-    for selector, config, planned in {(j.selector, j.config, j.planned_device) for j in away}:
-        if planned in jobs.eligible_devices(conn, selector, config, timing, now, like=planned):
-            ok.add((selector, config, planned))
+    for selector_text, config, key in {(j.selector, j.config, j.planned_device) for j in away}:
+        device = devices.get(key)
+        selector, _ = parse_selector(selector_text)
+        if (
+            device is not None
+            and selector is not None
+            and supports(device["kind"], config)[0]
+            and selector.matches(device)
+        ):
+            ok.add((selector_text, config, key))
     return ok
 
 
-def _failed_there(conn: Connection, job_id: int, device_key: str) -> bool:
-    return (
-        conn.execute(
-            select(Attempt.id).where(
-                Attempt.job_id == job_id,
-                Attempt.device_key == device_key,
-                Attempt.outcome.in_(FAILED_THERE),
+def _failed_there(conn: Connection, job_ids: list[int]) -> set[tuple[int, str]]:
+    """(job, device) pairs where the job failed for the device's reasons."""
+    failed: set[tuple[int, str]] = set()
+    for part in chunks(job_ids):
+        rows = conn.execute(
+            select(Attempt.job_id, Attempt.device_key).where(
+                Attempt.job_id.in_(part), Attempt.outcome.in_(FAILED_THERE)
             )
-        ).first()
-        is not None
-    )
-
-
-def _send_home(conn: Connection, j, now: datetime) -> bool:
-    """Queue job `j` on its planned device as a new attempt, unless it changed meanwhile
-    (claimed, cancelled, moved): a compare-and-set on its state and attempt."""
-    why = f"returned to {j.planned_device}, back online"
-    done = conn.execute(
-        update(Job)
-        .where(Job.id == j.id, Job.state == j.state, Job.attempt == j.attempt)
-        .values(
-            state=QUEUED,
-            attempt=j.attempt + 1,  # a message already out for it is stale
-            device_key=j.planned_device,
-            worker="",
-            lease_expires_at=None,
-            reason=why,
-            updated_at=now,
         )
+        failed.update((job_id, key) for job_id, key in rows)
+    return failed
+
+
+def _send_home(conn: Connection, going: list, now: datetime) -> list[int]:
+    """Queue each of `going` on its planned device as a new attempt, unless it changed
+    meanwhile (claimed, cancelled, moved): a compare-and-set on its state and attempt, one
+    statement per state and attempt number; their attempts noted `returned`."""
+    rows = {j.id: j for j in going}
+    by_cas: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for j in going:
+        by_cas[(j.state, j.attempt)].append(j.id)
+    why = literal("returned to ") + Job.planned_device + literal(", back online")
+    sent: list[int] = []
+    for (state, attempt), ids in sorted(by_cas.items()):
+        for part in chunks(ids):
+            done = conn.execute(
+                update(Job)
+                .where(Job.id.in_(part), Job.state == state, Job.attempt == attempt)
+                .values(
+                    state=QUEUED,
+                    attempt=attempt + 1,  # a message already out for it is stale
+                    device_key=Job.planned_device,
+                    worker="",
+                    lease_expires_at=None,
+                    reason=why,
+                    updated_at=now,
+                )
+                .returning(Job.id)
+            )
+            sent += done.scalars()
+    jobs.record_attempts(
+        conn,
+        [
+            {
+                "job_id": j.id,
+                "attempt": j.attempt,
+                "device_key": j.device_key,
+                "worker": "",
+                "outcome": RETURNED,
+                "reason": f"returned to {j.planned_device}, back online",
+            }
+            for j in (rows[i] for i in sent)
+        ],
+        now,
     )
-    if done.rowcount != 1:
-        return False
-    jobs.record_attempt(conn, j.id, j.attempt, j.device_key, "", RETURNED, why, now)
-    return True
+    return sorted(sent)
