@@ -19,8 +19,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import Engine, and_, func, or_, select, update
 
 from farm_core import device_queue, jobs, reservations
 from farm_core.celery_app import task_id
@@ -175,6 +176,25 @@ def quarantine_stalled(
     return stalled
 
 
+def _may_need_work(live: list[str], reserved: list[str], grace: datetime) -> Any:
+    """The active jobs a pass looks at: every running one (a lease to check; a device
+    busy), dispatched ones past the grace (a message to find, a stall) or on a device not
+    live, queued ones on a device not live or reserved. Queued jobs waiting their turn on
+    live devices, most of a backlog, are the fill's (10,000 rows read each pass took
+    0.6-0.7 s of a fleet's pass under load)."""
+    return or_(
+        Job.state == RUNNING,
+        and_(
+            Job.state == DISPATCHED,
+            or_(Job.dispatched_at < grace, Job.device_key.not_in(live)),
+        ),
+        and_(
+            Job.state == QUEUED,
+            or_(Job.device_key.not_in(live), Job.device_key.in_(reserved)),
+        ),
+    )
+
+
 def reconcile(
     engine: Engine,
     dispatcher: Dispatcher,
@@ -199,7 +219,10 @@ def reconcile(
         if order is not None:
             orders.append(order)
 
+    grace = now - timedelta(seconds=timing.dispatch_grace_s)
+    live = [k for k, (alive, healthy, _) in status.items() if alive and healthy]
     with report.timed("jobs"), engine.begin() as conn:
+        reserved = reservations.active_on(conn, None, now)
         active = conn.execute(
             select(
                 Job.id,
@@ -218,16 +241,14 @@ def reconcile(
                 Campaign.owner,
             )
             .join(Campaign, Campaign.id == Job.campaign_id)
-            .where(Job.state.in_((QUEUED, DISPATCHED, RUNNING)))
+            .where(_may_need_work(live, list(reserved), grace))
         ).all()
-        reserved = reservations.active_on(conn, None, now)
 
     away: dict[tuple, list[int]] = {}  #: queued jobs on devices reserved for others
     lost_queued = []  #: queued jobs on lost or quarantined devices, placed in sets
     lost_messages = []  #: dispatched jobs the broker no longer holds, queued again in sets
     off_lost = []  #: dispatched jobs on lost or quarantined devices, moved in sets
     lost_devices: dict[str, str] = {}  #: why, by device
-    grace = now - timedelta(seconds=timing.dispatch_grace_s)
     in_broker: set[str] | None = None
     if any(j.state == DISPATCHED and (j.dispatched_at or now) < grace for j in active):
         with report.timed("probe"):
