@@ -77,14 +77,7 @@ class CeleryDispatcher:
                             self._send(o, producer)
                     sent.extend(batch)
         except (KombuError, OSError) as exc:  # BatchPublishError, OperationalError
-            log.warning(
-                "broker %s unreachable after %d of %d sends: %s",
-                self.broker_url,
-                len(sent),
-                len(orders),
-                exc,
-            )
-            return sent, f"{type(exc).__name__}: {exc}"
+            return self._unreachable(sent, orders, exc)
         return sent, ""
 
     def _publish(self, orders: Sequence[SendOrder]) -> tuple[list[SendOrder], str]:
@@ -96,16 +89,21 @@ class CeleryDispatcher:
             try:
                 self.publisher.publish(batch)
             except (RedisError, OSError) as exc:
-                log.warning(
-                    "broker %s unreachable after %d of %d sends: %s",
-                    self.broker_url,
-                    len(sent),
-                    len(orders),
-                    exc,
-                )
-                return sent, f"{type(exc).__name__}: {exc}"
+                return self._unreachable(sent, orders, exc)
             sent.extend(batch)
         return sent, ""
+
+    def _unreachable(
+        self, sent: list[SendOrder], orders: Sequence[SendOrder], exc: BaseException
+    ) -> tuple[list[SendOrder], str]:
+        log.warning(
+            "broker %s unreachable after %d of %d sends: %s",
+            self.broker_url,
+            len(sent),
+            len(orders),
+            exc,
+        )
+        return sent, f"{type(exc).__name__}: {exc}"
 
     def _send(self, o: SendOrder, producer: Any) -> None:
         self.app.send_task(
