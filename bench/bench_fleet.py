@@ -529,7 +529,7 @@ def fleet_campaign(fig, db_url, redis, fleet, per_device, workdir, watch, db_nam
         fig.recovery_s = (ends - sent_at).total_seconds() - (repaired - t0)
     fig.audit = audit(engine, sub.campaign_id)
     stale = lost_calls.stale_deliveries(workdir.glob("host*/agent*.log"))
-    left = lost_calls.in_broker(client)
+    left = lost_calls.in_broker(redis.url)
     fig.lost_calls = lost_calls.judge(engine, sub.campaign_id, stale, left)
     engine.dispose()
 

@@ -27,8 +27,8 @@ from farm_core.celery_app import queue_for, task_id  # noqa: E402
 from orchestrator.probes import (  # noqa: E402
     REDIS_UNACKED_KEY,
     RedisProbe,
-    _ids_from_envelopes,
     priority_lists,
+    task_ids,
 )
 
 
@@ -63,7 +63,7 @@ def anchor(client, lists: list[str]) -> set[str]:
             pipe.lrange(name, 0, -1)
         pipe.hvals(REDIS_UNACKED_KEY)
         *got, hashed = pipe.execute()
-    return _ids_from_envelopes([m for one in got for m in one] + list(hashed))
+    return task_ids([m for one in got for m in one] + list(hashed))
 
 
 def timed(fn, repeat: int) -> tuple[float, object]:

@@ -14,7 +14,7 @@ never runs twice nor writes a second result.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,7 +34,7 @@ from sqlalchemy import (
 from . import free_claim, holds, metrics, reservations
 from .configs import supports
 from .dispatch import SendOrder
-from .pair_chunks import chunks
+from .pair_chunks import PAIRS_PER_STATEMENT, chunks
 from .schema import (
     ACTIVE_STATES,
     CANCELLED,
@@ -150,27 +150,21 @@ def record_attempt(
     now: datetime,
 ) -> None:
     """Note what happened to one dispatch (kept for failures, moves and lost messages)."""
-    reason = storable_text(reason)  # may quote a device's output
-    exists = conn.execute(
-        select(Attempt.id).where(Attempt.job_id == job_id, Attempt.attempt == attempt)
-    ).first()
-    if exists is None:
-        conn.execute(
-            insert(Attempt.__table__).values(
-                job_id=job_id,
-                attempt=attempt,
-                device_key=device_key,
-                worker=worker,
-                outcome=outcome,
-                reason=reason,
-                at=now,
-            )
-        )
+    entry = {
+        "job_id": job_id,
+        "attempt": attempt,
+        "device_key": device_key,
+        "worker": worker,
+        "outcome": outcome,
+        "reason": reason,
+    }
+    record_attempts(conn, [entry], now)
 
 
 def record_attempts(conn: Connection, entries: Sequence[dict[str, Any]], now: datetime) -> None:
-    """`record_attempt` for many dispatches at once (keys: job_id, attempt, device_key,
-    worker, outcome, reason): one read of those already noted, one INSERT of the rest."""
+    """Note what happened to many dispatches (keys: job_id, attempt, device_key, worker,
+    outcome, reason; a reason may quote a device's output), none noted twice: one read of
+    those already noted, one INSERT of the rest."""
     if not entries:
         return
     known: set[tuple[int, int]] = set()
@@ -369,12 +363,7 @@ def eligible_devices(
     selector, _ = parse_selector(selector_text)
     if selector is None:
         return []
-    alive_since = now - timedelta(seconds=timing.offline_after_s)
-    where = [
-        Device.state == "online",
-        Device.last_seen >= alive_since,
-        Device.health != QUARANTINED,
-    ]
+    where = live_device(timing, now)
     if like is not None:
         cols = [getattr(Device, c) for c in HARDWARE]
         same = conn.execute(select(*cols).where(Device.key == like)).first()
@@ -382,7 +371,22 @@ def eligible_devices(
             return []
         where += [c == v for c, v in zip(cols, same, strict=True)]
     rows = conn.execute(select(Device.__table__).where(*where)).mappings()
-    return sorted(r["key"] for r in rows if supports(r["kind"], config)[0] and selector.matches(r))
+    return sorted(r["key"] for r in rows if takes(r, selector, config))
+
+
+def live_device(timing: Timing, now: datetime) -> list[Any]:
+    """Conditions on `Device` of a device that may take jobs: online (state and a heartbeat
+    within `offline_after_s`) and not quarantined."""
+    return [
+        Device.state == "online",
+        Device.last_seen >= now - timedelta(seconds=timing.offline_after_s),
+        Device.health != QUARANTINED,
+    ]
+
+
+def takes(device: Any, selector: Any, config: str) -> bool:
+    """Whether `device` (a row's mapping) runs `config` and `selector` (parsed) matches it."""
+    return supports(device["kind"], config)[0] and selector.matches(device)
 
 
 def _load(conn: Connection, device_keys: Iterable[str]) -> dict[str, int]:
@@ -526,28 +530,40 @@ def take_many(
 ) -> set[tuple[int, int]]:
     """queued -> dispatched for each (job id, attempt) still queued at that attempt, before
     their messages are sent (farm_core.device_queue), so that two senders never send one
-    job; a held job's reason is cleared. Returns the pairs taken.
+    job; a held job's reason is cleared. Returns the pairs taken."""
+    values = {
+        "state": DISPATCHED,
+        "dispatched_at": now,
+        "reason": case((JOBS.c.reason.like(f"{holds.HELD}%"), ""), else_=JOBS.c.reason),
+    }
+    return set(cas_many(conn, picks, QUEUED, lambda _a, _ids: values, IDS_PER_STATEMENT))
 
-    One statement per attempt number and IDS_PER_STATEMENT ids: `id IN (...)` is a lookup
-    on the primary key, where `(id, attempt) IN (...)` made PostgreSQL scan the table."""
+
+def cas_many(
+    conn: Connection,
+    pairs: Iterable[tuple[int, int]],
+    state: str,
+    values: Callable[[int, Sequence[int]], dict[str, Any]],
+    per_statement: int = PAIRS_PER_STATEMENT,
+) -> list[tuple[int, int]]:
+    """Each (job id, attempt) of `pairs` still in `state` at that attempt set to
+    `values(attempt, ids)`: one compare-and-set statement per attempt number and
+    `per_statement` ids (`id IN (...)` is a lookup on the primary key, where
+    `(id, attempt) IN (...)` made PostgreSQL scan the table). The pairs changed, in order."""
     by_attempt: dict[int, list[int]] = {}
-    for job_id, attempt in picks:
+    for job_id, attempt in pairs:
         by_attempt.setdefault(attempt, []).append(job_id)
-    taken: set[tuple[int, int]] = set()
+    changed: list[tuple[int, int]] = []
     for attempt, ids in sorted(by_attempt.items()):
-        for part in chunks(ids, IDS_PER_STATEMENT):
+        for part in chunks(ids, per_statement):
             rows = conn.execute(
                 update(JOBS)
-                .where(JOBS.c.id.in_(part), JOBS.c.attempt == attempt, JOBS.c.state == QUEUED)
-                .values(
-                    state=DISPATCHED,
-                    dispatched_at=now,
-                    reason=case((JOBS.c.reason.like(f"{holds.HELD}%"), ""), else_=JOBS.c.reason),
-                )
-                .returning(JOBS.c.id, JOBS.c.attempt)
+                .where(JOBS.c.id.in_(part), JOBS.c.attempt == attempt, JOBS.c.state == state)
+                .values(**values(attempt, part))
+                .returning(JOBS.c.id)
             )
-            taken.update((i, a) for i, a in rows)
-    return taken
+            changed.extend((job_id, attempt) for job_id in rows.scalars())
+    return changed
 
 
 def take_back(conn: Connection, orders: Sequence[SendOrder]) -> None:

@@ -16,14 +16,13 @@ from pathlib import Path
 
 from sqlalchemy import Engine, select
 
-from farm_core.celery_app import QUEUE_PREFIX
 from farm_core.schema import Attempt, Job
 from orchestrator.lost_messages import OUTCOME
+from orchestrator.probes import RedisProbe
 
 _STALE = re.compile(r"run_job\[df-job-(\d+)-(\d+)\] succeeded in [\d.]+s: 'stale'")
-_TASK_ID = re.compile(r'"id": "df-job-(\d+)-(\d+)"')
-#: kombu's hash of deliveries not yet acknowledged.
-UNACKED = "unacked"
+#: farm_core.celery_app.task_id's form
+_TASK_ID = re.compile(r"df-job-(\d+)-(\d+)")
 
 
 @dataclass
@@ -46,19 +45,13 @@ def stale_deliveries(logs: Iterable[Path]) -> set[tuple[int, int]]:
     return seen
 
 
-def in_broker(client) -> set[tuple[int, int]]:  # type: ignore[no-untyped-def]
-    """(job, attempt) of every job message still in Redis: queued or unacknowledged."""
-    seen: set[tuple[int, int]] = set()
-    raw: list[bytes] = []
-    for key in client.scan_iter(match=QUEUE_PREFIX + "*", count=1000):
-        if client.type(key) == b"list":
-            raw.extend(client.lrange(key, 0, -1))
-    raw.extend(client.hvals(UNACKED) if client.type(UNACKED) == b"hash" else [])
-    for item in raw:  # an unacked entry is [message, exchange, routing key]
-        m = _TASK_ID.search(item.decode(errors="replace"))
-        if m is not None:
-            seen.add((int(m[1]), int(m[2])))
-    return seen
+def in_broker(broker_url: str) -> set[tuple[int, int]]:
+    """(job, attempt) of every job message still in Redis: queued or unacknowledged (the
+    reconciler's own full probe)."""
+    ids = RedisProbe(broker_url)()
+    if ids is None:
+        raise RuntimeError(f"the broker {broker_url} cannot be read")
+    return {(int(m[1]), int(m[2])) for m in map(_TASK_ID.fullmatch, ids) if m is not None}
 
 
 def judge(

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from dataclasses import asdict
 
-_TASK_ID = re.compile(rb'"id": "(df-job-\d+-\d+)"')
 #: The pause after a failed pass (the command's grows; a bench wants the pass back soon).
 RETRY_S = 1.0
 
@@ -68,22 +66,21 @@ def where_lost(engine, probe, job_ids: list[int]) -> dict:  # type: ignore[no-un
 
     from farm_core.celery_app import QUEUE_PREFIX, task_id
     from farm_core.schema import Job
+    from orchestrator.probes import REDIS_UNACKED_KEY, task_ids
 
     with engine.begin() as conn:
         rows = conn.execute(select(Job.id, Job.attempt).where(Job.id.in_(job_ids))).all()
     wanted = {task_id(j, a - 1): (j, a - 1) for j, a in rows}
     client = probe.client
-    held: list[tuple[str, bytes]] = []
+    found = []
     for key in client.scan_iter(match=QUEUE_PREFIX + "*", count=1000):
         if client.type(key) == b"list":
-            name = key.decode(errors="replace")
-            held.extend((name, raw) for raw in client.lrange(key, 0, -1))
-    held.extend(("unacked", raw) for raw in client.hvals("unacked"))
-    found = []
-    for where, raw in held:
-        m = _TASK_ID.search(raw)
-        if m is not None and m[1].decode() in wanted:
-            found.append([*wanted[m[1].decode()], where])
+            where = key.decode(errors="replace")
+            found += [
+                [*wanted[t], where] for t in task_ids(client.lrange(key, 0, -1)) & wanted.keys()
+            ]
+    unacked = task_ids(client.hvals(REDIS_UNACKED_KEY))
+    found += [[*wanted[t], "unacked"] for t in unacked & wanted.keys()]
     return {"lost_found": len(found), "lost_where": found[:5]}
 
 

@@ -14,18 +14,17 @@ and the reason "returned to <device>, back online" that `devicefarm status` show
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, Engine, literal, select, update
+from sqlalchemy import Connection, Engine, literal, select
 
 from farm_core import jobs, reservations
-from farm_core.configs import supports
 from farm_core.failure_streaks import DEVICE_FAILED
 from farm_core.pair_chunks import chunks
 from farm_core.schema import (
     DISPATCHED,
-    QUARANTINED,
     QUEUED,
     Attempt,
     Campaign,
@@ -95,28 +94,17 @@ def _homes(conn: Connection, away: list, timing: Timing, now: datetime) -> set[t
     the selector (jobs.eligible_devices's rules for the device itself), the devices read
     once."""
     planned = {j.planned_device for j in away}
-    alive_since = now - timedelta(seconds=timing.offline_after_s)
     devices = {
         d["key"]: d
         for d in conn.execute(
-            select(Device.__table__).where(
-                Device.key.in_(planned),
-                Device.state == "online",
-                Device.last_seen >= alive_since,
-                Device.health != QUARANTINED,
-            )
+            select(Device.__table__).where(Device.key.in_(planned), *jobs.live_device(timing, now))
         ).mappings()
     }
     ok = set()
     for selector_text, config, key in {(j.selector, j.config, j.planned_device) for j in away}:
         device = devices.get(key)
         selector, _ = parse_selector(selector_text)
-        if (
-            device is not None
-            and selector is not None
-            and supports(device["kind"], config)[0]
-            and selector.matches(device)
-        ):
+        if device is not None and selector is not None and jobs.takes(device, selector, config):
             ok.add((selector_text, config, key))
     return ok
 
@@ -137,30 +125,29 @@ def _failed_there(conn: Connection, job_ids: list[int]) -> set[tuple[int, str]]:
 def _send_home(conn: Connection, going: list, now: datetime) -> list[int]:
     """Queue each of `going` on its planned device as a new attempt, unless it changed
     meanwhile (claimed, cancelled, moved): a compare-and-set on its state and attempt, one
-    statement per state and attempt number; their attempts noted `returned`."""
+    statement per state and attempt number (jobs.cas_many); their attempts noted
+    `returned`."""
     rows = {j.id: j for j in going}
-    by_cas: dict[tuple[str, int], list[int]] = defaultdict(list)
-    for j in going:
-        by_cas[(j.state, j.attempt)].append(j.id)
-    why = literal("returned to ") + Job.planned_device + literal(", back online")
-    sent: list[int] = []
-    for (state, attempt), ids in sorted(by_cas.items()):
-        for part in chunks(ids):
-            done = conn.execute(
-                update(Job)
-                .where(Job.id.in_(part), Job.state == state, Job.attempt == attempt)
-                .values(
-                    state=QUEUED,
-                    attempt=attempt + 1,  # a message already out for it is stale
-                    device_key=Job.planned_device,
-                    worker="",
-                    lease_expires_at=None,
-                    reason=why,
-                    updated_at=now,
-                )
-                .returning(Job.id)
-            )
-            sent += done.scalars()
+    home = literal("returned to ") + Job.planned_device + literal(", back online")
+
+    def returned(attempt: int, _ids: Sequence[int]) -> dict[str, Any]:
+        return {
+            "state": QUEUED,
+            "attempt": attempt + 1,  # a message already out for it is stale
+            "device_key": Job.planned_device,
+            "worker": "",
+            "lease_expires_at": None,
+            "reason": home,
+            "updated_at": now,
+        }
+
+    sent = [
+        job_id
+        for state in (QUEUED, DISPATCHED)
+        for job_id, _ in jobs.cas_many(
+            conn, [(j.id, j.attempt) for j in going if j.state == state], state, returned
+        )
+    ]
     jobs.record_attempts(
         conn,
         [

@@ -8,17 +8,15 @@ a pass that found 4,916 such jobs placed them one transaction each, for 233 s.""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, update
+from sqlalchemy import Connection
 
 from farm_core import jobs
 from farm_core.celery_app import queue_for, task_id
-from farm_core.pair_chunks import chunks
-from farm_core.schema import DISPATCHED, QUEUED, Job
+from farm_core.schema import DISPATCHED, QUEUED
 
 OUTCOME = "message_lost"
 
@@ -61,30 +59,19 @@ def requeue(conn: Connection, lost: Sequence[Any], now: datetime) -> list[int]:
     """Queue `lost` (reconciler rows: id, attempt, device_key, worker) again as their next
     attempt, each still dispatched at the attempt it was read at; returns the ids moved."""
     rows = {(j.id, j.attempt): j for j in lost}
-    by_attempt: dict[int, list[int]] = defaultdict(list)
-    for job_id, attempt in rows:
-        by_attempt[attempt].append(job_id)
-    moved: list[tuple[int, int]] = []
-    for attempt, ids in sorted(by_attempt.items()):
-        for part in chunks(ids):
-            done = conn.execute(
-                update(Job)
-                .where(
-                    Job.id.in_(part),
-                    Job.attempt == attempt,
-                    Job.state == DISPATCHED,
-                )
-                .values(
-                    state=QUEUED,
-                    attempt=attempt + 1,
-                    worker="",
-                    lease_expires_at=None,
-                    updated_at=now,
-                    reason=reason(attempt),
-                )
-                .returning(Job.id)
-            )
-            moved.extend((job_id, attempt) for job_id in done.scalars())
+    moved = jobs.cas_many(
+        conn,
+        rows,
+        DISPATCHED,
+        lambda attempt, _ids: {
+            "state": QUEUED,
+            "attempt": attempt + 1,
+            "worker": "",
+            "lease_expires_at": None,
+            "updated_at": now,
+            "reason": reason(attempt),
+        },
+    )
     jobs.record_attempts(
         conn,
         [

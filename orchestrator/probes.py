@@ -26,7 +26,7 @@ REDIS_SCAN_COUNT = 1000
 _HEADER_ID = re.compile(rb'"headers": \{[^{}]*?"id": "([^"\\]+)"')
 
 
-def _ids_from_envelopes(raw_messages: list[bytes | str]) -> set[str]:
+def task_ids(raw_messages: list[bytes | str]) -> set[str]:
     """Task ids of kombu envelopes (or unacked entries: [message, exchange, routing key]),
     found by pattern, else by parsing (7x slower: thousands of messages a pass)."""
     ids = set()
@@ -88,7 +88,7 @@ class RedisProbe:
             return None
         # a key of the queues' prefix that is no list answers WRONGTYPE: not a queue
         raw = [m for got in lists if isinstance(got, list) for m in got]
-        return _ids_from_envelopes(raw + list(unacked))
+        return task_ids(raw + list(unacked))
 
     def recheck(self, queues: Iterable[str]) -> set[str] | None:
         """Task ids in `queues` and the unacked hash, read at one instant (MULTI/EXEC);
@@ -104,7 +104,7 @@ class RedisProbe:
                 *lists, unacked = pipe.execute()
         except redis.RedisError:
             return None
-        return _ids_from_envelopes([m for got in lists for m in got] + list(unacked))
+        return task_ids([m for got in lists for m in got] + list(unacked))
 
 
 def redis_probe(broker_url: str) -> Probe:
@@ -130,7 +130,7 @@ class FilesystemProbe:
                 raw.append((self.folder / name).read_bytes())
             except OSError:
                 continue  # consumed meanwhile
-        return _ids_from_envelopes(raw)
+        return task_ids(raw)
 
 
 def filesystem_probe(broker_url: str) -> Probe:

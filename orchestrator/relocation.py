@@ -27,13 +27,19 @@ from typing import Any
 from sqlalchemy import Connection, Engine, case, func, literal, select, tuple_, update
 
 from farm_core import holds, reservations
-from farm_core.configs import supports
-from farm_core.jobs import HARDWARE, JOBS, WAITING, record_attempts
+from farm_core.jobs import (
+    HARDWARE,
+    JOBS,
+    WAITING,
+    cas_many,
+    live_device,
+    record_attempts,
+    takes,
+)
 from farm_core.pair_chunks import chunks
 from farm_core.schema import (
     ACTIVE_STATES,
     DISPATCHED,
-    QUARANTINED,
     QUEUED,
     TIMED_OUT,
     Attempt,
@@ -86,23 +92,15 @@ def move_off(
     if not lost:
         return Relocated()
     rows = {(j.id, j.attempt): j for j in lost}
-    reason = case(why, value=JOBS.c.device_key, else_=JOBS.c.reason)
-    by_attempt: dict[int, list[int]] = defaultdict(list)
-    for job_id, attempt in rows:
-        by_attempt[attempt].append(job_id)
+    back_to_queued = {
+        "state": QUEUED,
+        "worker": "",
+        "lease_expires_at": None,
+        "reason": case(why, value=JOBS.c.device_key, else_=JOBS.c.reason),
+    }
     with engine.begin() as conn:
-        back: list[Any] = []
-        for attempt, ids in sorted(by_attempt.items()):
-            for part in chunks(ids):
-                done = conn.execute(
-                    update(JOBS)
-                    .where(
-                        JOBS.c.id.in_(part), JOBS.c.attempt == attempt, JOBS.c.state == DISPATCHED
-                    )
-                    .values(state=QUEUED, worker="", lease_expires_at=None, reason=reason)
-                    .returning(JOBS.c.id)
-                )
-                back += [rows[(job_id, attempt)] for job_id in done.scalars()]
+        changed = cas_many(conn, rows, DISPATCHED, lambda _attempt, _ids: back_to_queued)
+        back = [rows[pair] for pair in changed]
         entries = [
             {
                 "job_id": j.id,
@@ -156,17 +154,8 @@ def _place(conn: Connection, lost: Sequence[Any], timing: Timing, now: datetime)
 
 
 def _live_devices(conn: Connection, timing: Timing, now: datetime) -> list[Any]:
-    """Online (state and heartbeat), unquarantined devices: jobs.eligible_devices's."""
-    alive_since = now - timedelta(seconds=timing.offline_after_s)
-    return list(
-        conn.execute(
-            select(Device.__table__).where(
-                Device.state == "online",
-                Device.last_seen >= alive_since,
-                Device.health != QUARANTINED,
-            )
-        ).mappings()
-    )
+    """Devices that may take jobs (jobs.live_device), as mappings."""
+    return list(conn.execute(select(Device.__table__).where(*live_device(timing, now))).mappings())
 
 
 class _Places:
@@ -211,9 +200,7 @@ class _Places:
                 else sorted(
                     d["key"]
                     for d in self.live
-                    if tuple(d[c] for c in HARDWARE) == hardware
-                    and supports(d["kind"], config)[0]
-                    and selector.matches(d)
+                    if tuple(d[c] for c in HARDWARE) == hardware and takes(d, selector, config)
                 )
             )
         return self._eligible[key]
@@ -346,30 +333,23 @@ def _move(
 ) -> list[int]:
     """queued at (id, attempt) -> queued at the next attempt, unleased and unclaimed (on
     `device_key`, or on `to[(id, attempt)]`, when given), with `values`; the ids moved.
-    One statement per attempt number and 500 jobs (`id IN`: a lookup by primary key)."""
+    One statement per attempt number and 500 jobs (jobs.cas_many)."""
     if device_key is not None:
         values["device_key"] = device_key
-    by_attempt: dict[int, list[int]] = defaultdict(list)
-    for job_id, attempt in pairs:
-        by_attempt[attempt].append(job_id)
-    moved: list[int] = []
-    for attempt, ids in sorted(by_attempt.items()):
-        for part in chunks(ids):
-            if to is not None:
-                values["device_key"] = case(
-                    {job_id: to[(job_id, attempt)] for job_id in part}, value=JOBS.c.id
-                )
-            rows = conn.execute(
-                update(JOBS)
-                .where(JOBS.c.id.in_(part), JOBS.c.attempt == attempt, JOBS.c.state == QUEUED)
-                .values(
-                    attempt=JOBS.c.attempt + 1,
-                    worker="",
-                    lease_expires_at=None,
-                    updated_at=now,
-                    **values,
-                )
-                .returning(JOBS.c.id)
-            )
-            moved += rows.scalars()
-    return sorted(moved)
+
+    def next_attempt(attempt: int, ids: Sequence[int]) -> dict[str, Any]:
+        each = (
+            {}
+            if to is None
+            else {"device_key": case({i: to[(i, attempt)] for i in ids}, value=JOBS.c.id)}
+        )
+        return {
+            "attempt": JOBS.c.attempt + 1,
+            "worker": "",
+            "lease_expires_at": None,
+            "updated_at": now,
+            **values,
+            **each,
+        }
+
+    return sorted(job_id for job_id, _ in cas_many(conn, pairs, QUEUED, next_attempt))
