@@ -14,6 +14,7 @@ never runs twice nor writes a second result.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -171,8 +172,9 @@ def record_attempts(conn: Connection, entries: Sequence[dict[str, Any]], now: da
     for part in chunks(sorted({e["job_id"] for e in entries})):
         rows = conn.execute(select(Attempt.job_id, Attempt.attempt).where(Attempt.job_id.in_(part)))
         known.update((job_id, attempt) for job_id, attempt in rows)
+    text = functools.cache(storable_text)  # many share a reason (a lost device's jobs)
     new = [
-        {**e, "reason": storable_text(e["reason"]), "at": now}
+        {**e, "reason": text(e["reason"]), "at": now}
         for e in entries
         if (e["job_id"], e["attempt"]) not in known
     ]

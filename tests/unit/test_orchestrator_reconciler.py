@@ -257,8 +257,8 @@ def test_lost_messages_are_queued_again_in_a_statement_per_attempt(tmp_path) -> 
 
 def test_dispatched_jobs_of_a_lost_device_move_in_a_few_statements(tmp_path) -> None:
     """Before: jobs.place per job, a transaction each (237 jobs: 13.4 s of a fleet pass);
-    now one UPDATE back to queued, one INSERT of their attempts, and one move, as queued
-    ones."""
+    then an UPDATE back to queued and a move as queued ones; now each job written once,
+    dispatched straight to queued on its new device, and one INSERT of their attempts."""
     from farm_core.schema import Attempt
 
     engine = _lost_farm(tmp_path, 60, others=2)
@@ -267,10 +267,9 @@ def test_dispatched_jobs_of_a_lost_device_move_in_a_few_statements(tmp_path) -> 
     seen = _statements(engine)
     d = RecordingDispatcher()
     report = reconcile(engine, d, lambda: set(), TIMING, now=utcnow() + LATER)
-    back = [s for s in seen if s.startswith("UPDATE jobs SET state=") and "lease_expires" in s]
-    assert len(back) == 1, back
-    moves = [s for s in seen if s.startswith("UPDATE jobs SET device_key=")]
-    assert len(moves) == 1, moves
+    writes = [s for s in seen if s.startswith("UPDATE jobs SET") and "lease_expires_at" in s]
+    assert len(writes) == 1, [w[:60] for w in writes]  # the fill's own come after
+    assert "state=" in writes[0] and "device_key=CASE" in writes[0]
     assert len([s for s in seen if s.startswith("INSERT INTO attempts")]) == 1
     assert sorted(report.moved_off_lost_device) == list(range(1, 61))
     with engine.begin() as c:
@@ -282,6 +281,30 @@ def test_dispatched_jobs_of_a_lost_device_move_in_a_few_statements(tmp_path) -> 
     assert all("noop:lost offline (no heartbeat since" in r for _, _, r in noted)
     assert len(reasons) == 1 and "noop:lost offline" in reasons.pop()
     assert {o.attempt for o in d.sent} == {2}  # the fill sends them as their next attempt
+
+
+def test_dispatched_jobs_no_device_takes_wait_written_once(tmp_path) -> None:
+    """Off a lost device with no other to take them: queued at their next attempt in the
+    one write, their reason the device's and that they wait, their attempts noted."""
+    from farm_core.schema import Attempt
+
+    engine = _lost_farm(tmp_path, 20, others=0)
+    with engine.begin() as c:
+        c.execute(update(Job).values(state=DISPATCHED, dispatched_at=utcnow() - LATER))
+    seen = _statements(engine)
+    report = reconcile(engine, RecordingDispatcher(), lambda: set(), TIMING, now=utcnow() + LATER)
+    writes = [s for s in seen if s.startswith("UPDATE jobs SET") and "lease_expires_at" in s]
+    assert len(writes) == 1, [w[:60] for w in writes]
+    assert report.moved_off_lost_device == []  # onto no other device: they wait
+    with engine.begin() as c:
+        rows = set(c.execute(select(Job.state, Job.attempt, Job.device_key, Job.reason)).all())
+        noted = c.execute(select(Attempt.attempt, Attempt.outcome)).all()
+    assert len(rows) == 1
+    state, attempt, device, reason = rows.pop()
+    assert (state, attempt, device) == (QUEUED, 2, "noop:lost")
+    assert reason.startswith("device noop:lost offline (no heartbeat since")
+    assert reason.endswith(f"; {jobs.WAITING}")
+    assert sorted(noted) == [(1, "device_lost")] * 20
 
 
 def test_a_pass_reads_no_job_that_waits_its_turn_on_a_live_device(tmp_path) -> None:
