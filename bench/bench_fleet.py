@@ -30,7 +30,9 @@ Celery (labkit.plain_celery: one worker per agent, `--celery-pool` with as many 
 an agent has devices) runs as many no-op tasks as the campaign has jobs on the same Redis;
 then the agents start one after the other (each as on a host of its own); then a campaign
 of `--jobs-per-device` models on every device. A quarter of the way in one agent is
-SIGKILLed with its group process (a host that lost power) and started again 5 s later;
+SIGKILLed with its group process (a host that lost power) and started again 5 s later
+(`--agent-down S`: past the offline timeout, 35 s, its devices go offline and the
+reconciler moves their dispatched jobs off them, then home when they are back);
 half-way redis-server is SIGKILLed and started again 3 s later. Printed beside the targets:
 PSS per device, ready per agent, reconciler pass times (target 1 s), PostgreSQL
 connections (peak, idle after) and Redis clients, jobs/s before the first fault and over
@@ -282,6 +284,7 @@ class FleetFigures:
     per_agent: int
     ready_s: list[float] = field(default_factory=list)  #: per agent, started one by one
     restart_ready_s: float = 0.0  #: the killed agent's, started again
+    agent_down_s: float = AGENT_DOWN_S  #: how long the killed agent stays down
     processes: int = 0
     pss_mib: float = 0.0
     pss_after_mib: float = 0.0
@@ -368,14 +371,19 @@ class Agent:
 
 
 def run_fleet(
-    agents: int, per_agent: int, per_device: int, workdir: Path, celery_pool: str
+    agents: int,
+    per_agent: int,
+    per_device: int,
+    workdir: Path,
+    celery_pool: str,
+    agent_down_s: float = AGENT_DOWN_S,
 ) -> FleetFigures:
     from sqlalchemy import create_engine
 
     from labkit.plain_celery import PlainCelery
     from labkit.scratch_db import LOCAL_SERVER
 
-    fig = FleetFigures(agents, per_agent)
+    fig = FleetFigures(agents, per_agent, agent_down_s=agent_down_s)
     redis = RedisServer(free_port(), workdir, persistent=True)
     redis.start()
     fleet: list[Agent] = []
@@ -493,7 +501,7 @@ def fleet_campaign(fig, db_url, redis, fleet, per_device, workdir, watch, db_nam
             victim.kill()
             killed_at = now
             fault(f"{victim.name} SIGKILLed (agent and group process), {ended} jobs ended")
-        elif killed_at is not None and restarted is None and now - killed_at >= AGENT_DOWN_S:
+        elif killed_at is not None and restarted is None and now - killed_at >= fig.agent_down_s:
             victim.start()
             restarted = now
             fault(f"{victim.name} started again")
@@ -626,6 +634,12 @@ def main() -> int:
     p.add_argument("--agents", type=int, default=10, help="fleet: agent processes")
     p.add_argument("--celery-pool", default="threads", help="fleet: plain Celery's pool")
     p.add_argument("--keep", action="store_true", help="fleet: keep the logs (prints where)")
+    p.add_argument(
+        "--agent-down",
+        type=float,
+        default=AGENT_DOWN_S,
+        help="fleet: seconds the killed agent stays down (past 35 its devices go offline)",
+    )
     args = p.parse_args()
     if args.fleet:
         return fleet_main(args)
@@ -658,7 +672,14 @@ def fleet_main(args: argparse.Namespace) -> int:
             say(f"keeping {tmp} (agents' logs, reconciler passes)")
         else:
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench_fleet_"))
-        fig = run_fleet(args.agents, per_agent, args.jobs_per_device, Path(tmp), args.celery_pool)
+        fig = run_fleet(
+            args.agents,
+            per_agent,
+            args.jobs_per_device,
+            Path(tmp),
+            args.celery_pool,
+            args.agent_down,
+        )
     say(fleet_report(fig))
     say(f"load after: {os.getloadavg()[0]:.1f} (1 min)")
     secs = [p["s"] for p in fig.passes if "error" not in p]

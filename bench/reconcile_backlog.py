@@ -1,7 +1,7 @@
 """A reconciler pass with a backlog of jobs whose devices are gone, on PostgreSQL.
 
     python bench/reconcile_backlog.py [--jobs 10000] [--devices 1000] [--passes 3]
-        [--redis] [--lose 1200] [--dispatched]
+        [--redis] [--lose 1200] [--dispatched] [--silent N]
 
 A fresh database (dropped after) gets `--devices` no-op devices and a campaign of `--jobs`
 jobs on them; then every device falls silent and the jobs wait past the dispatch grace.
@@ -12,6 +12,9 @@ the same run, is one `SELECT count(*)` over the jobs.
 
 `--dispatched` leaves the jobs as submission left them (each device's queue sent, the rest
 queued) when the devices fall silent: the first pass moves the dispatched ones off them.
+`--silent N`: only N devices fall silent (a host gone), the others stay live and take
+their jobs: the first pass moves and places them, as the fleet bench's killed agent makes
+it do.
 `--redis` sends for real, to a private redis-server (the farm's dispatcher and probe), and
 adds two passes after `--lose` of the sent messages were taken out of Redis, as a broker
 restart left them in the fleet bench: the first finds them missing, the second, as long
@@ -79,6 +82,7 @@ def main() -> int:
         action="store_true",
         help="the devices fall silent with their jobs as submitted (8 dispatched each)",
     )
+    ap.add_argument("--silent", type=int, default=None, help="devices that fall silent (all)")
     a = ap.parse_args()
     with contextlib.ExitStack() as stack:
         broker = stack.enter_context(private_redis()) if a.redis else None
@@ -146,7 +150,10 @@ def run(a: argparse.Namespace, broker: str | None) -> int:
         with engine.begin() as c:
             if not a.dispatched:
                 c.execute(update(Job).values(state=QUEUED, updated_at=now))
-            c.execute(update(Device).values(last_seen=silent))
+            keys = sorted(c.execute(select(Device.key)).scalars())
+            gone = keys[: a.silent] if a.silent is not None else keys
+            c.execute(update(Device).where(Device.key.in_(gone)).values(last_seen=silent))
+            c.execute(update(Device).where(Device.key.notin_(gone)).values(last_seen=now))
         later = now + timedelta(seconds=1)
         with engine.connect() as c:
             start = time.perf_counter()
