@@ -21,16 +21,22 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     Connection,
+    Integer,
+    Text,
     and_,
+    any_,
     bindparam,
     case,
+    cast,
     func,
     insert,
     literal_column,
     select,
     update,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 
 from . import free_claim, holds, metrics, reservations
 from .configs import supports
@@ -560,12 +566,31 @@ def cas_many(
         for part in chunks(ids, per_statement):
             rows = conn.execute(
                 update(JOBS)
-                .where(JOBS.c.id.in_(part), JOBS.c.attempt == attempt, JOBS.c.state == state)
+                .where(ids_in(conn, part), JOBS.c.attempt == attempt, JOBS.c.state == state)
                 .values(**values(attempt, part))
                 .returning(JOBS.c.id)
             )
             changed.extend((job_id, attempt) for job_id in rows.scalars())
     return changed
+
+
+def ids_in(conn: Connection, ids: Sequence[int]) -> Any:
+    """A job's id among `ids`: on PostgreSQL `id = ANY(:ids)`, one array parameter (an
+    expanded `IN` of 500 ids cost SQLAlchemy more than the server's update of the rows),
+    elsewhere `id IN (...)`."""
+    if conn.dialect.name == "postgresql":
+        return JOBS.c.id == any_(bindparam("ids_in", list(ids), type_=ARRAY(Integer)))
+    return JOBS.c.id.in_(ids)
+
+
+def each_id(conn: Connection, values: dict[int, str]) -> Any:
+    """`values[the job's id]` (text) for jobs whose ids `values` holds: on PostgreSQL a
+    lookup in one JSON parameter, `:values ->> id` (a CASE of 500 ids is 1,000 parameters
+    to compile per statement), elsewhere that CASE."""
+    if conn.dialect.name != "postgresql":
+        return case(values, value=JOBS.c.id)
+    by_id = bindparam("each_id", {str(k): v for k, v in values.items()}, type_=JSONB)
+    return by_id.op("->>")(cast(JOBS.c.id, Text))
 
 
 def take_back(conn: Connection, orders: Sequence[SendOrder]) -> None:

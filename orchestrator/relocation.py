@@ -32,6 +32,7 @@ from farm_core.jobs import (
     JOBS,
     WAITING,
     cas_many,
+    each_id,
     live_device,
     record_attempts,
     takes,
@@ -372,9 +373,7 @@ def _move(
 
     def next_attempt(attempt: int, ids: Sequence[int]) -> dict[str, Any]:
         each = (
-            {}
-            if to is None
-            else {"device_key": case({i: to[(i, attempt)] for i in ids}, value=JOBS.c.id)}
+            {} if to is None else {"device_key": each_id(conn, {i: to[(i, attempt)] for i in ids})}
         )
         return {
             "attempt": JOBS.c.attempt + 1,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 
 from sqlalchemy import Engine
@@ -88,3 +89,25 @@ def converter_named_model(path: Path, output: str = "y") -> Path:
     g.output(y)
     path.write_bytes(b.build())
     return path
+
+
+def lost_device_farm(engine: Engine, tmp_path: Path, jobs_count: int, others: int) -> Engine:
+    """`jobs_count` queued jobs on noop:lost, which went silent, and `others` devices of
+    the same hardware that its campaign's selector matches, in `engine`'s new database;
+    the jobs waited past the dispatch grace."""
+    from sqlalchemy import update
+
+    from farm_core.schema import QUEUED, Campaign, Device, Job, utcnow
+    from orchestrator.submit import submit
+
+    add_device(engine, "noop:lost")
+    for i in range(others):
+        add_device(engine, f"noop:o{i}")
+    models = [write_model(tmp_path / f"m{i}.tflite", scale=1.0 + i) for i in range(jobs_count)]
+    submit(engine, RecordingDispatcher(), models, "key=noop:lost", "cpu")
+    with engine.begin() as c:
+        c.execute(update(Campaign).values(selector="kind=noop"))
+        c.execute(update(Job).values(state=QUEUED, updated_at=utcnow() - timedelta(seconds=1)))
+        silent = utcnow() - timedelta(seconds=60)
+        c.execute(update(Device).where(Device.key == "noop:lost").values(last_seen=silent))
+    return engine

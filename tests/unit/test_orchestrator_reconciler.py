@@ -13,7 +13,13 @@ from farm_core.schema import DISPATCHED, QUEUED, TIMED_OUT, Device, Job, utcnow
 from farm_core.settings import Timing
 from orchestrator.reconciler import reconcile
 from orchestrator.submit import submit
-from tests.support.farm import RecordingDispatcher, add_device, sqlite_engine, write_model
+from tests.support.farm import (
+    RecordingDispatcher,
+    add_device,
+    lost_device_farm,
+    sqlite_engine,
+    write_model,
+)
 
 TIMING = Timing(dispatch_grace_s=0, offline_after_s=30, device_gone_s=300)
 LATER = timedelta(seconds=1)
@@ -151,23 +157,8 @@ def test_message_not_in_the_broker_is_a_lost_message_not_a_stall(farm) -> None:
 
 
 def _lost_farm(tmp_path: Path, jobs_count: int, others: int):
-    """`jobs_count` queued jobs on noop:lost, which went silent, and `others` devices of
-    the same hardware that its campaign's selector matches; the jobs waited past the
-    dispatch grace."""
-    from farm_core.schema import Campaign
-
-    engine = sqlite_engine(tmp_path)
-    add_device(engine, "noop:lost")
-    for i in range(others):
-        add_device(engine, f"noop:o{i}")
-    models = [write_model(tmp_path / f"m{i}.tflite", scale=1.0 + i) for i in range(jobs_count)]
-    submit(engine, RecordingDispatcher(), models, "key=noop:lost", "cpu")
-    with engine.begin() as c:
-        c.execute(update(Campaign).values(selector="kind=noop"))
-        c.execute(update(Job).values(state=QUEUED, updated_at=utcnow() - LATER))
-        silent = utcnow() - timedelta(seconds=60)
-        c.execute(update(Device).where(Device.key == "noop:lost").values(last_seen=silent))
-    return engine
+    """lost_device_farm on a new SQLite database."""
+    return lost_device_farm(sqlite_engine(tmp_path), tmp_path, jobs_count, others)
 
 
 def _statements(engine) -> list[str]:
