@@ -9,9 +9,9 @@ campaigns' selectors, the reservations, the loads and the devices each job faile
 read once a pass; per group the eligible devices are picked from them (as
 jobs.eligible_devices would), the jobs are spread over the free ones (untried first, then
 the least loaded, counting the jobs given out in this pass) and moved in one statement
-per attempt number (each job's device by a CASE on its id). Jobs that no device takes wait (one statement marks those not yet
-waiting) or, past `device_gone_s`, expire (one statement). Each such statement takes at
-most 500 jobs (farm_core.pair_chunks). Every change is a compare-and-set on (id, attempt)
+per attempt number (each job's device looked up by its id: jobs.each_id). Jobs that no
+device takes wait (one statement marks those not yet waiting) or, past `device_gone_s`,
+expire (one statement). Each such statement takes at most 500 jobs (farm_core.pair_chunks). Every change is a compare-and-set on (id, attempt)
 in the state the job was read in (queued; dispatched for `move_off`), as jobs.place's.
 """
 
