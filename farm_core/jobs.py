@@ -32,6 +32,7 @@ from sqlalchemy import (
     cast,
     func,
     insert,
+    literal,
     literal_column,
     select,
     update,
@@ -583,14 +584,15 @@ def ids_in(conn: Connection, ids: Sequence[int]) -> Any:
     return JOBS.c.id.in_(ids)
 
 
-def each_id(conn: Connection, values: dict[int, str]) -> Any:
-    """`values[the job's id]` (text) for jobs whose ids `values` holds: on PostgreSQL a
-    lookup in one JSON parameter, `:values ->> id` (a CASE of 500 ids is 1,000 parameters
-    to compile per statement), elsewhere that CASE."""
+def text_by(conn: Connection, column: Any, texts: dict[Any, str], else_: Any = None) -> Any:
+    """`texts[the row's column]`, `else_` where `texts` lacks it: on PostgreSQL a lookup in
+    one JSON parameter, `:texts ->> column` (a CASE of 500 keys is 1,000 parameters to
+    compile per statement), elsewhere that CASE."""
     if conn.dialect.name != "postgresql":
-        return case(values, value=JOBS.c.id)
-    by_id = bindparam("each_id", {str(k): v for k, v in values.items()}, type_=JSONB)
-    return by_id.op("->>")(cast(JOBS.c.id, Text))
+        return case(texts, value=column, else_=else_)
+    by_key = literal({str(k): v for k, v in texts.items()}, JSONB)
+    found = by_key.op("->>", return_type=Text)(cast(column, Text))
+    return found if else_ is None else func.coalesce(found, else_)
 
 
 def take_back(conn: Connection, orders: Sequence[SendOrder]) -> None:

@@ -9,7 +9,7 @@ campaigns' selectors, the reservations, the loads and the devices each job faile
 read once a pass; per group the eligible devices are picked from them (as
 jobs.eligible_devices would), the jobs are spread over the free ones (untried first, then
 the least loaded, counting the jobs given out in this pass) and moved in one statement
-per attempt number (each job's device looked up by its id: jobs.each_id). Jobs that no
+per attempt number (each job's device looked up by its id: jobs.text_by). Jobs that no
 device takes wait (one statement marks those not yet waiting) or, past `device_gone_s`,
 expire (one statement). Each such statement takes at most 500 jobs (farm_core.pair_chunks). Every change is a compare-and-set on (id, attempt)
 in the state the job was read in (queued; dispatched for `move_off`), as jobs.place's.
@@ -32,10 +32,10 @@ from farm_core.jobs import (
     JOBS,
     WAITING,
     cas_many,
-    each_id,
     live_device,
     record_attempts,
     takes,
+    text_by,
 )
 from farm_core.pair_chunks import chunks
 from farm_core.schema import (
@@ -97,12 +97,16 @@ def move_off(
     # placed as queued jobs that began waiting now, with their new reason
     rows = [_Row(j, updated_at=now, reason=why[j.device_key]) for j in lost]
     keys = {j.device_key for j in lost}
-    writes = _Writes(
-        from_state=DISPATCHED,
-        values={"state": QUEUED, "reason": _by_device({k: why[k] for k in keys})},
-        waiting=_by_device({k: f"{why[k]}; {WAITING}" for k in keys}),
-    )
     with engine.begin() as conn:
+
+        def by_device(texts: dict[str, str]) -> Any:
+            return text_by(conn, JOBS.c.device_key, texts, else_=JOBS.c.reason)
+
+        writes = _Writes(
+            from_state=DISPATCHED,
+            values={"state": QUEUED, "reason": by_device({k: why[k] for k in keys})},
+            waiting=by_device({k: f"{why[k]}; {WAITING}" for k in keys}),
+        )
         done = _place(conn, rows, timing, now, writes)
         changed = set(done.moved + done.held + done.waiting + done.expired)
         entries = [
@@ -119,11 +123,6 @@ def move_off(
         ]
         record_attempts(conn, entries, now)
     return done
-
-
-def _by_device(texts: dict[str, str]) -> Any:
-    """A job's text by the device it is on (its row's device_key)."""
-    return case(texts, value=JOBS.c.device_key, else_=JOBS.c.reason)
 
 
 @dataclass(frozen=True)
@@ -373,7 +372,9 @@ def _move(
 
     def next_attempt(attempt: int, ids: Sequence[int]) -> dict[str, Any]:
         each = (
-            {} if to is None else {"device_key": each_id(conn, {i: to[(i, attempt)] for i in ids})}
+            {}
+            if to is None
+            else {"device_key": text_by(conn, JOBS.c.id, {i: to[(i, attempt)] for i in ids})}
         )
         return {
             "attempt": JOBS.c.attempt + 1,
