@@ -3,7 +3,7 @@ and when a worker claims a job; the admin's `devicefarm projects`."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -82,9 +82,8 @@ def test_a_claim_past_the_quota_goes_back_to_the_queue(farm, tmp_path) -> None:
     assert sorted(states(farm, "vision")) == ["dispatched", QUEUED, RUNNING, RUNNING]
 
 
-def _used(engine, project: str, minutes: float) -> None:
-    """Jobs of `project` that ran `minutes` today."""
-    now = utcnow()
+def _used(engine, project: str, minutes: float, now: datetime) -> None:
+    """Jobs of `project` that ran `minutes` up to `now`."""
     with engine.begin() as c:
         ids = c.execute(select(Job.id).where(Job.project == project)).scalars().all()
         for i in ids:
@@ -103,14 +102,16 @@ def test_a_project_past_its_daily_minutes_is_refused_and_its_jobs_wait(farm, tmp
     with farm.begin() as c:
         quotas.add(c, "vision", device_minutes_per_day=30)
     queued_campaign(farm, tmp_path / "old", "vision", 1, "kind=noop")
-    _used(farm, "vision", 31.0)
+    # Noon, not the wall clock: 31 minutes before 00:19 UTC are mostly yesterday's.
+    noon = quotas.day_start(utcnow()) + timedelta(hours=12)
+    _used(farm, "vision", 31.0, noon)
     waiting = queued_campaign(farm, tmp_path / "new", "speech", 1, "key=noop:a")
     with farm.begin() as c:
         c.execute(update(Job).where(Job.campaign_id == waiting).values(project="vision"))
-        assert quotas.minutes_today(c, "vision", utcnow()) == pytest.approx(31.0, abs=0.1)
-        errors = quotas.submission_errors(c, "vision")
+        assert quotas.minutes_today(c, "vision", noon) == pytest.approx(31.0, abs=0.1)
+        errors = quotas.submission_errors(c, "vision", noon)
     assert errors and "used 31.0 of its 30 device-minutes for today" in errors[0]
-    out = device_queue.fill(farm, RecordingDispatcher(), DEVICES)
+    out = device_queue.fill(farm, RecordingDispatcher(), DEVICES, now=noon)
     assert out.sent == [] and "resets at 00:00 UTC" in out.held["vision"]
 
 
