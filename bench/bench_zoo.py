@@ -133,6 +133,8 @@ def inputs_for(path: str) -> list[np.ndarray]:
             xs.append(np.ascontiguousarray(zoo_images()(rng, 1, lo, hi), tensor.dtype))
         elif tensor.dtype.kind == "f":
             xs.append(np.ascontiguousarray(smooth(rng, tensor.shape, lo, hi), tensor.dtype))
+        elif keras:  # token ids: within the vocabulary its manifest gives
+            xs.append(rng.integers(int(lo), int(hi), tensor.shape).astype(tensor.dtype))
         else:
             info = np.iinfo(tensor.dtype)
             xs.append(rng.integers(info.min, info.max, tensor.shape).astype(tensor.dtype))

@@ -558,10 +558,25 @@ def op_coverage(engine: Engine, model: str, projects: Projects = None) -> list[d
                 "fallbacks": [
                     {"op": u.get("op", "?"), "reason": u.get("reason", "")}
                     for u in d.get("unsupported") or []
-                ],
+                ]
+                + min_work_fallbacks(d),
             }
         )
     return out
+
+
+def min_work_fallbacks(delegation: dict) -> list[dict[str, str]]:
+    """The supported nodes the delegate's placement rule left to the CPU, as a fallback."""
+    small = delegation.get("below_min_work") or {}
+    if not small.get("nodes"):
+        return []
+    return [
+        {
+            "op": f"{small['nodes']} supported op(s)",
+            "reason": f"partition below the GPU's minimum work ({small.get('min_work')} "
+            "multiply-adds or output elements)",
+        }
+    ]
 
 
 # -- compatibility -------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """Multiply-adds an op does, from its declared shapes: the compute cap's measure
 (limits.Limits.max_op_macs and max_model_macs, checked by validate.py before anything
-runs), so that a kilobyte model cannot ask a host for minutes of arithmetic.
+runs), so that a kilobyte model cannot ask a host for minutes of arithmetic; and, with
+the output elements of the other ops, the work measure of the GPU delegate's placement
+(gpu/placement.py).
 
 Only the ops whose work grows faster than their tensors are counted (convolutions,
 fully connected layers, matrix products); every other op's work is bounded by its
@@ -10,6 +12,7 @@ tensors' sizes, which the reader's byte caps bound already.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from .graph import Operator, Subgraph
 
@@ -40,3 +43,17 @@ def op_macs(sg: Subgraph, op: Operator) -> int:
     if taps and len(shapes) > 2 and shapes[2] is not None and len(w) == taps + 1:
         return math.prod(int(d) for d in shapes[2]) * math.prod(int(d) for d in w[:taps])
     return 0
+
+
+def node_work(sg: Subgraph, node: int) -> int:
+    """Multiply-adds of the node's op, or its output elements where none are counted."""
+    op = sg.operators[node]
+    macs = op_macs(sg, op)
+    if macs:
+        return macs
+    return sum(math.prod(int(d) for d in sg.tensors[t].shape) for t in op.outputs if t >= 0)
+
+
+def partition_work(sg: Subgraph, nodes: Sequence[int]) -> int:
+    """node_work summed over `nodes`."""
+    return sum(node_work(sg, n) for n in nodes)

@@ -12,7 +12,7 @@ app's kernels), or a run LiteRT refuses; the session's log says which and why.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -23,7 +23,10 @@ from ..errors import ModelError
 from ..graph import Model
 from ..host_cpus import usable_cpus
 from ..interpreter import Interpreter
+from ..macs import partition_work
 from ..submodel import boundary, submodel_bytes
+from .cpu_run_bounds import unbounded
+from .cpu_threads import fastest
 
 #: CPU runtimes a session may use for its CPU nodes.
 LITERT, REFERENCE = "litert", "reference"
@@ -44,6 +47,8 @@ class CpuRun:
     inputs: list[int] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)
     interpreter: Any = None  #: LiteRT's, for LITERT
+    threads: int = 0  #: LiteRT's threads, for LITERT
+    _runners: dict[tuple, Callable] = field(default_factory=dict, repr=False)
 
     def run(self, cpu: Interpreter, values: dict[int, np.ndarray]) -> None:
         """Compute the run's outputs from `values` (tensor -> array), into `values`."""
@@ -51,16 +56,38 @@ class CpuRun:
             for node in self.nodes:
                 cpu.run_node(0, node, values)
             return
+        arrays = self.whole_runner(self.inputs, self.outputs)([values[t] for t in self.inputs])
+        values.update(zip(self.outputs, arrays, strict=True))
+
+    def whole_runner(
+        self, inputs: Sequence[int], outputs: Sequence[int]
+    ) -> Callable[[Sequence[np.ndarray]], list[np.ndarray]]:
+        """A LITERT run as a function of the arrays of tensors `inputs` (in that order)
+        returning those of `outputs`: LiteRT's tensor indices looked up once (each ask
+        builds dicts), no per-call mapping; made once per order asked for."""
+        key = (tuple(inputs), tuple(outputs))
+        made = self._runners.get(key)
+        if made is not None:
+            return made
         it = self.interpreter
-        for d, t in zip(it.get_input_details(), self.inputs, strict=True):
-            it.set_tensor(d["index"], values[t])
-        try:
-            it.invoke()
-        except (RuntimeError, ValueError) as exc:
-            where = f"nodes {self.nodes[0]}-{self.nodes[-1]}"
-            raise ModelError(f"LiteRT's CPU runtime failed on {where}: {exc}") from exc
-        for d, t in zip(it.get_output_details(), self.outputs, strict=True):
-            values[t] = it.get_tensor(d["index"])
+        ins = [d["index"] for d in it.get_input_details()]
+        outs = [d["index"] for d in it.get_output_details()]
+        feeds = [(i, list(inputs).index(t)) for i, t in zip(ins, self.inputs, strict=True)]
+        reads = [outs[self.outputs.index(t)] for t in outputs]
+        set_tensor, invoke, get_tensor = it.set_tensor, it.invoke, it.get_tensor
+        where = f"nodes {self.nodes[0]}-{self.nodes[-1]}"
+
+        def run(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+            for index, pos in feeds:
+                set_tensor(index, arrays[pos])
+            try:
+                invoke()
+            except (RuntimeError, ValueError) as exc:
+                raise ModelError(f"LiteRT's CPU runtime failed on {where}: {exc}") from exc
+            return [get_tensor(index) for index in reads]
+
+        self._runners[key] = run
+        return run
 
 
 def cpu_node_runs(total: int, partitions: Sequence[Sequence[int]]) -> list[list[int]]:
@@ -87,8 +114,11 @@ def plan_cpu_runs(
     runtime: str = LITERT,
     threads: int | None = None,
     log: IO[str] | None = None,
+    small_work: int = 0,
 ) -> list[CpuRun]:
-    """A CpuRun per run of CPU nodes, each on `runtime` where it can be."""
+    """A CpuRun per run of CPU nodes, each on `runtime` where it can be. A LiteRT run
+    doing less than `small_work` (placement.py's measure) takes one thread where one
+    thread runs it faster (cpu_threads.py)."""
     runs = [CpuRun(nodes) for nodes in cpu_node_runs(len(model.main.operators), partitions)]
     if not runs:
         return runs
@@ -109,41 +139,23 @@ def plan_cpu_runs(
         if custom:
             run.why_reference = f"{custom}: a custom op's kernel is the app's own"
             continue
-        unsafe = _unbounded(model, run.nodes) or _shapes_differ(cpu, model, run.nodes)
+        unsafe = unbounded(model, run.nodes) or _shapes_differ(cpu, model, run.nodes)
         if unsafe:
             run.why_reference = unsafe
             continue
         try:
             data, run.inputs, run.outputs = submodel_bytes(model, run.nodes)
             shapes = [model.main.tensors[t].shape for t in run.inputs]
-            run.interpreter = litert.make_interpreter(data, threads, input_shapes=shapes)
+            choices = [threads]
+            if threads > 1 and partition_work(model.main, run.nodes) < small_work:
+                choices.append(1)
+            made = [litert.make_interpreter(data, n, input_shapes=shapes) for n in choices]
+            run.interpreter, run.threads = fastest(made, choices)
             run.runtime = LITERT
         except (ValueError, RuntimeError) as exc:  # LiteRT refuses: no kernel, a bad prepare
             run.why_reference = str(exc).splitlines()[0][:200]
     _say(runs, log)
     return runs
-
-
-def _unbounded(model: Model, nodes: list[int]) -> str:
-    """Why LiteRT must not run `nodes`, where nothing but the reference bounds them: a loop
-    (the reference caps WHILE's iterations and time) or a size read from a runtime integer
-    tensor (PAD's paddings, FILL's dims: the reference checks them against the farm's
-    limits before it allocates; LiteRT allocates what they say). "" where neither."""
-    sg = model.main
-    for n in nodes:
-        op = sg.operators[n]
-        if op.op == "WHILE":
-            return "WHILE: the reference bounds its loops"
-        for t in op.inputs:
-            tensor = sg.tensors[t] if t >= 0 else None
-            if (
-                tensor is not None
-                and not tensor.is_constant
-                and tensor.dtype.kind in "iu"
-                and tensor.quantization is None
-            ):
-                return f"{op.describe()} reads runtime integers: sizes the reference checks"
-    return ""
 
 
 def _shapes_differ(cpu: Interpreter, model: Model, nodes: list[int]) -> str:
@@ -193,6 +205,7 @@ def _say(runs: list[CpuRun], log: IO[str] | None) -> None:
             else f"node {run.nodes[0]}"
         )
         if run.runtime == LITERT:
-            print(f"INFO: CPU {where}: LiteRT's CPU runtime (XNNPACK)", file=log)
+            threads = f", {run.threads} thread{'s' if run.threads > 1 else ''}"
+            print(f"INFO: CPU {where}: LiteRT's CPU runtime (XNNPACK{threads})", file=log)
         else:
             print(f"INFO: CPU {where}: the reference interpreter ({run.why_reference})", file=log)

@@ -17,9 +17,10 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..errors import JobError
+from ..errors import DevicefarmError, JobError
 from ..graph import Model
 from ..interpreter import Interpreter
+from . import placement
 from .cpu_runs import LITERT, REFERENCE, CpuRun, plan_cpu_runs
 from .execution_plan import ExecutionPlan, plan_execution
 from .fold import fold_constants
@@ -49,6 +50,9 @@ class GpuDelegateOptions:
     cpu_runtime: str = LITERT
     #: program units built at once (opencl/program_units.py); None: one per usable CPU
     build_jobs: int | None = None
+    #: partitions doing less work stay on the CPU (placement.py); None: as the session's
+    #: switches say (on GPUs only at their default); 0: every supported partition on the GPU
+    min_gpu_work: int | None = None
 
     def validate(self) -> None:
         if self.precision not in ("fp32", "fp16"):
@@ -59,6 +63,8 @@ class GpuDelegateOptions:
             raise JobError(f"build_jobs {self.build_jobs} must be >= 1")
         if self.max_delegated_partitions < 0:
             raise JobError("max_delegated_partitions must be >= 0 (0: no limit)")
+        if self.min_gpu_work is not None and self.min_gpu_work < 0:
+            raise JobError(f"min_gpu_work {self.min_gpu_work} must be >= 0 (0: no minimum)")
 
 
 class GpuSession:
@@ -91,16 +97,18 @@ class GpuSession:
             else (model, 0)
         )
         self.cpu = Interpreter(self.model)
-        self.delegation: DelegationSummary = partition(
-            self.model.main,
-            SupportOptions(self.options.enable_quant),
-            self.options.max_delegated_partitions,
+        self.device_info = None
+        self.delegation: DelegationSummary = self._place(
+            partition(
+                self.model.main,
+                SupportOptions(self.options.enable_quant),
+                self.options.max_delegated_partitions,
+            )
         )
         for line in self.delegation.messages():
             print(f"INFO: {line}", file=self.log)
         self.executors: list[Any] = []
         self._whole_graph = False
-        self.device_info = None
         self.program_from_cache = False
         #: the program's units (opencl/program_units.py) and what the cache held of them
         self.program_units = 0
@@ -123,13 +131,21 @@ class GpuSession:
         self._phase("fold_and_partition", start)
         since = time.perf_counter()
         self.cpu_runs: list[CpuRun] = plan_cpu_runs(
-            self.model, self.delegation.partitions, self.plan.cpu_runtime, log=self.log
+            self.model,
+            self.delegation.partitions,
+            self.plan.cpu_runtime,
+            log=self.log,
+            small_work=self.switches.min_gpu_work,
         )
         #: what ran the CPU nodes: "litert", "reference", both joined by "+", "" for none
         self.cpu_fallback = "+".join(sorted({run.runtime for run in self.cpu_runs}))
         self._phase("cpu_runs", since)
         if self.delegation.delegated_nodes:
             self._prepare_gpu(model.sha256)
+        whole = self._cpu_run_covering_whole_graph()
+        sg = self.model.main
+        self._whole_cpu = whole.whole_runner(sg.inputs, sg.outputs) if whole else None
+        self._declared = [sg.tensors[t].shape for t in sg.inputs]
         self.init_seconds = time.perf_counter() - start
         self.init_phases_ms["total"] = self.init_seconds * 1e3
 
@@ -146,6 +162,23 @@ class GpuSession:
             failed.set_exception(exc)
             return failed
         return prep.start_device(self.options.device, self._plan)
+
+    def _place(self, summary: DelegationSummary) -> DelegationSummary:
+        """`summary` with the partitions too small for the GPU on the CPU (placement.py)."""
+        option = self.options.min_gpu_work
+        wanted = placement.wanted_min_work(option, self.switches)
+        placed = placement.keep_small_on_cpu(summary, self.model.main, wanted)
+        if placed is summary:
+            return summary
+        try:  # the device decides at the rule's default; its facts go in the results
+            self.device_info = self._device_start.result().found.info
+        except (DevicefarmError, OSError):
+            if placement.device_decides(option, self.switches):
+                raise  # as a GPU partition would have: no such device
+            return placed
+        if placement.device_decides(option, self.switches) and not self.device_info.is_gpu:
+            return summary
+        return placed
 
     def _plan(self, device: Any = None) -> ExecutionPlan:
         """The session's execution plan (on `device`, a DeviceInfo, once chosen)."""
@@ -246,24 +279,36 @@ class GpuSession:
         ex = self.executors[0]
         return set(ex.input_tensors) <= set(sg.inputs) and set(sg.outputs) <= set(ex.outputs)
 
+    def _cpu_run_covering_whole_graph(self) -> CpuRun | None:
+        """The one CPU run on LiteRT that runs every node from the model's inputs to its
+        outputs, where the GPU runs nothing (then invoke skips the per-node walk)."""
+        sg, runs = self.model.main, self.cpu_runs
+        if self.executors or len(runs) != 1 or runs[0].runtime != LITERT:
+            return None
+        run = runs[0]
+        whole = len(run.nodes) == len(sg.operators)
+        ends = set(run.inputs) <= set(sg.inputs) and set(sg.outputs) <= set(run.outputs)
+        return run if whole and ends else None
+
     # -- running ----------------------------------------------------------------------
 
     def invoke(self, inputs: Sequence[np.ndarray], subgraph: int = 0) -> list[np.ndarray]:
         """Run the model: GPU partitions and CPU nodes in order; outputs in model order."""
         checked = self.cpu.check_inputs(inputs, subgraph)
-        declared = [self.model.main.tensors[t].shape for t in self.model.main.inputs]
-        resized = subgraph == 0 and [x.shape for x in checked] != declared
-        if subgraph != 0 or (resized and not self.executors):
+        sg = self.model.main
+        declared = self._declared
+        shapes = [x.shape for x in checked]
+        if self._whole_cpu is not None and subgraph == 0 and shapes == declared:
+            return self._whole_cpu(checked)  # one CPU run on LiteRT runs all of it
+        if subgraph != 0 or (not self.executors and shapes != declared):
             # nothing planned for these shapes: the reference sizes every node as it runs
             return self.cpu.run_subgraph(subgraph, checked)
-        for pos, (t, x) in enumerate(zip(self.model.main.inputs, checked, strict=True)):
-            want = self.model.main.tensors[t].shape
+        for pos, (x, want) in enumerate(zip(checked, declared, strict=True)):
             if x.shape != want:
                 raise JobError(
                     f"input {pos} has shape {list(x.shape)}; the GPU delegate was "
                     f"prepared for {list(want)} (create a new session to resize)"
                 )
-        sg = self.model.main
         if self._whole_graph:  # one partition, model inputs in and outputs out
             values = dict(zip(sg.inputs, checked, strict=True))
             self.executors[0].run(values)

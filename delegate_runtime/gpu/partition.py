@@ -28,6 +28,10 @@ class DelegationSummary:
     partitions: list[list[int]]  #: node indices of each GPU partition
     unsupported: list[Unsupported] = field(default_factory=list)
     dropped_partitions: int = 0  #: supported runs left on the CPU by max_delegated_partitions
+    #: supported runs left on the CPU as too small for the GPU (placement.py), and the
+    #: least work (multiply-adds or output elements) a partition needed
+    below_min_work: list[list[int]] = field(default_factory=list)
+    min_work: int = 0
 
     @property
     def fully_delegated(self) -> bool:
@@ -44,6 +48,14 @@ class DelegationSummary:
                 if key not in seen:
                     seen.add(key)
                     lines.append(f"{u.op}: {u.reason}")
+        if self.below_min_work:
+            nodes = sum(len(p) for p in self.below_min_work)
+            lines.append(
+                f"{nodes} supported operations in {len(self.below_min_work)} partition(s) "
+                f"will run on the CPU: each does less work than the GPU's minimum of "
+                f"{self.min_work} multiply-adds or output elements, below which a GPU round "
+                "trip costs more than the CPU's run (DEVICEFARM_GPU_MIN_WORK=0 delegates them)."
+            )
         cpu = self.total_nodes - self.delegated_nodes
         if self.delegated_nodes == 0:
             lines.append(
@@ -83,6 +95,11 @@ class DelegationSummary:
                 {"node": u.node, "op": u.op, "reason": u.reason} for u in self.unsupported
             ],
             "dropped_partitions": self.dropped_partitions,
+            "below_min_work": {
+                "nodes": sum(len(p) for p in self.below_min_work),
+                "partitions": len(self.below_min_work),
+                "min_work": self.min_work,
+            },
         }
 
 

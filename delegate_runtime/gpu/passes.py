@@ -45,7 +45,12 @@ PASSES: tuple[Pass, ...] = (
         "static ops (SHAPE, constant chains, weights' DEQUANTIZE) become constants",
         "fold",
     ),
-    Pass("partition", "gpu/partition.py", "the nodes the GPU takes, in partitions"),
+    Pass(
+        "partition",
+        "gpu/partition.py",
+        "the nodes the GPU takes, in partitions; those too small for it stay on the CPU "
+        "(gpu/placement.py)",
+    ),
     Pass(
         "fuse",
         "gpu/opencl/fusions/",

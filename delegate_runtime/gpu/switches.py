@@ -141,6 +141,14 @@ KNOBS: dict[str, Knob] = {
         "library's digest)",
         "CC",
     ),
+    # -- placement -----------------------------------------------------------------------
+    "min_gpu_work": Knob(
+        "gpu.placement.MIN_WORK",
+        "a GPU partition doing less work (multiply-adds, or output elements) stays on the "
+        "CPU runtime (placement.py); 0: every supported partition on the GPU; at its "
+        "default on GPUs only",
+        "DEVICEFARM_GPU_MIN_WORK",
+    ),
     # -- the input copy's helper threads (recorded as the plan they make) -----------
     "copy_helpers": Knob(
         None,
@@ -304,6 +312,13 @@ KNOBS: dict[str, Knob] = {
 }
 
 
+def _whole(var: str, raw: str) -> int:
+    """A whole number from 0."""
+    if not raw.isdigit():
+        raise UsageError(f"${var} must be a whole number from 0, not {raw[:40]!r}")
+    return int(raw)
+
+
 def _names(var: str, raw: str) -> frozenset[str]:
     """A comma-separated list of names (checked where they are used: plan_fusion)."""
     return frozenset(name.strip() for name in raw.split(",") if name.strip())
@@ -318,6 +333,7 @@ _PARSE: dict[str, Callable[[str, str], Any]] = {
     "DEVICEFARM_GPU_COPY_HELPERS": _threads(MAX_COPY_HELPERS),
     "DEVICEFARM_GPU_COPY_HELPER_BUDGET": _threads(None),
     "DEVICEFARM_GPU_FUSIONS_OFF": _names,
+    "DEVICEFARM_GPU_MIN_WORK": _whole,
     "CC": _text,
 }
 
@@ -353,6 +369,10 @@ class Switches:
     hot_path: bool = True
     pinned: bool = True
     cc: str | None = None
+    # About the work LiteRT's CPU does in a GPU round trip's time (35 us on an H200):
+    # openWakeWord's heads (0.1-0.4 million) ran 2-7x faster on LiteRT's CPU than on our
+    # GPU path, hand_recrop (11.5 million) 2.4x slower (placement.py).
+    min_gpu_work: int = 2_000_000
     copy_helpers: int | None = None
     copy_helper_budget: int | None = None
     copy_helpers_default: int = 3

@@ -101,6 +101,7 @@ class BenchmarkOptions:
             self.max_delegated_partitions,
             self.serialize_dir,
             self.serialize_token,
+            self.require_full_delegation,
         )
 
 

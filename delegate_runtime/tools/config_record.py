@@ -43,12 +43,18 @@ NOT_FINGERPRINTED = frozenset(
         "gpu.build.MAX_JOBS",
         "gpu.build.MAX_WORKERS",
         "gpu.build.WORKER_TIMEOUT_S",
+        # what the rule did to a model is the session's gpu.session.below_min_work
+        "gpu.placement.MIN_WORK",
     }
 )
 #: Counts that depend on the model: the fingerprint keeps only whether there were any, so a
 #: new version of a model (other kernels) stays comparable with its lineage.
 FINGERPRINTED_AS_PRESENCE = frozenset(
-    {"gpu.session.specialized_kernels", "gpu.session.persistent_kernels"}
+    {
+        "gpu.session.specialized_kernels",
+        "gpu.session.persistent_kernels",
+        "gpu.session.below_min_work",
+    }
 )
 
 #: Constants added after results were stored: fingerprinted only when not None, so that a
@@ -140,6 +146,10 @@ def session_path(session: Any) -> dict[str, dict[str, Any]]:
     build = getattr(session, "launch_loop_build", "")
     if build:  # the C loop's compiler and library (which loop ran is fingerprinted above)
         out["gpu.session.launch_loop_build"] = _entry(build, "session")
+    small = getattr(getattr(session, "delegation", None), "below_min_work", None)
+    if small:  # only where the placement rule moved nodes: other records stay as they were
+        nodes = sum(len(p) for p in small)
+        out["gpu.session.below_min_work"] = _entry(nodes, "session")
     fallback = getattr(session, "cpu_fallback", "")
     if fallback:  # only where nodes ran on the CPU: fully delegated records stay as they were
         out["gpu.session.cpu_fallback"] = _entry(fallback, "session")

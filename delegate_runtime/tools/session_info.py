@@ -65,7 +65,7 @@ def delegation_summary(session: Any) -> dict[str, Any] | None:
     fully = _get(raw, ("fully_delegated", "full"))
     if fully is None and delegated is not None and total is not None:
         fully = int(delegated) == int(total) and int(total) > 0
-    return {
+    out = {
         "delegate": GPU_DELEGATE_NAME,
         "nodes_delegated": None if delegated is None else int(delegated),
         "nodes_total": None if total is None else int(total),
@@ -73,6 +73,10 @@ def delegation_summary(session: Any) -> dict[str, Any] | None:
         "fully_delegated": bool(fully),
         "unsupported": unsupported,
     }
+    small = raw.get("below_min_work") if isinstance(raw, Mapping) else None
+    if small and small.get("nodes"):  # supported nodes the placement rule left to the CPU
+        out["below_min_work"] = dict(small)
+    return out
 
 
 def cpu_facts() -> dict[str, Any]:

@@ -15,12 +15,17 @@ def gpu_options(
     max_delegated_partitions: int = 1,
     serialize_dir: str | None = None,
     serialize_token: str | None = None,
+    require_full_delegation: bool = False,
 ) -> dict[str, Any]:
-    """TfLiteGpuDelegateOptionsV2-named options; the token defaults to the model's sha256."""
+    """TfLiteGpuDelegateOptionsV2-named options; the token defaults to the model's sha256.
+    `require_full_delegation` (benchmark_model's flag) puts every partition the GPU takes
+    on it, however small (gpu/placement.py)."""
     opts: dict[str, Any] = {
         "enable_quant": enable_quant,
         "max_delegated_partitions": max_delegated_partitions,
     }
+    if require_full_delegation:
+        opts["min_gpu_work"] = 0
     if serialize_dir:
         opts["serialization_dir"] = serialize_dir
         opts["model_token"] = serialize_token or model.sha256

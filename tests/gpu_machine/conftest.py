@@ -19,6 +19,9 @@ MODEL_ENV = "DEVICEFARM_GPU_TIER_MODEL"
 DEFAULT_MODEL = (
     Path(__file__).resolve().parents[3] / "shared/models/mobilenet_v1_1.0_224_fp32.tflite"
 )
+#: A model below the GPU's minimum work (gpu/placement.py): openWakeWord's alexa_v0.1
+#: (labkit.zoo.openwakeword_model), 0.2 million multiply-adds.
+SMALL_MODEL_ENV = "DEVICEFARM_GPU_TIER_SMALL_MODEL"
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -44,3 +47,15 @@ def nvidia_device() -> str:
         f"no NVIDIA OpenCL device (found {names}); register the driver (docs/gpu_machine.md)"
     )
     return "NVIDIA"
+
+
+@pytest.fixture(scope="session")
+def small_model() -> Path:
+    raw = os.environ.get(SMALL_MODEL_ENV)
+    if not raw:
+        from labkit.zoo import openwakeword_model
+
+        return openwakeword_model("alexa_v0.1")
+    path = Path(raw)
+    assert path.is_file(), f"the GPU tier's small model {path} is missing ({SMALL_MODEL_ENV})"
+    return path

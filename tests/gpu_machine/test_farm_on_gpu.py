@@ -176,3 +176,55 @@ def test_a_worker_with_the_reconciler_runs_a_submitted_job(
                 os.killpg(p.pid, signal.SIGKILL)
         log.close()
         print((tmp_path / "worker.log").read_text()[-4000:])
+
+
+def litert_cpu_median_us(model: Path, runs: int = 2000) -> tuple[float, int]:
+    """LiteRT's CPU runtime on `model` as an app runs it (inputs set, invoke, outputs
+    read), on every usable CPU, in this process: the median invoke and the threads."""
+    import numpy as np
+
+    from delegate_runtime import litert
+    from delegate_runtime.host_cpus import usable_cpus
+
+    threads = usable_cpus()
+    it = litert.make_interpreter(model.read_bytes(), threads)
+    feeds = [(d["index"], np.zeros(d["shape"], d["dtype"])) for d in it.get_input_details()]
+    outs = [d["index"] for d in it.get_output_details()]
+    times = []
+    for i in range(runs + 200):
+        start = time.perf_counter()
+        for index, x in feeds:
+            it.set_tensor(index, x)
+        it.invoke()
+        for index in outs:
+            it.get_tensor(index)
+        if i >= 200:
+            times.append(time.perf_counter() - start)
+    return float(np.median(times)) * 1e6, threads
+
+
+def test_a_model_too_small_for_the_gpu_runs_on_the_cpu_as_fast_as_litert(
+    tmp_path, small_model, nvidia_device
+):
+    """Default settings: the placement rule keeps a model below the GPU's minimum work on
+    LiteRT's CPU runtime (gpu/placement.py); the row says so, and its stored median is no
+    slower than LiteRT's CPU on every usable CPU, measured right after in this process."""
+    home = tmp_path / "farm"
+    run = devicefarm(
+        home, "run", str(small_model), "--devices", "opencl", "--configs", "gpu-fp32",
+        "--runs", "2000",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    [row] = stored_results(home, 1)
+    assert row["state"] == "succeeded", row
+    d = row["delegation"]
+    assert d["nodes_delegated"] == 0 and d["below_min_work"]["nodes"] == d["nodes_total"]
+    record = row["measurement"]["config"]
+    assert record["gpu.session.below_min_work"]["value"] == d["nodes_total"]
+    assert record["gpu.session.cpu_fallback"]["value"] == "litert"
+    stored = row["median_ms"] * 1000.0
+    litert_us, threads = litert_cpu_median_us(small_model)
+    print(
+        f"{small_model.name}: stored {stored} us, LiteRT's CPU ({threads} threads) {litert_us:.1f} us"
+    )
+    assert stored <= litert_us * (1 + AGREEMENT)

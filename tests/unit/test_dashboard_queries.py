@@ -212,3 +212,15 @@ def test_compare_says_why_a_row_has_no_speedup(tmp_path: Path) -> None:
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_op_coverage_names_nodes_the_placement_rule_left_to_the_cpu() -> None:
+    stored = {"below_min_work": {"nodes": 5, "partitions": 1, "min_work": 2_000_000}}
+    assert queries.min_work_fallbacks(stored) == [
+        {
+            "op": "5 supported op(s)",
+            "reason": "partition below the GPU's minimum work (2000000 multiply-adds or "
+            "output elements)",
+        }
+    ]
+    assert queries.min_work_fallbacks({"unsupported": []}) == []

@@ -134,6 +134,7 @@ def test_to_dict_carries_the_facts():
         "fully_delegated": False,
         "unsupported": [{"node": 2, "op": "CEIL", "reason": "Operation is not supported."}],
         "dropped_partitions": 1,
+        "below_min_work": {"nodes": 0, "partitions": 0, "min_work": 0},
     }
 
 

@@ -41,6 +41,10 @@ ENVIRONMENT_FACTS: dict[str, tuple[int, str]] = {
 #: Module-level numbers and flags in delegate_runtime/gpu that are no tuning, beside the
 #: kernels' layout (switches.LAYOUT): module path -> name -> why.
 NOT_TUNING: dict[str, dict[str, str]] = {
+    "delegate_runtime/gpu/cpu_run_bounds.py": {
+        "MAX_LOOP_TRIPS": "a safety bound on the loops LiteRT may run, as the farm's limits "
+        "are: it decides where a loop runs, not how fast",
+    },
     "delegate_runtime/gpu/opencl/build_pool.py": {
         "HEARTBEAT_S": "the resident builders' liveness protocol, not what runs",
         "HEARTBEAT_STALE_S": "the resident builders' liveness protocol, not what runs",

@@ -149,8 +149,10 @@ class ToolsRunner(Runner):
         from delegate_runtime.session import make_session
 
         delegate = "gpu" if self.kind == "opencl" else "cpu"
+        # the canary checks the GPU: its tiny model stays on it (gpu/placement.py)
+        gpu_only = {"min_gpu_work": 0} if delegate == "gpu" else {}
         session = make_session(
-            read_model(model_bytes), delegate=delegate, device=self.device_spec()
+            read_model(model_bytes), delegate=delegate, device=self.device_spec(), **gpu_only
         )
         self.check_canary_session(session)
         outputs = session.invoke(inputs)

@@ -1,0 +1,61 @@
+"""How many threads LiteRT's CPU runtime gets for a small run: measured, not assumed.
+
+XNNPACK spreads an op over its thread pool and wakes every thread for it; on a run of a
+few hundred thousand multiply-adds the wake-ups can cost more than the arithmetic
+(openWakeWord's melspectrogram on 2 cores: 41 us on one thread, 45 on two, 227 on 16),
+and on others one thread is slower (its wake-word heads: 8.0 us against 5.5 on two). So
+a small run is timed on each candidate before the session's first invoke, on zeros, and
+keeps the fastest: a few milliseconds at init for a run that small.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+#: Each candidate runs blocks of back-to-back invokes, as a benchmark loop runs them (its
+#: pool's threads still spinning from the invoke before: alternating single invokes
+#: between candidates lets them sleep, and made two threads look slower than one on a run
+#: where they were faster); the first WARM of a block are not timed. A new LiteRT
+#: interpreter on two threads ran alexa_v0.1 in 9 us for its first 50-100 invokes and in
+#: 5.7 us after (one thread: 8.5-8.9 throughout), so the best block of three counts.
+WARM, TIMED, BLOCKS = 40, 40, 3
+
+
+def fastest(interpreters: Sequence[Any], threads: Sequence[int]) -> tuple[Any, int]:
+    """The interpreter (and its threads) of `interpreters` whose best block's median
+    invoke was the shortest; the first where there is one."""
+    if len(interpreters) == 1:
+        return interpreters[0], threads[0]
+    runs = [_runner(it) for it in interpreters]
+    best_ns = [float("inf")] * len(runs)
+    for _ in range(BLOCKS):
+        for i, run in enumerate(runs):
+            times = []
+            for n in range(WARM + TIMED):
+                start = time.perf_counter_ns()
+                run()
+                if n >= WARM:
+                    times.append(time.perf_counter_ns() - start)
+            best_ns[i] = min(best_ns[i], statistics.median(times))
+    best = min(range(len(runs)), key=best_ns.__getitem__)
+    return interpreters[best], threads[best]
+
+
+def _runner(it: Any) -> Any:
+    """One invoke of `it` on zeros, its outputs read back, as a session runs it."""
+    feeds = [(d["index"], np.zeros(d["shape"], d["dtype"])) for d in it.get_input_details()]
+    outs = [d["index"] for d in it.get_output_details()]
+
+    def run() -> None:
+        for index, x in feeds:
+            it.set_tensor(index, x)
+        it.invoke()
+        for index in outs:
+            it.get_tensor(index)
+
+    return run
