@@ -5,7 +5,7 @@ few hundred thousand multiply-adds the wake-ups can cost more than the arithmeti
 (openWakeWord's melspectrogram on 2 cores: 41 us on one thread, 45 on two, 227 on 16),
 and on others one thread is slower (its wake-word heads: 8.0 us against 5.5 on two). So
 a small run is timed on each candidate before the session's first invoke, on zeros, and
-keeps the fastest: a few milliseconds at init for a run that small.
+keeps the fastest: 45-70 ms at init, for a run that small.
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
-#: Each candidate runs blocks of back-to-back invokes, as a benchmark loop runs them (its
-#: pool's threads still spinning from the invoke before: alternating single invokes
-#: between candidates lets them sleep, and made two threads look slower than one on a run
-#: where they were faster); the first WARM of a block are not timed. A new LiteRT
-#: interpreter on two threads ran alexa_v0.1 in 9 us for its first 50-100 invokes and in
-#: 5.7 us after (one thread: 8.5-8.9 throughout), so the best block of three counts.
-WARM, TIMED, BLOCKS = 40, 40, 3
+#: Each candidate first runs back-to-back for WARM_S, then blocks of TIMED back-to-back
+#: invokes, as a benchmark loop runs them; the best block's median counts. On 2 cores a new
+#: interpreter on two threads ran melspectrogram in 44-48 us for its first ~300 invokes
+#: (~15 ms), then in 30 (one thread: 41-42 throughout), and alexa_v0.1 in 5.7-13 us from
+#: block to block (one thread: 8.8-9.3); alternating single invokes between candidates
+#: let a pool's threads sleep, and made two threads look slower than one where they were
+#: faster.
+WARM_S, TIMED, BLOCKS = 0.02, 40, 3
 
 
 def fastest(interpreters: Sequence[Any], threads: Sequence[int]) -> tuple[Any, int]:
@@ -32,15 +33,18 @@ def fastest(interpreters: Sequence[Any], threads: Sequence[int]) -> tuple[Any, i
     if len(interpreters) == 1:
         return interpreters[0], threads[0]
     runs = [_runner(it) for it in interpreters]
+    for run in runs:
+        until = time.perf_counter() + WARM_S
+        while time.perf_counter() < until:
+            run()
     best_ns = [float("inf")] * len(runs)
     for _ in range(BLOCKS):
         for i, run in enumerate(runs):
             times = []
-            for n in range(WARM + TIMED):
+            for _ in range(TIMED):
                 start = time.perf_counter_ns()
                 run()
-                if n >= WARM:
-                    times.append(time.perf_counter_ns() - start)
+                times.append(time.perf_counter_ns() - start)
             best_ns[i] = min(best_ns[i], statistics.median(times))
     best = min(range(len(runs)), key=best_ns.__getitem__)
     return interpreters[best], threads[best]

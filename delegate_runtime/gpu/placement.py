@@ -1,11 +1,12 @@
 """Partitions too small to pay for the GPU stay on the CPU.
 
 Every GPU partition costs a round trip whatever it computes: its inputs copied in, its
-launches enqueued, its outputs read back (about 35 us on an H200 for a five-node model).
-openWakeWord's wake-word heads (0.1-0.4 million multiply-adds) take LiteRT's CPU 14-70 us
-and took our GPU path 36-220 us; the smallest model the GPU wins on (MediaPipe's
-hand_recrop, 10 million multiply-adds and 1.5 million output elements) runs 2.4x faster
-on it than on LiteRT's CPU at 16 threads (docs/benchmarks.md). A partition whose work
+launches enqueued (about 5 us each), its outputs read back (about 35 us on an H200 for a
+five-node model). openWakeWord's wake-word heads (0.1-0.4 million multiply-adds) take
+LiteRT's CPU 14-70 us and took our GPU path 36-220 us, its melspectrogram (2.2 million
+multiply-adds and elements) 67 us against 136; the smallest model the GPU wins on
+(MediaPipe's hand_recrop, 10 million multiply-adds and 1.5 million output elements) runs
+2.4x faster on it than on LiteRT's CPU at 16 threads (docs/benchmarks.md). A partition whose work
 (its nodes' multiply-adds, or their output elements where an op's work grows with its
 tensors) is below the switches' `min_gpu_work` is left to the CPU runtime, as Core ML's and
 Hexagon's delegates leave partitions below their minimum size; the session's delegation

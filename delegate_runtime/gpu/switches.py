@@ -369,10 +369,12 @@ class Switches:
     hot_path: bool = True
     pinned: bool = True
     cc: str | None = None
-    # About the work LiteRT's CPU does in a GPU round trip's time (35 us on an H200):
-    # openWakeWord's heads (0.1-0.4 million) ran 2-7x faster on LiteRT's CPU than on our
-    # GPU path, hand_recrop (11.5 million) 2.4x slower (placement.py).
-    min_gpu_work: int = 2_000_000
+    # Between the work LiteRT's CPU (16 threads, an H200's host) did faster than our GPU
+    # path and the least it did slower (docs/benchmarks.md, 2026-11-29 and 12-02):
+    # openWakeWord's melspectrogram (2.2 million at 1,760 samples) 67 us against 136, its
+    # heads (0.1-0.4 million) 2-7x faster; MediaPipe's hand_recrop (11.5 million) 600 us
+    # against 212-250 (placement.py). The geometric middle of 2.2 and 11.5 million.
+    min_gpu_work: int = 5_000_000
     copy_helpers: int | None = None
     copy_helper_budget: int | None = None
     copy_helpers_default: int = 3

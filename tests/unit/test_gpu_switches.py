@@ -34,7 +34,7 @@ SHIPPED_RECORD = {
     "gpu.concat_views": True,
     "gpu.hot_path": True,
     "gpu.pinned": True,
-    "gpu.placement.MIN_WORK": 2_000_000,  # new: not fingerprinted (config_record.py)
+    "gpu.placement.MIN_WORK": 5_000_000,  # new: not fingerprinted (config_record.py)
     "gpu.persistent.GROUPS_PER_CU": 2,
     "gpu.persistent.GROUPS": None,
     "gpu.persistent.MIN_LAYERS": 2,
