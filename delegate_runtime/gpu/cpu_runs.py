@@ -37,6 +37,10 @@ LITERT_CUSTOM_OPS = frozenset(
 )
 
 
+class InputRefused(Exception):
+    """LiteRT's set_tensor refused an array: another dtype or shape than the run's."""
+
+
 @dataclass
 class CpuRun:
     """Consecutive CPU nodes of the main subgraph and how they run."""
@@ -64,7 +68,8 @@ class CpuRun:
     ) -> Callable[[Sequence[np.ndarray]], list[np.ndarray]]:
         """A LITERT run as a function of the arrays of tensors `inputs` (in that order)
         returning those of `outputs`: LiteRT's tensor indices looked up once (each ask
-        builds dicts), no per-call mapping; made once per order asked for."""
+        builds dicts), no per-call mapping; made once per order asked for. InputRefused
+        where LiteRT's set_tensor refuses an array (its own check of dtype and shape)."""
         key = (tuple(inputs), tuple(outputs))
         made = self._runners.get(key)
         if made is not None:
@@ -78,8 +83,11 @@ class CpuRun:
         where = f"nodes {self.nodes[0]}-{self.nodes[-1]}"
 
         def run(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-            for index, pos in feeds:
-                set_tensor(index, arrays[pos])
+            try:
+                for index, pos in feeds:
+                    set_tensor(index, arrays[pos])
+            except ValueError as exc:
+                raise InputRefused(str(exc)) from exc
             try:
                 invoke()
             except (RuntimeError, ValueError) as exc:
@@ -115,10 +123,11 @@ def plan_cpu_runs(
     threads: int | None = None,
     log: IO[str] | None = None,
     small_work: int = 0,
+    trial_min_pool: int = 8,
 ) -> list[CpuRun]:
     """A CpuRun per run of CPU nodes, each on `runtime` where it can be. A LiteRT run
     doing less than `small_work` (placement.py's measure) takes one thread where one
-    thread runs it faster (cpu_threads.py)."""
+    thread runs it faster, on a pool of `trial_min_pool` threads or more (cpu_threads.py)."""
     runs = [CpuRun(nodes) for nodes in cpu_node_runs(len(model.main.operators), partitions)]
     if not runs:
         return runs
@@ -147,7 +156,7 @@ def plan_cpu_runs(
             data, run.inputs, run.outputs = submodel_bytes(model, run.nodes)
             shapes = [model.main.tensors[t].shape for t in run.inputs]
             choices = [threads]
-            if threads > 1 and partition_work(model.main, run.nodes) < small_work:
+            if threads >= trial_min_pool and partition_work(model.main, run.nodes) < small_work:
                 choices.append(1)
             made = [litert.make_interpreter(data, n, input_shapes=shapes) for n in choices]
             run.interpreter, run.threads = fastest(made, choices)

@@ -6,6 +6,13 @@ few hundred thousand multiply-adds the wake-ups can cost more than the arithmeti
 and on others one thread is slower (its wake-word heads: 8.0 us against 5.5 on two). So
 a small run is timed on each candidate before the session's first invoke, on zeros, and
 keeps the fastest: 45-70 ms at init, for a run that small.
+
+Only where the pool is large (the switches' cpu_thread_trial_min_pool): on 2 cores the two-thread pool's speed
+moved from block to block by 2x (below), so the trial picked one thread on some sessions
+and two on others of the same model (hey_mycroft 11 us in one session, 7 in the next,
+LiteRT 6), where two threads, LiteRT's own choice, are the better bet; a wake-up costs
+more the more threads it wakes (LiteRT's CPU at 16 threads took 16 us for alexa on an
+H200's host, 5.5 at 2 threads here).
 """
 
 from __future__ import annotations

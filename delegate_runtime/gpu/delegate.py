@@ -21,7 +21,7 @@ from ..errors import DevicefarmError, JobError
 from ..graph import Model
 from ..interpreter import Interpreter
 from . import placement
-from .cpu_runs import LITERT, REFERENCE, CpuRun, plan_cpu_runs
+from .cpu_runs import LITERT, REFERENCE, CpuRun, InputRefused, plan_cpu_runs
 from .execution_plan import ExecutionPlan, plan_execution
 from .fold import fold_constants
 from .partition import DelegationSummary, partition
@@ -136,6 +136,7 @@ class GpuSession:
             self.plan.cpu_runtime,
             log=self.log,
             small_work=self.switches.min_gpu_work,
+            trial_min_pool=self.switches.cpu_thread_trial_min_pool,
         )
         #: what ran the CPU nodes: "litert", "reference", both joined by "+", "" for none
         self.cpu_fallback = "+".join(sorted({run.runtime for run in self.cpu_runs}))
@@ -294,12 +295,15 @@ class GpuSession:
 
     def invoke(self, inputs: Sequence[np.ndarray], subgraph: int = 0) -> list[np.ndarray]:
         """Run the model: GPU partitions and CPU nodes in order; outputs in model order."""
+        declared = self._declared
+        if self._whole_cpu is not None and subgraph == 0 and len(inputs) == len(declared):
+            try:  # one CPU run on LiteRT runs all of it; set_tensor checks each array
+                return self._whole_cpu(inputs)
+            except InputRefused:
+                pass  # ours name the input and why, or the reference runs another shape
         checked = self.cpu.check_inputs(inputs, subgraph)
         sg = self.model.main
-        declared = self._declared
         shapes = [x.shape for x in checked]
-        if self._whole_cpu is not None and subgraph == 0 and shapes == declared:
-            return self._whole_cpu(checked)  # one CPU run on LiteRT runs all of it
         if subgraph != 0 or (not self.executors and shapes != declared):
             # nothing planned for these shapes: the reference sizes every node as it runs
             return self.cpu.run_subgraph(subgraph, checked)

@@ -149,6 +149,11 @@ KNOBS: dict[str, Knob] = {
         "default on GPUs only",
         "DEVICEFARM_GPU_MIN_WORK",
     ),
+    "cpu_thread_trial_min_pool": Knob(
+        "gpu.cpu_threads.MIN_POOL_TO_TRY",
+        "LiteRT's pool of CPU threads must be at least this large before a CPU run below "
+        "min_gpu_work is timed on one thread against it (cpu_threads.py)",
+    ),
     # -- the input copy's helper threads (recorded as the plan they make) -----------
     "copy_helpers": Knob(
         None,
@@ -375,6 +380,9 @@ class Switches:
     # heads (0.1-0.4 million) 2-7x faster; MediaPipe's hand_recrop (11.5 million) 600 us
     # against 212-250 (placement.py). The geometric middle of 2.2 and 11.5 million.
     min_gpu_work: int = 5_000_000
+    # On 2 cores the two-thread pool's speed moved 2x from block to block, and a trial
+    # picked one thread for some sessions of a model and two for others (cpu_threads.py).
+    cpu_thread_trial_min_pool: int = 8
     copy_helpers: int | None = None
     copy_helper_budget: int | None = None
     copy_helpers_default: int = 3

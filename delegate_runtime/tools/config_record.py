@@ -45,6 +45,9 @@ NOT_FINGERPRINTED = frozenset(
         "gpu.build.WORKER_TIMEOUT_S",
         # what the rule did to a model is the session's gpu.session.below_min_work
         "gpu.placement.MIN_WORK",
+        # the threads it chose are the session's gpu.session.cpu_threads, a condition
+        "gpu.cpu_threads.MIN_POOL_TO_TRY",
+        "gpu.session.cpu_threads",
     }
 )
 #: Counts that depend on the model: the fingerprint keeps only whether there were any, so a
@@ -150,6 +153,9 @@ def session_path(session: Any) -> dict[str, dict[str, Any]]:
     if small:  # only where the placement rule moved nodes: other records stay as they were
         nodes = sum(len(p) for p in small)
         out["gpu.session.below_min_work"] = _entry(nodes, "session")
+    threads = [run.threads for run in getattr(session, "cpu_runs", ()) if run.threads]
+    if threads:  # LiteRT's threads per CPU run (cpu_threads.py)
+        out["gpu.session.cpu_threads"] = _entry(threads, "session")
     fallback = getattr(session, "cpu_fallback", "")
     if fallback:  # only where nodes ran on the CPU: fully delegated records stay as they were
         out["gpu.session.cpu_fallback"] = _entry(fallback, "session")

@@ -15,7 +15,7 @@ import pytest
 
 from delegate_runtime import litert, read_model
 from delegate_runtime.builder import ModelBuilder
-from delegate_runtime.errors import ModelError, UsageError
+from delegate_runtime.errors import JobError, ModelError, UsageError
 from delegate_runtime.gpu.cpu_threads import fastest
 from delegate_runtime.gpu.delegate import GpuSession
 from delegate_runtime.gpu.switches import Switches
@@ -169,3 +169,38 @@ def test_the_canary_checks_the_gpu_whatever_the_minimum(monkeypatch) -> None:
     data, inputs = canary_model()
     runner.canary(data, list(inputs))
     assert seen[0].delegation.fully_delegated and not seen[0].delegation.below_min_work
+
+
+def test_a_small_run_is_timed_on_one_thread_only_against_a_large_pool() -> None:
+    """cpu_runs.plan_cpu_runs: below the minimum work, one thread is tried against a pool of
+    at least trial_min_pool threads (and kept where faster); a smaller pool is kept as is."""
+    require(litert.available(), "ai-edge-litert (the official CPU runtime)")
+    from delegate_runtime.gpu.cpu_runs import plan_cpu_runs
+
+    model = read_model(fc_ceil_add_model())
+
+    def threads(pool: int, min_pool: int) -> int:
+        [run] = plan_cpu_runs(model, [], threads=pool, small_work=10**9, trial_min_pool=min_pool)
+        return run.threads
+
+    assert threads(2, 8) == 2
+    assert threads(8, 8) in (1, 8)
+    assert threads(8, 9) == 8
+    s, _ = session(fc_ceil_add_model(), min_gpu_work=10**9)
+    assert configuration({}, s)["gpu.session.cpu_threads"]["value"] == [s.cpu_runs[0].threads]
+
+
+def test_a_bad_input_to_a_model_run_whole_on_litert_gets_our_error(x: np.ndarray) -> None:
+    """The whole-model LiteRT path lets set_tensor check the arrays; a refusal falls back
+    to the session's own checks, which name the input."""
+    require(litert.available(), "ai-edge-litert (the official CPU runtime)")
+    s, _ = session(fc_ceil_add_model(), min_gpu_work=FC_MACS + 1)
+    with pytest.raises(JobError, match="input 0 'x' must be float32, got float64"):
+        s.invoke([x.astype(np.float64)])
+    with pytest.raises(JobError, match=r"input 0 'x' must have shape \[1, 256\], got \[1, 10\]"):
+        s.invoke([x[:, :10]])
+    with pytest.raises(JobError, match="model takes 1 inputs, 2 given"):
+        s.invoke([x, x])
+    strided = np.stack([x, x], axis=2)[:, :, 0]  # every other float: not contiguous
+    assert not strided.flags.c_contiguous
+    np.testing.assert_array_equal(s.invoke([strided])[0], s.invoke([x])[0])

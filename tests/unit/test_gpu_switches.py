@@ -35,6 +35,7 @@ SHIPPED_RECORD = {
     "gpu.hot_path": True,
     "gpu.pinned": True,
     "gpu.placement.MIN_WORK": 5_000_000,  # new: not fingerprinted (config_record.py)
+    "gpu.cpu_threads.MIN_POOL_TO_TRY": 8,  # likewise
     "gpu.persistent.GROUPS_PER_CU": 2,
     "gpu.persistent.GROUPS": None,
     "gpu.persistent.MIN_LAYERS": 2,
