@@ -86,7 +86,7 @@ class CpuRun:
             try:
                 for index, pos in feeds:
                     set_tensor(index, arrays[pos])
-            except ValueError as exc:
+            except (ValueError, TypeError) as exc:
                 raise InputRefused(str(exc)) from exc
             try:
                 invoke()

@@ -204,3 +204,10 @@ def test_a_bad_input_to_a_model_run_whole_on_litert_gets_our_error(x: np.ndarray
     strided = np.stack([x, x], axis=2)[:, :, 0]  # every other float: not contiguous
     assert not strided.flags.c_contiguous
     np.testing.assert_array_equal(s.invoke([strided])[0], s.invoke([x])[0])
+
+
+def test_an_input_that_is_no_array_gets_our_error_on_the_litert_path() -> None:
+    require(litert.available(), "ai-edge-litert (the official CPU runtime)")
+    s, _ = session(fc_ceil_add_model(), min_gpu_work=FC_MACS + 1)
+    with pytest.raises(JobError, match="input 0 'x' must be float32, got object"):
+        s.invoke([None])
