@@ -15,7 +15,7 @@ Two things keep a run on the reference (`unbounded` says why):
   counter starts at a constant (as converters write Keras's RNN loops: TextGRU's 16
   steps). At most MAX_LOOP_TRIPS iterations, and iterations times the body's work within
   the model cap (limits.max_model_macs); its condition and body pass the same checks.
-  An IF's branches do too.
+  An IF's branches and a CALL_ONCE's init subgraph do too.
 """
 
 from __future__ import annotations
@@ -123,6 +123,8 @@ def unbounded(model: Model, nodes: list[int], si: int = 0) -> str:
         op = sg.operators[n]
         if op.op == "WHILE":
             why = _loop(model, si, op)
+        elif op.op == "CALL_ONCE":
+            why = _whole(model, op.options.get("init_subgraph_index"))
         elif op.op == "IF":
             branches = (
                 op.options.get("then_subgraph_index"),

@@ -160,3 +160,32 @@ def test_a_branch_that_sizes_from_a_runtime_integer_stays_on_the_reference() -> 
         "subgraph 1: operator #0 (FILL v1) reads runtime integers (input 0): sizes the "
         "reference checks"
     )
+
+
+def call_once_with_fill() -> bytes:
+    """CALL_ONCE whose init subgraph FILLs a tensor sized by a runtime-computed integer."""
+    b = ModelBuilder()
+    g = b.main
+    x = g.input("x", (1, 4))
+    y = g.tensor("y", (1, 4))
+    g.op("CALL_ONCE", [], [], init_subgraph_index=1)
+    g.op("RELU", [x], [y])
+    g.output(y)
+    init = b.subgraph("init")
+    dims = init.tensor("dims", (2,), np.int32)
+    init.op(
+        "ADD",
+        [init.const("a", np.array([1, 2], np.int32)), init.const("b", np.array([1, 2], np.int32))],
+        [dims],
+    )
+    filled = init.tensor("filled", (2, 4))
+    init.op("FILL", [dims, init.const("v", np.float32(1))], [filled])
+    return b.build()
+
+
+def test_a_call_once_init_that_sizes_from_a_runtime_integer_stays_on_the_reference() -> None:
+    why = unbounded(read_model(call_once_with_fill()), [0, 1])
+    assert why == (
+        "subgraph 1: operator #1 (FILL v1) reads runtime integers (input 0): sizes the "
+        "reference checks"
+    )
