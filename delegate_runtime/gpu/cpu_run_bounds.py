@@ -28,81 +28,34 @@ from ..macs import partition_work
 
 #: Every input position of the op is data where it is an integer.
 ALL = None
+# fmt: off
+#: Ops whose integer inputs are all data: arithmetic, comparisons, selections, joins.
+_ELEMENTWISE = (
+    "ADD", "SUB", "MUL", "DIV", "FLOOR_DIV", "FLOOR_MOD", "MINIMUM", "MAXIMUM",
+    "SQUARED_DIFFERENCE", "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER",
+    "GREATER_EQUAL", "SELECT", "SELECT_V2", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT",
+    "CAST", "ABS", "NEG", "SIGN", "SQUARE", "BITWISE_XOR", "RIGHT_SHIFT", "CONCATENATION",
+    "PACK", "DYNAMIC_UPDATE_SLICE",
+)
+#: Ops whose input 0 is the tensor moved, reduced or reshaped; their other inputs (a
+#: shape, an axis, paddings, multiples, begin and end) decide shapes.
+_FIRST_IS_DATA = (
+    "ARG_MAX", "ARG_MIN", "TOPK_V2", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "UNPACK",
+    "TRANSPOSE", "STRIDED_SLICE", "SLICE", "CUMSUM", "REVERSE_V2", "SUM", "MEAN",
+    "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "REDUCE_ANY", "SPLIT_V", "TILE", "PAD",
+    "PADV2", "SHAPE", "RANK", "ZEROS_LIKE", "ONES_LIKE",
+)
+# fmt: on
 #: Ops whose runtime integer inputs at these positions are data, never a size (ALL: any).
 INTEGER_DATA: dict[str, tuple[int, ...] | None] = {
-    **dict.fromkeys(
-        (
-            "ADD",
-            "SUB",
-            "MUL",
-            "DIV",
-            "FLOOR_DIV",
-            "FLOOR_MOD",
-            "MINIMUM",
-            "MAXIMUM",
-            "SQUARED_DIFFERENCE",
-            "EQUAL",
-            "NOT_EQUAL",
-            "LESS",
-            "LESS_EQUAL",
-            "GREATER",
-            "GREATER_EQUAL",
-            "SELECT",
-            "SELECT_V2",
-            "LOGICAL_AND",
-            "LOGICAL_OR",
-            "LOGICAL_NOT",
-            "CAST",
-            "ABS",
-            "NEG",
-            "SIGN",
-            "SQUARE",
-            "BITWISE_XOR",
-            "RIGHT_SHIFT",
-            "CONCATENATION",
-            "PACK",
-            "DYNAMIC_UPDATE_SLICE",
-        ),
-        ALL,
-    ),  # fmt: skip
+    **dict.fromkeys(_ELEMENTWISE, ALL),
+    **dict.fromkeys(_FIRST_IS_DATA, (0,)),
     # lookups: ids and indices pick values; the output's shape is the indices' shape
     "GATHER": (0, 1),
     "GATHER_ND": (0, 1),
     "EMBEDDING_LOOKUP": (0, 1),
     "SCATTER_ND": (0, 1),  # the shape (input 2) decides the size
     "ONE_HOT": (0,),  # the depth (input 1) decides it
-    # an integer tensor being moved, reduced or reshaped; its other inputs decide shapes
-    **dict.fromkeys(
-        (
-            "ARG_MAX",
-            "ARG_MIN",
-            "TOPK_V2",
-            "RESHAPE",
-            "SQUEEZE",
-            "EXPAND_DIMS",
-            "UNPACK",
-            "TRANSPOSE",
-            "STRIDED_SLICE",
-            "SLICE",
-            "CUMSUM",
-            "REVERSE_V2",
-            "SUM",
-            "MEAN",
-            "REDUCE_MAX",
-            "REDUCE_MIN",
-            "REDUCE_PROD",
-            "REDUCE_ANY",
-            "SPLIT_V",
-            "TILE",
-            "PAD",
-            "PADV2",
-            "SHAPE",
-            "RANK",
-            "ZEROS_LIKE",
-            "ONES_LIKE",
-        ),
-        (0,),
-    ),  # fmt: skip
     "SPLIT": (1,),  # input 0 is the axis
     "FILL": (1,),  # the value; input 0 is the dims
 }
