@@ -189,3 +189,42 @@ def test_a_call_once_init_that_sizes_from_a_runtime_integer_stays_on_the_referen
         "subgraph 1: operator #1 (FILL v1) reads runtime integers (input 0): sizes the "
         "reference checks"
     )
+
+
+def one_op_on_runtime_ints(op: str, position: int) -> bytes:
+    """`op` reading a runtime int32 tensor at input `position`, constants elsewhere."""
+    b = ModelBuilder()
+    g = b.main
+    ints = g.input("ints", (2,), np.int32)
+
+    def const(name: str, value: object) -> int:
+        return g.const(name, np.asarray(value, np.float32 if name in ("on", "off") else np.int32))
+
+    inputs = {
+        ("RESHAPE", 0): lambda: [ints, const("shape", [2, 1])],
+        ("RESHAPE", 1): lambda: [const("x", [0, 1, 2, 3]), ints],
+        ("ONE_HOT", 0): lambda: [ints, const("depth", 3), const("on", 1), const("off", 0)],
+        ("ONE_HOT", 1): lambda: [const("indices", [0, 1]), ints, const("on", 1), const("off", 0)],
+        ("TOPK_V2", 0): lambda: [ints, const("k", 1)],
+    }[(op, position)]()
+    out = g.tensor("out", (2, 2))
+    g.op(op, inputs, [out])
+    g.output(out)
+    return b.build()
+
+
+@pytest.mark.parametrize(
+    ("op", "position", "sizes"),
+    [
+        ("RESHAPE", 0, False),  # the tensor reshaped
+        ("RESHAPE", 1, True),  # the new shape
+        ("ONE_HOT", 0, False),  # the indices
+        ("ONE_HOT", 1, True),  # the depth
+        ("TOPK_V2", 0, False),  # the values ranked
+    ],
+)
+def test_which_runtime_integers_may_size_a_tensor(op, position, sizes) -> None:
+    why = unbounded(read_model(one_op_on_runtime_ints(op, position)), [0])
+    assert bool(why) is sizes
+    if sizes:
+        assert f"reads runtime integers (input {position})" in why
