@@ -211,3 +211,16 @@ def test_an_input_that_is_no_array_gets_our_error_on_the_litert_path() -> None:
     s, _ = session(fc_ceil_add_model(), min_gpu_work=FC_MACS + 1)
     with pytest.raises(JobError, match="input 0 'x' must be float32, got object"):
         s.invoke([None])
+
+
+def test_the_stored_delegation_says_what_stayed_on_the_cpu() -> None:
+    """What a result row stores (tools/session_info.py): the nodes the rule moved, only
+    where it moved some."""
+    from delegate_runtime.tools.session_info import delegation_summary
+
+    moved, _ = session(fc_ceil_add_model(), min_gpu_work=FC_MACS)
+    stored = delegation_summary(moved)
+    assert (stored["nodes_delegated"], stored["nodes_total"]) == (1, 3)
+    assert stored["below_min_work"] == {"nodes": 1, "partitions": 1, "min_work": FC_MACS}
+    kept, _ = session(fc_ceil_add_model(), min_gpu_work=0)
+    assert "below_min_work" not in delegation_summary(kept)
