@@ -23,8 +23,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import Model, Operator, Subgraph
-from ..limits import Limits
+from ..limits import DEFAULT_LIMITS
 from ..macs import partition_work
+from ..validate import SUBGRAPH_OPTIONS
 
 #: Every input position of the op is data where it is an integer.
 ALL = None
@@ -76,14 +77,9 @@ def unbounded(model: Model, nodes: list[int], si: int = 0) -> str:
         op = sg.operators[n]
         if op.op == "WHILE":
             why = _loop(model, si, op)
-        elif op.op == "CALL_ONCE":
-            why = _whole(model, op.options.get("init_subgraph_index"))
-        elif op.op == "IF":
-            branches = (
-                op.options.get("then_subgraph_index"),
-                op.options.get("else_subgraph_index"),
-            )
-            why = next(filter(None, (_whole(model, b) for b in branches)), "")
+        elif op.op in SUBGRAPH_OPTIONS:  # an IF's branches, a CALL_ONCE's init subgraph
+            called = (op.options.get(name) for name in SUBGRAPH_OPTIONS[op.op])
+            why = next(filter(None, (_whole(model, c) for c in called)), "")
         else:
             why = _sizing_integer(sg, op)
         if why:
@@ -144,7 +140,7 @@ def _loop(model: Model, si: int, op: Operator) -> str:
         partition_work(model.subgraphs[s], range(len(model.subgraphs[s].operators)))
         for s in (cond, body)
     )
-    cap = Limits().max_model_macs
+    cap = DEFAULT_LIMITS.max_model_macs
     if trips * work > cap:
         return (
             f"WHILE: {trips} iterations of {work} multiply-adds or elements, over the cap of {cap}"

@@ -34,6 +34,11 @@ class DelegationSummary:
     min_work: int = 0
 
     @property
+    def nodes_below_min_work(self) -> int:
+        """The supported nodes left on the CPU as too small for the GPU."""
+        return sum(len(p) for p in self.below_min_work)
+
+    @property
     def fully_delegated(self) -> bool:
         return self.total_nodes > 0 and self.delegated_nodes == self.total_nodes
 
@@ -49,9 +54,8 @@ class DelegationSummary:
                     seen.add(key)
                     lines.append(f"{u.op}: {u.reason}")
         if self.below_min_work:
-            nodes = sum(len(p) for p in self.below_min_work)
             lines.append(
-                f"{nodes} supported operations in {len(self.below_min_work)} partition(s) "
+                f"{self.nodes_below_min_work} supported operations in {len(self.below_min_work)} partition(s) "
                 f"will run on the CPU: each does less work than the GPU's minimum of "
                 f"{self.min_work} multiply-adds or output elements, below which a GPU round "
                 "trip costs more than the CPU's run (DEVICEFARM_GPU_MIN_WORK=0 delegates them)."
@@ -96,7 +100,7 @@ class DelegationSummary:
             ],
             "dropped_partitions": self.dropped_partitions,
             "below_min_work": {
-                "nodes": sum(len(p) for p in self.below_min_work),
+                "nodes": self.nodes_below_min_work,
                 "partitions": len(self.below_min_work),
                 "min_work": self.min_work,
             },

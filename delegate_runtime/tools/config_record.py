@@ -149,10 +149,9 @@ def session_path(session: Any) -> dict[str, dict[str, Any]]:
     build = getattr(session, "launch_loop_build", "")
     if build:  # the C loop's compiler and library (which loop ran is fingerprinted above)
         out["gpu.session.launch_loop_build"] = _entry(build, "session")
-    small = getattr(getattr(session, "delegation", None), "below_min_work", None)
-    if small:  # only where the placement rule moved nodes: other records stay as they were
-        nodes = sum(len(p) for p in small)
-        out["gpu.session.below_min_work"] = _entry(nodes, "session")
+    moved = getattr(getattr(session, "delegation", None), "nodes_below_min_work", 0)
+    if moved:  # only where the placement rule moved nodes: other records stay as they were
+        out["gpu.session.below_min_work"] = _entry(moved, "session")
     threads = [run.threads for run in getattr(session, "cpu_runs", ()) if run.threads]
     if threads:  # LiteRT's threads per CPU run (cpu_threads.py)
         out["gpu.session.cpu_threads"] = _entry(threads, "session")

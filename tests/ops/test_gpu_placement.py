@@ -17,11 +17,11 @@ from delegate_runtime import litert, read_model
 from delegate_runtime.builder import ModelBuilder
 from delegate_runtime.errors import JobError, ModelError, UsageError
 from delegate_runtime.gpu.cpu_threads import fastest
-from delegate_runtime.gpu.delegate import GpuSession
 from delegate_runtime.gpu.switches import Switches
 from delegate_runtime.tools.config_record import configuration, fingerprint
 from tests.conftest import require
 from tests.ops.conftest import run_litert
+from tests.ops.test_gpu_cpu_runs import session  # max_delegated_partitions=0, its log
 from tests.ops.test_gpu_ops import opencl_device  # noqa: F401  (the fixture)
 
 FEATURES, UNITS = 256, 64
@@ -46,12 +46,6 @@ def fc_ceil_add_model() -> bytes:
     g.op("ADD", [c, h], [y])
     g.output(y)
     return b.build()
-
-
-def session(data: bytes, **options) -> tuple[GpuSession, str]:
-    log = io.StringIO()
-    s = GpuSession(read_model(data), log=log, max_delegated_partitions=0, **options)
-    return s, log.getvalue()
 
 
 @pytest.fixture
