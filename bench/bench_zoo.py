@@ -1,7 +1,8 @@
 """The real-model zoo on the GPU delegate beside LiteRT's GPU accelerator and CPU (issue 14).
 
-Every model through ours in fp32 and fp16, LiteRT's GPU accelerator (`CompiledModel`) and
-LiteRT's CPU interpreter at N threads, measured interleaved in one process (median host in
+Every model through ours in fp32 and fp16, LiteRT's GPU accelerator (`CompiledModel`; with
+LiteRT's CPU beside it where the GPU alone refuses the model, marked "+CPU") and LiteRT's
+CPU interpreter at N threads, measured interleaved in one process (median host in
 to host out, batch 1), with the ratios, their geometric means, and each runtime's error
 against LiteRT's reference kernels (max |out - ref| over the reference's range; LiteRT's
 CPU kernels' own, XNNPACK's, is the fp32 noise floor beside ours).
@@ -62,6 +63,8 @@ class Row:
     ms: dict[str, float] = field(default_factory=dict)
     err: dict[str, float] = field(default_factory=dict)  #: max |d| / range of the reference
     failed: dict[str, str] = field(default_factory=dict)
+    #: Why LiteRT's GPU accelerator alone refused the model, where it ran with its CPU.
+    litert_gpu_fallback: str = ""
 
 
 def manifest_entry(path: str) -> dict:
@@ -178,11 +181,37 @@ def litert_cpu(path: str, xs: list[np.ndarray], threads: int):
     return step, step()
 
 
-def litert_gpu(path: str, xs: list[np.ndarray]):
+def _litert_gpu_cpu_probe(path: str, xs: list[np.ndarray]) -> None:
+    """In a spawned child: LiteRT's GPU accelerator with its CPU fallback runs `path` once
+    (it has crashed processes on models it half takes: issue 40's UNPACK)."""
+    litert_gpu(path, xs, with_cpu=True)
+
+
+def litert_gpu_with_fallback(path: str, xs: list[np.ndarray], row: Row):
+    """LiteRT's GPU accelerator alone; where it refuses the model, the GPU with LiteRT's CPU
+    beside it (as an app would ask), once a child process has run it without crashing."""
+    try:
+        return litert_gpu(path, xs)
+    except Exception as exc:  # noqa: BLE001 - the CPU fallback is tried, the row says why
+        alone = first_line(exc)
+    probe = multiprocessing.get_context("spawn").Process(
+        target=_litert_gpu_cpu_probe, args=(path, xs)
+    )
+    probe.start()
+    probe.join(120)
+    if probe.exitcode != 0:
+        probe.kill()
+        raise RuntimeError(f"with its CPU fallback exit {probe.exitcode}; alone {alone}")
+    row.litert_gpu_fallback = alone
+    return litert_gpu(path, xs, with_cpu=True)
+
+
+def litert_gpu(path: str, xs: list[np.ndarray], with_cpu: bool = False):
     from ai_edge_litert.compiled_model import CompiledModel
     from ai_edge_litert.hardware_accelerator import HardwareAccelerator
 
-    model = CompiledModel.from_file(path, hardware_accel=HardwareAccelerator.GPU)
+    accel = HardwareAccelerator.GPU | (HardwareAccelerator.CPU if with_cpu else 0)
+    model = CompiledModel.from_file(path, hardware_accel=accel)
     key = list(model.get_signature_list())[0]
     ins, outs = model.create_input_buffers(0), model.create_output_buffers(0)
     details = list(model.get_output_tensor_details(key).values())
@@ -256,7 +285,7 @@ def measure(path: str, runs: int, threads: int, device: str | None, prepared: Pr
     makers: dict[str, Callable[[], tuple[Callable[[], object], list[np.ndarray]]]] = {
         "ours fp32": lambda: ours(path, xs, "fp32", device, row),
         "ours fp16": lambda: ours(path, xs, "fp16", device, row),
-        LITERT_GPU: lambda: litert_gpu(path, xs),
+        LITERT_GPU: lambda: litert_gpu_with_fallback(path, xs, row),
         f"LiteRT CPU {threads} thr": lambda: litert_cpu(path, xs, threads),
     }
     steps = {}
@@ -281,7 +310,11 @@ def measure(path: str, runs: int, threads: int, device: str | None, prepared: Pr
 
 
 def _ms(row: Row, name: str) -> str:
-    return f"{row.ms[name]:.3f}" if name in row.ms else "fail"
+    if name not in row.ms:
+        return "fail"
+    return f"{row.ms[name]:.3f}" + (
+        " (+CPU)" if name == LITERT_GPU and row.litert_gpu_fallback else ""
+    )
 
 
 def _ratio(row: Row, anchor: str, name: str) -> float | None:
@@ -337,6 +370,8 @@ def print_table(rows: list[Row], threads: int) -> None:
             floor = "" if xnnpack is None else f" (LiteRT CPU's {xnnpack:.1e})"
             notes.append(f"fp32 error {fp32:.1e} of range > {FP32_OF_RANGE:g}{floor}")
         notes += [f"{name}: {why}" for name, why in r.failed.items()]
+        if r.litert_gpu_fallback:
+            notes.append(f"LiteRT GPU alone: {r.litert_gpu_fallback}; ran with its CPU")
         if notes:
             print(f"  {r.model}: " + "; ".join(notes))
 
