@@ -181,6 +181,10 @@ def litert_cpu(path: str, xs: list[np.ndarray], threads: int):
     return step, step()
 
 
+#: Each model's probe child's exit code (0: LiteRT's GPU with its CPU ran it).
+_PROBED: dict[str, int | None] = {}
+
+
 def _litert_gpu_cpu_probe(path: str, xs: list[np.ndarray]) -> None:
     """In a spawned child: LiteRT's GPU accelerator with its CPU fallback runs `path` once
     (it has crashed processes on models it half takes: issue 40's UNPACK)."""
@@ -194,14 +198,16 @@ def litert_gpu_with_fallback(path: str, xs: list[np.ndarray], row: Row):
         return litert_gpu(path, xs)
     except Exception as exc:  # noqa: BLE001 - the CPU fallback is tried, the row says why
         alone = first_line(exc)
-    probe = multiprocessing.get_context("spawn").Process(
-        target=_litert_gpu_cpu_probe, args=(path, xs)
-    )
-    probe.start()
-    probe.join(120)
-    if probe.exitcode != 0:
+    if path not in _PROBED:  # once per model over --repeat
+        probe = multiprocessing.get_context("spawn").Process(
+            target=_litert_gpu_cpu_probe, args=(path, xs)
+        )
+        probe.start()
+        probe.join(120)
         probe.kill()
-        raise RuntimeError(f"with its CPU fallback exit {probe.exitcode}; alone {alone}")
+        _PROBED[path] = probe.exitcode
+    if _PROBED[path] != 0:
+        raise RuntimeError(f"with its CPU fallback exit {_PROBED[path]}; alone {alone}")
     row.litert_gpu_fallback = alone
     return litert_gpu(path, xs, with_cpu=True)
 
