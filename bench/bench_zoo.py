@@ -182,7 +182,7 @@ def litert_cpu(path: str, xs: list[np.ndarray], threads: int):
 
 
 #: Each model's probe child's exit code (0: LiteRT's GPU with its CPU ran it).
-_PROBED: dict[str, int | None] = {}
+_PROBED: dict[str, int] = {}
 
 
 def _litert_gpu_cpu_probe(path: str, xs: list[np.ndarray]) -> None:
@@ -204,7 +204,8 @@ def litert_gpu_with_fallback(path: str, xs: list[np.ndarray], row: Row):
         )
         probe.start()
         probe.join(120)
-        probe.kill()
+        probe.kill()  # a hung probe counts as failed (exit -9)
+        probe.join()
         _PROBED[path] = probe.exitcode
     if _PROBED[path] != 0:
         raise RuntimeError(f"with its CPU fallback exit {_PROBED[path]}; alone {alone}")
