@@ -65,10 +65,10 @@ def main(argv: list[str] | None = None) -> int:
             for r in runs
             if r.runtime != "litert"
         )
-        small = sum(len(p) for p in placed.below_min_work)
         print(
             f"| {path.stem} | {placed.delegated_nodes}/{supported.total_nodes} "
-            f"({supported.delegated_nodes}) | {small} | {len(runs)} | {reference or '-'} |"
+            f"({supported.delegated_nodes}) | {placed.nodes_below_min_work} | {len(runs)} | "
+            f"{reference or '-'} |"
         )
     return 0
 

@@ -171,13 +171,14 @@ class GpuSession:
         placed = placement.keep_small_on_cpu(summary, self.model.main, wanted)
         if placed is summary:
             return summary
+        device_decides = placement.device_decides(option, self.switches)
         try:  # the device decides at the rule's default; its facts go in the results
             self.device_info = self._device_start.result().found.info
         except (DevicefarmError, OSError):
-            if placement.device_decides(option, self.switches):
+            if device_decides:
                 raise  # as a GPU partition would have: no such device
             return placed
-        if placement.device_decides(option, self.switches) and not self.device_info.is_gpu:
+        if device_decides and not self.device_info.is_gpu:
             return summary
         return placed
 
