@@ -178,29 +178,21 @@ def test_a_worker_with_the_reconciler_runs_a_submitted_job(
         print((tmp_path / "worker.log").read_text()[-4000:])
 
 
-def litert_cpu_median_us(model: Path, runs: int = 2000) -> tuple[float, int]:
-    """LiteRT's CPU runtime on `model` as an app runs it (inputs set, invoke, outputs
-    read), on every usable CPU, in this process: the median invoke and the threads."""
-    import numpy as np
-
-    from delegate_runtime import litert
-    from delegate_runtime.host_cpus import usable_cpus
-
-    threads = usable_cpus()
-    it = litert.make_interpreter(model.read_bytes(), threads)
-    feeds = [(d["index"], np.zeros(d["shape"], d["dtype"])) for d in it.get_input_details()]
-    outs = [d["index"] for d in it.get_output_details()]
-    times = []
-    for i in range(runs + 200):
-        start = time.perf_counter()
-        for index, x in feeds:
-            it.set_tensor(index, x)
-        it.invoke()
-        for index in outs:
-            it.get_tensor(index)
-        if i >= 200:
-            times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e6, threads
+def litert_cpu_medians_us(model: Path) -> tuple[list[float], int]:
+    """LiteRT's CPU runtime on `model` on every usable CPU (litert_cpu.py), in
+    BENCH_PROCESSES fresh processes as a farm job runs in one: their medians, the threads."""
+    script = Path(__file__).with_name("litert_cpu.py")
+    medians, threads = [], 0
+    for _ in range(BENCH_PROCESSES):
+        done = subprocess.run(
+            [sys.executable, str(script), str(model)], capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        figures = json.loads(done.stdout.splitlines()[-1])
+        medians.append(figures["median_us"])
+        threads = figures["threads"]
+    return medians, threads
 
 
 def test_a_model_too_small_for_the_gpu_runs_on_the_cpu_as_fast_as_litert(
@@ -208,7 +200,9 @@ def test_a_model_too_small_for_the_gpu_runs_on_the_cpu_as_fast_as_litert(
 ):
     """Default settings: the placement rule keeps a model below the GPU's minimum work on
     LiteRT's CPU runtime (gpu/placement.py); the row says so, and its stored median is no
-    slower than LiteRT's CPU on every usable CPU, measured right after in this process."""
+    slower than LiteRT's CPU on every usable CPU, measured right after in fresh processes
+    (one process's median of alexa_v0.1 moved 10.6-13.3 us from process to process on an
+    H100's host, 2026-12-06)."""
     home = tmp_path / "farm"
     run = devicefarm(
         home, "run", str(small_model), "--devices", "opencl", "--configs", "gpu-fp32",
@@ -223,8 +217,10 @@ def test_a_model_too_small_for_the_gpu_runs_on_the_cpu_as_fast_as_litert(
     assert record["gpu.session.below_min_work"]["value"] == d["nodes_total"]
     assert record["gpu.session.cpu_fallback"]["value"] == "litert"
     stored = row["median_ms"] * 1000.0
-    litert_us, threads = litert_cpu_median_us(small_model)
+    medians, threads = litert_cpu_medians_us(small_model)
+    litert_us = sorted(medians)[len(medians) // 2]
     print(
-        f"{small_model.name}: stored {stored} us, LiteRT's CPU ({threads} threads) {litert_us:.1f} us"
+        f"{small_model.name}: stored {stored} us, LiteRT's CPU ({threads} threads) "
+        f"processes {[round(m, 1) for m in medians]} us"
     )
     assert stored <= litert_us * (1 + AGREEMENT)
