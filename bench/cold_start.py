@@ -9,7 +9,8 @@ directory (our kernel cache with the drivers' caches inside it: nothing is assum
 empty): "cold" builds everything, "warm" finds what the cold run stored. LiteRT's GPU
 accelerator (`CompiledModel.from_file` with `HardwareAccelerator.GPU`) runs twice the same
 way, with NVIDIA's compute cache, its shader cache and the XDG cache pointed at a new empty
-directory. Each figure is the time from before the model is opened to the first
+directory; where it refuses a model alone, it runs again with LiteRT's CPU beside it
+(`GPU | CPU`, as an app asks; the cell says "+CPU" and a line names the refusal). Each figure is the time from before the model is opened to the first
 inference's outputs read back into host arrays (imports and reading the file excluded, as
 both are the same for every model: each runtime's modules are loaded first, ours as
 LiteRT's, and neither has touched the driver); "process" is the child's whole wall time. Every child
@@ -155,13 +156,16 @@ def child_ours(
     }
 
 
-def child_litert(model_path: str, runs: int = 0) -> dict:
+def child_litert(model_path: str, runs: int = 0, with_cpu: bool = False) -> dict:
     from ai_edge_litert.compiled_model import CompiledModel
     from ai_edge_litert.hardware_accelerator import HardwareAccelerator
 
+    accel = (
+        HardwareAccelerator.GPU | HardwareAccelerator.CPU if with_cpu else HardwareAccelerator.GPU
+    )
     xs = model_inputs(model_path)
     t0 = time.perf_counter()
-    model = CompiledModel.from_file(model_path, hardware_accel=HardwareAccelerator.GPU)
+    model = CompiledModel.from_file(model_path, hardware_accel=accel)
     key = list(model.get_signature_list())[0]
     ins, outs = model.create_input_buffers(0), model.create_output_buffers(0)
     t1 = time.perf_counter()
@@ -304,8 +308,18 @@ def hold_device(device: str | None) -> str:
 
 
 def measure_litert(path: str, runs: int) -> tuple[dict, dict]:
-    root = tempfile.mkdtemp(prefix="cold-litert-")
-    return cold_warm(["--child-litert", path, "--steady", str(runs)], clean_env(root, {}))
+    """LiteRT's GPU accelerator cold then warm on new caches; where it refuses the model
+    alone, again with LiteRT's CPU beside it (as an app asks; the result says "with_cpu")."""
+    args = ["--child-litert", path, "--steady", str(runs)]
+    cold, warm = cold_warm(args, clean_env(tempfile.mkdtemp(prefix="cold-litert-"), {}))
+    if "error" not in cold:
+        return cold, warm
+    root = tempfile.mkdtemp(prefix="cold-litert-cpu-")
+    cold_cpu, warm_cpu = cold_warm([*args, "--litert-cpu"], clean_env(root, {}))
+    if "error" in cold_cpu:
+        return cold, warm
+    alone = cold["error"]
+    return {**cold_cpu, "with_cpu": alone}, {**warm_cpu, "with_cpu": alone}
 
 
 def total(r: dict) -> float | None:
@@ -320,7 +334,9 @@ def cell(r: dict) -> str:
     t = total(r)
     if t is None:
         return f"fails: {r['error']}"
-    return f"{t:.0f} ({r['init_ms']:.0f} + {r['first_ms']:.0f})"
+    return f"{t:.0f} ({r['init_ms']:.0f} + {r['first_ms']:.0f})" + (
+        " +CPU" if "with_cpu" in r else ""
+    )
 
 
 def main() -> int:
@@ -353,6 +369,7 @@ def main() -> int:
     ap.add_argument("--set", action="append", default=[], help="SWITCH=VALUE for ours")
     ap.add_argument("--child-ours", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-litert", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--litert-cpu", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
     ap.add_argument("--cache", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -363,7 +380,7 @@ def main() -> int:
         print(json.dumps(got))
         return 0
     if a.child_litert:
-        print(json.dumps(child_litert(a.child_litert, a.steady)))
+        print(json.dumps(child_litert(a.child_litert, a.steady, a.litert_cpu)))
         return 0
     extra = dict(kv.split("=", 1) for kv in a.env)
     held = hold_device(a.device) if a.hold_device else None
@@ -410,6 +427,8 @@ def main() -> int:
                 f" {warm['process_ms']:.0f} | {steady(warm)} | {steady(lite_warm)} |",
                 flush=True,
             )
+            if "with_cpu" in lite_cold and pool == pools[-1]:
+                print(f"  LiteRT GPU alone: {lite_cold['with_cpu']}; timed with its CPU beside it")
             if pool:
                 lite = total(lite_cold)
                 released = total(runs["cold_released"])
