@@ -395,7 +395,7 @@ def print_table(rows: list[Row], threads: int) -> None:
         f"({len(ratios['fp32 GPU'])} models), fp16 vs LiteRT GPU "
         f"{geomean(ratios['fp16 GPU']):.2f}x, fp32 vs LiteRT CPU {geomean(ratios['fp32 CPU']):.2f}x"
     )
-    slower = [f"{r.model} {v:.2f}x" for r in rows if (v := _ratio(r, cpu, "ours fp32")) and v < 1]
+    slower = [f"{r.model} {v:.2f}x" for r in rows if (v := cpu_ratio(r, threads)) and v < 1]
     print(f"slower in fp32 than LiteRT's CPU in this run: {', '.join(slower) or 'none'}")
     for r in rows:
         fp16, anchor = r.err.get("ours fp16"), r.err.get(LITERT_GPU)

@@ -10,8 +10,9 @@ empty): "cold" builds everything, "warm" finds what the cold run stored. LiteRT'
 accelerator (`CompiledModel.from_file` with `HardwareAccelerator.GPU`) runs twice the same
 way, with NVIDIA's compute cache, its shader cache and the XDG cache pointed at a new empty
 directory; where it refuses a model alone, it runs again with LiteRT's CPU beside it
-(`GPU | CPU`, as an app asks; the cell says "+CPU" and a line names the refusal). Each figure is the time from before the model is opened to the first
-inference's outputs read back into host arrays (imports and reading the file excluded, as
+(`GPU | CPU`, as an app asks; the cell says "+CPU" and a line names the refusal). Each
+figure is the time from before the model is opened to the first inference's outputs
+read back into host arrays (imports and reading the file excluded, as
 both are the same for every model: each runtime's modules are loaded first, ours as
 LiteRT's, and neither has touched the driver); "process" is the child's whole wall time. Every child
 prints one JSON line; the table ends with the ratio of our cold start to LiteRT's.
