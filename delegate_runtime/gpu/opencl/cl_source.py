@@ -20,27 +20,30 @@ FLOAT_TYPES = {"float": 1, "float2": 2, "float4": 4, "float8": 8, "float16": 16}
 
 @dataclass(frozen=True)
 class Param:
+    """A kernel parameter; what it is, read once from its type (a model's program asks
+    about every parameter of every launch)."""
+
     type: str  #: the type's words, qualifiers included ("__global const store_t*")
     name: str
 
-    @property
+    @functools.cached_property
     def int_width(self) -> int | None:
         """The vector width of a plain (non-const) integer parameter, None for any other."""
         words = self.type.split()
         return INT_TYPES.get(words[0]) if len(words) == 1 else None
 
-    @property
+    @functools.cached_property
     def float_width(self) -> int | None:
         """The vector width of a plain (non-const) float parameter, None for any other."""
         words = self.type.split()
         return FLOAT_TYPES.get(words[0]) if len(words) == 1 else None
 
-    @property
+    @functools.cached_property
     def pointee(self) -> str:
         """What a pointer parameter points to, without qualifiers ("float", "store_t")."""
         return self.type.replace("*", " ").split()[-1]
 
-    @property
+    @functools.cached_property
     def global_pointer(self) -> bool:
         """Whether the parameter is a pointer into global memory."""
         words = self.type.replace("*", " * ").split()
