@@ -66,7 +66,7 @@ _WORK_ITEM_FUNCTIONS = (
 #: A call of any of them, in one pass over a body. The pattern starts with its literal
 #: `get_` so that the regex engine scans for it (a leading `\b(...|...)` tried every
 #: position: 0.35 ms a body, 29 ms of NASNetMobile's warm start; now 1 ms); the word
-#: boundary before it is checked by `_pk_call`.
+#: boundary before it is checked by `_pk_calls`.
 _WORK_ITEM_CALL = re.compile(r"get_(" + "|".join(_WORK_ITEM_FUNCTIONS) + r")\s*\(")
 
 
