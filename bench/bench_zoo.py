@@ -379,7 +379,7 @@ def print_table(rows: list[Row], threads: int) -> None:
         gpu32, gpu16, cpu32 = (
             _ratio(r, LITERT_GPU, "ours fp32"),
             _ratio(r, LITERT_GPU, "ours fp16"),
-            _ratio(r, cpu, "ours fp32"),
+            cpu_ratio(r, threads),
         )
         for key, value in (("fp32 GPU", gpu32), ("fp16 GPU", gpu16), ("fp32 CPU", cpu32)):
             if value is not None:

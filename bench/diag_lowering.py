@@ -64,6 +64,7 @@ def lower_once(path: str, precision: str, found: Any, jobs: int) -> tuple[dict, 
     look-up is its keys' making (a digest of each unit's source), as a warm start makes
     them all."""
     from delegate_runtime import load_model
+    from delegate_runtime.gpu.delegate import GpuDelegateOptions
     from delegate_runtime.gpu.fold import fold_constants
     from delegate_runtime.gpu.opencl import preparation as prep
     from delegate_runtime.gpu.opencl.program import build_options, program_key
@@ -75,7 +76,10 @@ def lower_once(path: str, precision: str, found: Any, jobs: int) -> tuple[dict, 
     t0 = time.perf_counter()
     folded, _ = fold_constants(model, DEFAULTS.max_folded_elements)
     sg = folded.main
-    parts_of = partition(sg, SupportOptions(True), 1).partitions
+    opts = GpuDelegateOptions()  # a session's defaults
+    parts_of = partition(
+        sg, SupportOptions(opts.enable_quant), opts.max_delegated_partitions
+    ).partitions
     t1 = time.perf_counter()
     staged = prep.staged_edges(precision, found)
     parts = prep.lower_partitions(sg, parts_of, precision, found, staged, DEFAULTS)
