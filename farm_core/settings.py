@@ -104,6 +104,9 @@ class Timing:
     #: retry backoff
     stall_after_s: float = 300.0
     rediscover_s: float = 30.0  #: agents look for newly attached phones this often
+    #: a reconcile pass begins parts of bulk work (moves, the fill) until this long after
+    #: its start; the rest is the next pass's (orchestrator.pass_budget)
+    pass_budget_s: float = 0.5
 
     @classmethod
     def from_env(cls) -> Timing:

@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             for name, value in asdict(report).items():
                 line[name] = len(value) if isinstance(value, list) else value
             out.write(json.dumps(line) + "\n")
-            time.sleep(args.every)
+            if not report.moves_left():  # else the next pass at once, as the command's
+                time.sleep(args.every)
 
 
 def where_lost(engine, probe, job_ids: list[int]) -> dict:  # type: ignore[no-untyped-def]

@@ -8,12 +8,15 @@ whose message is no longer in the broker, places queued jobs whose device is los
 reserved for someone else on another device of the same hardware, expires jobs that waited
 too long for a device that is gone, each with its reason, and fills every live device's
 queue (farm_core.device_queue: priority, fair share, quotas, reservations). Every change is
-a compare-and-set, so passes may overlap.
+a compare-and-set, so passes may overlap. Bulk work (the moves and the fill) is taken in
+parts within `Timing.pass_budget_s` (orchestrator.pass_budget); what a pass leaves is the
+next pass's, which the loops start at once where jobs are left to move.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,10 +43,16 @@ from farm_core.settings import Timing
 
 from .homecoming import bring_back
 from .lost_messages import confirmed, requeue
+from .pass_budget import PassBudget
 from .probes import Probe
 from .relocation import group_key, move_off, relocate
 
 log = logging.getLogger(__name__)
+
+#: Lease expiries (a transaction each) and live devices per part of the fill: a pass
+#: checks its budget between parts (orchestrator.pass_budget).
+LEASE_PART = 20
+FILL_PART = 250
 
 
 @dataclass
@@ -62,6 +71,13 @@ class ReconcileReport:
     broker_error: str = ""
     #: seconds per part of the pass (devices, jobs, probe, moves, lost, relocate, send, fill)
     phases: dict[str, float] = field(default_factory=dict)
+    #: jobs (devices, for the fill) left for the next pass by step, its budget spent
+    deferred: dict[str, int] = field(default_factory=dict)
+
+    def moves_left(self) -> bool:
+        """Jobs to move were left for the next pass, which should come at once (devices
+        left unfilled wait for the next pass in turn: their agents fill them as jobs end)."""
+        return any(step != "fill" for step in self.deferred)
 
     @contextmanager
     def timed(self, phase: str) -> Iterator[None]:
@@ -205,6 +221,9 @@ def reconcile(
     """One reconciliation pass; sends what it re-dispatches."""
     now = now or utcnow()
     report = ReconcileReport()
+    budget = PassBudget(timing.pass_budget_s)
+    report.deferred = budget.deferred
+
     with report.timed("devices"):
         report.went_offline = mark_offline(engine, timing, now)
         status = _device_status(engine, timing, now)
@@ -259,22 +278,12 @@ def reconcile(
             report.stalled = quarantine_stalled(engine, active, status, in_broker, timing, now)
 
     moves_started = time.perf_counter()
+    leases = []  #: running jobs whose lease expired, moved a transaction each
     for j in active:
         alive, healthy, seen = status.get(j.device_key, (False, False, None))
         if j.state == RUNNING:
             if j.lease_expires_at is not None and j.lease_expires_at < now:
-                move(
-                    j.id,
-                    RUNNING,
-                    j.attempt,
-                    report.lease_expired,
-                    outcome="lease_expired",
-                    reason=f"lease expired on {j.device_key} at {_when(j.lease_expires_at)} "
-                    f"(worker {j.worker} lost, or past its hard time limit)",
-                    count_failure=True,
-                    prefer_other=True,
-                    worker=j.worker,
-                )
+                leases.append(j)
         elif j.state == DISPATCHED:
             if not alive or not healthy:
                 off_lost.append(j)
@@ -297,18 +306,34 @@ def reconcile(
         elif j.state == QUEUED and (j.updated_at or now) < grace:
             lost_queued.append(j)
 
+    for part in budget.move_parts("lease expired", leases, LEASE_PART):
+        for j in part:
+            move(
+                j.id,
+                RUNNING,
+                j.attempt,
+                report.lease_expired,
+                outcome="lease_expired",
+                reason=f"lease expired on {j.device_key} at {_when(j.lease_expires_at)} "
+                f"(worker {j.worker} lost, or past its hard time limit)",
+                count_failure=True,
+                prefer_other=True,
+                worker=j.worker,
+            )
     report.phases["moves"] = time.perf_counter() - moves_started
     with report.timed("off lost devices"):
-        moved = move_off(engine, off_lost, lost_devices, timing, now)
-        report.moved_off_lost_device = moved.moved
-        report.expired += moved.expired
+        if budget.begins("off lost devices", len(off_lost)):
+            moved = move_off(engine, off_lost, lost_devices, timing, now)
+            report.moved_off_lost_device = moved.moved
+            report.expired += moved.expired
     with report.timed("lost"):
         lost_messages = confirmed(probe, lost_messages, now, timing.lost_confirm_s)
         if lost_messages:
             with engine.begin() as conn:
                 report.resent_lost_message = requeue(conn, lost_messages, now)
     with report.timed("relocate"):
-        report.expired += relocate(engine, lost_queued, timing, now).expired
+        if budget.begins("relocate", len(lost_queued)):
+            report.expired += relocate(engine, lost_queued, timing, now).expired
         if away:
             _away_from_reservations(engine, away, timing, now)
     if orders:
@@ -318,12 +343,17 @@ def reconcile(
             with engine.begin() as conn:
                 jobs.mark_sent(conn, sent, now)
     with report.timed("fill"):
-        report.returned = bring_back(engine, timing, now)  # before the queues fill
+        if not budget.spent():  # before the queues fill; else the next pass's
+            report.returned = bring_back(engine, timing, now)
         live = [k for k, (alive, healthy, _) in status.items() if alive and healthy]
-        filled = device_queue.fill(engine, dispatcher, live, now)
-    report.placed.extend(o.job_id for o in filled.sent)
-    report.sent += len(filled.sent)
-    report.broker_error = report.broker_error or filled.broker_error
+        random.shuffle(live)  # a pass whose budget runs out fills a part at random
+        for part in budget.fill_parts(live, FILL_PART):
+            filled = device_queue.fill(engine, dispatcher, part, now)
+            report.placed.extend(o.job_id for o in filled.sent)
+            report.sent += len(filled.sent)
+            if filled.broker_error:
+                report.broker_error = report.broker_error or filled.broker_error
+                break
     if report.changed():
         log.info("reconcile: %s", report)
     return report

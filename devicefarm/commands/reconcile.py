@@ -53,6 +53,10 @@ def summary(report: Any) -> str:
         lines.append(f"{report.sent} message(s) sent")
     if report.broker_error:
         lines.append(f"broker error: {report.broker_error.splitlines()[0]}")
+    deferred = getattr(report, "deferred", None) or {}
+    if deferred:
+        left = ", ".join(f"{n} {step}" for step, n in deferred.items())
+        lines.append(f"left for the next pass (its budget spent): {left}")
     return "reconcile: " + ("; ".join(lines) if lines else "nothing to do")
 
 
@@ -89,8 +93,9 @@ def run(args: argparse.Namespace) -> int:
         if failures:
             print(f"reconcile recovered after {failures} failed pass(es)", flush=True)
             failures = 0
-        if report.changed() or not args.every:
+        if report.changed() or report.deferred or not args.every:
             print(summary(report), flush=True)
         if not args.every:
             return 0
-        time.sleep(args.every)
+        if not report.moves_left():  # else the next pass at once
+            time.sleep(args.every)

@@ -324,3 +324,62 @@ def test_a_pass_reads_no_job_that_waits_its_turn_on_a_live_device(tmp_path) -> N
         )
     assert read == set(range(1, 32)) | {33}  # not 32 (fresh) nor 34-50 (their turn)
     assert reserved == read | {34}
+
+
+# -- a pass's budget: bulk work in parts, the rest the next pass's (issue 44) -------------
+
+
+def test_a_spent_budget_leaves_the_next_steps_to_the_next_passes(tmp_path) -> None:
+    """With no budget a pass runs its first move step (the jobs off the lost device, all
+    of them) and leaves relocation, counted, to the next pass, which leaves the fill to
+    the one after; every job moves once."""
+    from farm_core.device_queue import queue_depth
+
+    engine = _lost_farm(tmp_path, 60, others=2)
+    with engine.begin() as c:  # 20 of the lost device's jobs dispatched, 40 queued
+        c.execute(update(Job).where(Job.id <= 20).values(state=DISPATCHED, dispatched_at=utcnow()))
+    spent = Timing(dispatch_grace_s=0, offline_after_s=30, device_gone_s=300, pass_budget_s=0)
+    d = RecordingDispatcher()
+    # a probe that cannot tell: no message the fill sent is taken for lost
+    first, second, third = (
+        reconcile(engine, d, lambda: None, spent, now=utcnow() + LATER) for _ in range(3)
+    )
+    assert sorted(first.moved_off_lost_device) == list(range(1, 21))
+    assert first.deferred == {"relocate": 40, "fill": 2} and first.moves_left()
+    assert first.sent == 0  # a pass that moved leaves the fill to the next
+    assert not second.moved_off_lost_device and second.deferred == {"fill": 2}
+    assert second.sent == 0
+    assert third.sent == 2 * queue_depth() and third.deferred == {}  # two devices filled
+    with engine.begin() as c:
+        where = dict(c.execute(select(Job.device_key, func.count()).group_by(Job.device_key)).all())
+        attempts = set(c.execute(select(Job.attempt)).scalars())
+    assert where == {"noop:o0": 30, "noop:o1": 30}
+    assert attempts == {2}  # each moved once
+
+
+def test_a_pass_within_its_budget_takes_every_step(tmp_path) -> None:
+    engine = _lost_farm(tmp_path, 60, others=2)
+    with engine.begin() as c:
+        c.execute(update(Job).where(Job.id <= 20).values(state=DISPATCHED, dispatched_at=utcnow()))
+    ample = Timing(dispatch_grace_s=0, offline_after_s=30, device_gone_s=300, pass_budget_s=60)
+    report = reconcile(engine, RecordingDispatcher(), lambda: None, ample, now=utcnow() + LATER)
+    assert sorted(report.moved_off_lost_device) == list(range(1, 21))
+    assert report.deferred == {} and report.sent > 0
+
+
+def test_the_command_says_what_a_pass_left_for_the_next() -> None:
+    from devicefarm.commands.reconcile import summary
+    from orchestrator.reconciler import ReconcileReport
+
+    report = ReconcileReport(moved_off_lost_device=[1, 2], deferred={"off lost devices": 35})
+    line = summary(report)
+    assert "2 job(s) moved off a lost device: 1, 2" in line
+    assert "left for the next pass (its budget spent): 35 off lost devices" in line
+
+
+def test_only_jobs_left_to_move_call_for_the_next_pass_at_once() -> None:
+    from orchestrator.reconciler import ReconcileReport
+
+    assert ReconcileReport(deferred={"relocate": 3, "fill": 250}).moves_left()
+    assert not ReconcileReport(deferred={"fill": 250}).moves_left()
+    assert not ReconcileReport().moves_left()
