@@ -8,9 +8,9 @@ whose message is no longer in the broker, places queued jobs whose device is los
 reserved for someone else on another device of the same hardware, expires jobs that waited
 too long for a device that is gone, each with its reason, and fills every live device's
 queue (farm_core.device_queue: priority, fair share, quotas, reservations). Every change is
-a compare-and-set, so passes may overlap. Bulk work (the moves and the fill) is taken in
-parts within `Timing.pass_budget_s` (orchestrator.pass_budget); what a pass leaves is the
-next pass's, which the loops start at once where jobs are left to move.
+a compare-and-set, so passes may overlap. Bulk work (the moves, the fill) begins only
+within `Timing.pass_budget_s` (orchestrator.pass_budget); what a pass leaves is the next
+pass's, which the loops start at once where jobs are left to move.
 """
 
 from __future__ import annotations
