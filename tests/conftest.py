@@ -43,6 +43,20 @@ def _drivers_cache_where_the_farms_is() -> None:
 _drivers_cache_where_the_farms_is()
 
 
+@pytest.fixture(autouse=True)
+def _no_kept_lowering(request, monkeypatch) -> None:
+    """Sessions neither keep nor read their lowering in the kernel cache
+    (delegate_runtime/gpu/opencl/lowering_cache.py) unless a test is marked
+    `lowering_cache`: tests patch the lowering's own code (Lowerer, model_program, module
+    constants), and a lowering an earlier test or run kept would stand in for the patch."""
+    if request.node.get_closest_marker("lowering_cache"):
+        return
+    from delegate_runtime.gpu.opencl import lowering_cache
+
+    monkeypatch.setattr(lowering_cache, "load", lambda cache, key: None)
+    monkeypatch.setattr(lowering_cache, "store", lambda cache, key, lowering: None)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _farm_home_of_the_tests(tmp_path_factory) -> None:
     """A test that names no farm home gets one of this session's (each xdist worker its

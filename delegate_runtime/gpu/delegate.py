@@ -114,6 +114,8 @@ class GpuSession:
         self.program_units = 0
         self.program_beside_upload = False  #: loaded from the cache beside the uploads
         self.program_summary = ""
+        #: the partitions' lowering read from the kernel cache (opencl/lowering_cache.py)
+        self.lowering_from_cache = False
         #: whether fp16 reads the weights in half: they are all half values already
         #: (opencl/const_types.py); else float32
         self.half_weights = False
@@ -214,11 +216,11 @@ class GpuSession:
         t = self._phase("device", t)
         jobs = prep.jobs_for(opts.build_jobs, switches)
 
-        def lower(staged: bool) -> tuple[list, prep.ModelProgram]:
-            parts = prep.lower_partitions(sg, partitions, opts.precision, found, staged, switches)
-            return parts, prep.model_program(
-                sg, partitions, parts, opts.precision, found, jobs, switches
+        def lower(staged: bool) -> prep.ModelProgram:
+            program, self.lowering_from_cache = prep.lowered_program(
+                sg, partitions, opts.precision, found, staged, jobs, switches, cache_dir, sha256
             )
+            return program
 
         staged = prep.staged_edges(opts.precision, found)
         # the launch loop's library needs no context: loaded (or built, on a new cache)
@@ -233,7 +235,7 @@ class GpuSession:
             token = (opts.model_token or sha256) if explicit else program.token
             return token, prep.program_cached(found, program, opts.precision, cache_dir, token)
 
-        parts, program = lower(staged)
+        program = lower(staged)
         token, beside = keyed(program)
         t = self._phase("lower", t)
         opened = opening.result()
@@ -242,7 +244,7 @@ class GpuSession:
         t = self._phase("context", t)  # what the lowering left of the context's making
         self.init_phases_ms["context_made"] = round(opened.made_ms, 2)  # in its thread
         if staged != prep.staged_edges(opts.precision, opened):
-            parts, program = lower(not staged)  # the device refused the plan's host edges
+            program = lower(not staged)  # the device refused the plan's host edges
             token, beside = keyed(program)
             t = self._phase("lower_again", t)
         self.half_weights = program.half_weights

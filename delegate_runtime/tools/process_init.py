@@ -79,6 +79,8 @@ def init_split_line(process_us: int, read_us: int, session_us: int, session: Any
                 launches, kernels = getattr(session, "persistent_runs", (0, 0))
                 inside = f", {launches} launches in {kernels} persistent" if kernels else ""
                 note = f" ({session.launch_loop}{inside})"
+            elif key == "lower" and getattr(session, "lowering_from_cache", False):
+                note = " (from cache)"
             elif key == "upload" and _precision(session) == "fp16":
                 note = f" (weights in {'half' if session.half_weights else 'float32'})"
             steps.append(f"{name} {phases[key]:.1f}{note}")

@@ -1,7 +1,7 @@
 """A GPU session's warm start on a real OpenCL device (PoCL here): the context made beside
-the lowering, a cached program loaded beside the uploads, a wrong guess about host-memory
-edges lowered again, kernels made through the C API (RawKernel); each path's outputs
-against LiteRT's reference kernels."""
+the lowering, a cached program loaded beside the uploads, the lowering read from the
+kernel cache, a wrong guess about host-memory edges lowered again, kernels made through
+the C API (RawKernel); each path's outputs against LiteRT's reference kernels."""
 
 from __future__ import annotations
 
@@ -57,6 +57,55 @@ def test_a_cached_program_loads_beside_the_uploads(device, tmp_path):
     assert "from cache, beside the upload" in init_split_line(0, 0, 0, warm)
     _check(cold)
     _check(warm)
+
+
+@pytest.mark.lowering_cache
+def test_a_warm_start_reads_the_lowering_the_cold_one_kept(device, tmp_path):
+    """The cold session keeps its lowering in the kernel cache's folder for it; the next
+    session of the same model, precision, switches and device reads it instead of lowering
+    (its init split says so); other switches make their own; each computes as LiteRT's
+    reference kernels do."""
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.switches import Switches
+    from delegate_runtime.tools.process_init import init_split_line
+
+    model = read_model(mixed_model())
+
+    def session(**kw):
+        return GpuSession(
+            model, device="0:0", serialization_dir=str(tmp_path), log=io.StringIO(), **kw
+        )
+
+    cold, warm = session(), session()
+    assert not cold.lowering_from_cache and warm.lowering_from_cache
+    assert len(list((tmp_path / "lowering").glob("*.bin"))) == 1
+    lowered = f"lower {warm.init_phases_ms['lower']:.1f} (from cache)"
+    assert lowered in init_split_line(0, 0, 0, warm)
+    unfused = session(switches=Switches.from_env().replace(fuse=False))
+    assert not unfused.lowering_from_cache  # a lowering of its own, kept beside
+    assert len(list((tmp_path / "lowering").glob("*.bin"))) == 2
+    for s in (cold, warm, unfused):
+        _check(s)
+
+
+@pytest.mark.lowering_cache
+def test_a_damaged_lowering_is_made_again(device, tmp_path):
+    from delegate_runtime.gpu.delegate import GpuSession
+
+    model = read_model(mixed_model())
+
+    def session():
+        return GpuSession(model, device="0:0", serialization_dir=str(tmp_path), log=io.StringIO())
+
+    session()
+    (entry,) = (tmp_path / "lowering").glob("*.bin")
+    raw = bytearray(entry.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    entry.write_bytes(bytes(raw))
+    again = session()
+    assert not again.lowering_from_cache  # refused, removed, made and kept again
+    assert session().lowering_from_cache
+    _check(again)
 
 
 def test_the_context_is_made_beside_the_lowering(device):

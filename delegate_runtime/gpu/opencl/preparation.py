@@ -6,8 +6,10 @@
         # threads, the device found and its context made beside the folding
     found, opening = starting.result()                                      # "device"
     native = start_native(found.plan, cache_dir, switches)  # in a thread
-    parts = lower_partitions(sg, partitions, precision, found, staged, switches)
-    program = model_program(sg, partitions, parts, precision, found, jobs, switches)
+    program, read = lowered_program(sg, partitions, precision, found, staged, jobs,
+                                    switches, cache_dir, model_sha256)
+        # (read from the kernel cache where an earlier session of the model kept it, else
+        # lower_partitions, then model_program)
     cached = program_cached(found, program, precision, cache_dir, token)    # "lower"
     opened = opening.result()                                               # "context"
     programs = build_program(opened, program, precision, cache_dir, token, jobs, switches)
@@ -37,7 +39,7 @@ from ...graph import Subgraph
 from ...submodel import boundary
 from ..execution_plan import ExecutionPlan
 from ..switches import Switches
-from . import const_types, host_edges, persistent, specialize
+from . import const_types, host_edges, lowering_cache, persistent, specialize
 from .cache import KernelCache, default_cache_dir, point_driver_cache
 from .executor import PartitionExecutor, SessionDevice
 from .host_edges import HostEdges, host_edges_for
@@ -278,6 +280,41 @@ def build_program(
         jobs,
         switches,
     )
+
+
+def lowered_program(
+    sg: Subgraph,
+    partitions: list[list[int]],
+    precision: str,
+    found: FoundDevice,
+    staged: bool,
+    jobs: int,
+    switches: Switches,
+    cache_dir: Path,
+    model_sha256: str,
+) -> tuple[ModelProgram, bool]:
+    """The partitions lowered and their program (lower_partitions, model_program), read
+    from the kernel cache where a session of the same model, precision, switches, device,
+    plan and code kept it (lowering_cache.py), else made and kept; and whether it was read."""
+    facts = (
+        model_sha256,
+        precision,
+        staged,
+        jobs,
+        partitions,
+        switches,
+        found.info,
+        found.plan,
+    )
+    key = lowering_cache.lowering_key(found.info.name, found.info.driver_version, facts)
+    cache = KernelCache(cache_dir / lowering_cache.SUBDIR)
+    kept = lowering_cache.load(cache, key)
+    if isinstance(kept, ModelProgram):
+        return kept, True
+    parts = lower_partitions(sg, partitions, precision, found, staged, switches)
+    program = model_program(sg, partitions, parts, precision, found, jobs, switches)
+    lowering_cache.store(cache, key, program)
+    return program, False
 
 
 def program_cached(

@@ -1,0 +1,76 @@
+"""A model's lowering kept in the kernel cache: a warm start reads it instead of lowering.
+
+A warm start of a large model spent most of its time on host work before its first
+launch: NASNetMobile's lowering (its partition's launches, their constants in the kernels'
+layouts, the specialized and persistent kernels' sources) took 153-238 ms of a 321-438 ms
+warm start on an H100's host, with every program unit already cached (docs/benchmarks.md).
+The lowering is a function of the model, the session's precision and switches, the
+device's facts and plan, the partitions and this code, so a session keeps what it made
+(the ModelProgram: units, partitions' launches and constants) in the kernel cache, keyed
+by all of those and a digest of the delegate's own source files, and the next session with
+the same key reads it back. The entry is a pickle in the cache's checked format
+(cache.py: header, checksum, atomic write) in a folder of the user's private cache, the
+same trust as the program binaries beside it; one that fails to read or load is removed
+and the lowering made again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import pickle
+from pathlib import Path
+from typing import Any
+
+from .cache import CacheKey, KernelCache
+
+#: The entries' token (their file names begin with it) and the kernel cache's folder they
+#: lie in (beside the program units' entries, not among them).
+TOKEN = "lowering"
+SUBDIR = "lowering"
+#: The delegate's own source: its package's files of these kinds.
+SOURCE_SUFFIXES = (".py", ".cl", ".in", ".c")
+
+
+@functools.cache
+def code_digest() -> str:
+    """SHA-256 of the delegate's source files (delegate_runtime/, every file of
+    SOURCE_SUFFIXES, by path): a lowering another version of the code made is never read."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.suffix in SOURCE_SUFFIXES):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def lowering_key(device: str, driver: str, facts: tuple[Any, ...]) -> CacheKey:
+    """The key of a lowering made on `device` (name) under `driver` from `facts` (every
+    input of the lowering but the code: their reprs must say them whole)."""
+    return CacheKey(
+        token=TOKEN,
+        device=device,
+        driver=driver,
+        options=code_digest(),
+        source_sha256=hashlib.sha256(repr(facts).encode()).hexdigest(),
+    )
+
+
+def load(cache: KernelCache, key: CacheKey) -> Any | None:
+    """The lowering stored under `key`, or None (none, or one that does not load: removed)."""
+    blob = cache.load(key)
+    if blob is None:
+        return None
+    try:
+        return pickle.loads(blob)
+    except Exception:  # noqa: BLE001 - a stale or damaged entry is made again
+        cache._reject(cache.path(key))
+        return None
+
+
+def store(cache: KernelCache, key: CacheKey, lowering: Any) -> None:
+    """Keep `lowering` under `key` (written atomically; a failure to write loses nothing
+    but the next start's time)."""
+    with contextlib.suppress(OSError):
+        cache.store(key, pickle.dumps(lowering, protocol=pickle.HIGHEST_PROTOCOL))

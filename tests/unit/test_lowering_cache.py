@@ -1,0 +1,51 @@
+"""The lowering's entries in the kernel cache: keyed by every input and the code, read back
+whole, and an entry that does not load removed."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from delegate_runtime.gpu.opencl import lowering_cache
+from delegate_runtime.gpu.opencl.cache import KernelCache
+
+pytestmark = pytest.mark.lowering_cache
+
+FACTS = ("model-sha", "fp32", False, 4, [[0, 1, 2]])
+
+
+def test_the_key_changes_with_each_fact_and_the_code(monkeypatch) -> None:
+    key = lowering_cache.lowering_key("NVIDIA H200", "580.159.04", FACTS)
+    assert key == lowering_cache.lowering_key("NVIDIA H200", "580.159.04", FACTS)
+    others = [
+        lowering_cache.lowering_key("NVIDIA H100", "580.159.04", FACTS),
+        lowering_cache.lowering_key("NVIDIA H200", "580.95.05", FACTS),
+        lowering_cache.lowering_key("NVIDIA H200", "580.159.04", (*FACTS[:3], 8, FACTS[4])),
+        lowering_cache.lowering_key("NVIDIA H200", "580.159.04", (*FACTS[:4], [[0, 1]])),
+    ]
+    assert len({k.fingerprint() for k in [key, *others]}) == 5
+    monkeypatch.setattr(lowering_cache, "code_digest", lambda: "0" * 64)  # other code
+    assert lowering_cache.lowering_key("NVIDIA H200", "580.159.04", FACTS) != key
+
+
+def test_the_code_digest_covers_the_delegate_s_kernels_and_modules() -> None:
+    digest = lowering_cache.code_digest()
+    assert len(digest) == 64 and digest == lowering_cache.code_digest()
+
+
+def test_a_kept_lowering_is_read_back_whole(tmp_path) -> None:
+    cache = KernelCache(tmp_path)
+    key = lowering_cache.lowering_key("dev", "drv", FACTS)
+    assert lowering_cache.load(cache, key) is None
+    lowering = {"units": ["__kernel void k() {}"], "consts": list(range(10))}
+    lowering_cache.store(cache, key, lowering)
+    assert lowering_cache.load(cache, key) == lowering
+
+
+def test_an_entry_that_does_not_unpickle_is_removed(tmp_path) -> None:
+    cache = KernelCache(tmp_path)
+    key = lowering_cache.lowering_key("dev", "drv", FACTS)
+    cache.store(key, pickle.dumps([1, 2, 3])[:-3])  # checksummed, yet not a whole pickle
+    assert lowering_cache.load(cache, key) is None
+    assert not cache.holds(key) and cache.rejected == 1
