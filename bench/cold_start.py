@@ -154,6 +154,7 @@ def child_ours(
         "specialized": getattr(session, "specialized_kernels", 0),
         "units": getattr(session, "program_units", 1),
         "program": getattr(session, "program_summary", ""),
+        "lowering_from_cache": getattr(session, "lowering_from_cache", False),
     }
 
 
@@ -449,7 +450,8 @@ def main() -> int:
                 for name, r in shown:
                     if "phases_ms" in r:
                         phases = {k: round(v) for k, v in r["phases_ms"].items()}
-                        print(f"  {name}: {phases}, {r.get('program', '')}", flush=True)
+                        lowering = ", lowering from cache" if r.get("lowering_from_cache") else ""
+                        print(f"  {name}: {phases}, {r.get('program', '')}{lowering}", flush=True)
     for pool, got in ratios.items():
         if got:
             geo = float(np.exp(np.mean(np.log(got))))

@@ -116,6 +116,8 @@ class GpuSession:
         self.program_summary = ""
         #: the partitions' lowering read from the kernel cache (opencl/lowering_cache.py)
         self.lowering_from_cache = False
+        #: the program's cached units loaded beside the lowering (opencl/early_program.py)
+        self.program_loaded_early = False
         #: whether fp16 reads the weights in half: they are all half values already
         #: (opencl/const_types.py); else float32
         self.half_weights = False
@@ -205,7 +207,9 @@ class GpuSession:
     def _prepare_gpu(self, sha256: str) -> None:
         """The GPU partitions prepared on the device, step by step (opencl/preparation.py),
         each step timed as an init phase."""
-        from .opencl import preparation as prep  # pyopencl's side: only with GPU partitions
+        # pyopencl's side: only with GPU partitions
+        from .opencl import early_program
+        from .opencl import preparation as prep
 
         opts, switches, sg = self.options, self.switches, self.model.main
         partitions, cache_dir = self.delegation.partitions, self._cache_dir
@@ -227,16 +231,26 @@ class GpuSession:
         # beside the context and a cold program's build, which wakes resident builders
         native = prep.start_native(self.plan, cache_dir, switches)
         explicit = opts.serialization_dir is not None
+        # the units an earlier session of this model kept: loading as soon as the context
+        # is made, beside the lowering (opencl/early_program.py)
+        unit_facts = (
+            *prep.lowering_facts(sha256, opts.precision, staged, jobs, partitions, switches, found),
+            explicit,
+            opts.model_token if explicit else None,
+        )
+        early = early_program.start(cache_dir, found.info, unit_facts, opening.result, jobs)
 
-        def keyed(program: prep.ModelProgram) -> tuple[str, bool]:
+        def keyed(program: prep.ModelProgram) -> tuple[str, list, str, bool]:
             """The program's token (a serialization dir keys it by the model, TFLite's
-            model token; else the lowering's) and whether the cache holds it whole (its
-            units' digests, megabytes of source: read while the context is being made)."""
+            model token; else the lowering's), its units' cache keys and build options, and
+            whether the cache holds it whole (the units' digests, megabytes of source: read
+            while the context is being made)."""
             token = (opts.model_token or sha256) if explicit else program.token
-            return token, prep.program_cached(found, program, opts.precision, cache_dir, token)
+            keys, options = prep.program_keys(found, program, opts.precision, token)
+            return token, keys, options, prep.program_cached(cache_dir, keys)
 
         program = lower(staged)
-        token, beside = keyed(program)
+        token, keys, options, beside = keyed(program)
         t = self._phase("lower", t)
         opened = opening.result()
         self.ctx, self.queue = opened.ctx, opened.queue
@@ -245,7 +259,8 @@ class GpuSession:
         self.init_phases_ms["context_made"] = round(opened.made_ms, 2)  # in its thread
         if staged != prep.staged_edges(opts.precision, opened):
             program = lower(not staged)  # the device refused the plan's host edges
-            token, beside = keyed(program)
+            token, keys, options, beside = keyed(program)
+            early = None  # kept for the other edges, and the facts say them
             t = self._phase("lower_again", t)
         self.half_weights = program.half_weights
         self.specialized_kernels = program.specialized_kernels
@@ -253,7 +268,11 @@ class GpuSession:
         # held whole by the cache: loaded beside the uploads (its phase is then its own
         # time, overlapping theirs), the executors waiting for it where they bind kernels
         self.program_beside_upload = beside
-        if beside:
+        if beside and early is not None:
+            programs = prep.start_program_early(
+                early, keys, options, lambda: prep.build_program(*steps)
+            )
+        elif beside:
             programs = prep.start_program(lambda: prep.build_program(*steps))
         else:
             programs = prep.build_program(*steps)
@@ -267,6 +286,10 @@ class GpuSession:
         if beside:
             programs = programs.result()
             self.init_phases_ms["program"] = round(programs.made_ms, 2)
+        self.program_loaded_early = early is not None and early.used
+        if not self.program_loaded_early and staged == prep.staged_edges(opts.precision, opened):
+            kept = early_program.KeptUnits(tuple(keys), options)
+            early_program.keep(cache_dir, found.info, unit_facts, kept)
         self.program_units = len(program.units)
         self.program_summary = programs.summary()
         self.program_from_cache = programs.from_cache

@@ -108,6 +108,62 @@ def test_a_damaged_lowering_is_made_again(device, tmp_path):
     _check(again)
 
 
+@pytest.mark.lowering_cache
+def test_kept_units_load_beside_the_lowering(device, tmp_path, monkeypatch):
+    """Where the cache holds the binaries the driver loads (NVIDIA's; PoCL's real binaries
+    here, its own kernel cache set aside for the test), a session keeps its units' keys and
+    the next one loads them while it lowers; a session whose lowering needs other units
+    drops the early load and loads its own; each computes as LiteRT's kernels do."""
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl import program
+
+    monkeypatch.setattr(program, "DRIVER_CACHED", ())  # PoCL's binaries in our cache
+    model = read_model(mixed_model())
+
+    def session(**kw):
+        return GpuSession(
+            model, device="0:0", serialization_dir=str(tmp_path), log=io.StringIO(), **kw
+        )
+
+    cold, warm = session(), session()
+    assert not cold.program_loaded_early
+    assert warm.program_loaded_early and warm.program_from_cache
+    assert len(list((tmp_path / "lowering").glob("units_*.bin"))) == 1
+    for entry in (tmp_path / "lowering").glob("lowering_*.bin"):
+        entry.unlink()  # the lowering made again: the same units, loaded early all the same
+    again = session()
+    assert again.program_loaded_early and not again.lowering_from_cache
+    for s in (cold, warm, again):
+        _check(s)
+
+
+@pytest.mark.lowering_cache
+def test_an_early_load_of_other_units_is_dropped(device, tmp_path, monkeypatch):
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl import early_program, program
+
+    monkeypatch.setattr(program, "DRIVER_CACHED", ())
+    model = read_model(mixed_model())
+
+    def session():
+        return GpuSession(model, device="0:0", serialization_dir=str(tmp_path), log=io.StringIO())
+
+    session()
+    assert len(list((tmp_path / "lowering").glob("units_*.bin"))) == 1
+    real_load = early_program.lowering_cache.load
+
+    def stale(cache, key):  # the kept keys name a unit of another program
+        got = real_load(cache, key)
+        if isinstance(got, early_program.KeptUnits):
+            return early_program.KeptUnits(got.keys, got.options + " -DOTHER")
+        return got
+
+    monkeypatch.setattr(early_program.lowering_cache, "load", stale)
+    dropped = session()
+    assert not dropped.program_loaded_early and dropped.program_from_cache
+    _check(dropped)
+
+
 def test_the_context_is_made_beside_the_lowering(device):
     from delegate_runtime.gpu.delegate import GpuSession
 

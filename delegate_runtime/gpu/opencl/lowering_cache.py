@@ -45,11 +45,12 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
-def lowering_key(device: str, driver: str, facts: tuple[Any, ...]) -> CacheKey:
+def lowering_key(device: str, driver: str, facts: tuple[Any, ...], token: str = TOKEN) -> CacheKey:
     """The key of a lowering made on `device` (name) under `driver` from `facts` (every
-    input of the lowering but the code: their reprs must say them whole)."""
+    input of the lowering but the code: their reprs must say them whole); `token` names
+    what is kept of it (early_program.py keeps its program's units under another)."""
     return CacheKey(
-        token=TOKEN,
+        token=token,
         device=device,
         driver=driver,
         options=code_digest(),

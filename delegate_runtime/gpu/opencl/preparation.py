@@ -6,14 +6,18 @@
         # threads, the device found and its context made beside the folding
     found, opening = starting.result()                                      # "device"
     native = start_native(found.plan, cache_dir, switches)  # in a thread
+    early = early_program.start(cache_dir, found.info, facts, opening.result, jobs)
+        # (the units an earlier session kept, loading once the context is made)
     program, read = lowered_program(sg, partitions, precision, found, staged, jobs,
                                     switches, cache_dir, model_sha256)
         # (read from the kernel cache where an earlier session of the model kept it, else
         # lower_partitions, then model_program)
-    cached = program_cached(found, program, precision, cache_dir, token)    # "lower"
+    keys, options = program_keys(found, program, precision, token)
+    cached = program_cached(cache_dir, keys)                                # "lower"
     opened = opening.result()                                               # "context"
     programs = build_program(opened, program, precision, cache_dir, token, jobs, switches)
-        # or, where cached: start_program(...), beside the uploads
+        # or, where cached: start_program(...) (start_program_early(early, ...) where
+        # units were kept), beside the uploads
     native.result()                                                         # "launch_loop"
     executors = make_executors(opened, programs, sg, program.parts, precision, native,
                                switches)                                    # "upload"
@@ -40,7 +44,8 @@ from ...submodel import boundary
 from ..execution_plan import ExecutionPlan
 from ..switches import Switches
 from . import const_types, host_edges, lowering_cache, persistent, specialize
-from .cache import KernelCache, default_cache_dir, point_driver_cache
+from .cache import CacheKey, KernelCache, default_cache_dir, point_driver_cache
+from .early_program import EarlyProgram
 from .executor import PartitionExecutor, SessionDevice
 from .host_edges import HostEdges, host_edges_for
 from .launch import Lowered, LoweredPartition
@@ -282,6 +287,19 @@ def build_program(
     )
 
 
+def lowering_facts(
+    model_sha256: str,
+    precision: str,
+    staged: bool,
+    jobs: int,
+    partitions: list[list[int]],
+    switches: Switches,
+    found: FoundDevice,
+) -> tuple[Any, ...]:
+    """Every input of a session's lowering but the code (lowering_cache.py's key)."""
+    return (model_sha256, precision, staged, jobs, partitions, switches, found.info, found.plan)
+
+
 def lowered_program(
     sg: Subgraph,
     partitions: list[list[int]],
@@ -296,16 +314,7 @@ def lowered_program(
     """The partitions lowered and their program (lower_partitions, model_program), read
     from the kernel cache where a session of the same model, precision, switches, device,
     plan and code kept it (lowering_cache.py), else made and kept; and whether it was read."""
-    facts = (
-        model_sha256,
-        precision,
-        staged,
-        jobs,
-        partitions,
-        switches,
-        found.info,
-        found.plan,
-    )
+    facts = lowering_facts(model_sha256, precision, staged, jobs, partitions, switches, found)
     key = lowering_cache.lowering_key(found.info.name, found.info.driver_version, facts)
     cache = KernelCache(cache_dir / lowering_cache.SUBDIR)
     kept = lowering_cache.load(cache, key)
@@ -317,13 +326,19 @@ def lowered_program(
     return program, False
 
 
-def program_cached(
-    found: FoundDevice, program: ModelProgram, precision: str, cache_dir: Path, token: str
-) -> bool:
-    """Whether the kernel cache holds every unit of `program` (build_program's key)."""
+def program_keys(
+    found: FoundDevice, program: ModelProgram, precision: str, token: str
+) -> tuple[list[CacheKey], str]:
+    """The kernel cache's keys of `program`'s units (build_program's), and their build
+    options."""
     options = build_options(precision, found.info, program.half_weights)
+    return [program_key(found.info, token, u, options) for u in program.units], options
+
+
+def program_cached(cache_dir: Path, keys: list[CacheKey]) -> bool:
+    """Whether the kernel cache holds every unit of a program (`keys`: program_keys')."""
     cache = KernelCache(cache_dir)
-    return all(cache.holds(program_key(found.info, token, u, options)) for u in program.units)
+    return all(cache.holds(k) for k in keys)
 
 
 def start_program(build: Callable[[], ProgramSet]) -> Future[ProgramSet]:
@@ -336,6 +351,23 @@ def start_program(build: Callable[[], ProgramSet]) -> Future[ProgramSet]:
         start = time.perf_counter()
         programs = build()
         programs.made_ms = (time.perf_counter() - start) * 1e3
+        return programs
+
+    return _in_thread(made, "opencl-program")
+
+
+def start_program_early(
+    early: EarlyProgram, keys: list[CacheKey], options: str, build: Callable[[], ProgramSet]
+) -> Future[ProgramSet]:
+    """start_program's, where `early` may already be loading the program: its load where it
+    holds `keys` (its own time as `made_ms`), else `build()`."""
+
+    def made() -> ProgramSet:
+        start = time.perf_counter()
+        programs = early.program_for(keys, options)
+        if programs is None:
+            programs = build()
+            programs.made_ms = (time.perf_counter() - start) * 1e3
         return programs
 
     return _in_thread(made, "opencl-program")

@@ -208,7 +208,9 @@ class RawBuild:
     cache_path: str | None
 
 
-@functools.lru_cache(maxsize=64)  # a session's units, 18-40 on the zoo
+#: A session's units: 18-40 on MediaPipe's models, 72-75 on the Keras zoo's largest (at 64
+#: NASNetMobile's 72, digested in turn, missed every time).
+@functools.lru_cache(maxsize=128)
 def source_sha256(source: str) -> str:
     """`source`'s SHA-256, computed once per text: a warm start keys each of a model's
     units three times (whether the cache holds them, which to build, the load itself),
