@@ -155,6 +155,7 @@ def child_ours(
         "units": getattr(session, "program_units", 1),
         "program": getattr(session, "program_summary", ""),
         "lowering_from_cache": getattr(session, "lowering_from_cache", False),
+        "loaded_early": getattr(session, "program_loaded_early", False),
     }
 
 
@@ -451,6 +452,7 @@ def main() -> int:
                     if "phases_ms" in r:
                         phases = {k: round(v) for k, v in r["phases_ms"].items()}
                         lowering = ", lowering from cache" if r.get("lowering_from_cache") else ""
+                        lowering += ", units loaded beside it" if r.get("loaded_early") else ""
                         print(f"  {name}: {phases}, {r.get('program', '')}{lowering}", flush=True)
     for pool, got in ratios.items():
         if got:
