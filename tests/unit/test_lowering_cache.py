@@ -49,3 +49,36 @@ def test_an_entry_that_does_not_unpickle_is_removed(tmp_path) -> None:
     cache.store(key, pickle.dumps([1, 2, 3])[:-3])  # checksummed, yet not a whole pickle
     assert lowering_cache.load(cache, key) is None
     assert not cache.holds(key) and cache.rejected == 1
+
+
+def _entry(cache: KernelCache, n: int, payload_bytes: int) -> object:
+    key = lowering_cache.lowering_key("dev", "drv", (*FACTS, n))
+    lowering_cache.store(cache, key, b"x" * payload_bytes)
+    return key
+
+
+def test_the_folder_keeps_within_its_bound_the_least_recently_used_going_first(
+    tmp_path, monkeypatch
+) -> None:
+    import os
+
+    cache = KernelCache(tmp_path)
+    monkeypatch.setenv(lowering_cache.ENV_BOUND, str(3 * 1200))  # about three entries
+    keys = [_entry(cache, n, 1000) for n in range(3)]
+    for age, key in enumerate(keys):  # made in this order, a second apart
+        os.utime(cache.path(key), (1_000_000 + age, 1_000_000 + age))
+    assert lowering_cache.load(cache, keys[0]) == b"x" * 1000  # read: used last now
+    fourth = _entry(cache, 3, 1000)
+    assert [cache.holds(k) for k in keys] == [True, False, True]  # the least recent went
+    assert cache.holds(fourth)
+
+
+def test_a_bound_of_nothing_keeps_nothing_and_a_bad_one_is_refused(tmp_path, monkeypatch):
+    from delegate_runtime.errors import UsageError
+
+    cache = KernelCache(tmp_path)
+    monkeypatch.setenv(lowering_cache.ENV_BOUND, "0")
+    assert not cache.holds(_entry(cache, 0, 10))
+    monkeypatch.setenv(lowering_cache.ENV_BOUND, "2GB")
+    with pytest.raises(UsageError, match="DEVICEFARM_LOWERING_CACHE_BYTES"):
+        _entry(cache, 1, 10)

@@ -19,10 +19,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import os
 import pickle
 from pathlib import Path
 from typing import Any
 
+from ...errors import UsageError
 from .cache import CacheKey, KernelCache
 
 #: The entries' token (their file names begin with it) and the kernel cache's folder they
@@ -31,6 +33,26 @@ TOKEN = "lowering"
 SUBDIR = "lowering"
 #: The delegate's own source: its package's files of these kinds.
 SOURCE_SUFFIXES = (".py", ".cl", ".in", ".c")
+#: The folder's bound in bytes ($DEVICEFARM_LOWERING_CACHE_BYTES): a lowering holds the
+#: model's constants and its kernels' sources (NASNetMobile's 37.7 MB, DenseNet121 int8's
+#: 47 MB), so a lab's hundreds of models would fill a disk; past it the least recently
+#: used entries go.
+ENV_BOUND = "DEVICEFARM_LOWERING_CACHE_BYTES"
+DEFAULT_BOUND = 2 * 1024**3
+
+
+def bound_bytes() -> int:
+    """The folder's bound: $DEVICEFARM_LOWERING_CACHE_BYTES (0: keep nothing), else 2 GiB."""
+    raw = os.environ.get(ENV_BOUND, "").strip()
+    if not raw:
+        return DEFAULT_BOUND
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise UsageError(f"${ENV_BOUND} must be a whole number of bytes, not {raw[:40]!r}")
+    return value
 
 
 @functools.cache
@@ -64,14 +86,41 @@ def load(cache: KernelCache, key: CacheKey) -> Any | None:
     if blob is None:
         return None
     try:
-        return pickle.loads(blob)
+        kept = pickle.loads(blob)
     except Exception:  # noqa: BLE001 - a stale or damaged entry is made again
         cache._reject(cache.path(key))
         return None
+    with contextlib.suppress(OSError):
+        os.utime(cache.path(key))  # used now: the last to go (`store`'s bound)
+    return kept
 
 
 def store(cache: KernelCache, key: CacheKey, lowering: Any) -> None:
     """Keep `lowering` under `key` (written atomically; a failure to write loses nothing
-    but the next start's time)."""
+    but the next start's time), then the folder within its bound (`bound_bytes`): the
+    entries used least recently removed first."""
+    bound = bound_bytes()
+    if bound == 0:
+        return
+    blob = pickle.dumps(lowering, protocol=pickle.HIGHEST_PROTOCOL)
+    if len(blob) > bound:
+        return
     with contextlib.suppress(OSError):
-        cache.store(key, pickle.dumps(lowering, protocol=pickle.HIGHEST_PROTOCOL))
+        cache.store(key, blob)
+        _within(cache.dir, bound)
+
+
+def _within(folder: Path, bound: int) -> None:
+    """Remove `folder`'s entries, least recently used first, until they fit in `bound`."""
+    entries = []
+    for path in folder.glob("*.bin"):
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            entries.append((st.st_mtime, st.st_size, path))
+    total = sum(size for _, size, _ in entries)
+    for _, size, path in sorted(entries, key=lambda e: e[0]):
+        if total <= bound:
+            return
+        with contextlib.suppress(OSError):
+            path.unlink()
+            total -= size
