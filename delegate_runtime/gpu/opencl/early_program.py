@@ -93,9 +93,12 @@ def start(
         return None
 
     def load() -> ProgramSet | None:
-        device = opened()
-        begun = time.perf_counter()  # the load's own time, as a session's program phase
-        programs = load_units(device.ctx, device.device, cache, kept, jobs)
+        try:
+            device = opened()
+            begun = time.perf_counter()  # the load's own time, as a session's program phase
+            programs = load_units(device.ctx, device.device, cache, kept, jobs)
+        except Exception:  # noqa: BLE001 - the session's own steps meet and report it
+            return None
         if programs is not None:
             programs.made_ms = (time.perf_counter() - begun) * 1e3
         return programs

@@ -11,7 +11,10 @@ by all of those and a digest of the delegate's own source files, and the next se
 the same key reads it back. The entry is a pickle in the cache's checked format
 (cache.py: header, checksum, atomic write) in a folder of the user's private cache, the
 same trust as the program binaries beside it; one that fails to read or load is removed
-and the lowering made again.
+and the lowering made again. What it saves depends on the host: 153-238 ms of lowering on
+one H100 host, where reading NASNetMobile's 37.7 MB entry takes 111-134 ms, but on a faster
+one the lowering took 129-132 ms and the read 114-127; with its units loaded beside it
+(early_program.py) that host's warm start went from 252-260 to 221-243 ms.
 """
 
 from __future__ import annotations
