@@ -36,6 +36,11 @@ ENVIRONMENT_FACTS: dict[str, tuple[int, str]] = {
         1,
         "the CPU reference's BLAS thread variables, read to record them (an observer)",
     ),
+    "delegate_runtime/gpu/opencl/lowering_cache.py": (
+        1,
+        "$DEVICEFARM_LOWERING_CACHE_BYTES: how much disk the host gives the kept lowerings, "
+        "the lab's storage policy, not what a session runs",
+    ),
 }
 
 #: Module-level numbers and flags in delegate_runtime/gpu that are no tuning, beside the
@@ -55,6 +60,10 @@ NOT_TUNING: dict[str, dict[str, str]] = {
         "build-pool --idle-release` set it)",
         "KEEP_HELD": "how many resident builders keep their contexts idle: the lab's policy "
         "for its resident processes, not what a session runs",
+    },
+    "delegate_runtime/gpu/opencl/lowering_cache.py": {
+        "DEFAULT_BOUND": "the kept lowerings' disk bound: the host's storage policy, not what "
+        "a session runs ($DEVICEFARM_LOWERING_CACHE_BYTES sets it)",
     },
     "delegate_runtime/gpu/opencl/unit_claims.py": {
         "POLL_S": "how often the builders look at claims and jobs, not what runs",
