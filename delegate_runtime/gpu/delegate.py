@@ -268,12 +268,13 @@ class GpuSession:
         # held whole by the cache: loaded beside the uploads (its phase is then its own
         # time, overlapping theirs), the executors waiting for it where they bind kernels
         self.program_beside_upload = beside
-        if beside and early is not None:
-            programs = prep.start_program_early(
-                early, keys, options, lambda: prep.build_program(*steps)
-            )
-        elif beside:
-            programs = prep.start_program(lambda: prep.build_program(*steps))
+        if beside:
+
+            def load() -> prep.ProgramSet:  # the early load where it holds these units
+                kept = early.program_for(keys, options) if early is not None else None
+                return kept or prep.build_program(*steps)
+
+            programs = prep.start_program(load)
         else:
             programs = prep.build_program(*steps)
             t = self._phase("program", t)

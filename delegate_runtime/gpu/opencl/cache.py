@@ -17,6 +17,7 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,6 +97,10 @@ class KernelCache:
     def holds(self, key: CacheKey) -> bool:
         """Whether an entry for `key` is on disk (`load` still checks it whole)."""
         return self.path(key).is_file()
+
+    def holds_all(self, keys: Iterable[CacheKey]) -> bool:
+        """Whether an entry for every one of `keys` is on disk."""
+        return all(self.holds(k) for k in keys)
 
     def load(self, key: CacheKey) -> bytes | None:
         """The stored binary for `key`, or None (missing, corrupt, truncated or foreign)."""

@@ -23,8 +23,8 @@ from typing import Any
 
 from . import lowering_cache
 from .cache import CacheKey, KernelCache
-from .capi import build_from_binary, opencl_library
-from .program import RawBuild, driver_caches_kernels, finish_build
+from .capi import opencl_library
+from .program import RawBuild, driver_caches_kernels, finish_build, from_binary
 from .program_units import ProgramSet
 from .runtime import DeviceInfo
 
@@ -89,7 +89,7 @@ def start(
     if not isinstance(kept, KeptUnits) or not kept.keys:
         return None
     cache = KernelCache(cache_dir)
-    if not all(cache.holds(k) for k in kept.keys):
+    if not cache.holds_all(kept.keys):
         return None
 
     def load() -> ProgramSet | None:
@@ -114,15 +114,12 @@ def load_units(
     ctx: Any, device: Any, cache: KernelCache, kept: KeptUnits, jobs: int
 ) -> ProgramSet | None:
     """`kept`'s units loaded from their binaries, `jobs` at a time; None where an entry is
-    gone or the driver refuses one (the session's own load then sorts it out)."""
+    gone or the driver refuses one (removed: the session's own load then builds it)."""
     lib = opencl_library()
 
     def raw(key: CacheKey) -> RawBuild | None:
         binary = cache.load(key)
-        if not binary:
-            return None
-        program, err = build_from_binary(lib, ctx, device, binary, kept.options)
-        return None if err else RawBuild(program, 0, True, str(cache.path(key)))
+        return from_binary(lib, ctx, device, cache, key, binary, kept.options) if binary else None
 
     with ThreadPoolExecutor(max(1, min(jobs, len(kept.keys)))) as pool:
         raws = list(pool.map(raw, kept.keys))

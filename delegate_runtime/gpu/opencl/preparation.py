@@ -16,8 +16,8 @@
     cached = program_cached(cache_dir, keys)                                # "lower"
     opened = opening.result()                                               # "context"
     programs = build_program(opened, program, precision, cache_dir, token, jobs, switches)
-        # or, where cached: start_program(...) (start_program_early(early, ...) where
-        # units were kept), beside the uploads
+        # or, where cached: start_program(...) (taking early's load where it holds the
+        # units), beside the uploads
     native.result()                                                         # "launch_loop"
     executors = make_executors(opened, programs, sg, program.parts, precision, native,
                                switches)                                    # "upload"
@@ -45,7 +45,6 @@ from ..execution_plan import ExecutionPlan
 from ..switches import Switches
 from . import const_types, host_edges, lowering_cache, persistent, specialize
 from .cache import CacheKey, KernelCache, default_cache_dir, point_driver_cache
-from .early_program import EarlyProgram
 from .executor import PartitionExecutor, SessionDevice
 from .host_edges import HostEdges, host_edges_for
 from .launch import Lowered, LoweredPartition
@@ -337,36 +336,20 @@ def program_keys(
 
 def program_cached(cache_dir: Path, keys: list[CacheKey]) -> bool:
     """Whether the kernel cache holds every unit of a program (`keys`: program_keys')."""
-    cache = KernelCache(cache_dir)
-    return all(cache.holds(k) for k in keys)
+    return KernelCache(cache_dir).holds_all(keys)
 
 
 def start_program(build: Callable[[], ProgramSet]) -> Future[ProgramSet]:
     """`build()` (build_program's call) in a thread of its own, for a program the cache
     holds whole: the driver's loads (GIL-free) run beside the uploads, which do not need
     the program; the executors wait for it where they bind kernels. Its ProgramSet's
-    `made_ms` is its own time."""
+    `made_ms` is its own time, where the build did not time itself (an early load,
+    early_program.py)."""
 
     def made() -> ProgramSet:
         start = time.perf_counter()
         programs = build()
-        programs.made_ms = (time.perf_counter() - start) * 1e3
-        return programs
-
-    return _in_thread(made, "opencl-program")
-
-
-def start_program_early(
-    early: EarlyProgram, keys: list[CacheKey], options: str, build: Callable[[], ProgramSet]
-) -> Future[ProgramSet]:
-    """start_program's, where `early` may already be loading the program: its load where it
-    holds `keys` (its own time as `made_ms`), else `build()`."""
-
-    def made() -> ProgramSet:
-        start = time.perf_counter()
-        programs = early.program_for(keys, options)
-        if programs is None:
-            programs = build()
+        if not programs.made_ms:
             programs.made_ms = (time.perf_counter() - start) * 1e3
         return programs
 

@@ -244,10 +244,9 @@ def build_raw(
     by_driver = driver_caches_kernels(info)
     binary = cache.load(key) if cache is not None else None
     if binary and not by_driver:
-        program, err = build_from_binary(lib, ctx, device, binary, options)
-        if not err:
-            return RawBuild(program, 0, True, str(cache.path(key)))
-        cache._reject(cache.path(key))  # the driver refused it: rebuild from source
+        loaded = from_binary(lib, ctx, device, cache, key, binary, options)
+        if loaded is not None:
+            return loaded  # else the driver refused it: rebuilt from source
     program, err = build_from_source(lib, ctx, device, source, options)
     if err or cache is None:
         return RawBuild(program, err, False, None)
@@ -258,6 +257,24 @@ def build_raw(
     binary = program_binary(lib, program)
     path = str(cache.store(key, bytes(binary))) if binary else None
     return RawBuild(program, 0, False, path)
+
+
+def from_binary(
+    lib: Any,
+    ctx: Any,
+    device: Any,
+    cache: KernelCache,
+    key: CacheKey,
+    binary: bytes,
+    options: str,
+) -> RawBuild | None:
+    """`binary`, `cache`'s entry for `key`, built for the device; None where the driver
+    refuses it, the entry then removed."""
+    program, err = build_from_binary(lib, ctx, device, binary, options)
+    if err:
+        cache._reject(cache.path(key))
+        return None
+    return RawBuild(program, 0, True, str(cache.path(key)))
 
 
 def finish_build(raw: RawBuild, device: Any, options: str) -> BuiltProgram:
