@@ -15,14 +15,7 @@ require_module("uvicorn", "uvicorn (the api extra)")
 
 from api import log_limits  # noqa: E402
 from api.log_limits import SUMMARY_LOGGER, RepeatSummary  # noqa: E402
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import Clock  # noqa: E402
 
 
 @pytest.fixture

@@ -13,14 +13,7 @@ from tests.conftest import require_module
 require_module("starlette", "starlette (the api extra)")
 
 from api.rate_limits import RateLimit, TokenBuckets, client_key, token_key  # noqa: E402
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import Clock  # noqa: E402
 
 
 def test_a_bucket_lets_a_burst_through_then_its_rate() -> None:

@@ -9,14 +9,7 @@ import pytest
 
 from dashboard.auth import PASSWORD_USER, Gate
 from farm_core.accounts import Accounts, save_accounts
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import Clock
 
 
 @pytest.fixture
@@ -29,7 +22,7 @@ def tokens(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 
 def gate(path: Path | None, password: str | None = None, clock=None) -> Gate:
-    return Gate(path, password, b"k" * 32, session_s=60, clock=clock or Clock())
+    return Gate(path, password, b"k" * 32, session_s=60, clock=clock or Clock(1_000_000.0))
 
 
 def test_no_tokens_and_no_password_means_no_login() -> None:
@@ -80,7 +73,7 @@ def test_another_key_refuses_the_cookie(tokens) -> None:
 
 def test_a_cookie_expires(tokens) -> None:
     path, tok = tokens
-    clock = Clock()
+    clock = Clock(1_000_000.0)
     g = gate(path, clock=clock)
     cookie = g.issue(g.check(tok["sam"]))
     clock.now += 61

@@ -12,19 +12,12 @@ from dashboard.login_throttle import (
     MAX_DOUBLINGS,
     LoginThrottle,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import Clock
 
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(1000.0)
 
 
 def throttle(clock: Clock, **kw) -> LoginThrottle:

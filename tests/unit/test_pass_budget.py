@@ -5,16 +5,7 @@ for the next pass."""
 from __future__ import annotations
 
 from orchestrator.pass_budget import PassBudget
-
-
-class Clock:
-    """A clock the test moves."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import Clock
 
 
 def test_parts_begin_while_the_budget_lasts_and_the_rest_is_counted() -> None:
