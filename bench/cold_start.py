@@ -29,7 +29,9 @@ builders give their contexts up after `--pool-idle` seconds idle (the agent's de
 15); the pool's row is cold with every context held (just started) and warm once they gave
 them up (a lab's usual state), and a line under it adds warm right after the cold run
 (contexts still held) and cold on a new cache whose builders gave theirs up (woken by the
-job).
+job). `--lab-only` measures ours only so (cold with the builders woken, then warm once
+they gave their contexts up again: a lab agent's usual state), about half the time a
+model, for a whole zoo in one call.
 `--hold-device` opens the device in this process (its OpenCL context) for the whole run,
 as a lab host holds it (its agent's context, or nvidia-persistenced): without a process
 holding it, NVIDIA's driver sets the GPU up anew for each child (about 100 ms more on
@@ -259,18 +261,21 @@ def measure_pool(
     pool: int,
     idle_s: float,
     jobs: int | None = None,
+    lab_only: bool = False,
 ) -> dict[str, dict]:
     """Ours with `pool` resident builders (build_pool.py) started on a new cache, as a lab
     agent has them, outside the timing: cold with their contexts held, warm right after,
     warm once they gave their contexts up; then cold on another new cache whose builders
-    gave theirs up before the job came."""
+    gave theirs up before the job came. `lab_only`: only the lab's usual state, builders
+    that gave their contexts up: cold (woken by the job), then warm once they gave them
+    up again."""
     from delegate_runtime.gpu.opencl.build_pool import start_pool, stop_pool
     from delegate_runtime.gpu.opencl.build_workers import device_spec
     from delegate_runtime.gpu.opencl.runtime import select_device
 
     spec = device_spec(select_device(device))
     runs: dict[str, dict] = {}
-    for fresh in ("held", "released"):
+    for fresh in ("released",) if lab_only else ("held", "released"):
         env, args = _ours(path, precision, device, extra, jobs)
         cache = Path(args[args.index("--cache") + 1])
         procs = start_pool(spec, cache, pool, environ=env, idle_release_s=idle_s)
@@ -278,8 +283,9 @@ def measure_pool(
             if fresh == "released":
                 _await_release(spec, cache, pool)
             runs[f"cold_{fresh}"] = run_child(args + list(tail), env)
-            if fresh == "held":
-                runs["warm_held"] = run_child(args + list(tail), env)
+            if fresh == "held" or lab_only:
+                if not lab_only:
+                    runs["warm_held"] = run_child(args + list(tail), env)
                 _await_release(spec, cache, pool)
                 runs["warm_released"] = run_child(args + list(tail), env)
         finally:
@@ -368,6 +374,12 @@ def main() -> int:
         action="store_true",
         help="keep the device open in this process throughout (as a lab host's agent does)",
     )
+    ap.add_argument(
+        "--lab-only",
+        action="store_true",
+        help="with --build-pool: ours only as a lab agent's job meets it (builders that gave"
+        " their contexts up, cold then warm), not without builders nor with contexts held",
+    )
     ap.add_argument("--steady", type=int, default=100, help="timed inferences after the first")
     ap.add_argument("--set", action="append", default=[], help="SWITCH=VALUE for ours")
     ap.add_argument("--child-ours", default=None, help=argparse.SUPPRESS)
@@ -404,7 +416,9 @@ def main() -> int:
         " ours cold / LiteRT cold | ours warm process ms | ours steady | LiteRT steady |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    pools = [0] + ([a.build_pool] if a.build_pool else [])
+    if a.lab_only and not a.build_pool:
+        ap.error("--lab-only needs --build-pool N")
+    pools = ([] if a.lab_only else [0]) + ([a.build_pool] if a.build_pool else [])
     ratios: dict[int, list[float]] = {n: [] for n in pools}
     released_ratios: list[float] = []
     for path in paths:
@@ -414,16 +428,25 @@ def main() -> int:
         for precision, pool in ((p, n) for p in a.precisions.split(",") for n in pools):
             if pool:
                 runs = measure_pool(
-                    path, precision, a.device, extra, tail, pool, a.pool_idle, a.build_jobs
+                    path,
+                    precision,
+                    a.device,
+                    extra,
+                    tail,
+                    pool,
+                    a.pool_idle,
+                    a.build_jobs,
+                    a.lab_only,
                 )
-                cold, warm = runs["cold_held"], runs["warm_released"]
+                cold, warm = runs.get("cold_held", runs["cold_released"]), runs["warm_released"]
             else:
                 cold, warm = measure_ours(path, precision, a.device, extra, a.build_jobs, tail)
             ratio = "-"
             if total(cold) is not None and total(lite_cold) is not None:
                 ratios[pool].append(total(cold) / total(lite_cold))
                 ratio = f"{ratios[pool][-1]:.2f}x"
-            label = precision + (f", {pool} resident builders" if pool else "")
+            woken = " woken from given-up contexts" if a.lab_only else ""
+            label = precision + (f", {pool} resident builders{woken}" if pool else "")
             print(
                 f"| {Path(path).stem} | {label} | {cell(cold)} | {cell(warm)} |"
                 f" {cell(lite_cold)} | {cell(lite_warm)} | {ratio} |"
@@ -432,7 +455,7 @@ def main() -> int:
             )
             if "with_cpu" in lite_cold and pool == pools[-1]:
                 print(f"  LiteRT GPU alone: {lite_cold['with_cpu']}; timed with its CPU beside it")
-            if pool:
+            if pool and not a.lab_only:
                 lite = total(lite_cold)
                 released = total(runs["cold_released"])
                 ratio = f" ({released / lite:.2f}x)" if lite and released else ""
@@ -446,7 +469,7 @@ def main() -> int:
                 )
             if a.phases:
                 shown = (("cold", cold), ("warm", warm))
-                if pool:
+                if pool and not a.lab_only:
                     shown += (("cold, builders woken", runs["cold_released"]),)
                 for name, r in shown:
                     if "phases_ms" in r:
@@ -457,7 +480,7 @@ def main() -> int:
     for pool, got in ratios.items():
         if got:
             geo = float(np.exp(np.mean(np.log(got))))
-            how = f" ({pool} resident builders)" if pool else ""
+            how = f" ({pool} resident builders{' woken' if a.lab_only else ''})" if pool else ""
             print(f"ours cold{how} / LiteRT GPU cold: geomean {geo:.2f}x, worst {max(got):.2f}x")
     if released_ratios:
         geo = float(np.exp(np.mean(np.log(released_ratios))))
