@@ -65,11 +65,24 @@ CACHE_VARIABLES = (
 )
 
 
-def model_inputs(model_path: str) -> list[np.ndarray]:
-    """Inputs of the model's declared shapes and types: floats in [-1, 1), integers 0."""
+def load_sized(model_path: str) -> Any:
+    """The model, its placeholder inputs given the sizes the zoo's cases feed it (by file
+    name: openWakeWord's melspectrogram declares 1 sample and takes 1,760)."""
+    from delegate_runtime import load_model
+    from delegate_runtime.static_shapes import with_input_shapes
+    from labkit.zoo_cases import OPENWAKEWORD_INPUTS
+
+    model = load_model(model_path)
+    shapes = dict(OPENWAKEWORD_INPUTS.get(Path(model_path).stem, (None, ()))[1])
+    return with_input_shapes(model, shapes) if shapes else model
+
+
+def model_inputs(model_path: str, sized: bool = True) -> list[np.ndarray]:
+    """Inputs of the model's shapes (load_sized's, else as declared: LiteRT's compiled
+    model takes those) and types: floats in [-1, 1), integers 0."""
     from delegate_runtime import load_model
 
-    sg = load_model(model_path).main
+    sg = (load_sized(model_path) if sized else load_model(model_path)).main
     rng = np.random.default_rng(0)
     xs = []
     for t in sg.inputs:
@@ -125,13 +138,12 @@ def child_ours(
 
     switches = apply_settings(list(settings))
 
-    from delegate_runtime import load_model
     from delegate_runtime.gpu.delegate import GpuSession
     from delegate_runtime.gpu.opencl import preparation  # noqa: F401  (as LiteRT's module)
     from delegate_runtime.ops.registry import supported_ops
 
     supported_ops()  # the reference kernels' modules imported, as an agent has them
-    model = load_model(model_path)
+    model = load_sized(model_path)
     xs = model_inputs(model_path)
     t0 = time.perf_counter()
     session = GpuSession(
@@ -168,7 +180,7 @@ def child_litert(model_path: str, runs: int = 0, with_cpu: bool = False) -> dict
     accel = (
         HardwareAccelerator.GPU | HardwareAccelerator.CPU if with_cpu else HardwareAccelerator.GPU
     )
-    xs = model_inputs(model_path)
+    xs = model_inputs(model_path, sized=False)
     t0 = time.perf_counter()
     model = CompiledModel.from_file(model_path, hardware_accel=accel)
     key = list(model.get_signature_list())[0]
