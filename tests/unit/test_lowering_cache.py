@@ -82,3 +82,50 @@ def test_a_bound_of_nothing_keeps_nothing_and_a_bad_one_is_refused(tmp_path, mon
     monkeypatch.setenv(lowering_cache.ENV_BOUND, "2GB")
     with pytest.raises(UsageError, match="DEVICEFARM_LOWERING_CACHE_BYTES"):
         _entry(cache, 1, 10)
+
+
+def test_arrays_are_read_back_as_views_of_the_entry_unwritable(tmp_path) -> None:
+    import numpy as np
+
+    cache = KernelCache(tmp_path)
+    key = lowering_cache.lowering_key("dev", "drv", FACTS)
+    weights = np.arange(1000, dtype=np.float32).reshape(10, 100)
+    lowering_cache.store(cache, key, {"w": weights, "units": ["k"]})
+    got = lowering_cache.load(cache, key)
+    np.testing.assert_array_equal(got["w"], weights)
+    assert got["w"].dtype == np.float32 and got["w"].ctypes.data % lowering_cache.ALIGN == 0
+    assert not got["w"].flags.writeable  # the file's pages, not a copy
+
+
+def test_a_damaged_array_byte_fails_the_check_and_the_entry_goes(tmp_path) -> None:
+    import numpy as np
+
+    cache = KernelCache(tmp_path)
+    key = lowering_cache.lowering_key("dev", "drv", FACTS)
+    lowering_cache.store(cache, key, {"w": np.ones(4096, np.float32)})
+    path = cache.path(key)
+    raw = bytearray(path.read_bytes())
+    raw[-5] ^= 0x40  # inside the array's bytes, past the pickle
+    path.write_bytes(bytes(raw))
+    assert lowering_cache.load(cache, key) is None
+    assert not cache.holds(key) and cache.rejected == 1
+
+
+def test_a_torn_entry_fails_its_check(tmp_path) -> None:
+    import numpy as np
+
+    cache = KernelCache(tmp_path)
+    key = lowering_cache.lowering_key("dev", "drv", FACTS)
+    lowering_cache.store(cache, key, {"w": np.ones(4096, np.float32)})
+    path = cache.path(key)
+    path.write_bytes(path.read_bytes()[:-100])  # a write cut short
+    assert lowering_cache.load(cache, key) is None and cache.rejected == 1
+
+
+def test_another_key_s_entry_is_not_read(tmp_path) -> None:
+    cache = KernelCache(tmp_path)
+    key = lowering_cache.lowering_key("dev", "drv", FACTS)
+    other = lowering_cache.lowering_key("dev", "drv", (*FACTS, "other"))
+    lowering_cache.store(cache, key, [1, 2, 3])
+    cache.path(key).rename(cache.path(other))  # a file under a name not its own
+    assert lowering_cache.load(cache, other) is None and cache.rejected == 1

@@ -64,6 +64,8 @@ NOT_TUNING: dict[str, dict[str, str]] = {
     "delegate_runtime/gpu/opencl/lowering_cache.py": {
         "DEFAULT_BOUND": "the kept lowerings' disk bound: the host's storage policy, not what "
         "a session runs ($DEVICEFARM_LOWERING_CACHE_BYTES sets it)",
+        "FORMAT_VERSION": "the kept lowerings' entry format",
+        "ALIGN": "where the kept lowerings' arrays lie in their entry: the format",
     },
     "delegate_runtime/gpu/opencl/unit_claims.py": {
         "POLL_S": "how often the builders look at claims and jobs, not what runs",
