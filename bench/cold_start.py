@@ -295,9 +295,9 @@ def measure_pool(
             if fresh == "released":
                 _await_release(spec, cache, pool)
             runs[f"cold_{fresh}"] = run_child(args + list(tail), env)
+            if fresh == "held":
+                runs["warm_held"] = run_child(args + list(tail), env)
             if fresh == "held" or lab_only:
-                if not lab_only:
-                    runs["warm_held"] = run_child(args + list(tail), env)
                 _await_release(spec, cache, pool)
                 runs["warm_released"] = run_child(args + list(tail), env)
         finally:
@@ -400,6 +400,8 @@ def main() -> int:
     ap.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
     ap.add_argument("--cache", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.lab_only and not a.build_pool:
+        ap.error("--lab-only needs --build-pool N")
     if a.child_ours:
         got = child_ours(
             a.child_ours, a.precision, a.device, a.cache, a.build_jobs, a.steady, tuple(a.set)
@@ -428,8 +430,6 @@ def main() -> int:
         " ours cold / LiteRT cold | ours warm process ms | ours steady | LiteRT steady |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    if a.lab_only and not a.build_pool:
-        ap.error("--lab-only needs --build-pool N")
     pools = ([] if a.lab_only else [0]) + ([a.build_pool] if a.build_pool else [])
     ratios: dict[int, list[float]] = {n: [] for n in pools}
     released_ratios: list[float] = []
