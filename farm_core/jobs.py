@@ -35,6 +35,7 @@ from sqlalchemy import (
     literal,
     literal_column,
     select,
+    text,
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -171,22 +172,63 @@ def record_attempt(
 
 def record_attempts(conn: Connection, entries: Sequence[dict[str, Any]], now: datetime) -> None:
     """Note what happened to many dispatches (keys: job_id, attempt, device_key, worker,
-    outcome, reason; a reason may quote a device's output), none noted twice: one read of
-    those already noted, one INSERT of the rest."""
+    outcome, reason; a reason may quote a device's output), none noted twice: on
+    PostgreSQL one INSERT from arrays that skips a (job, attempt) already noted (the
+    attempts' unique key); elsewhere one read of those already noted, one INSERT of the
+    rest. (A lost host's 800 attempts: the read and a row-by-row INSERT took 25 ms of the
+    reconciler's CPU on a quiet machine, 244 under a 1,000-device fleet's load.)"""
     if not entries:
+        return
+    if conn.dialect.name == "postgresql":
+        _record_attempts_from_arrays(conn, entries, now)
         return
     known: set[tuple[int, int]] = set()
     for part in chunks(sorted({e["job_id"] for e in entries})):
         rows = conn.execute(select(Attempt.job_id, Attempt.attempt).where(Attempt.job_id.in_(part)))
         known.update((job_id, attempt) for job_id, attempt in rows)
-    text = functools.cache(storable_text)  # many share a reason (a lost device's jobs)
+    clean = functools.cache(storable_text)  # many share a reason (a lost device's jobs)
     new = [
-        {**e, "reason": text(e["reason"]), "at": now}
+        {**e, "reason": clean(e["reason"]), "at": now}
         for e in entries
         if (e["job_id"], e["attempt"]) not in known
     ]
     if new:
         conn.execute(insert(Attempt.__table__), new)
+
+
+_ATTEMPTS_FROM_ARRAYS = text(
+    "INSERT INTO attempts (job_id, attempt, device_key, worker, outcome, reason, at)"
+    " SELECT e.job_id, e.attempt, e.device_key, e.worker, e.outcome, r.reasons[e.reason], :at"
+    " FROM unnest(CAST(:job_ids AS integer[]), CAST(:attempts AS integer[]),"
+    " CAST(:devices AS text[]), CAST(:workers AS text[]), CAST(:outcomes AS text[]),"
+    " CAST(:reason_of AS integer[]))"
+    " AS e(job_id, attempt, device_key, worker, outcome, reason),"
+    " (SELECT CAST(:reasons AS text[]) AS reasons) AS r"
+    " ON CONFLICT ON CONSTRAINT uq_attempts_job_attempt DO NOTHING"
+)
+
+
+def _record_attempts_from_arrays(
+    conn: Connection, entries: Sequence[dict[str, Any]], now: datetime
+) -> None:
+    """record_attempts on PostgreSQL: a column of arrays a field, each distinct reason sent
+    once (a lost device's jobs share theirs) and named by its place."""
+    clean = functools.cache(storable_text)
+    reasons: dict[str, int] = {}  #: reason -> its place in the array (from 1)
+    reason_of = [reasons.setdefault(clean(e["reason"]), len(reasons) + 1) for e in entries]
+    conn.execute(
+        _ATTEMPTS_FROM_ARRAYS,
+        {
+            "at": now,
+            "job_ids": [e["job_id"] for e in entries],
+            "attempts": [e["attempt"] for e in entries],
+            "devices": [e["device_key"] for e in entries],
+            "workers": [e["worker"] for e in entries],
+            "outcomes": [e["outcome"] for e in entries],
+            "reason_of": reason_of,
+            "reasons": list(reasons),
+        },
+    )
 
 
 # -- worker side ------------------------------------------------------------------------

@@ -49,9 +49,11 @@ from .relocation import group_key, move_off, relocate
 
 log = logging.getLogger(__name__)
 
-#: Lease expiries (a transaction each) and live devices per part of the fill: a pass
-#: checks its budget between parts (orchestrator.pass_budget).
+#: Lease expiries (a transaction each), jobs moved off lost devices (a transaction a part,
+#: what placing needs read once) and live devices per part of the fill: a pass checks its
+#: budget between parts (orchestrator.pass_budget).
 LEASE_PART = 20
+OFF_LOST_PART = 200
 FILL_PART = 250
 
 
@@ -322,8 +324,15 @@ def reconcile(
             )
     report.phases["moves"] = time.perf_counter() - moves_started
     with report.timed("off lost devices"):
-        if budget.begins("off lost devices", len(off_lost)):
-            moved = move_off(engine, off_lost, lost_devices, timing, now)
+        if off_lost:
+            moved = move_off(
+                engine,
+                off_lost,
+                lost_devices,
+                timing,
+                now,
+                parts=lambda rows: budget.move_parts("off lost devices", rows, OFF_LOST_PART),
+            )
             report.moved_off_lost_device = moved.moved
             report.expired += moved.expired
     with report.timed("lost"):

@@ -357,6 +357,40 @@ def test_a_spent_budget_leaves_the_next_steps_to_the_next_passes(tmp_path) -> No
     assert attempts == {2}  # each moved once
 
 
+def test_a_lost_host_s_jobs_move_in_parts_placing_read_once(tmp_path, monkeypatch) -> None:
+    """The jobs off lost devices move in parts, a transaction each, within the pass's
+    budget: with none, the first part (the pass's first move) and the rest counted for the
+    next pass, which moves them; what placing needs (the live devices) read once a pass."""
+    from sqlalchemy import event
+
+    from farm_core.schema import Attempt
+    from orchestrator import reconciler
+
+    monkeypatch.setattr(reconciler, "OFF_LOST_PART", 8)
+    engine = _lost_farm(tmp_path, 20, others=2)
+    with engine.begin() as c:
+        c.execute(update(Job).values(state=DISPATCHED, dispatched_at=utcnow()))
+    seen: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
+    spent = Timing(dispatch_grace_s=0, offline_after_s=30, device_gone_s=300, pass_budget_s=0)
+    first = reconcile(engine, RecordingDispatcher(), lambda: None, spent, now=utcnow() + LATER)
+    assert sorted(first.moved_off_lost_device) == list(range(1, 9))  # by device, then id
+    assert first.deferred == {"off lost devices": 12, "fill": 2} and first.moves_left()
+    ample = Timing(dispatch_grace_s=0, offline_after_s=30, device_gone_s=300, pass_budget_s=60)
+    seen.clear()
+    second = reconcile(engine, RecordingDispatcher(), lambda: None, ample, now=utcnow() + LATER)
+    assert sorted(second.moved_off_lost_device) == list(range(9, 21))
+    assert second.deferred == {}
+    live_reads = [  # relocation's read of every live device, whole rows
+        q for q in seen if "devices.facts" in q and "WHERE devices.state = " in q
+    ]
+    assert len(live_reads) == 1, live_reads  # for both parts, not per part
+    with engine.begin() as c:
+        attempts = c.execute(select(Job.attempt, func.count()).group_by(Job.attempt)).all()
+        noted = c.execute(select(func.count()).select_from(Attempt)).scalar_one()
+    assert attempts == [(2, 20)] and noted == 20  # each moved once, its attempt noted once
+
+
 def test_a_pass_within_its_budget_takes_every_step(tmp_path) -> None:
     engine = _lost_farm(tmp_path, 60, others=2)
     with engine.begin() as c:
