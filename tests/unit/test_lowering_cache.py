@@ -129,3 +129,21 @@ def test_another_key_s_entry_is_not_read(tmp_path) -> None:
     lowering_cache.store(cache, key, [1, 2, 3])
     cache.path(key).rename(cache.path(other))  # a file under a name not its own
     assert lowering_cache.load(cache, other) is None and cache.rejected == 1
+
+
+def test_where_files_cannot_be_mapped_the_entry_is_read_whole(tmp_path, monkeypatch) -> None:
+    import mmap
+
+    import numpy as np
+
+    cache = KernelCache(tmp_path)
+    key = lowering_cache.lowering_key("dev", "drv", FACTS)
+    lowering_cache.store(cache, key, {"w": np.arange(64, dtype=np.float32)})
+
+    def refuse(*args, **kwargs):
+        raise OSError(19, "No such device")  # as mmap(2) answers on such a file system
+
+    monkeypatch.setattr(mmap, "mmap", refuse)
+    got = lowering_cache.load(cache, key)
+    np.testing.assert_array_equal(got["w"], np.arange(64, dtype=np.float32))
+    assert cache.holds(key) and cache.rejected == 0

@@ -113,7 +113,10 @@ def load(cache: KernelCache, key: CacheKey) -> Any | None:
             size = os.fstat(fh.fileno()).st_size
             if not 8 <= size <= MAX_ENTRY_BYTES:
                 raise ValueError("entry size")
-            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            try:
+                mapped: mmap.mmap | bytes = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            except OSError:  # a file system that cannot map files: read it whole
+                mapped = fh.read()
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
