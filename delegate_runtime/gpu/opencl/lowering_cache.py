@@ -18,8 +18,8 @@ one the lowering took 129-132 ms and the read 114-127; with its units loaded bes
 
 An entry is written in a layout of its own (`_Layout`): a header, the pickle without its
 arrays, then each array's bytes at an aligned offset (pickle protocol 5's out-of-band
-buffers), the whole checked by a CRC-32. It is read through a memory map: the arrays are
-views of the file, not copies. Reading ResNet50V2's 110 MB entry as one checksummed pickle
+buffers), the whole checked by a CRC-32. It is read through a memory map (or whole, where
+the file system cannot map files): the arrays are views of the file, not copies. Reading ResNet50V2's 110 MB entry as one checksummed pickle
 took 279 ms of a 418 ms warm start on an H100's host (read, slice, SHA-256 and unpickle
 each copied or walked it once; 225 ms on the 2-core machine), and the constants only
 travel on to the GPU. A CRC-32 suits a private folder (cache.py's trust): it catches a
