@@ -13,7 +13,6 @@ message is sent, so a job is never sent twice and a quota never overshot.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -34,7 +33,7 @@ from sqlalchemy import (
     update,
 )
 
-from delegate_runtime.errors import UsageError
+from delegate_runtime.env_numbers import whole_number
 
 from . import fairness, fill_locks, holds, jobs, queue_state, quotas, reservations
 from .database import Statements, transaction_block
@@ -55,16 +54,7 @@ RESTAMP_AFTER_S = 5.0
 def queue_depth() -> int:
     """Jobs a device holds at once (dispatched or running): $DEVICEFARM_QUEUE_DEPTH, else
     DEFAULT_QUEUE_DEPTH."""
-    raw = os.environ.get(ENV_QUEUE_DEPTH, "").strip()
-    if not raw:
-        return DEFAULT_QUEUE_DEPTH
-    try:
-        depth = int(raw)
-    except ValueError:
-        raise UsageError(f"{ENV_QUEUE_DEPTH}={raw[:40]!r} is not a whole number") from None
-    if not 1 <= depth <= 10_000:
-        raise UsageError(f"{ENV_QUEUE_DEPTH} must be from 1 to 10000, not {depth}")
-    return depth
+    return whole_number(ENV_QUEUE_DEPTH, DEFAULT_QUEUE_DEPTH, 1, 10_000)
 
 
 @dataclass

@@ -14,12 +14,11 @@ the CPU reference refuses too, a bad job, a cancel, a lost worker) neither count
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 
 from sqlalchemy import Connection, func, select, update
 
-from delegate_runtime.errors import UsageError
+from delegate_runtime.env_numbers import whole_number
 
 from .jobs import record_attempt
 from .schema import QUARANTINED, SUCCEEDED, Attempt, Device, Result
@@ -40,16 +39,7 @@ QUOTE_CHARS = 160
 def streak_jobs() -> int:
     """Failures in a row that quarantine a device: $DEVICEFARM_FAILURE_STREAK, else
     DEFAULT_STREAK_JOBS."""
-    raw = os.environ.get(ENV_STREAK_JOBS, "").strip()
-    if not raw:
-        return DEFAULT_STREAK_JOBS
-    try:
-        n = int(raw)
-    except ValueError:
-        raise UsageError(f"{ENV_STREAK_JOBS}={raw[:40]!r} is not a whole number") from None
-    if not 1 <= n <= 1000:
-        raise UsageError(f"{ENV_STREAK_JOBS} must be from 1 to 1000, not {n}")
-    return n
+    return whole_number(ENV_STREAK_JOBS, DEFAULT_STREAK_JOBS, 1, 1000)
 
 
 def record_failure(

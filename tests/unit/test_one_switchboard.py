@@ -36,6 +36,11 @@ ENVIRONMENT_FACTS: dict[str, tuple[int, str]] = {
         1,
         "the CPU reference's BLAS thread variables, read to record them (an observer)",
     ),
+    "delegate_runtime/env_numbers.py": (
+        1,
+        "the whole numbers its callers name, read for them: each caller in delegate_runtime "
+        "is listed here itself (a call of whole_number counts as its read)",
+    ),
     "delegate_runtime/gpu/opencl/lowering_cache.py": (
         1,
         "$DEVICEFARM_LOWERING_CACHE_BYTES: how much disk the host gives the kept lowerings, "
@@ -95,8 +100,14 @@ def _modules(under: Path) -> list[tuple[str, ast.Module]]:
 
 
 def environment_reads(tree: ast.Module) -> list[int]:
-    """Lines touching the environment: `os.environ`, `environ` imported from os, `getenv`."""
-    lines = []
+    """Lines touching the environment: `os.environ`, `environ` imported from os, `getenv`,
+    and calls of env_numbers.whole_number (a read on its caller's behalf)."""
+    lines = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", getattr(node.func, "attr", None)) == "whole_number"
+    ]
     imported = {
         alias.asname or alias.name
         for node in ast.walk(tree)

@@ -41,7 +41,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from ...errors import UsageError
+from ...env_numbers import whole_number
 from .cache import MAX_ENTRY_BYTES, CacheKey, KernelCache
 
 #: The entries' token (their file names begin with it) and the kernel cache's folder they
@@ -60,16 +60,7 @@ DEFAULT_BOUND = 2 * 1024**3
 
 def bound_bytes() -> int:
     """The folder's bound: $DEVICEFARM_LOWERING_CACHE_BYTES (0: keep nothing), else 2 GiB."""
-    raw = os.environ.get(ENV_BOUND, "").strip()
-    if not raw:
-        return DEFAULT_BOUND
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise UsageError(f"${ENV_BOUND} must be a whole number of bytes, not {raw[:40]!r}")
-    return value
+    return whole_number(ENV_BOUND, DEFAULT_BOUND, 0)
 
 
 @functools.cache
