@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 #: Bump when the entry layout or the kernels' ABI changes.
 CACHE_FORMAT_VERSION = 1
@@ -56,6 +57,24 @@ def point_driver_cache(cache_dir: Path) -> None:
     for variable, subdir in DRIVER_CACHES.items():
         if variable not in os.environ:
             os.environ[variable] = str(ensure_private_dir(cache_dir / subdir))
+
+
+def write_atomically(path: Path, pieces: Iterable[Any], sync: bool) -> None:
+    """`pieces` (bytes-like) written one after another to a temporary file beside `path`,
+    synced to disk where `sync`, then renamed to `path`: a reader sees the old file or the
+    new one whole, never a part (the temporary file removed where writing fails)."""
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            for piece in pieces:
+                fh.write(piece)
+            if sync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 @dataclass(frozen=True)
@@ -131,16 +150,7 @@ class KernelCache:
         ).encode()
         blob = MAGIC + len(header).to_bytes(4, "little") + header + binary
         path = self.path(key)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.dir)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(blob)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomically(path, [blob], sync=True)
         return path
 
     def _unpack(self, raw: bytes, key: CacheKey) -> bytes | None:

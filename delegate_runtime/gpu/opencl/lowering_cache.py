@@ -8,10 +8,9 @@ The lowering is a function of the model, the session's precision and switches, t
 device's facts and plan, the partitions and this code, so a session keeps what it made
 (the ModelProgram: units, partitions' launches and constants) in the kernel cache, keyed
 by all of those and a digest of the delegate's own source files, and the next session with
-the same key reads it back. The entry is a pickle in the cache's checked format
-(cache.py: header, checksum, atomic write) in a folder of the user's private cache, the
-same trust as the program binaries beside it; one that fails to read or load is removed
-and the lowering made again. What it saves depends on the host: 153-238 ms of lowering on
+the same key reads it back. The entry lies in a folder of the user's private cache, the
+same trust as the program binaries beside it; one that fails its check or does not load is
+removed and the lowering made again. What it saves depends on the host: 153-238 ms of lowering on
 one H100 host, where reading NASNetMobile's 37.7 MB entry takes 111-134 ms, but on a faster
 one the lowering took 129-132 ms and the read 114-127; with its units loaded beside it
 (early_program.py) that host's warm start went from 252-260 to 221-243 ms.
@@ -19,10 +18,10 @@ one the lowering took 129-132 ms and the read 114-127; with its units loaded bes
 An entry is written in a layout of its own (`_Layout`): a header, the pickle without its
 arrays, then each array's bytes at an aligned offset (pickle protocol 5's out-of-band
 buffers), the whole checked by a CRC-32. It is read through a memory map (or whole, where
-the file system cannot map files): the arrays are views of the file, not copies. Reading ResNet50V2's 110 MB entry as one checksummed pickle
-took 279 ms of a 418 ms warm start on an H100's host (read, slice, SHA-256 and unpickle
-each copied or walked it once; 225 ms on the 2-core machine), and the constants only
-travel on to the GPU. A CRC-32 suits a private folder (cache.py's trust): it catches a
+the file system cannot map files): the arrays are views of the file, not copies. Reading
+ResNet50V2's 110 MB entry as one checksummed pickle took 279 ms of a 418 ms warm start on
+an H100's host (read, slice, SHA-256 and unpickle each copied or walked it once; 225 ms on
+the 2-core machine), and the constants only travel on to the GPU. A CRC-32 suits a private folder (cache.py's trust): it catches a
 damaged or torn file, so the write is not synced either (a crash leaves a file that fails
 its check and is made again).
 """
@@ -36,13 +35,12 @@ import json
 import mmap
 import os
 import pickle
-import tempfile
 import zlib
 from pathlib import Path
 from typing import Any
 
 from ...env_numbers import whole_number
-from .cache import MAX_ENTRY_BYTES, CacheKey, KernelCache
+from .cache import MAX_ENTRY_BYTES, CacheKey, KernelCache, write_atomically
 
 #: The entries' token (their file names begin with it) and the kernel cache's folder they
 #: lie in (beside the program units' entries, not among them).
@@ -134,15 +132,7 @@ def store(cache: KernelCache, key: CacheKey, lowering: Any) -> None:
     if sum(len(p) for p in pieces) > min(bound, MAX_ENTRY_BYTES):
         return
     with contextlib.suppress(OSError):
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=cache.dir)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                for piece in pieces:
-                    fh.write(piece)
-            os.replace(tmp, cache.path(key))
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomically(cache.path(key), pieces, sync=False)  # its check finds a torn one
         _within(cache.dir, bound)
 
 
