@@ -159,9 +159,13 @@ def child_ours(
     outs = session.invoke(xs)
     _ = [np.asarray(o).sum() for o in outs]
     t2 = time.perf_counter()
+    session.settle()  # its own program, where it began on the first tier
+    t3 = time.perf_counter()
     return {
         "init_ms": (t1 - t0) * 1e3,
         "first_ms": (t2 - t1) * 1e3,
+        "own_ms": (t3 - t0) * 1e3 if session.first_tier_units else None,
+        "first_tier_units": session.first_tier_units,
         "steady_us": steady_us(lambda: [np.asarray(o) for o in session.invoke(xs)], runs),
         "from_cache": session.program_from_cache,
         "phases_ms": session.init_phases_ms,
@@ -488,7 +492,15 @@ def main() -> int:
                         phases = {k: round(v) for k, v in r["phases_ms"].items()}
                         lowering = ", lowering from cache" if r.get("lowering_from_cache") else ""
                         lowering += ", units loaded beside it" if r.get("loaded_early") else ""
-                        print(f"  {name}: {phases}, {r.get('program', '')}{lowering}", flush=True)
+                        own = (
+                            f", own program in at {r['own_ms']:.0f} ms"
+                            if r.get("own_ms") is not None
+                            else ""
+                        )
+                        print(
+                            f"  {name}: {phases}, {r.get('program', '')}{lowering}{own}",
+                            flush=True,
+                        )
     for pool, got in ratios.items():
         if got:
             geo = float(np.exp(np.mean(np.log(got))))

@@ -301,6 +301,13 @@ KNOBS: dict[str, Knob] = {
         "the most loads per item of its last group's reading of the depthwise partial sums",
     ),
     # -- the program's build (init only: recorded, not fingerprinted) ------------------
+    "first_tier": Knob(
+        "gpu.build.FIRST_TIER",
+        "a session whose own program is not in the kernel cache starts on the generic "
+        "kernels and swaps its own in once built (opencl/first_tier.py); at its default on "
+        "GPUs only; off, it waits for its own",
+        "DEVICEFARM_GPU_FIRST_TIER",
+    ),
     "max_build_jobs": Knob(
         "gpu.build.MAX_JOBS",
         "most program units built at once (one per usable CPU below it)",
@@ -484,6 +491,7 @@ class Switches:
     # work too few groups (its 112x112x32 block 28 us against 20) (docs/notebook/09-*.md).
     squeeze_excite_dw_groups_per_cu: int = 4
     squeeze_excite_dw_tail_loads: int = 64
+    first_tier: bool = True
     # Each NVIDIA worker holds a context (hundreds of MB); 16 is the H200 host's measured
     # case.
     max_build_jobs: int = 16

@@ -43,6 +43,10 @@ NOT_FINGERPRINTED = frozenset(
         "gpu.build.MAX_JOBS",
         "gpu.build.MAX_WORKERS",
         "gpu.build.WORKER_TIMEOUT_S",
+        # the first inference's path where the own program was built cold: the timed runs
+        # wait for the own program (tools/benchmark.py)
+        "gpu.build.FIRST_TIER",
+        "gpu.session.first_tier_units",
         # what the rule did to a model is the session's gpu.session.below_min_work
         "gpu.placement.MIN_WORK",
         # the threads it chose are the session's gpu.session.cpu_threads, a condition
@@ -146,6 +150,9 @@ def session_path(session: Any) -> dict[str, dict[str, Any]]:
     out["gpu.session.persistent_kernels"] = _entry(kernels, "session")
     out["gpu.session.profiling"] = _entry(bool(session.options.profiling), "session")
     out["gpu.session.program_from_cache"] = _entry(session.program_from_cache, "session")
+    first = getattr(session, "first_tier_units", 0)
+    if first:  # only where the first inference ran on the generic kernels (first_tier.py)
+        out["gpu.session.first_tier_units"] = _entry(first, "session")
     build = getattr(session, "launch_loop_build", "")
     if build:  # the C loop's compiler and library (which loop ran is fingerprinted above)
         out["gpu.session.launch_loop_build"] = _entry(build, "session")

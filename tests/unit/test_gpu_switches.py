@@ -66,6 +66,7 @@ SHIPPED_RECORD = {
     "gpu.squeeze_excite.DW_MAX_CHANNELS": 512,
     "gpu.squeeze_excite.DW_GROUPS_PER_CU": 4,
     "gpu.squeeze_excite.DW_TAIL_LOADS": 64,
+    "gpu.build.FIRST_TIER": True,
     "gpu.build.MAX_JOBS": 16,
     "gpu.build.MAX_WORKERS": 9,
     "gpu.build.WORKER_TIMEOUT_S": 600.0,

@@ -17,7 +17,8 @@
     opened = opening.result()                                               # "context"
     programs = build_program(opened, program, precision, cache_dir, token, jobs, switches)
         # or, where cached: start_program(...) (taking early's load where it holds the
-        # units), beside the uploads
+        # units), beside the uploads; or, where the plan starts on a first tier, that
+        # tier's build (first_tier_program(program)) and start_program(...) for its own
     native.result()                                                         # "launch_loop"
     executors = make_executors(opened, programs, sg, program.parts, precision, native,
                                switches)                                    # "upload"
@@ -43,7 +44,7 @@ from ...graph import Subgraph
 from ...submodel import boundary
 from ..execution_plan import ExecutionPlan
 from ..switches import Switches
-from . import const_types, host_edges, lowering_cache, persistent, specialize
+from . import const_types, first_tier, host_edges, lowering_cache, persistent, specialize
 from .cache import CacheKey, KernelCache, default_cache_dir, point_driver_cache
 from .executor import PartitionExecutor, SessionDevice
 from .host_edges import HostEdges, host_edges_for
@@ -51,7 +52,14 @@ from .launch import Lowered, LoweredPartition
 from .lowering import Lowerer
 from .native_library import build_identity, native_library, unavailable
 from .program import build_options, program_key, program_source
-from .program_units import ProgramSet, build_jobs, build_units, split_units, without_kernels
+from .program_units import (
+    ProgramSet,
+    build_jobs,
+    build_units,
+    kernel_units,
+    split_units,
+    without_kernels,
+)
 from .runtime import DeviceInfo, describe, guarded, select_device, shared_context
 from .staging_edges import with_staging_edges
 
@@ -201,6 +209,9 @@ class ModelProgram:
     parts: list[LoweredPartition]
     half_weights: bool
     specialized_kernels: int
+    #: the program every model with these ops shares, where this one is the model's own:
+    #: its first tier's kernels (first_tier.py)
+    generic_source: str = ""
 
 
 def model_program(
@@ -232,7 +243,10 @@ def model_program(
     ]
     plan = found.plan
     if not plan.specialize:
-        return ModelProgram([generic], "program", parts, half_weights, 0)
+        # a GPU's driver builds a program's every kernel: only those launched, a unit each
+        used = {launch.kernel for out in lowered for launch in out.launches}
+        units = kernel_units(generic, used) if found.info.is_gpu else [generic]
+        return ModelProgram(units, "program", parts, half_weights, 0)
     launches = [launch for out in lowered for launch in out.launches]
     own = specialize.model_program(generic, launches)
     for pos, name in own.names.items():
@@ -241,7 +255,18 @@ def model_program(
     units = split_units(own.source, jobs)
     if plan.persistent:  # planned and compiled only where they run
         units += _persistent_units(own.source, lowered, found.info, switches)
-    return ModelProgram(units, "model", parts, half_weights, own.specialized)
+    return ModelProgram(units, "model", parts, half_weights, own.specialized, generic)
+
+
+def first_tier_program(program: ModelProgram) -> ModelProgram | None:
+    """What a session starts on while `program`, its own, builds (first_tier.py): its
+    launches on the generic kernels, a unit each, shared by every model; None where
+    `program` is the generic one."""
+    if not program.generic_source:
+        return None
+    parts = first_tier.generic_parts(program.parts)
+    units = first_tier.generic_units(program.generic_source, parts)
+    return ModelProgram(units, "program", parts, program.half_weights, 0)
 
 
 def _persistent_units(

@@ -66,6 +66,18 @@ def keeping(source: str, ordered: list[tuple[str, Any]], names: set[str]) -> str
     return "".join(parts)
 
 
+def kernel_units(source: str, names: set[str]) -> list[str]:
+    """`source` as one unit per kernel of `names` (in the order they stand), each holding
+    all of its helpers and macros: a unit's text, and so its cache key, is the same for
+    every model whose program `source` is, so models share what one of them built."""
+    _, _, spans = read_source(source)
+    missing = names - spans.keys()
+    if missing:
+        raise KeyError(f"no kernel {sorted(missing)} in the program source")
+    ordered = sorted(spans.items(), key=lambda item: item[1].start)
+    return [keeping(source, ordered, {name}) for name, _ in ordered if name in names]
+
+
 def without_kernels(source: str) -> str:
     """`source`'s helpers and macros: every kernel removed."""
     _, _, spans = read_source(source)

@@ -1,0 +1,45 @@
+"""A cold session's first tier: its launches on the generic kernels while its own program
+builds, as a JIT runs a method interpreted until its compiled code is ready.
+
+A model's own program (specialize.py: a copy of a kernel per launch, persistent kernels)
+is what makes its inference fast and its cold start slow: on an H100 the EfficientNet
+family's 28-51 units took 3-5 s on 15 woken builders, 2.1-2.5x LiteRT's GPU's whole start
+(docs/benchmarks.md). The kernels those copies are made from are few (11 for
+MobileNetV3Large) and the same for every model: each is a unit of its own
+(program_units.kernel_units), keyed by its text, so that a host builds each once for all
+its models. A session whose own program the kernel cache does not hold whole starts on
+them, its launches renamed back to the kernels their copies were made from, every
+argument passed and no persistent runs (a copy computes what its generic kernel computes
+for its launch), and builds its own program in a thread; it swaps its own program in at
+the first invoke after the build, or when asked (GpuSession.settle: a benchmark asks
+before it times anything past the first inference).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .launch import Lowered, LoweredPartition
+from .program_units import kernel_units
+from .specialize import generic_name
+
+
+def generic_parts(parts: list[LoweredPartition]) -> list[LoweredPartition]:
+    """`parts` (a specialized program's) with each launch on the generic kernel its copy
+    was made from, taking every argument, and no persistent runs."""
+    out = []
+    for part in parts:
+        lowered = part.lowered
+        launches = [
+            replace(launch, kernel=generic_name(launch.kernel), copy_args=None)
+            for launch in lowered.launches
+        ]
+        out.append(replace(part, lowered=Lowered(launches, lowered.consts, lowered.alias)))
+    return out
+
+
+def generic_units(generic_source: str, parts: list[LoweredPartition]) -> list[str]:
+    """A unit per generic kernel `parts` launch (kernel_units of `generic_source`, the
+    program every model with these ops shares)."""
+    names = {launch.kernel for part in parts for launch in part.lowered.launches}
+    return kernel_units(generic_source, names)
