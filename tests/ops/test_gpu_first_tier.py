@@ -36,9 +36,7 @@ def tiered(monkeypatch) -> None:
 def _session(model: bytes, cache: Path, **options):
     from delegate_runtime.gpu.delegate import GpuSession
 
-    return GpuSession(
-        read_model(model), log=io.StringIO(), serialization_dir=str(cache), **options
-    )
+    return GpuSession(read_model(model), log=io.StringIO(), serialization_dir=str(cache), **options)
 
 
 def _enqueued(session) -> list[str]:
