@@ -310,7 +310,8 @@ class GpuSession:
         self.program_summary = programs.summary()
         if first is not None:
             self.program_summary = f"first tier {self.program_summary}, its own building"
-        self.program_from_cache = programs.from_cache
+        # a first tier's units may be cached; the own program, which it began beside, is not
+        self.program_from_cache = programs.from_cache and first is None
         facts = prep.launch_loop_facts(self.executors, switches)
         self.launch_loop, self.launch_loop_why, self.launch_loop_build = facts
         self._whole_graph = self._covers_whole_graph()
