@@ -3,9 +3,11 @@ every kernel in exactly one unit, every helper and macro in each."""
 
 from __future__ import annotations
 
+import pytest
+
 from delegate_runtime.gpu.opencl.cl_source import read_source
 from delegate_runtime.gpu.opencl.program import program_source
-from delegate_runtime.gpu.opencl.program_units import split_units, without_kernels
+from delegate_runtime.gpu.opencl.program_units import kernel_units, split_units, without_kernels
 
 
 def kernel_names(source: str) -> list[str]:
@@ -38,3 +40,18 @@ def test_one_unit_or_one_kernel_is_the_source_itself():
     assert split_units(source, 1) == [source]
     one = split_units(source, 100)
     assert len(one) == len(kernel_names(source))  # never more units than kernels
+
+
+def test_kernel_units_hold_one_kernel_each_beside_all_the_helpers():
+    """A unit per named kernel, in the source's order, each with every helper: the same
+    text whichever other kernels a model names, so models share the units' cache entries."""
+    source = program_source()
+    names = kernel_names(source)
+    picked = {names[3], names[0], names[-1]}
+    units = kernel_units(source, picked)
+    assert [kernel_names(unit) for unit in units] == [[names[0]], [names[3]], [names[-1]]]
+    helpers = without_kernels(source)
+    assert all(without_kernels(unit) == helpers for unit in units)
+    assert kernel_units(source, {names[3]}) == [units[1]]
+    with pytest.raises(KeyError, match="no_such_kernel"):
+        kernel_units(source, {names[0], "no_such_kernel"})
