@@ -32,6 +32,9 @@ them up (a lab's usual state), and a line under it adds warm right after the col
 job). `--lab-only` measures ours only so (cold with the builders woken, then warm once
 they gave their contexts up again: a lab agent's usual state), about half the time a
 model, for a whole zoo in one call.
+`--after MODEL` runs MODEL first on each new cache, untimed: a host's earlier model,
+whose entries (its first tier's generic units among them: gpu/opencl/first_tier.py) the
+timed runs then find.
 `--hold-device` opens the device in this process (its OpenCL context) for the whole run,
 as a lab host holds it (its agent's context, or nvidia-persistenced): without a process
 holding it, NVIDIA's driver sets the GPU up anew for each child (about 100 ms more on
@@ -278,13 +281,15 @@ def measure_pool(
     idle_s: float,
     jobs: int | None = None,
     lab_only: bool = False,
+    after: str | None = None,
 ) -> dict[str, dict]:
     """Ours with `pool` resident builders (build_pool.py) started on a new cache, as a lab
     agent has them, outside the timing: cold with their contexts held, warm right after,
     warm once they gave their contexts up; then cold on another new cache whose builders
     gave theirs up before the job came. `lab_only`: only the lab's usual state, builders
     that gave their contexts up: cold (woken by the job), then warm once they gave them
-    up again."""
+    up again. `after`: a model run on each new cache first, untimed (a host's earlier
+    model: what it left in the cache, its first tier's units among them, stays)."""
     from delegate_runtime.gpu.opencl.build_pool import start_pool, stop_pool
     from delegate_runtime.gpu.opencl.build_workers import device_spec
     from delegate_runtime.gpu.opencl.runtime import select_device
@@ -296,6 +301,9 @@ def measure_pool(
         cache = Path(args[args.index("--cache") + 1])
         procs = start_pool(spec, cache, pool, environ=env, idle_release_s=idle_s)
         try:
+            if after is not None:
+                earlier = [after if a == path else a for a in args]
+                runs["after"] = run_child(earlier + list(tail), env)
             if fresh == "released":
                 _await_release(spec, cache, pool)
             runs[f"cold_{fresh}"] = run_child(args + list(tail), env)
@@ -398,14 +406,20 @@ def main() -> int:
     )
     ap.add_argument("--steady", type=int, default=100, help="timed inferences after the first")
     ap.add_argument("--set", action="append", default=[], help="SWITCH=VALUE for ours")
+    ap.add_argument(
+        "--after",
+        default=None,
+        help="with --build-pool: a model run first on each new cache, untimed (a host's "
+        "earlier model)",
+    )
     ap.add_argument("--child-ours", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-litert", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--litert-cpu", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
     ap.add_argument("--cache", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
-    if a.lab_only and not a.build_pool:
-        ap.error("--lab-only needs --build-pool N")
+    if (a.lab_only or a.after) and not a.build_pool:
+        ap.error("--lab-only and --after need --build-pool N")
     if a.child_ours:
         got = child_ours(
             a.child_ours, a.precision, a.device, a.cache, a.build_jobs, a.steady, tuple(a.set)
@@ -453,6 +467,7 @@ def main() -> int:
                     a.pool_idle,
                     a.build_jobs,
                     a.lab_only,
+                    a.after,
                 )
                 cold, warm = runs.get("cold_held", runs["cold_released"]), runs["warm_released"]
             else:
@@ -487,6 +502,8 @@ def main() -> int:
                 shown = (("cold", cold), ("warm", warm))
                 if pool and not a.lab_only:
                     shown += (("cold, builders woken", runs["cold_released"]),)
+                if pool and "after" in runs:
+                    shown = (("the earlier model, untimed", runs["after"]), *shown)
                 for name, r in shown:
                     if "phases_ms" in r:
                         phases = {k: round(v) for k, v in r["phases_ms"].items()}
