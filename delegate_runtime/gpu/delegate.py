@@ -212,8 +212,9 @@ class GpuSession:
         """The GPU partitions prepared on the device, step by step (opencl/preparation.py),
         each step timed as an init phase."""
         # pyopencl's side: only with GPU partitions
-        from .opencl import early_program
+        from .opencl import early_program, first_tier
         from .opencl import preparation as prep
+        from .opencl.cache import KernelCache
 
         opts, switches, sg = self.options, self.switches, self.model.main
         partitions, cache_dir = self.delegation.partitions, self._cache_dir
@@ -272,7 +273,16 @@ class GpuSession:
         # held whole by the cache: loaded beside the uploads (its phase is then its own
         # time, overlapping theirs), the executors waiting for it where they bind kernels
         self.program_beside_upload = beside
-        first = None if beside or not self._starts_tiered() else prep.first_tier_program(program)
+        first = None if beside or not self._may_tier() else prep.first_tier_program(program)
+        first_keys, _ = (
+            prep.program_keys(found, first, opts.precision, first.token) if first else ([], "")
+        )
+        tiered = first is not None and first_tier.wanted(
+            switches.explicit("first_tier"),
+            switches.first_tier,
+            found.info.is_gpu,
+            sum(KernelCache(cache_dir).holds(k) for k in first_keys),
+        )
         parts = program.parts
         if beside:
 
@@ -281,7 +291,7 @@ class GpuSession:
                 return kept or prep.build_program(*steps)
 
             programs = prep.start_program(load)
-        elif first is not None:  # the generic kernels now, its own program in a thread
+        elif tiered:  # the generic kernels now, its own program in a thread
             programs = prep.build_program(
                 opened, first, opts.precision, cache_dir, first.token, jobs, switches
             )
@@ -291,6 +301,11 @@ class GpuSession:
         else:
             programs = prep.build_program(*steps)
             t = self._phase("program", t)
+            if first is not None:  # for the models after it
+                cache = KernelCache(cache_dir)
+                first_tier.leave_for_builders(
+                    opened.device, found.info, cache, first.token, first.units, options
+                )
         native = native.result()
         t = self._phase("launch_loop", t)  # what the program left of the loop's loading
         self.executors = prep.make_executors(
@@ -300,7 +315,7 @@ class GpuSession:
         if beside:
             programs = programs.result()
             self.init_phases_ms["program"] = round(programs.made_ms, 2)
-        if first is not None:  # what its own program's executors are made from
+        if tiered:  # what its own program's executors are made from
             self._own_parts = (opened, program.parts, native)
         self.program_loaded_early = early is not None and early.used
         if not self.program_loaded_early and staged == prep.staged_edges(opts.precision, opened):
@@ -308,27 +323,20 @@ class GpuSession:
             early_program.keep(cache_dir, found.info, unit_facts, kept)
         self.program_units = len(program.units)
         self.program_summary = programs.summary()
-        if first is not None:
+        if tiered:
             self.program_summary = f"first tier {self.program_summary}, its own building"
         # a first tier's units may be cached; the own program, which it began beside, is not
-        self.program_from_cache = programs.from_cache and first is None
+        self.program_from_cache = programs.from_cache and not tiered
         facts = prep.launch_loop_facts(self.executors, switches)
         self.launch_loop, self.launch_loop_why, self.launch_loop_build = facts
         self._whole_graph = self._covers_whole_graph()
 
-    def _starts_tiered(self) -> bool:
-        """Whether a session whose own program is not cached starts on the first tier
-        (opencl/first_tier.py): where it has a program of its own and times its runs as
-        one path (a profiling session's timings are its op profile: no tiers), and the
-        switch says so: set, on every device; at its default, on GPUs, whose drivers build
-        the units at once on the host's cores (a CPU device's cost per unit is its
-        compiler's front end over every helper, on the cores the model runs on)."""
-        if not self.plan.specialize or self.plan.profiling:
-            return False
-        forced = self.switches.explicit("first_tier")
-        if forced is not None:
-            return forced
-        return self.switches.first_tier and self.device_info.is_gpu
+    def _may_tier(self) -> bool:
+        """Whether a session whose own program is not cached may start on the first tier
+        (opencl/first_tier.py, whose `wanted` decides): where it has a program of its own
+        and times its runs as one path (a profiling session's timings are its op profile:
+        no tiers)."""
+        return self.plan.specialize and not self.plan.profiling
 
     def settle(self) -> float:
         """The session's own program swapped in where it started on the first tier,

@@ -134,3 +134,34 @@ def test_no_first_tier_where_the_session_profiles_or_the_switch_is_off(
     assert _session(model, tmp_path / "p", profiling=True).first_tier_units == 0
     monkeypatch.setenv("DEVICEFARM_GPU_FIRST_TIER", "0")
     assert _session(model, tmp_path / "off").first_tier_units == 0
+
+
+def test_a_session_that_waits_for_its_own_leaves_the_tier_to_the_builders(
+    opencl_device, monkeypatch, tmp_path
+):
+    """At the switch's default a session with nothing of the tier cached waits for its own
+    program (here: a CPU device, where the default never tiers) and posts the tier's units
+    to the host's resident builders, unattended: they build them and retire the job; the
+    next model finds every unit of its first tier in the cache."""
+    from delegate_runtime.gpu.opencl import build_pool, build_workers
+    from delegate_runtime.gpu.opencl.runtime import select_device
+    from labkit.processes import wait_until
+
+    _one_group_per_unit(monkeypatch)
+    monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "1")
+    spec = build_workers.device_spec(select_device(opencl_device))
+    procs = build_pool.start_pool(spec, tmp_path, 2)
+    jobs = build_pool.spool_dir(tmp_path, spec) / "jobs"
+    try:
+        first, _ = separable_blocks(blocks=1)
+        waited = _session(first, tmp_path)
+        assert waited.first_tier_units == 0 and "first tier" not in waited.program_summary
+        wait_until(lambda: jobs.is_dir() and not any(jobs.iterdir()), 600, "the tier's units built")
+        monkeypatch.setenv("DEVICEFARM_GPU_FIRST_TIER", "1")
+        later, _ = separable_blocks(blocks=2)
+        again = _session(later, tmp_path)
+        assert again.program_summary.startswith(
+            f"first tier {again.first_tier_units} units from cache"
+        ), again.program_summary
+    finally:
+        build_pool.stop_pool(procs)

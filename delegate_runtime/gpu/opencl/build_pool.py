@@ -9,7 +9,9 @@ the builders once (`start_pool`, the agent serving the GPU or `devicefarm build-
 and they wait on a spool inside the kernel cache, `<cache>/build-pool/<P_D>/`. A session
 that finds live builders there (a heartbeat file each, touched every HEARTBEAT_S) posts
 its job in the spool's `jobs/` instead of a temporary folder, builds beside them and
-starts only the processes they fall short of. Units are claimed as build_workers claims
+starts only the processes they fall short of. A job marked `unattended` (a first tier's
+units left for later models: first_tier.leave_for_builders) has no session waiting: the
+builder that finds all its units done retires it. Units are claimed as build_workers claims
 them, the claimer's pid in the claim and a `.done` mark after each attempt, so the
 session waits (`await_claims`) until every unit is done or its claimer is gone; whatever
 is then missing from the cache it builds itself. Builders share the cache's driver
@@ -222,7 +224,7 @@ def serve(spec: str, cache_dir: Path, idle_release_s: float = IDLE_RELEASE_S) ->
     import signal
 
     from .runtime import describe, select_device
-    from .unit_claims import has_unclaimed
+    from .unit_claims import all_done, has_unclaimed
 
     device = select_device(spec)
     info = describe(device)
@@ -254,6 +256,8 @@ def serve(spec: str, cache_dir: Path, idle_release_s: float = IDLE_RELEASE_S) ->
                     if has_unclaimed(job, job_file):
                         context.build(info, job, job_file)
                         worked = time.monotonic()
+                    if job.get("unattended") and all_done(job, job_file):
+                        retire_job(job_file)  # no session waits to retire it
             if time.monotonic() - worked > idle_release_s:
                 context.release()
             stop.wait(POLL_S)

@@ -8,18 +8,25 @@ family's 28-51 units took 3-5 s on 15 woken builders, 2.1-2.5x LiteRT's GPU's wh
 MobileNetV3Large) and the same for every model: each is a unit of its own
 (program_units.kernel_units), keyed by its text, so that a host builds each once for all
 its models. A session whose own program the kernel cache does not hold whole starts on
-them, its launches renamed back to the kernels their copies were made from, every
-argument passed and no persistent runs (a copy computes what its generic kernel computes
-for its launch), and builds its own program in a thread; it swaps its own program in at
-the first invoke after the build, or when asked (GpuSession.settle: a benchmark asks
-before it times anything past the first inference).
+them where the host built some before (`wanted`), its launches renamed back to the
+kernels their copies were made from, every argument passed and no persistent runs (a
+copy computes what its generic kernel computes for its launch), and builds its own
+program in a thread; it swaps its own program in at the first invoke after the build, or
+when asked (GpuSession.settle: a benchmark asks before it times anything past the first
+inference). A session that waited for its own program instead leaves the tier's units
+to the host's resident builders (`leave_for_builders`), so the models after it start on
+them.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
+from . import build_pool, build_workers
+from .cache import KernelCache
 from .launch import Lowered, LoweredPartition
+from .program import program_key
 from .program_units import kernel_units
 from .specialize import generic_name
 
@@ -43,3 +50,38 @@ def generic_units(generic_source: str, parts: list[LoweredPartition]) -> list[st
     program every model with these ops shares)."""
     names = {launch.kernel for part in parts for launch in part.lowered.launches}
     return kernel_units(generic_source, names)
+
+
+def wanted(forced: bool | None, on: bool, is_gpu: bool, cached: int) -> bool:
+    """Whether a session whose own program the cache lacks starts on the first tier:
+    where the switch was set (`forced`), as it says; at its default (`on`), on a GPU whose
+    kernel cache holds at least one of the tier's units (`cached`): the host built generic
+    kernels before, so the rest are few. On an empty cache the tier's units took longer
+    than the model's own program (an H100, EfficientNetB0: 4.2 s against 3.1 s): such a
+    session waits for its own and leaves the tier's units to the host's builders
+    (`leave_for_builders`) for the models after it."""
+    if forced is not None:
+        return forced
+    return on and is_gpu and cached > 0
+
+
+def leave_for_builders(
+    device: Any, info: Any, cache: KernelCache, token: str, units: list[str], options: str
+) -> int:
+    """Post the `units` the cache lacks to the host's resident builders (build_pool.py),
+    without waiting: they build them after the session's own program, for the models
+    after it. The units posted (0 where no builder runs)."""
+    missing = [u for u in units if not cache.holds(program_key(info, token, u, options))]
+    spool = build_pool.spool_dir(cache.dir, build_workers.device_spec(device))
+    if not missing or not build_pool.live_builders(spool):
+        return 0
+    job = {
+        "device": build_workers.device_spec(device),
+        "cache": str(cache.dir),
+        "token": token,
+        "options": options,
+        "units": missing,
+        "unattended": True,
+    }
+    build_pool.post_job(spool, job)
+    return len(missing)

@@ -39,6 +39,12 @@ def has_unclaimed(job: dict, job_file: Path) -> bool:
     return any(not (claims / str(i)).exists() for i in range(len(job["units"])))
 
 
+def all_done(job: dict, job_file: Path) -> bool:
+    """Whether every unit of `job` was built or failed (its `.done` mark)."""
+    claims = job_file.parent / "claims"
+    return all((claims / f"{i}.done").exists() for i in range(len(job["units"])))
+
+
 def mark_done(job_file: Path, index: int) -> None:
     """Unit `index` was built, or failed to: nothing more to wait for (its claim stays)."""
     with contextlib.suppress(OSError):  # a job retired meanwhile
