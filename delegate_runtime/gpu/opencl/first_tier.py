@@ -6,8 +6,9 @@ is what makes its inference fast and its cold start slow: on an H100 the Efficie
 family's 28-51 units took 3-5 s on 15 woken builders, 2.1-2.5x LiteRT's GPU's whole start
 (docs/benchmarks.md). The kernels those copies are made from are few (11 for
 MobileNetV3Large) and the same for every model: each is a unit of its own
-(program_units.kernel_units), keyed by its text, so that a host builds each once for all
-its models. A session whose own program the kernel cache does not hold whole starts on
+(program_units.kernel_units), keyed by its text, so that a host builds each once for its
+models (those whose programs hold the same kernel files: a rare op's file changes the
+helpers, and so the text). A session whose own program the kernel cache does not hold whole starts on
 them where the host built some before (`wanted`), its launches renamed back to the
 kernels their copies were made from, every argument passed and no persistent runs (a
 copy computes what its generic kernel computes for its launch), and builds its own
