@@ -335,8 +335,8 @@ class GpuSession:
         """Whether a session whose own program is not cached may start on the first tier
         (opencl/first_tier.py, whose `wanted` decides): where it has a program of its own
         and times its runs as one path (a profiling session's timings are its op profile:
-        no tiers)."""
-        return self.plan.specialize and not self.plan.profiling
+        no tiers), the switch not off."""
+        return self.plan.specialize and not self.plan.profiling and self.switches.first_tier
 
     def settle(self) -> float:
         """The session's own program swapped in where it started on the first tier,

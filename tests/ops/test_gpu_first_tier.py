@@ -136,6 +136,25 @@ def test_no_first_tier_where_the_session_profiles_or_the_switch_is_off(
     assert _session(model, tmp_path / "off").first_tier_units == 0
 
 
+def test_with_the_switch_off_nothing_is_left_to_the_builders(opencl_device, monkeypatch, tmp_path):
+    """A session with the first tier switched off posts no unattended job for it."""
+    from delegate_runtime.gpu.opencl import build_pool, build_workers
+    from delegate_runtime.gpu.opencl.runtime import select_device
+
+    _one_group_per_unit(monkeypatch)
+    monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "1")
+    monkeypatch.setenv("DEVICEFARM_GPU_FIRST_TIER", "0")
+    spec = build_workers.device_spec(select_device(opencl_device))
+    procs = build_pool.start_pool(spec, tmp_path, 1)
+    try:
+        posted = []
+        monkeypatch.setattr(build_pool, "post_job", lambda spool, job: posted.append(job))
+        _session(separable_blocks(blocks=1)[0], tmp_path)
+        assert posted == []
+    finally:
+        build_pool.stop_pool(procs)
+
+
 def test_a_session_that_waits_for_its_own_leaves_the_tier_to_the_builders(
     opencl_device, monkeypatch, tmp_path
 ):
