@@ -260,8 +260,8 @@ def model_program(
 
 def first_tier_program(program: ModelProgram) -> ModelProgram | None:
     """What a session starts on while `program`, its own, builds (first_tier.py): its
-    launches on the generic kernels, a unit each, shared by every model; None where
-    `program` is the generic one."""
+    launches on the generic kernels, a unit each, shared by the models whose programs hold
+    the same kernel files; None where `program` is the generic one."""
     if not program.generic_source:
         return None
     parts = first_tier.generic_parts(program.parts)
