@@ -112,6 +112,7 @@ class GpuSession:
         #: (opencl/first_tier.py); 0: it started on its own
         self.first_tier_units = 0
         self._own_program: Future | None = None  #: its own program's build, where pending
+        self._own_parts: tuple | None = None  #: what its executors are made from, meanwhile
         self._whole_graph = False
         self.program_from_cache = False
         #: the program's units (opencl/program_units.py) and what the cache held of them
@@ -367,7 +368,7 @@ class GpuSession:
             native,
             self.switches,
         )
-        self._own_program = None
+        self._own_program = self._own_parts = None  # the host's constants go with the tier
         self.init_phases_ms["own_program"] = round(programs.made_ms, 2)
         self.init_phases_ms["own_swap"] = round((time.perf_counter() - start) * 1e3, 2)
         self.program_summary = f"{programs.summary()}, after a first tier"
