@@ -278,11 +278,12 @@ class GpuSession:
         first_keys, _ = (
             prep.program_keys(found, first, opts.precision, first.token) if first else ([], "")
         )
+        cache = KernelCache(cache_dir)
         tiered = first is not None and first_tier.wanted(
             switches.explicit("first_tier"),
             switches.first_tier,
             found.info.is_gpu,
-            sum(KernelCache(cache_dir).holds(k) for k in first_keys),
+            sum(cache.holds(k) for k in first_keys),
         )
         parts = program.parts
         if beside:
@@ -303,9 +304,8 @@ class GpuSession:
             programs = prep.build_program(*steps)
             t = self._phase("program", t)
             if first is not None:  # for the models after it
-                cache = KernelCache(cache_dir)
                 first_tier.leave_for_builders(
-                    opened.device, found.info, cache, first.token, first.units, options
+                    opened.device, cache, first.units, first_keys, first.token, options
                 )
         native = native.result()
         t = self._phase("launch_loop", t)  # what the program left of the loop's loading

@@ -50,6 +50,18 @@ def device_spec(device: Any) -> str:
     raise LookupError(f"device {device.name} is not among this host's OpenCL devices")
 
 
+def unit_job(spec: str, cache: KernelCache, token: str, options: str, units: list[str]) -> dict:
+    """A job of `units` for builders (workers or the host's resident ones) of device `spec`,
+    stored in `cache` under `token`, built with `options`."""
+    return {
+        "device": spec,
+        "cache": str(cache.dir),
+        "token": token,
+        "options": options,
+        "units": units,
+    }
+
+
 def build_in_workers(
     device: Any,
     info: DeviceInfo,
@@ -81,13 +93,7 @@ def build_in_workers(
     workers = max(wanted - resident, 0)
     if not resident and workers < 1:
         return 0, 0, 0
-    job = {
-        "device": spec,
-        "cache": str(cache.dir),
-        "token": token,
-        "options": options,
-        "units": missing,
-    }
+    job = unit_job(spec, cache, token, options, missing)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     with tempfile.TemporaryDirectory(prefix="units-") as tmp:

@@ -8,11 +8,11 @@ family's 28-51 units took 3-5 s on 15 woken builders, 2.1-2.5x LiteRT's GPU's wh
 MobileNetV3Large) and the same for every model: each is a unit of its own
 (program_units.kernel_units), keyed by its text, so that a host builds each once for its
 models (those whose programs hold the same kernel files: a rare op's file changes the
-helpers, and so the text). A session whose own program the kernel cache does not hold whole starts on
-them where the host built some before (`wanted`), its launches renamed back to the
-kernels their copies were made from, every argument passed and no persistent runs (a
-copy computes what its generic kernel computes for its launch), and builds its own
-program in a thread; it swaps its own program in at the first invoke after the build, or
+helpers, and so the text). A session whose own program the kernel cache does not hold
+whole starts on them where the host built some before (`wanted`), its launches renamed
+back to the kernels their copies were made from, every argument passed and no persistent
+runs (a copy computes what its generic kernel computes for its launch), and builds its
+own program in a thread; it swaps its own program in at the first invoke after the build, or
 when asked (GpuSession.settle: a benchmark asks before it times anything past the first
 inference). A session that waited for its own program instead leaves the tier's units
 to the host's resident builders (`leave_for_builders`), so the models after it start on
@@ -25,9 +25,8 @@ from dataclasses import replace
 from typing import Any
 
 from . import build_pool, build_workers
-from .cache import KernelCache
+from .cache import CacheKey, KernelCache
 from .launch import Lowered, LoweredPartition
-from .program import program_key
 from .program_units import kernel_units
 from .specialize import generic_name
 
@@ -67,22 +66,21 @@ def wanted(forced: bool | None, on: bool, is_gpu: bool, cached: int) -> bool:
 
 
 def leave_for_builders(
-    device: Any, info: Any, cache: KernelCache, token: str, units: list[str], options: str
+    device: Any,
+    cache: KernelCache,
+    units: list[str],
+    keys: list[CacheKey],
+    token: str,
+    options: str,
 ) -> int:
-    """Post the `units` the cache lacks to the host's resident builders (build_pool.py),
-    without waiting: they build them after the session's own program, for the models
-    after it. The units posted (0 where no builder runs)."""
-    missing = [u for u in units if not cache.holds(program_key(info, token, u, options))]
-    spool = build_pool.spool_dir(cache.dir, build_workers.device_spec(device))
+    """Post the `units` (cache keys `keys`) the cache lacks to the host's resident builders
+    (build_pool.py), without waiting: they build them after the session's own program, for
+    the models after it. The units posted (0 where no builder runs)."""
+    missing = [u for u, key in zip(units, keys, strict=True) if not cache.holds(key)]
+    spec = build_workers.device_spec(device)
+    spool = build_pool.spool_dir(cache.dir, spec)
     if not missing or not build_pool.live_builders(spool):
         return 0
-    job = {
-        "device": build_workers.device_spec(device),
-        "cache": str(cache.dir),
-        "token": token,
-        "options": options,
-        "units": missing,
-        "unattended": True,
-    }
-    build_pool.post_job(spool, job)
+    job = build_workers.unit_job(spec, cache, token, options, missing)
+    build_pool.post_job(spool, {**job, "unattended": True})
     return len(missing)
