@@ -52,7 +52,9 @@ TIMING = Timing(dispatch_grace_s=0, offline_after_s=30, device_gone_s=3600)
 class Unsent(Dispatcher):
     """A broker that takes every message (none goes anywhere: no worker runs here)."""
 
-    def send(self, orders: list[SendOrder]) -> tuple[list[SendOrder], str]:  # type: ignore[override]
+    def send(  # type: ignore[override]
+        self, orders: list[SendOrder], per_message: int = 1
+    ) -> tuple[list[SendOrder], str]:
         return list(orders), ""
 
 

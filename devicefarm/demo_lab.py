@@ -644,7 +644,9 @@ def _campaign(
 class _Broker:
     """A broker that takes every message (the demo's workers are played in-process)."""
 
-    def send(self, orders: Sequence[SendOrder]) -> tuple[list[SendOrder], str]:
+    def send(
+        self, orders: Sequence[SendOrder], per_message: int = 1
+    ) -> tuple[list[SendOrder], str]:
         return list(orders), ""
 
 
@@ -654,7 +656,9 @@ class _PartlySent:
     def __init__(self, keys: set[str]):
         self.keys = keys
 
-    def send(self, orders: Sequence[SendOrder]) -> tuple[list[SendOrder], str]:
+    def send(
+        self, orders: Sequence[SendOrder], per_message: int = 1
+    ) -> tuple[list[SendOrder], str]:
         took = [o for o in orders if o.device_key in self.keys]
         return took, "" if len(took) == len(orders) else "ConnectionError: demo broker went away"
 

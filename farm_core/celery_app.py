@@ -16,6 +16,8 @@ from celery import Celery
 from .settings import JOB_HARD_LIMIT_S, JOB_SOFT_LIMIT_S, VISIBILITY_TIMEOUT_S
 
 TASK_RUN_JOB = "devicefarm.run_job"
+#: Several dispatches of one device in one message, run in order (farm_core.job_batches).
+TASK_RUN_JOBS = "devicefarm.run_jobs"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.]")
 QUEUE_PREFIX = "df."
 #: kombu polls server-less transports this often.
@@ -40,6 +42,32 @@ def _escape(m: re.Match) -> str:
 def task_id(job_id: int, attempt: int) -> str:
     """The message id of one dispatch of a job (the reconciler looks for it in the broker)."""
     return f"df-job-{job_id}-{attempt}"
+
+
+_BATCH_PREFIX = "df-jobs-"
+
+
+def batch_task_id(dispatches: list[tuple[int, int]]) -> str:
+    """The message id of several dispatches sent together: each one's (job, attempt)."""
+    return _BATCH_PREFIX + "_".join(f"{job_id}-{attempt}" for job_id, attempt in dispatches)
+
+
+def task_call(dispatches: list[tuple[int, int]]) -> tuple[str, list[Any], str]:
+    """(task name, arguments, task id) of the message that carries `dispatches` (job,
+    attempt) of one device: `run_job(job_id, attempt)` for one, `run_jobs([[job_id,
+    attempt], ...])` for several."""
+    if len(dispatches) == 1:
+        job_id, attempt = dispatches[0]
+        return TASK_RUN_JOB, [job_id, attempt], task_id(job_id, attempt)
+    return TASK_RUN_JOBS, [[list(d) for d in dispatches]], batch_task_id(dispatches)
+
+
+def dispatch_task_ids(message_id: str) -> list[str]:
+    """The `task_id` of every dispatch a message carries: its own id, or for a batch
+    (`batch_task_id`) each of its dispatches' (what the reconciler looks for)."""
+    if not message_id.startswith(_BATCH_PREFIX):
+        return [message_id]
+    return ["df-job-" + part for part in message_id[len(_BATCH_PREFIX) :].split("_") if part]
 
 
 def broker_priority(user_priority: int) -> int:

@@ -95,12 +95,14 @@ def fill(
     now: datetime | None = None,
     depth: int | None = None,
     statements: Statements | None = None,
+    per_message: int = 1,
 ) -> Filled:
     """Send queued jobs to `device_keys` (live devices) up to each one's queue depth.
 
     `statements`: a worker's own connection (farm_core.database.Statements), which its
     transactions use instead of one from `engine` (a device's consumer keeps no pool: each
-    fill opened a connection, a new server process, per `queue_depth() - 1` jobs)."""
+    fill opened a connection, a new server process, per `queue_depth() - 1` jobs).
+    `per_message`: up to this many of a device's jobs in one message (farm_core.job_batches)."""
     now = now or utcnow()
     depth = depth or queue_depth()
     keys = sorted(set(device_keys))
@@ -117,7 +119,9 @@ def fill(
     out.holding = {k: depth - room.get(k, 0) for k in keys}
     if not orders:
         return out
-    out.sent, out.broker_error = _send(engine, statements, dispatcher, orders, taken_at)
+    out.sent, out.broker_error = _send(
+        engine, statements, dispatcher, orders, taken_at, per_message
+    )
     if len(out.sent) < len(orders):
         took = {(o.job_id, o.attempt) for o in out.sent}
         back = [o for o in orders if (o.job_id, o.attempt) not in took]
@@ -133,6 +137,7 @@ def _send(
     dispatcher: Dispatcher,
     orders: Sequence[SendOrder],
     taken_at: float,
+    per_message: int = 1,
 ) -> tuple[list[SendOrder], str]:
     """Send `orders` in parts of SEND_BATCH; a part leaving more than RESTAMP_AFTER_S after
     its jobs were marked dispatched is marked again first. The reconciler takes a
@@ -144,7 +149,7 @@ def _send(
         if time.monotonic() - taken_at > RESTAMP_AFTER_S:
             _in_transaction(engine, statements, lambda conn, p=part: _stamp(conn, p, utcnow()))
             taken_at = time.monotonic()
-        done, error = dispatcher.send(part)
+        done, error = dispatcher.send(part, per_message)
         sent.extend(done)
         if error:
             return sent, error

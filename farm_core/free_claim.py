@@ -18,19 +18,19 @@ from .schema import DISPATCHED, QUEUED, RUNNING, Device, Job, Project, Reservati
 JOBS = Job.__table__
 
 #: A reservation is on for the job's device now (whoever holds it: the plain path decides).
-_RESERVED_NOW = exists().where(
+RESERVED_NOW = exists().where(
     Reservation.device_key == JOBS.c.device_key,
     Reservation.cancelled_at.is_(None),
     Reservation.starts_at <= bindparam("now"),
     Reservation.ends_at > bindparam("now"),
 )
 #: The job's project has a quota (concurrent jobs or device-minutes).
-_LIMITED = exists().where(
+LIMITED = exists().where(
     Project.name == JOBS.c.project,
     or_(Project.max_concurrent_jobs.is_not(None), Project.device_minutes_per_day.is_not(None)),
 )
 #: The job's device's health ('' when the device has no row or no health).
-_HEALTH = func.coalesce(
+DEVICE_HEALTH = func.coalesce(
     select(Device.health).where(Device.key == JOBS.c.device_key).scalar_subquery(), ""
 )
 
@@ -61,7 +61,7 @@ CLAIMED = (
 )
 CLAIM_FREE = (
     update(JOBS)
-    .where(*CLAIMABLE, ~_RESERVED_NOW, ~_LIMITED)
+    .where(*CLAIMABLE, ~RESERVED_NOW, ~LIMITED)
     .values(**CLAIM_VALUES)
-    .returning(*CLAIMED, _HEALTH.label("device_health"))
+    .returning(*CLAIMED, DEVICE_HEALTH.label("device_health"))
 )

@@ -366,21 +366,15 @@ def finish_counting(
     the caller counts on its own). On PostgreSQL the count is part of the finish's one
     statement (the worker's refill needs it after every job: a round trip saved)."""
     now = now or utcnow()
-    result = storable(result)  # a tool's output: NUL and bytes that are not UTF-8 escaped
+    row = result_row(job_id, attempt, worker, state, result, now)
     params = {
         "jid": job_id,
         "att": attempt,
         "w": worker,
         "st": state,
         "now": now,
-        "why": result.get("error", ""),
+        "why": row["error"],
     }
-    row = dict(_RESULT_DEFAULTS)
-    row.update(result)
-    for column, figure in metrics.STORED_FIGURES.items():  # derived from the record
-        if row.get(column) is None:
-            row[column] = figure(row.get("benchmark") or {})
-    row.update(job_id=job_id, attempt=attempt, outcome=state, worker=worker, created_at=now)
     if conn.dialect.name == "postgresql":  # one round trip: UPDATE ... RETURNING feeds INSERT
         params.update({f"r_{k}": row.get(k) for k in _RESULT_OWN_COLUMNS})
         others = conn.execute(_FINISH_INSERT_COUNT, params).scalar()
@@ -391,6 +385,19 @@ def finish_counting(
     row.update(zip(_JOB_COPIED, job, strict=True))
     conn.execute(_INSERT_RESULT, {k: row.get(k) for k in _RESULT_COLUMNS})
     return True, None
+
+
+def result_row(
+    job_id: int, attempt: int, worker: str, state: str, result: dict[str, Any], now: datetime
+) -> dict[str, Any]:
+    """The results row a finish writes, but for the columns copied from the job's row."""
+    row = dict(_RESULT_DEFAULTS)
+    row.update(storable(result))  # a tool's output: NUL and bytes that are not UTF-8 escaped
+    for column, figure in metrics.STORED_FIGURES.items():  # derived from the record
+        if row.get(column) is None:
+            row[column] = figure(row.get("benchmark") or {})
+    row.update(job_id=job_id, attempt=attempt, outcome=state, worker=worker, created_at=now)
+    return row
 
 
 # -- placement ----------------------------------------------------------------------------
@@ -596,9 +603,10 @@ def cas_many(
     state: str,
     values: Callable[[int, Sequence[int]], dict[str, Any]],
     per_statement: int = PAIRS_PER_STATEMENT,
+    where: Sequence[Any] = (),
 ) -> list[tuple[int, int]]:
-    """Each (job id, attempt) of `pairs` still in `state` at that attempt set to
-    `values(attempt, ids)`: one compare-and-set statement per attempt number and
+    """Each (job id, attempt) of `pairs` still in `state` at that attempt (and meeting
+    `where`) set to `values(attempt, ids)`: one compare-and-set statement per attempt number and
     `per_statement` ids (`id IN (...)` is a lookup on the primary key, where
     `(id, attempt) IN (...)` made PostgreSQL scan the table). The pairs changed, in order."""
     by_attempt: dict[int, list[int]] = {}
@@ -610,6 +618,7 @@ def cas_many(
             rows = conn.execute(
                 update(JOBS)
                 .where(ids_in(conn, part), JOBS.c.attempt == attempt, JOBS.c.state == state)
+                .where(*where)
                 .values(**values(attempt, part))
                 .returning(JOBS.c.id)
             )

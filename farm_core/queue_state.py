@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, and_, bindparam, case, func, select
+from sqlalchemy import Connection, Integer, and_, bindparam, case, cast, func, select
 
 from .holds import HELD
 from .quotas import Quota
@@ -39,10 +39,34 @@ def _when(condition: object) -> object:
     return func.sum(case((condition, 1), else_=0))
 
 
+def _total(column: object) -> object:
+    return cast(func.sum(column), Integer)  # PostgreSQL's sum of counts is numeric
+
+
+_LIMITS = (Project.max_concurrent_jobs, Project.device_minutes_per_day)
+#: The jobs' counts per device, project and campaign first, without a join: the campaigns
+#: and projects are then joined once per group, not once per job (a device's backlog of
+#: 1,632 jobs took 15 ms joined row by row, under load).
+_COUNTS = (
+    select(
+        Job.device_key,
+        Job.project,
+        Job.campaign_id,
+        _when(Job.state.in_((DISPATCHED, RUNNING))).label("out"),
+        _when(Job.state == QUEUED).label("queued"),
+        _when(and_(Job.state == QUEUED, Job.reason.like(f"{HELD}%"))).label("held"),
+    )
+    .where(
+        Job.state.in_((QUEUED, DISPATCHED, RUNNING)),
+        Job.device_key.in_(bindparam("keys", expanding=True)),
+    )
+    .group_by(Job.device_key, Job.project, Job.campaign_id)
+    .subquery("counts")
+)
 _RESERVATION_ON = (
     select(Reservation.id)
     .where(
-        Reservation.device_key == Job.device_key,
+        Reservation.device_key == _COUNTS.c.device_key,
         Reservation.cancelled_at.is_(None),
         Reservation.starts_at <= bindparam("now"),
         Reservation.ends_at > bindparam("now"),
@@ -50,25 +74,20 @@ _RESERVATION_ON = (
     .limit(1)
     .scalar_subquery()
 )
-_LIMITS = (Project.max_concurrent_jobs, Project.device_minutes_per_day)
 _READ = (
     select(
-        Job.device_key,
-        Job.project,
+        _COUNTS.c.device_key,
+        _COUNTS.c.project,
         Campaign.owner,
         *_LIMITS,
-        _when(Job.state.in_((DISPATCHED, RUNNING))).label("out"),
-        _when(Job.state == QUEUED).label("queued"),
-        _when(and_(Job.state == QUEUED, Job.reason.like(f"{HELD}%"))).label("held"),
+        _total(_COUNTS.c.out).label("out"),
+        _total(_COUNTS.c.queued).label("queued"),
+        _total(_COUNTS.c.held).label("held"),
         _RESERVATION_ON.label("reservation"),
     )
-    .join(Campaign, Campaign.id == Job.campaign_id)
-    .outerjoin(Project, Project.name == Job.project)
-    .where(
-        Job.state.in_((QUEUED, DISPATCHED, RUNNING)),
-        Job.device_key.in_(bindparam("keys", expanding=True)),
-    )
-    .group_by(Job.device_key, Job.project, Campaign.owner, *_LIMITS)
+    .join(Campaign, Campaign.id == _COUNTS.c.campaign_id)
+    .outerjoin(Project, Project.name == _COUNTS.c.project)
+    .group_by(_COUNTS.c.device_key, _COUNTS.c.project, Campaign.owner, *_LIMITS)
 )
 
 

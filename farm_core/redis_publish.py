@@ -22,7 +22,7 @@ from typing import Any
 
 from kombu.transport.redis import Channel
 
-from .celery_app import REDIS_PRIORITY_STEPS, TASK_RUN_JOB, broker_priority, queue_for, task_id
+from .celery_app import REDIS_PRIORITY_STEPS, TASK_RUN_JOB, broker_priority, queue_for, task_call
 
 #: Celery's body after the arguments: no keyword arguments, no callbacks, chain or chord.
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
@@ -36,7 +36,7 @@ def serves(broker_url: str) -> bool:
 
 
 class RedisPublisher:
-    """`publish(orders)`: one LPUSH per message, SEND_BATCH to a pipeline."""
+    """`publish(parts)`: one LPUSH per message, SEND_BATCH to a pipeline."""
 
     def __init__(self, app: Any, broker_url: str):
         import redis
@@ -50,11 +50,13 @@ class RedisPublisher:
             broker_url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=SOCKET_TIMEOUT_S
         )
 
-    def message(self, order: Any, now: datetime | None = None) -> tuple[str, str]:
-        """(list, JSON) for `order` (a dispatch.SendOrder)."""
-        tid = task_id(order.job_id, order.attempt)
-        args = [order.job_id, order.attempt]
+    def message(self, part: Sequence[Any], now: datetime | None = None) -> tuple[str, str]:
+        """(list, JSON) for the message that carries `part` (dispatch.SendOrder of one
+        device: dispatch.messages)."""
+        order = part[0]
+        task, args, tid = task_call([(o.job_id, o.attempt) for o in part])
         headers = copy.copy(self._headers)
+        headers["task"] = task
         headers["id"] = headers["root_id"] = tid
         headers["argsrepr"] = repr(args)
         headers["timelimit"] = [order.hard_limit_s, order.soft_limit_s]
@@ -81,13 +83,14 @@ class RedisPublisher:
         }
         return _list_for(queue, priority), json.dumps(envelope)
 
-    def publish(self, orders: Sequence[Any]) -> None:
-        """Push `orders`' messages in one pipeline (redis-py's errors propagate: a failed
-        pipeline may have delivered part of it)."""
+    def publish(self, parts: Sequence[Sequence[Any]]) -> None:
+        """Push the messages of `parts` (each the orders one message carries) in one
+        pipeline (redis-py's errors propagate: a failed pipeline may have delivered part of
+        it)."""
         pipe = self.client.pipeline(transaction=False)
         now = datetime.now(UTC)
-        for o in orders:
-            pipe.lpush(*self.message(o, now))
+        for part in parts:
+            pipe.lpush(*self.message(part, now))
         pipe.execute()
 
     def close(self) -> None:

@@ -63,6 +63,8 @@ class ConsumerContext:
     #: the device's other jobs out as its last finish counted them (None: not counted)
     others_out: int | None = None
     quarantined: bool = False
+    last_job_s: float | None = None  #: how long the last job run here took
+    short_jobs: int = 0  #: short jobs in a row (worker_agent.batches)
     group: GroupShared | None = None  #: set for a device served by a group process
 
     @property
@@ -130,6 +132,7 @@ class ConsumerContext:
         self.quarantined = False
         self.jobs_since_canary = 0
         self.jobs_to_fill = 1
+        self.short_jobs = 0
         runner = self.__dict__.pop("runner", None)
         if runner is not None:
             with contextlib.suppress(Exception):  # a device gone meanwhile: nothing to release
@@ -148,12 +151,12 @@ class ConsumerContext:
 
         from . import health
 
-        with self.engine.begin() as conn:
-            baseline = conn.execute(
-                select(Device.health_baseline).where(Device.key == self.device.key)
-            ).scalar()
+        key = self.device.key
+        baseline = self.statements.run(  # the device's own connection: no new one per canary
+            lambda c: c.execute(select(Device.health_baseline).where(Device.key == key)).scalar()
+        )
         report = health.check_guarded(self.runner, baseline, memory=not self.threaded)
-        health.record(self.engine, self.device.key, report, baseline)
+        self.statements.run(lambda c: health.record_on(c, key, report, baseline))
         self.quarantined = not report.ok
         if not report.ok:
             log.warning("%s quarantined: %s", self.device.key, report.reason)

@@ -16,6 +16,7 @@ import re
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -220,15 +221,48 @@ def _quarantined(ctx: ConsumerContext, claimed: jobs.Claimed) -> bool:
     return health == QUARANTINED
 
 
+@dataclass
+class Ran:
+    """A claimed job that ran to an end its result records (the finish still to write)."""
+
+    claimed: jobs.Claimed
+    state: str
+    values: dict[str, Any]
+    error: str
+    failure: BaseException | None  #: what ended it, for its device's failure streak
+    took_s: float
+
+
 def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
     """Run dispatch `attempt` of job `job_id`; returns its outcome (for the task's log)."""
-    from celery.exceptions import SoftTimeLimitExceeded
-
     claimed = ctx.statements.run(
         lambda c: jobs.claim(c, job_id, attempt, ctx.worker, ctx.timing.lease_s)
     )
     if claimed is None:
         return STALE
+    ran = run_claimed(ctx, claimed)
+    if isinstance(ran, str):
+        return ran
+    written, ctx.others_out = ctx.statements.run(
+        lambda c: jobs.finish_counting(c, job_id, attempt, ctx.worker, ran.state, ran.values)
+    )
+    ctx.after_job()  # its canary first: a canary that passes would lift a streak's quarantine
+    return after_finish(ctx, ran, written)
+
+
+def after_finish(ctx: ConsumerContext, ran: Ran, written: bool) -> str:
+    """What follows a job's finish: its failure in its device's streak; its outcome."""
+    if written and ran.failure is not None:
+        failure_streak.after_failure(ctx, ran.claimed, ran.state, ran.failure, ran.error)
+    return ran.state if written else STALE
+
+
+def run_claimed(ctx: ConsumerContext, claimed: jobs.Claimed) -> Ran | str:
+    """Run a job this worker claimed: what its finish will write, or the outcome of a job
+    that ended otherwise (moved, retried, stale: nothing to finish)."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    job_id, attempt = claimed.job_id, claimed.attempt
     if ctx.quarantined or _quarantined(ctx, claimed):
         return _move(
             ctx,
@@ -289,12 +323,7 @@ def execute_job(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
         error = f"bug: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
     finally:
         ctx.lease.release()
-    values = result_values(outcome, ctx.facts, time.perf_counter() - start)
+    took = ctx.last_job_s = time.perf_counter() - start
+    values = result_values(outcome, ctx.facts, took)
     values["error"] = error
-    written, ctx.others_out = ctx.statements.run(
-        lambda c: jobs.finish_counting(c, job_id, attempt, ctx.worker, state, values)
-    )
-    ctx.after_job()  # its canary first: a canary that passes would lift a streak's quarantine
-    if written and failure is not None:
-        failure_streak.after_failure(ctx, claimed, state, failure, error)
-    return state if written else STALE
+    return Ran(claimed, state, values, error, failure, took)

@@ -11,7 +11,7 @@ One kombu connection; per device a channel with prefetch 1 and a consumer on its
 a device holds at most one message (plus retries waiting for their `eta`, each with a
 credit of its own, as Celery counts them) and runs one job at a time. Only the main thread
 touches kombu: it drains the broker, decodes each message (worker_agent.celery_message),
-starts its job on a thread of its own (`tasks.run_dispatch` with the device's
+starts its job on a thread of its own (`tasks.run_dispatches` with the device's
 ConsumerContext: claim, run, finish, refill), acks it once the job ended (acks_late), puts
 it back when the database was unreachable, and enforces the time limits: past the soft
 limit the job's runner block raises SoftTimeLimitExceeded (the job ends timed out), past
@@ -384,12 +384,12 @@ class DeviceGroup:
 
     def _job(self, ctx: ConsumerContext, run: Running) -> None:
         """A job's thread: the task's body on the device's context."""
-        from .tasks import DatabaseUnreachable, run_dispatch
+        from .tasks import DatabaseUnreachable, run_dispatches
 
         job = run.job
         verdict = ACK
         try:
-            outcome = run_dispatch(ctx, job.job_id, job.attempt)
+            outcome = run_dispatches(ctx, job.dispatches)
             took = time.monotonic() - run.started
             log.info(
                 "Task devicefarm.run_job[%s] succeeded in %.3fs: %r", job.task_id, took, outcome
@@ -445,6 +445,7 @@ class DeviceGroup:
             if age >= run.job.hard_limit_s:
                 run.given_up = True
                 slot.ctx.lease.release()  # its lease runs out: the reconciler moves it
+                slot.ctx.lease.abandon_waiting()  # and its batch's others, not run here
                 self._settle(run.message, ACK)
                 log.error(
                     "%s: job %s past its hard time limit (%g s): given up; the device takes "

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, update
+from sqlalchemy import Connection, Engine, update
 
 from delegate_runtime.errors import DevicefarmError, ModelError
 from farm_core.schema import HEALTHY, QUARANTINED, Device, utcnow
@@ -128,11 +128,18 @@ def record(
     engine: Engine, device_key: str, report: HealthReport, baseline: dict[str, Any] | None
 ) -> None:
     """Store a device's health; the first healthy canary becomes its latency baseline."""
+    with engine.begin() as conn:
+        record_on(conn, device_key, report, baseline)
+
+
+def record_on(
+    conn: Connection, device_key: str, report: HealthReport, baseline: dict[str, Any] | None
+) -> None:
+    """`record` in one statement on `conn` (a consumer's own connection)."""
     values: dict[str, Any] = {
         "health": HEALTHY if report.ok else QUARANTINED,
         "health_reason": report.reason or "",
     }
     if report.ok and not report.skipped and not (baseline or {}).get("latency_us"):
         values["health_baseline"] = report.figures | {"at": utcnow().isoformat()}
-    with engine.begin() as conn:
-        conn.execute(update(Device).where(Device.key == device_key).values(**values))
+    conn.execute(update(Device).where(Device.key == device_key).values(**values))

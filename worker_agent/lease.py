@@ -12,6 +12,10 @@ renewal (every `lease_s / 3` or PROGRESS_EVERY_S, the shorter) instead of runnin
 end. A job run on a thread of a device group (`threaded`; worker_agent.group) is aborted the
 same way by an exception raised in that thread (worker_agent.thread_interrupt), and so is
 its soft time limit (`interrupt`).
+
+The dispatches of a batch (farm_core.job_batches) that wait their turn are held too
+(`hold_waiting`): their leases renewed together in one statement, and one found no longer
+ours (cancelled, moved) is not run (`gone`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 from delegate_runtime.tools.progress import LINE_INTERVAL_S
-from farm_core import jobs
+from farm_core import job_batches, jobs
 from farm_core.database import Statements
 
 from .thread_interrupt import Interruptible
@@ -58,6 +62,8 @@ class LeaseKeeper:
         self._progress: Callable[[], str | None] | None = None
         self._abortable = False
         self._lost: tuple[int, int] | None = None
+        self._waiting: list[tuple[int, int]] = []  #: a batch's dispatches not yet started
+        self._gone: set[tuple[int, int]] = set()  #: of those, found no longer ours
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -70,9 +76,39 @@ class LeaseKeeper:
             self._current = (job_id, attempt)
             self._progress = progress
             self._lost = None
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name="lease", daemon=True)
-                self._thread.start()
+            if (job_id, attempt) in self._waiting:
+                self._waiting.remove((job_id, attempt))
+            self._start()
+
+    def hold_waiting(self, dispatches: list[tuple[int, int]]) -> None:
+        """Keep the leases of a batch's claimed dispatches until each starts (`hold`) or
+        the batch ends (`release_waiting`)."""
+        with self._lock:
+            self._waiting = list(dispatches)
+            self._gone = set()
+            self._start()
+
+    def gone(self, dispatch: tuple[int, int]) -> bool:
+        """Whether a waiting dispatch was found no longer ours (do not run it)."""
+        with self._lock:
+            return dispatch in self._gone
+
+    def abandon_waiting(self) -> None:
+        """Leave every waiting dispatch to the reconciler: its lease runs out, it is not run
+        here (a batch given up past its hard time limit)."""
+        with self._lock:
+            self._gone.update(self._waiting)
+            self._waiting = []
+
+    def release_waiting(self) -> None:
+        with self._lock:
+            self._waiting = []
+            self._gone = set()
+
+    def _start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._loop, name="lease", daemon=True)
+            self._thread.start()
 
     def release(self) -> None:
         with self._lock:
@@ -123,6 +159,9 @@ class LeaseKeeper:
             self._wake.wait(min(self.lease_s / 3, PROGRESS_EVERY_S))
             with self._lock:
                 current, progress = self._current, self._progress
+                waiting = list(self._waiting)
+            if waiting:
+                self._renew_waiting(waiting)
             if current is None:
                 continue
             line = progress() if progress is not None else None
@@ -139,6 +178,21 @@ class LeaseKeeper:
                 continue
             if not mine:
                 self._abort(current)
+
+    def _renew_waiting(self, waiting: list[tuple[int, int]]) -> None:
+        try:
+            mine = self.statements.run(
+                lambda c: job_batches.renew_many(c, waiting, self.worker, self.lease_s)
+            )
+        except Exception as exc:  # noqa: BLE001 - a DB blip must not kill the thread
+            log.warning("lease renewal of a batch failed: %s", exc)
+            return
+        with self._lock:
+            lost = [d for d in waiting if d not in mine and d in self._waiting]
+            self._gone.update(lost)
+            self._waiting = [d for d in self._waiting if d not in self._gone]
+        for d in lost:
+            log.warning("job %s attempt %s is no longer ours (cancelled or moved): skipped", *d)
 
     def _abort(self, current: tuple[int, int]) -> None:
         with self._lock:

@@ -137,8 +137,8 @@ def test_a_message_popped_for_a_consumer_that_reads_it_late_is_not_lost(tmp_path
     probe = RedisProbe(redis_url)
     probe.client.flushdb()
     publisher = RedisPublisher(Celery(set_as_current=False), redis_url)
-    name, _ = publisher.message(SendOrder(1, 1, "noop:a"))
-    publisher.publish([SendOrder(1, 1, "noop:a")])
+    name, _ = publisher.message([SendOrder(1, 1, "noop:a")])
+    publisher.publish([[SendOrder(1, 1, "noop:a")]])
     consumer = probe.client.connection_pool.get_connection()
     consumer.send_command("BRPOP", name, 30)  # Redis pops it as it answers; not read yet
     assert probe.client.llen(name) == 0  # in no list, not in unacked: only in the socket

@@ -10,7 +10,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from farm_core.database import open_database
-from farm_core.dispatch import SendOrder
+from farm_core.dispatch import SendOrder, messages
 from labkit.farm_rows import add_device, write_model
 from labkit.processes import STOP_GRACE_S, free_port, kill_group, wait_until
 from labkit.redis_server import RedisServer
@@ -35,12 +35,16 @@ class RecordingDispatcher:
 
     def __init__(self, broken: str = ""):
         self.sent: list[SendOrder] = []
+        self.messages: list[list[SendOrder]] = []  #: as dispatch.messages groups them
         self.broken = broken
 
-    def send(self, orders: Sequence[SendOrder]) -> tuple[list[SendOrder], str]:
+    def send(
+        self, orders: Sequence[SendOrder], per_message: int = 1
+    ) -> tuple[list[SendOrder], str]:
         if self.broken:
             return [], self.broken
         self.sent.extend(orders)
+        self.messages.extend(messages(orders, per_message))
         return list(orders), ""
 
     def close(self) -> None:

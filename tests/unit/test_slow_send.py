@@ -28,10 +28,12 @@ class SlowDispatcher(RecordingDispatcher):
         self.pause_s = pause_s
         self.parts: list[int] = []
 
-    def send(self, orders: Sequence[SendOrder]) -> tuple[list[SendOrder], str]:
+    def send(
+        self, orders: Sequence[SendOrder], per_message: int = 1
+    ) -> tuple[list[SendOrder], str]:
         time.sleep(self.pause_s)
         self.parts.append(len(orders))
-        return super().send(orders)
+        return super().send(orders, per_message)
 
 
 @pytest.mark.parametrize("restamp_after_s, later_parts_stamped", [(0.05, True), (60.0, False)])
