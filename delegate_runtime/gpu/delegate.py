@@ -284,6 +284,7 @@ class GpuSession:
             switches.first_tier,
             found.info.is_gpu,
             sum(cache.holds(k) for k in first_keys),
+            len(first_keys),
         )
         parts = program.parts
         if beside:

@@ -52,17 +52,19 @@ def generic_units(generic_source: str, parts: list[LoweredPartition]) -> list[st
     return kernel_units(generic_source, names)
 
 
-def wanted(forced: bool | None, on: bool, is_gpu: bool, cached: int) -> bool:
+def wanted(forced: bool | None, on: bool, is_gpu: bool, cached: int, units: int) -> bool:
     """Whether a session whose own program the cache lacks starts on the first tier:
     where the switch was set (`forced`), as it says; at its default (`on`), on a GPU whose
-    kernel cache holds at least one of the tier's units (`cached`): the host built generic
-    kernels before, so the rest are few. On an empty cache the tier's units took longer
-    than the model's own program (an H100, EfficientNetB0: 4.2 s against 3.1 s): such a
-    session waits for its own and leaves the tier's units to the host's builders
-    (`leave_for_builders`) for the models after it."""
+    kernel cache holds every one of the tier's `units` (`cached`): a host that built them
+    for earlier models. A tier unit still to build costs more than the model's own (each
+    generic kernel with every argument at run time: an H100, EfficientNetB0 on an empty
+    cache, 4.2 s against 3.1 s; EfficientNetB0__int8 after a float model, whose tier
+    lacked the quantized kernels, 6.2-6.8 s against 4.9-5.7 with no tier), so a session
+    that would build any waits for its own program and leaves the tier's missing units to
+    the host's builders (`leave_for_builders`) for the models after it."""
     if forced is not None:
         return forced
-    return on and is_gpu and cached > 0
+    return on and is_gpu and units > 0 and cached == units
 
 
 def leave_for_builders(
