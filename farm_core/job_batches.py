@@ -145,38 +145,16 @@ def release_many(
     """Give back claimed dispatches that will not run here now (the batch's message ended
     early): queued again as their next attempt, no failure counted, the attempt noted;
     the device's next fill sends them. The ids given back."""
-    now = now or utcnow()
-    rows = {(int(j), int(a)): None for j, a in dispatches}
-    moved = jobs.cas_many(
+    held = {(int(j), int(a)): (device_key, worker) for j, a in dispatches}
+    return jobs.back_to_queue(
         conn,
-        rows,
+        held,
         RUNNING,
-        lambda attempt, _ids: {
-            "state": QUEUED,
-            "attempt": attempt + 1,
-            "worker": "",
-            "lease_expires_at": None,
-            "updated_at": now,
-            "reason": why,
-        },
+        RELEASED,
+        lambda _attempt: why,
+        now or utcnow(),
         where=(JOBS.c.worker == worker,),
     )
-    jobs.record_attempts(
-        conn,
-        [
-            {
-                "job_id": job_id,
-                "attempt": attempt,
-                "device_key": device_key,
-                "worker": worker,
-                "outcome": RELEASED,
-                "reason": why,
-            }
-            for job_id, attempt in moved
-        ],
-        now,
-    )
-    return sorted(job_id for job_id, _ in moved)
 
 
 def _dispatches_in(conn: Connection, pairs: list[tuple[int, int]]) -> tuple[Any, ...]:

@@ -626,6 +626,51 @@ def cas_many(
     return changed
 
 
+def back_to_queue(
+    conn: Connection,
+    held: dict[tuple[int, int], tuple[str, str]],
+    state: str,
+    outcome: str,
+    reason: Callable[[int], str],
+    now: datetime,
+    where: Sequence[Any] = (),
+) -> list[int]:
+    """Queue the jobs of `held` ((job id, attempt) -> (device key, worker) that held it)
+    again as their next attempt, each still in `state` at that attempt (and meeting
+    `where`); the attempt it leaves recorded as `outcome` with `reason(attempt)`. No
+    failure counted: the next fill sends them. The ids moved."""
+    moved = cas_many(
+        conn,
+        held,
+        state,
+        lambda attempt, _ids: {
+            "state": QUEUED,
+            "attempt": attempt + 1,
+            "worker": "",
+            "lease_expires_at": None,
+            "updated_at": now,
+            "reason": reason(attempt),
+        },
+        where=where,
+    )
+    record_attempts(
+        conn,
+        [
+            {
+                "job_id": job_id,
+                "attempt": attempt,
+                "device_key": held[(job_id, attempt)][0],
+                "worker": held[(job_id, attempt)][1],
+                "outcome": outcome,
+                "reason": reason(attempt),
+            }
+            for job_id, attempt in moved
+        ],
+        now,
+    )
+    return sorted(job_id for job_id, _ in moved)
+
+
 def ids_in(conn: Connection, ids: Sequence[int]) -> Any:
     """A job's id among `ids`: on PostgreSQL `id = ANY(:ids)`, one array parameter (an
     expanded `IN` of 500 ids cost SQLAlchemy more than the server's update of the rows),

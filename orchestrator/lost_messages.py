@@ -16,7 +16,7 @@ from sqlalchemy import Connection
 
 from farm_core import jobs
 from farm_core.celery_app import queue_for, task_id
-from farm_core.schema import DISPATCHED, QUEUED
+from farm_core.schema import DISPATCHED
 
 OUTCOME = "message_lost"
 
@@ -58,33 +58,5 @@ def confirmed(probe: Any, candidates: Sequence[Any], now: datetime, confirm_s: f
 def requeue(conn: Connection, lost: Sequence[Any], now: datetime) -> list[int]:
     """Queue `lost` (reconciler rows: id, attempt, device_key, worker) again as their next
     attempt, each still dispatched at the attempt it was read at; returns the ids moved."""
-    rows = {(j.id, j.attempt): j for j in lost}
-    moved = jobs.cas_many(
-        conn,
-        rows,
-        DISPATCHED,
-        lambda attempt, _ids: {
-            "state": QUEUED,
-            "attempt": attempt + 1,
-            "worker": "",
-            "lease_expires_at": None,
-            "updated_at": now,
-            "reason": reason(attempt),
-        },
-    )
-    jobs.record_attempts(
-        conn,
-        [
-            {
-                "job_id": j.id,
-                "attempt": j.attempt,
-                "device_key": j.device_key,
-                "worker": j.worker or "",
-                "outcome": OUTCOME,
-                "reason": reason(j.attempt),
-            }
-            for j in (rows[m] for m in moved)
-        ],
-        now,
-    )
-    return sorted(job_id for job_id, _ in moved)
+    held = {(j.id, j.attempt): (j.device_key, j.worker or "") for j in lost}
+    return jobs.back_to_queue(conn, held, DISPATCHED, OUTCOME, reason, now)
