@@ -1,6 +1,6 @@
 """Sending job messages to their devices' queues: one message per dispatch of a job, or, where
 the sender asks for it (`per_message`), a device's next dispatches together in one message
-(`devicefarm.run_jobs`; farm_core.job_batches says when and why)."""
+(`devicefarm.run_jobs`; worker_agent.batches says when and why)."""
 
 from __future__ import annotations
 

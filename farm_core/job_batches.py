@@ -12,7 +12,7 @@ close together in one (`finish_many`).
 Claimed together means running together as far as the farm can tell: every dispatch of a
 batch holds a lease from its start, a cancel or move of one is found at the next renewal,
 and a worker lost mid-batch leaves all of them to the reconciler, each counted as a failure
-of its lease. So batches are only for short jobs (worker_agent.batching decides), where a
+of its lease. So batches are only for short jobs (worker_agent.batches decides), where a
 batch is over in a blink, and the jobs a lab measures for seconds go one per message as
 before.
 """

@@ -2,7 +2,7 @@
 
 A worker agent's consumer process configures `app` for its broker and installs the device
 context (`worker_agent.consumer`) before the worker starts; a device group (worker_agent.group)
-runs the same body, `run_dispatch`, on a thread per job with each device's own context.
+runs the same body, `run_dispatches`, on a thread per message with each device's own context.
 
 After each job the task fills its device's queue from the database (by priority, fair
 share and quotas), so that jobs flow without a reconciler pass.
@@ -58,11 +58,6 @@ def _run_task(dispatches: list[tuple[int, int]]) -> str:
         return run_dispatches(current_context(), dispatches)
     except DatabaseUnreachable as exc:
         raise Reject(str(exc), requeue=True) from exc
-
-
-def run_dispatch(ctx: ConsumerContext, job_id: int, attempt: int) -> str:
-    """`run_dispatches` of one dispatch."""
-    return run_dispatches(ctx, [(job_id, attempt)])
 
 
 def run_dispatches(ctx: ConsumerContext, dispatches: list[tuple[int, int]]) -> str:
