@@ -1,10 +1,11 @@
 """A job message as Celery sends it (task protocol 2), read without a Celery worker.
 
-farm_core.dispatch sends `devicefarm.run_job(job_id, attempt)` (or `devicefarm.run_jobs([[job_id,
-attempt], ...])`, several dispatches of a device: worker_agent.batches) as `app.send_task` does: the
-headers name the task (`task`), its id (`id`), its time limits (`timelimit`: [hard, soft],
-None for the app's defaults) and a retry's start (`eta`, ISO 8601, from `countdown`); the
-body is JSON `[args, kwargs, embed]`. A device group (worker_agent.group) reads it here.
+farm_core.dispatch sends `devicefarm.run_job(job_id, attempt)`, or for several dispatches of
+a device `devicefarm.run_jobs([[job_id, attempt], ...])` (worker_agent.batches), as
+`app.send_task` does: the headers name the task (`task`), its id (`id`), its time limits
+(`timelimit`: [hard, soft], None for the app's defaults) and a retry's start (`eta`, ISO
+8601, from `countdown`); the body is JSON `[args, kwargs, embed]`. A device group
+(worker_agent.group) reads it here.
 """
 
 from __future__ import annotations

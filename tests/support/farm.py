@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -24,6 +25,7 @@ __all__ = [
     "finish_jobs",
     "free_port",
     "kill_group",
+    "noop_context",
     "sqlite_engine",
     "wait_until",
     "write_model",
@@ -49,6 +51,25 @@ class RecordingDispatcher:
 
     def close(self) -> None:
         pass
+
+
+def noop_context(tmp_path: Path, spec: str = "noop:a", **timing: float) -> Any:
+    """A worker's context for no-op device `spec` on the SQLite farm in `tmp_path`, its
+    messages kept by a RecordingDispatcher (worker_agent.consumer.ConsumerContext)."""
+    from farm_core.settings import Timing
+    from worker_agent.consumer import ConsumerContext
+    from worker_agent.discovery import noop_device
+
+    ctx = ConsumerContext(
+        noop_device(spec, "h"),
+        f"sqlite:///{tmp_path / 'farm.db'}",
+        "unused://",
+        "w1",
+        timing=Timing(**timing),
+        cache_dir=tmp_path / "cache",
+    )
+    ctx.__dict__["dispatcher"] = RecordingDispatcher()
+    return ctx
 
 
 def sqlite_engine(folder: Path) -> Engine:

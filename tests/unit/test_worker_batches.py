@@ -13,12 +13,16 @@ from sqlalchemy import func, select, update
 from delegate_runtime.errors import DeviceError
 from farm_core import job_batches, jobs
 from farm_core.schema import CANCELLED, QUEUED, SUCCEEDED, TIMED_OUT, Attempt, Campaign, Job, Result
-from farm_core.settings import Timing
 from orchestrator.submit import submit
-from tests.support.farm import RecordingDispatcher, add_device, sqlite_engine, write_model
+from tests.support.farm import (
+    RecordingDispatcher,
+    add_device,
+    noop_context,
+    sqlite_engine,
+    write_model,
+)
 from worker_agent import batches
 from worker_agent.consumer import ConsumerContext
-from worker_agent.discovery import noop_device
 from worker_agent.executor import STALE
 from worker_agent.tasks import run_dispatches
 
@@ -26,16 +30,7 @@ JOBS = 40
 
 
 def make_ctx(tmp_path: Path, spec: str = "noop:a", **timing) -> ConsumerContext:
-    ctx = ConsumerContext(
-        noop_device(spec, "h"),
-        f"sqlite:///{tmp_path / 'farm.db'}",
-        "unused://",
-        "w1",
-        timing=Timing(**timing),
-        cache_dir=tmp_path / "cache",
-    )
-    ctx.__dict__["dispatcher"] = RecordingDispatcher()
-    return ctx
+    return noop_context(tmp_path, spec, **timing)
 
 
 def farm_with_jobs(tmp_path: Path, n: int, selector: str = "key=noop:a") -> tuple:

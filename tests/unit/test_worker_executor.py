@@ -19,26 +19,20 @@ from farm_core.schema import (
     Job,
     Result,
 )
-from farm_core.settings import Timing
 from orchestrator.submit import submit
-from tests.support.farm import RecordingDispatcher, add_device, sqlite_engine, write_model
+from tests.support.farm import (
+    RecordingDispatcher,
+    add_device,
+    noop_context,
+    sqlite_engine,
+    write_model,
+)
 from worker_agent.consumer import ConsumerContext
-from worker_agent.discovery import noop_device
 from worker_agent.executor import STALE, execute_job
 
 
 def make_ctx(tmp_path: Path, spec: str = "noop:a", **timing) -> ConsumerContext:
-    device = noop_device(spec, "h")
-    ctx = ConsumerContext(
-        device,
-        f"sqlite:///{tmp_path / 'farm.db'}",
-        "unused://",
-        "w1",
-        timing=Timing(**timing),
-        cache_dir=tmp_path / "cache",
-    )
-    ctx.__dict__["dispatcher"] = RecordingDispatcher()
-    return ctx
+    return noop_context(tmp_path, spec, **timing)
 
 
 @pytest.fixture
