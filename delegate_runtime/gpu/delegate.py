@@ -279,11 +279,12 @@ class GpuSession:
             prep.program_keys(found, first, opts.precision, first.token) if first else ([], "")
         )
         cache = KernelCache(cache_dir)
+        held = [cache.holds(k) for k in first_keys]  # the tier's units the cache holds
         tiered = first is not None and first_tier.wanted(
             switches.explicit("first_tier"),
             switches.first_tier,
             found.info.is_gpu,
-            sum(cache.holds(k) for k in first_keys),
+            sum(held),
             len(first_keys),
         )
         parts = program.parts
@@ -305,9 +306,8 @@ class GpuSession:
             programs = prep.build_program(*steps)
             t = self._phase("program", t)
             if first is not None:  # for the models after it
-                first_tier.leave_for_builders(
-                    opened.device, cache, first.units, first_keys, first.token, options
-                )
+                missing = [u for u, h in zip(first.units, held, strict=True) if not h]
+                first_tier.leave_for_builders(opened.device, cache, missing, first.token, options)
         native = native.result()
         t = self._phase("launch_loop", t)  # what the program left of the loop's loading
         self.executors = prep.make_executors(

@@ -305,7 +305,7 @@ KNOBS: dict[str, Knob] = {
         "gpu.build.FIRST_TIER",
         "a session whose own program is not in the kernel cache starts on the generic "
         "kernels and swaps its own in once built (opencl/first_tier.py); at its default on "
-        "GPUs whose kernel cache holds some of those kernels (else it waits for its own and "
+        "GPUs whose kernel cache holds all of those kernels (else it waits for its own and "
         "leaves them to the host's builders for the next model); off, it waits for its own",
         "DEVICEFARM_GPU_FIRST_TIER",
     ),

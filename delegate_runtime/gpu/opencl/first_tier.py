@@ -9,7 +9,7 @@ MobileNetV3Large) and the same for every model: each is a unit of its own
 (program_units.kernel_units), keyed by its text, so that a host builds each once for its
 models (those whose programs hold the same kernel files: a rare op's file changes the
 helpers, and so the text). A session whose own program the kernel cache does not hold
-whole starts on them where the host built some before (`wanted`), its launches renamed
+whole starts on them where the host built all of them before (`wanted`), its launches renamed
 back to the kernels their copies were made from, every argument passed and no persistent
 runs (a copy computes what its generic kernel computes for its launch), and builds its
 own program in a thread; it swaps its own program in at the first invoke after the build, or
@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from . import build_pool, build_workers
-from .cache import CacheKey, KernelCache
+from .cache import KernelCache
 from .launch import Lowered, LoweredPartition
 from .program_units import kernel_units
 from .specialize import generic_name
@@ -68,17 +68,11 @@ def wanted(forced: bool | None, on: bool, is_gpu: bool, cached: int, units: int)
 
 
 def leave_for_builders(
-    device: Any,
-    cache: KernelCache,
-    units: list[str],
-    keys: list[CacheKey],
-    token: str,
-    options: str,
+    device: Any, cache: KernelCache, missing: list[str], token: str, options: str
 ) -> int:
-    """Post the `units` (cache keys `keys`) the cache lacks to the host's resident builders
+    """Post the tier's units the cache lacks (`missing`) to the host's resident builders
     (build_pool.py), without waiting: they build them after the session's own program, for
     the models after it. The units posted (0 where no builder runs)."""
-    missing = [u for u, key in zip(units, keys, strict=True) if not cache.holds(key)]
     spec = build_workers.device_spec(device)
     spool = build_pool.spool_dir(cache.dir, spec)
     if not missing or not build_pool.live_builders(spool):
