@@ -1,7 +1,7 @@
 """A device's short jobs in batches: when its worker asks for them, and how it runs one.
 
-When: after `FAST_STREAK` jobs in a row each ran under `batch_below_s()` (50 ms: the spine's
-own cost per job, about 5 ms, would be a tenth of the job or more), the worker's refill asks
+When: after `FAST_STREAK` jobs in a row each ran under 50 ms (worker_agent.job_pace: the
+spine's own cost per job, about 5 ms, would be a tenth of the job or more), the worker's refill asks
 for up to `batch_jobs()` of the device's next dispatches per message; one longer job and
 it asks for one per message again. A lab's measuring jobs (seconds) never batch; no-op
 devices and the like do, where the spine's cost per job is the whole cost.
@@ -9,8 +9,7 @@ devices and the like do, where the spine's cost per job is the whole cost.
 How (`execute_batch`): the message's dispatches are claimed in one statement and their
 leases kept together (farm_core.job_batches, worker_agent.lease); each runs as a job of
 its own message would (`executor.run_claimed`); the results of jobs that end close
-together are written in one statement, at the latest when a job took `batch_below_s()` or
-more, `FLUSH_AFTER_S` after the oldest unwritten one, or at the batch's end. A time limit
+together are written in one statement, at the latest when a job took 50 ms or more, `FLUSH_AFTER_S` after the oldest unwritten one, or at the batch's end. A time limit
 ends the batch: its dispatches not yet run are given back (queued again, no failure
 counted) for the device's next fill; on a quarantined device each is moved as any
 quarantined job is.
@@ -27,6 +26,7 @@ from farm_core import job_batches
 from farm_core.device_queue import queue_depth
 
 from .executor import STALE, Ran, after_finish, run_claimed
+from .job_pace import short_below_s
 
 if TYPE_CHECKING:
     from .consumer import ConsumerContext
@@ -35,9 +35,6 @@ log = logging.getLogger(__name__)
 
 #: Dispatches per message for a device whose jobs are short (1: never batch).
 ENV_BATCH_JOBS = "DEVICEFARM_BATCH_JOBS"
-#: A job that ran at least this long is not short (ms).
-ENV_BATCH_BELOW_MS = "DEVICEFARM_BATCH_BELOW_MS"
-DEFAULT_BATCH_BELOW_MS = 50
 #: Short jobs in a row before a device's worker asks for batches.
 FAST_STREAK = 2
 #: Results wait at most this long to be written with others (s).
@@ -48,16 +45,6 @@ def batch_jobs() -> int:
     """Most dispatches in one message: $DEVICEFARM_BATCH_JOBS, else the queue's depth (a
     device's whole share of its queue in one message)."""
     return whole_number(ENV_BATCH_JOBS, queue_depth(), 1, 10_000)
-
-
-def batch_below_s() -> float:
-    """A job that ran this long or longer is not short: $DEVICEFARM_BATCH_BELOW_MS / 1000."""
-    return whole_number(ENV_BATCH_BELOW_MS, DEFAULT_BATCH_BELOW_MS, 1, 3_600_000) / 1000
-
-
-def note_job(ctx: ConsumerContext, took_s: float) -> None:
-    """Count a job's time towards the device's streak of short jobs."""
-    ctx.short_jobs = ctx.short_jobs + 1 if took_s < batch_below_s() else 0
 
 
 def per_message(ctx: ConsumerContext) -> int:
@@ -83,7 +70,6 @@ def execute_batch(ctx: ConsumerContext, dispatches: list[tuple[int, int]]) -> li
             if isinstance(ran, str):
                 outcome[key] = ran
                 continue
-            note_job(ctx, ran.took_s)
             ctx.after_job()  # its canary first, as after a job of its own message
             if not pending:
                 first_pending = time.monotonic()
@@ -93,7 +79,7 @@ def execute_batch(ctx: ConsumerContext, dispatches: list[tuple[int, int]]) -> li
             if (
                 last
                 or ended_early
-                or ran.took_s >= batch_below_s()
+                or ran.took_s >= short_below_s()
                 or time.monotonic() - first_pending >= FLUSH_AFTER_S
             ):
                 outcome.update(_flush(ctx, pending))

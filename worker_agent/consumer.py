@@ -63,8 +63,7 @@ class ConsumerContext:
     #: the device's other jobs out as its last finish counted them (None: not counted)
     others_out: int | None = None
     quarantined: bool = False
-    last_job_s: float | None = None  #: how long the last job run here took
-    short_jobs: int = 0  #: short jobs in a row (worker_agent.batches)
+    short_jobs: int = 0  #: short jobs in a row (worker_agent.job_pace)
     group: GroupShared | None = None  #: set for a device served by a group process
 
     @property

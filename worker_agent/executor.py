@@ -38,7 +38,7 @@ from farm_core.schema import (
     StoredModel,
 )
 
-from . import failure_streak
+from . import failure_streak, job_pace
 from .lease import JobLost
 from .limits import RuntimeOpened, job_memory_mb, over_limit_message, under_job_limits
 from .runners.base import JobSpec, RunOutcome
@@ -323,7 +323,8 @@ def run_claimed(ctx: ConsumerContext, claimed: jobs.Claimed) -> Ran | str:
         error = f"bug: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
     finally:
         ctx.lease.release()
-    took = ctx.last_job_s = time.perf_counter() - start
+    took = time.perf_counter() - start
+    job_pace.note_job(ctx, took)
     values = result_values(outcome, ctx.facts, took)
     values["error"] = error
     return Ran(claimed, state, values, error, failure, took)

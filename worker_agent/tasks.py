@@ -65,16 +65,13 @@ def run_dispatches(ctx: ConsumerContext, dispatches: list[tuple[int, int]]) -> s
     the message's jobs, then fill the device's queue; DatabaseUnreachable, after a pause,
     when the database did not answer (the caller puts the message back)."""
     from farm_core.database import unreachable
-    from worker_agent.batches import execute_batch, note_job
+    from worker_agent.batches import execute_batch
     from worker_agent.executor import execute_job
 
     ctx.others_out = None  # counted by this job's finish, if it gets that far
-    ctx.last_job_s = None
     try:
         if len(dispatches) == 1:
             outcome = execute_job(ctx, *dispatches[0])
-            if ctx.last_job_s is not None:
-                note_job(ctx, ctx.last_job_s)
         else:
             outcome = ", ".join(execute_batch(ctx, dispatches))
     except Exception as exc:

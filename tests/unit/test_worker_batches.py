@@ -21,7 +21,7 @@ from tests.support.farm import (
     sqlite_engine,
     write_model,
 )
-from worker_agent import batches
+from worker_agent import batches, job_pace
 from worker_agent.consumer import ConsumerContext
 from worker_agent.executor import STALE
 from worker_agent.tasks import run_dispatches
@@ -80,7 +80,7 @@ def test_short_jobs_come_in_batches_and_each_runs_once(tmp_path: Path) -> None:
 
 
 def test_jobs_that_are_not_short_keep_one_per_message(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv(batches.ENV_BATCH_BELOW_MS, "1")
+    monkeypatch.setenv(job_pace.ENV_BATCH_BELOW_MS, "1")
     engine, first = farm_with_jobs(tmp_path, 12)
     ctx = make_ctx(tmp_path, "noop:a?delay_s=0.005")  # each job 5 ms: not under 1 ms
     carried = run_queue(ctx, first)
@@ -188,7 +188,7 @@ def test_a_device_quarantined_mid_batch_moves_the_rest(tmp_path: Path, monkeypat
 @pytest.mark.parametrize("took_s, want", [(0.001, 2), (0.2, 0)])
 def test_the_streak_of_short_jobs(tmp_path: Path, took_s: float, want: int) -> None:
     ctx = make_ctx(tmp_path)
-    batches.note_job(ctx, took_s)
-    batches.note_job(ctx, took_s)
+    job_pace.note_job(ctx, took_s)
+    job_pace.note_job(ctx, took_s)
     assert ctx.short_jobs == want
     assert batches.per_message(ctx) == (batches.batch_jobs() if want else 1)
