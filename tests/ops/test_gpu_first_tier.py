@@ -184,3 +184,52 @@ def test_a_session_that_waits_for_its_own_leaves_the_tier_to_the_builders(
         ), again.program_summary
     finally:
         build_pool.stop_pool(procs)
+
+
+@pytest.mark.parametrize("first", ["tier", "own"])
+def test_a_tier_still_to_build_races_the_own_program(opencl_device, monkeypatch, tmp_path, first):
+    """At the switch's default, a tier the cache holds only in part begins building with
+    the session's own program and the first built is taken: on the tier, its own swapped
+    in at settle(); or on its own at once, the tier's build going on (its units cached
+    after). Which builds first is fixed here by holding the other back until it has;
+    the outputs are the own program's to the bit either way."""
+    import threading
+
+    from delegate_runtime.gpu.opencl import first_tier
+    from delegate_runtime.gpu.opencl import preparation as prep
+
+    _one_group_per_unit(monkeypatch)
+    monkeypatch.setenv("DEVICEFARM_GPU_SPECIALIZE", "1")
+    monkeypatch.setenv("DEVICEFARM_GPU_PERSISTENT", "1")
+    model, inputs = separable_blocks()
+    monkeypatch.setenv("DEVICEFARM_GPU_FIRST_TIER", "0")
+    want = _session(model, tmp_path / "plain").invoke(inputs)
+    monkeypatch.delenv("DEVICEFARM_GPU_FIRST_TIER")
+    monkeypatch.setattr(first_tier, "wanted", lambda *args: True)  # as a GPU with some cached
+    built = {"tier": threading.Event(), "own": threading.Event()}
+    build = prep.build_program
+
+    def in_order(opened, program, *rest):  # type: ignore[no-untyped-def]
+        mine = "own" if program.token == "model" else "tier"
+        if mine != first:
+            built[first].wait(600)
+        try:
+            return build(opened, program, *rest)
+        finally:
+            built[mine].set()
+
+    monkeypatch.setattr(prep, "build_program", in_order)
+    session = _session(model, tmp_path)
+    if first == "tier":
+        assert session.program_summary.startswith("first tier"), session.program_summary
+        assert session.first_tier_units > 0
+        got = session.invoke(inputs)
+        session.settle()
+        assert _enqueued(session) == ["persistent0_0"]
+    else:
+        assert session.first_tier_units == 0 and "first tier" not in session.program_summary
+        assert _enqueued(session) == ["persistent0_0"]
+        got = session.invoke(inputs)
+        assert built["tier"].wait(600)  # the tier's build went on
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
