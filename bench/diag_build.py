@@ -3,6 +3,11 @@ after another, in threads, or in processes, and its persistent unit alone.
 
     python bench/diag_build.py MODEL [--device NVIDIA] [--precision fp32] [--jobs 16]
         [--each] [--set persistent.MAX_RUN_BYTES=64000]   (a switch: gpu/switches.py)
+        [--each --options=-cl-nv-opt-level=0 ...]
+
+`--options` (with --each, repeatable) builds the units once more with those options added
+to the session's, each in a fresh process, and prints each set's seconds beside the
+session's own.
 
 `--each` builds the units one after another in one process instead, after a unit of the
 helpers alone (every unit holds them): each unit's size, kernels and seconds, largest
@@ -109,6 +114,9 @@ def main() -> int:
     ap.add_argument("--opts", default="", help=argparse.SUPPRESS)
     ap.add_argument("--each", action="store_true", help="each unit's build, one at a time")
     ap.add_argument("--set", action="append", default=[], help="SWITCH=VALUE (gpu/switches.py)")
+    ap.add_argument(
+        "--options", action="append", default=[], help="with --each: build options to add"
+    )
     a = ap.parse_args()
     if a.child:
         child(a.child, [int(i) for i in a.indices.split(",")], a.how, a.device, a.opts)
@@ -129,12 +137,19 @@ def main() -> int:
         path.write_text(json.dumps([without_kernels(units[0]), *units]))
         dev = ["--device", a.device] if a.device else []
         indices = ",".join(map(str, range(len(units) + 1)))
-        each = run(["--child", str(path), "--opts", opts, *dev, "--indices", indices])["each"]
-        print(f"{Path(a.model).stem}: {len(units)} units; helpers alone {each[0]:.2f} s")
-        for unit, s in zip(units, each[1:], strict=True):
+        sets = [opts, *(f"{opts} {extra}" for extra in a.options)]
+        each = [
+            run(["--child", str(path), f"--opts={o}", *dev, "--indices", indices])["each"]
+            for o in sets
+        ]
+        print(f"{Path(a.model).stem}: {len(units)} units; helpers alone {each[0][0]:.2f} s")
+        print("  options: " + " | ".join(["session's", *a.options]))
+        for i, unit in enumerate(units, start=1):
             kernels = len(read_source(unit)[2])
-            print(f"  {len(unit) / 1e3:6.1f} kB  {kernels:3d} kernels  {s:5.2f} s")
-        print(f"  sum {sum(each[1:]):.1f} s; largest {max(each[1:]):.2f} s")
+            secs = "  ".join(f"{e[i]:5.2f} s" for e in each)
+            print(f"  {len(unit) / 1e3:6.1f} kB  {kernels:3d} kernels  {secs}")
+        for o, e in zip(["session's", *a.options], each, strict=True):
+            print(f"  {o}: sum {sum(e[1:]):.1f} s; largest {max(e[1:]):.2f} s")
         return 0
     path.write_text(json.dumps(units))
     base = list(range(len(units) - 1))  # the last unit: the persistent kernels, if any
