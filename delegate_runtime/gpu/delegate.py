@@ -296,18 +296,11 @@ class GpuSession:
 
             programs = prep.start_program(load)
         elif tiered:  # the generic kernels now, its own program in a thread
-            tier_steps = (opened, first, opts.precision, cache_dir, first.token, jobs, switches)
-            if all(held) or switches.explicit("first_tier"):
-                programs = prep.build_program(*tier_steps)
-                self._own_program = prep.start_program(lambda: prep.build_program(*steps))
-            else:  # some of the tier to build: both begin, the first built is taken
-                tier = prep.start_program(lambda: prep.build_program(*tier_steps))
-                own = prep.start_program(lambda: prep.build_program(*steps))
-                tiered = first_tier.first_built(tier, own)
-                programs = tier.result() if tiered else own.result()
-                self._own_program = own if tiered else None
-            if tiered:
-                parts, self.first_tier_units = first.parts, len(first.units)
+            programs = prep.build_program(
+                opened, first, opts.precision, cache_dir, first.token, jobs, switches
+            )
+            self._own_program = prep.start_program(lambda: prep.build_program(*steps))
+            parts, self.first_tier_units = first.parts, len(first.units)
             t = self._phase("program", t)
         else:
             programs = prep.build_program(*steps)

@@ -9,10 +9,10 @@ MobileNetV3Large) and the same for every model: each is a unit of its own
 (program_units.kernel_units), keyed by its text, so that a host builds each once for its
 models (those whose programs hold the same kernel files: a rare op's file changes the
 helpers, and so the text). A session whose own program the kernel cache does not hold
-whole starts on them where the host built them before (`wanted`, `first_built`), its
-launches renamed back to the kernels their copies were made from, every argument passed
-and no persistent runs (a copy computes what its generic kernel computes for its launch),
-and builds its own program in a thread; it swaps its own program in at the first invoke after the build, or
+whole starts on them where the host built all of them before (`wanted`), its launches renamed
+back to the kernels their copies were made from, every argument passed and no persistent
+runs (a copy computes what its generic kernel computes for its launch), and builds its
+own program in a thread; it swaps its own program in at the first invoke after the build, or
 when asked (GpuSession.settle: a benchmark asks before it times anything past the first
 inference). A session that waited for its own program instead leaves the tier's units
 to the host's resident builders (`leave_for_builders`), so the models after it start on
@@ -21,7 +21,6 @@ them.
 
 from __future__ import annotations
 
-from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import replace
 from typing import Any
 
@@ -56,35 +55,16 @@ def generic_units(generic_source: str, parts: list[LoweredPartition]) -> list[st
 def wanted(forced: bool | None, on: bool, is_gpu: bool, cached: int, units: int) -> bool:
     """Whether a session whose own program the cache lacks starts on the first tier:
     where the switch was set (`forced`), as it says; at its default (`on`), on a GPU whose
-    kernel cache holds some of the tier's `units` (`cached`): a host that built them for
-    earlier models. Where it holds every one the tier loads before its own program begins
-    to build; where some are still to build, the two begin together and the session takes
-    the first built (`first_built`). On a cache that holds none the tier would only slow
-    its own program (each generic kernel with every argument at run time: an H100,
-    EfficientNetB0 on an empty cache, 4.2 s against 3.1 s), so the session waits for its
-    own and leaves the tier's units to the host's builders (`leave_for_builders`) for the
-    models after it."""
+    kernel cache holds every one of the tier's `units` (`cached`): a host that built them
+    for earlier models. A tier unit still to build costs more than the model's own (each
+    generic kernel with every argument at run time: an H100, EfficientNetB0 on an empty
+    cache, 4.2 s against 3.1 s; EfficientNetB0__int8 after a float model, whose tier
+    lacked the quantized kernels, 6.2-6.8 s against 4.9-5.7 with no tier), so a session
+    that would build any waits for its own program and leaves the tier's missing units to
+    the host's builders (`leave_for_builders`) for the models after it."""
     if forced is not None:
         return forced
-    return on and is_gpu and cached > 0
-
-
-def first_built(tier: Future[Any], own: Future[Any]) -> bool:
-    """Whether a session whose tier and own program began building together starts on
-    the tier: where it was built first, its own swapped in when built. Else (its own built
-    first, or the tier's build failed) it starts on its own, the tier's build going on for
-    the models after it. A tier that lacked a few units wins (DenseNet121__fp32 after
-    EfficientNetB0__int8 on an H200: 6 of 10 to build, 1.1 s against its own 5.2 s); one
-    whose missing generic kernels build slower than the model's own copies loses
-    (EfficientNetB0__int8 after a float model on an H100: 7 of 13 to build, 6.2-6.8 s
-    against its own 4.9-5.7)."""
-    wait([tier, own], return_when=FIRST_COMPLETED)
-    if own.done():
-        return False
-    if tier.exception() is None:
-        return True
-    own.exception()  # waited for: the session starts on its own
-    return False
+    return on and is_gpu and units > 0 and cached == units
 
 
 def leave_for_builders(
