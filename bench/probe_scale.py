@@ -7,10 +7,8 @@ A scratch Redis database (emptied before and after) gets `--queues` device queue
 `--messages` job messages spread over them and their priority lists, and `--unacked`
 delivered ones in kombu's unacked hash, each a real Celery envelope as the farm sends it.
 Then `orchestrator.probes.RedisProbe()` (every device queue's lists and the hash) is timed
-`--repeat` times, and a reconciler pass's read: the queues of devices holding
-`Timing.probe_messages` messages and the hash (orchestrator/probe_share.py). The anchor,
-in the same run: one pipelined read of every list and the hash, their names known (no
-scan), decoded as before the probe ran in Redis (probes.task_ids).
+`--repeat` times. The anchor, in the same run: one pipelined read of the same lists and
+hash, their names known (no scan), with the same decoding: the least a probe can do.
 After a Redis restart in `bench_fleet.py` a pass's probe took 13.7 s over 1,000 queues.
 """
 
@@ -26,7 +24,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from farm_core.celery_app import queue_for, task_id  # noqa: E402
-from farm_core.settings import Timing  # noqa: E402
 from orchestrator.probes import (  # noqa: E402
     REDIS_UNACKED_KEY,
     RedisProbe,
@@ -94,15 +91,10 @@ def main() -> int:
         base, want = timed(lambda: anchor(client, lists), a.repeat)
         took, seen = timed(probe, a.repeat)
         assert seen == want and len(want) == a.messages + a.unacked, "the probe missed messages"
-        most = Timing().probe_messages
-        part = [queue_for(f"noop:d{q:04d}") for q in range(a.queues * most // a.messages)]
-        share, _ = timed(lambda: probe.recheck(part), a.repeat)
         print(
             f"{a.queues} queues, {a.messages} messages in {len(lists)} lists, {a.unacked} "
-            f"unacked (median of {a.repeat}): full probe {took * 1e3:.1f} ms, a pass's share "
-            f"({len(part)} queues, about {most} messages) {share * 1e3:.1f} ms; anchor (one "
-            f"pipelined read, names known) {base * 1e3:.1f} ms: full {took / base:.2f}x, "
-            f"share {share / base:.2f}x"
+            f"unacked: full probe {took * 1e3:.1f} ms (median of {a.repeat}), anchor (one "
+            f"pipelined read, names known) {base * 1e3:.1f} ms: {took / base:.2f}x"
         )
     finally:
         client.flushdb()

@@ -107,9 +107,6 @@ class Timing:
     #: a reconcile pass begins parts of bulk work (moves, the fill) until this long after
     #: its start; the rest is the next pass's (orchestrator.pass_budget)
     pass_budget_s: float = 0.5
-    #: a pass reads the broker queues of devices holding about this many dispatched jobs,
-    #: the longest unread first; the others' in the passes after (orchestrator.probe_share)
-    probe_messages: int = 2500
 
     @classmethod
     def from_env(cls) -> Timing:

@@ -9,7 +9,6 @@ a pass that found 4,916 such jobs placed them one transaction each, for 233 s.""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Any
 
@@ -26,26 +25,19 @@ def reason(attempt: int) -> str:
     return f"message for attempt {attempt} was no longer in the broker"
 
 
-def confirmed(
-    probe: Any,
-    candidates: Sequence[Any],
-    now: datetime,
-    confirm_s: float,
-    unjudged: AbstractSet[str] = frozenset(),
-) -> list[Any]:
-    """The `candidates` (reconciler rows the pass's probe did not see) the broker has
-    lacked in every probe for `confirm_s` (the probe's `missing_since`: a consumer may hold
-    a message Redis popped for it, unread, in no list and not yet in the unacked hash), and
+def confirmed(probe: Any, candidates: Sequence[Any], now: datetime, confirm_s: float) -> list[Any]:
+    """The `candidates` (reconciler rows the full probe did not see) the broker has lacked
+    in every probe for `confirm_s` (the probe's `missing_since`: a consumer may hold a
+    message Redis popped for it, unread, in no list and not yet in the unacked hash), and
     that the probe's snapshot of their queues lacks too (probes.RedisProbe.recheck: read
     only for those due, as a scan may miss a message that moved meanwhile); none when the
-    broker cannot be read now (decided next pass). `unjudged`: the task ids of dispatches
-    whose queues the pass did not read (probe_share), missed since as before. A probe with
-    no memory or snapshot decides on what it lacks now."""
+    broker cannot be read now (decided next pass). A probe with no memory or snapshot
+    decides on what it lacks now."""
     due = list(candidates)
     since = getattr(probe, "missing_since", None)
     if since is not None:
         missing = {task_id(j.id, j.attempt): j for j in candidates}
-        for found_or_moved in since.keys() - missing.keys() - unjudged:
+        for found_or_moved in since.keys() - missing.keys():
             del since[found_or_moved]
         due = [
             j

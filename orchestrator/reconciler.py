@@ -44,7 +44,6 @@ from farm_core.settings import Timing
 from .homecoming import bring_back
 from .lost_messages import confirmed, requeue
 from .pass_budget import PassBudget
-from .probe_share import BrokerView, look
 from .probes import Probe
 from .relocation import group_key, move_off, relocate
 
@@ -271,11 +270,10 @@ def reconcile(
     lost_messages = []  #: dispatched jobs the broker no longer holds, queued again in sets
     off_lost = []  #: dispatched jobs on lost or quarantined devices, moved in sets
     lost_devices: dict[str, str] = {}  #: why, by device
-    view = BrokerView(None)
+    in_broker: set[str] | None = None
     if any(j.state == DISPATCHED and (j.dispatched_at or now) < grace for j in active):
         with report.timed("probe"):
-            view = look(probe, active, grace, now, timing.probe_messages)
-    in_broker = view.seen
+            in_broker = probe()
 
     if in_broker is not None:
         with report.timed("stalled"):
@@ -299,7 +297,6 @@ def reconcile(
             elif (
                 in_broker is not None
                 and (j.dispatched_at or now) < grace
-                and j.device_key not in view.unread
                 and task_id(j.id, j.attempt) not in in_broker
             ):
                 lost_messages.append(j)
@@ -339,12 +336,7 @@ def reconcile(
             report.moved_off_lost_device = moved.moved
             report.expired += moved.expired
     with report.timed("lost"):
-        unjudged = {
-            task_id(j.id, j.attempt)
-            for j in active
-            if j.state == DISPATCHED and j.device_key in view.unread
-        }
-        lost_messages = confirmed(probe, lost_messages, now, timing.lost_confirm_s, unjudged)
+        lost_messages = confirmed(probe, lost_messages, now, timing.lost_confirm_s)
         if lost_messages:
             with engine.begin() as conn:
                 report.resent_lost_message = requeue(conn, lost_messages, now)
