@@ -101,6 +101,16 @@ def test_the_full_probe_passes_over_a_key_of_the_prefix_that_is_no_list(redis_ur
     assert probe() == {"t1", "t2"}
 
 
+def test_ids_the_pattern_cannot_find_are_read_from_the_whole_message(redis_url):
+    probe = RedisProbe(redis_url)
+    probe.client.flushdb()
+    queue = queue_for("noop:a")
+    nested = {"headers": {"stamps": {"id": "not-it"}, "id": "t-nested"}}  # a brace first
+    probe.client.lpush(queue, json.dumps(nested), json.dumps({"headers": {"id": 'a"b'}}))
+    probe.client.lpush(queue, json.dumps({"headers": {"id": "t-plain"}}), "not json at all")
+    assert probe() == {"t-nested", 'a"b', "t-plain"}
+
+
 CONFIRM = Timing(dispatch_grace_s=0, offline_after_s=300, device_gone_s=900, lost_confirm_s=20)
 
 
