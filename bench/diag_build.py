@@ -134,7 +134,9 @@ def main() -> int:
     path = Path(tempfile.mkdtemp()) / "units.json"
     if a.each:
         units = sorted(units, key=len, reverse=True)
-        path.write_text(json.dumps([without_kernels(units[0]), *units]))
+        # the helpers of the smallest unit: a persistent unit's helpers call functions
+        # only its kernels define (NVIDIA's ptxas: "Unresolved extern function")
+        path.write_text(json.dumps([without_kernels(units[-1]), *units]))
         dev = ["--device", a.device] if a.device else []
         indices = ",".join(map(str, range(len(units) + 1)))
         sets = [opts, *(f"{opts} {extra}" for extra in a.options)]
