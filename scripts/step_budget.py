@@ -19,9 +19,12 @@ import sys
 #: 5,465 to 6,758 tests (issue 40: every builtin and GPU op against LiteRT's kernels).
 BUDGETS_S: dict[tuple[str, str], int] = {
     ("tests", "cold"): 2400,  # measured 1260 s at 5,465 tests (b09cb9a); not since
-    ("tests", "warm"): 1900,  # measured 1577 s and 1763 s at 6,758 tests (a5cb937, f4f9fc5)
+    # measured 1577 s and 1763 s at 6,758 tests (a5cb937, f4f9fc5); 2077 s at 7,797 tests
+    # on 2026-12-06 (a690568), a 2-core machine about 1.6x slower than the last (the same
+    # suite's tests 1256 s there at cdb6cb9; plain Celery 413 against 752-930 tasks/s)
+    ("tests", "warm"): 2300,
     ("total", "cold"): 45 * 60,  # the issue's goal for a fresh clone on a fresh machine
-    ("total", "warm"): 35 * 60,
+    ("total", "warm"): 42 * 60,  # 35 minutes before that slower machine
 }
 
 
