@@ -221,9 +221,10 @@ def test_a_slowed_model_of_the_same_name_regresses(farm, start_agent, tmp_path) 
 
 def test_a_suspect_its_confirmation_clears_passes(farm, start_agent, tmp_path) -> None:
     """An unchanged model against a history measured faster (a quieter day: the stored runs
-    scaled by 0.5) is suspect; its paired runs against that same version clear it. (At 0.7 a
-    busy CI host's own swing of the fastest run between campaigns once cleared the screen:
-    the gap must stay well past the 22 % a 3-run history's prior noise asks for.)"""
+    scaled by 0.3) is suspect; its paired runs against that same version clear it. (At 0.7 a
+    busy CI host's own swing of the fastest run between campaigns once cleared the screen,
+    and at 0.5 twice on a slower 2-core machine under the suite's load: the gap must stay
+    well past what a 3-run history's prior noise asks for.)"""
     cpu = f"cpu:reference:{host_name()}"
     start_agent("a", ["cpu"], farm.db_url, farm.broker_url, ready=[cpu])
     model = example(tmp_path / "seg.tflite", 64)
@@ -239,7 +240,7 @@ def test_a_suspect_its_confirmation_clears_passes(farm, start_agent, tmp_path) -
             for rid, bench in conn.execute(select(Result.id, Result.benchmark)).all():
                 if rid in scaled:
                     continue
-                quieter = {k: [v * 0.5 for v in bench[k]] if k == "runs_us" else bench[k] * 0.5
+                quieter = {k: [v * 0.3 for v in bench[k]] if k == "runs_us" else bench[k] * 0.3
                            for k in ("runs_us", "min_us")}  # fmt: skip
                 conn.execute(
                     update(Result).where(Result.id == rid).values(benchmark=bench | quieter)
