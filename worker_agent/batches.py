@@ -1,16 +1,17 @@
 """A device's short jobs in batches: when its worker asks for them, and how it runs one.
 
 When: after `FAST_STREAK` jobs in a row each ran under 50 ms (worker_agent.job_pace: the
-spine's own cost per job, about 5 ms, would be a tenth of the job or more), the worker's refill asks
-for up to `batch_jobs()` of the device's next dispatches per message; one longer job and
-it asks for one per message again. A lab's measuring jobs (seconds) never batch; no-op
+spine's own cost per job, about 5 ms, would be a tenth of the job or more), the worker's
+refill asks for up to `batch_jobs()` of the device's next dispatches per message; one
+longer job and it asks for one per message again. A lab's measuring jobs (seconds) never batch; no-op
 devices and the like do, where the spine's cost per job is the whole cost.
 
 How (`execute_batch`): the message's dispatches are claimed in one statement and their
 leases kept together (farm_core.job_batches, worker_agent.lease); each runs as a job of
 its own message would (`executor.run_claimed`); the results of jobs that end close
-together are written in one statement, at the latest when a job took 50 ms or more, `FLUSH_AFTER_S` after the oldest unwritten one, or at the batch's end. A time limit
-ends the batch: its dispatches not yet run are given back (queued again, no failure
+together are written in one statement, at the latest when a job took 50 ms or more,
+`FLUSH_AFTER_S` after the oldest unwritten one, or at the batch's end. A time limit ends
+the batch: its dispatches not yet run are given back (queued again, no failure
 counted) for the device's next fill; on a quarantined device each is moved as any
 quarantined job is.
 """

@@ -9,10 +9,10 @@ MobileNetV3Large) and the same for every model: each is a unit of its own
 (program_units.kernel_units), keyed by its text, so that a host builds each once for its
 models (those whose programs hold the same kernel files: a rare op's file changes the
 helpers, and so the text). A session whose own program the kernel cache does not hold
-whole starts on them where the host built all of them before (`wanted`), its launches renamed
-back to the kernels their copies were made from, every argument passed and no persistent
-runs (a copy computes what its generic kernel computes for its launch), and builds its
-own program in a thread; it swaps its own program in at the first invoke after the build, or
+whole starts on them where the host built all of them before (`wanted`), its launches
+renamed back to the kernels their copies were made from, every argument passed and no
+persistent runs (a copy computes what its generic kernel computes for its launch), and
+builds its own program in a thread; it swaps its own program in at the first invoke after the build, or
 when asked (GpuSession.settle: a benchmark asks before it times anything past the first
 inference). A session that waited for its own program instead leaves the tier's units
 to the host's resident builders (`leave_for_builders`), so the models after it start on
