@@ -5,8 +5,8 @@ quota nor to a device reserved for someone else (farm_core.holds).
 
 `fill` is called by submission (the campaign's devices), by a worker when its queue is
 down to its last job (its own device; worker_agent.tasks.refill) and by every reconciler
-pass (every live device). Fills of one device, or touching one project with a
-concurrent-jobs quota, run one at a time
+pass (every live device down to its last job). Fills of one device, or touching one
+project with a concurrent-jobs quota, run one at a time
 (farm_core.fill_locks; SQLite: BEGIN IMMEDIATE), and a job is marked dispatched before its
 message is sent, so a job is never sent twice and a quota never overshot.
 """
@@ -83,6 +83,19 @@ def jobs_out(conn: Connection, key: str) -> int:
         .select_from(Job)
         .where(Job.device_key == key, Job.state.in_((DISPATCHED, RUNNING)))
     ).scalar_one()
+
+
+def holding_at_least(conn: Connection, jobs_held: int) -> set[str]:
+    """Devices holding at least `jobs_held` jobs (dispatched or running): one grouped count
+    on the state index."""
+    return set(
+        conn.execute(
+            select(Job.device_key)
+            .where(Job.state.in_((DISPATCHED, RUNNING)))
+            .group_by(Job.device_key)
+            .having(func.count() >= jobs_held)
+        ).scalars()
+    )
 
 
 T = TypeVar("T")

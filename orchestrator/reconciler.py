@@ -6,8 +6,9 @@ the consumer once the canary passes), takes back running jobs whose lease expire
 jobs off devices that went offline or quarantined, queues again (in sets) dispatched jobs
 whose message is no longer in the broker, places queued jobs whose device is lost, quarantined or
 reserved for someone else on another device of the same hardware, expires jobs that waited
-too long for a device that is gone, each with its reason, and fills every live device's
-queue (farm_core.device_queue: priority, fair share, quotas, reservations). Every change is
+too long for a device that is gone, each with its reason, and fills the queue of every live device
+down to its last job (farm_core.device_queue: priority, fair share, quotas, reservations;
+an agent fills its own device's queue then too). Every change is
 a compare-and-set, so passes may overlap. Bulk work (the moves, the fill) begins only
 within `Timing.pass_budget_s` (orchestrator.pass_budget); what a pass leaves is the next
 pass's, which the loops start at once where jobs are left to move.
@@ -55,6 +56,10 @@ log = logging.getLogger(__name__)
 LEASE_PART = 20
 OFF_LOST_PART = 200
 FILL_PART = 250
+#: A live device's agent fills its queue when it is down to its last job
+#: (worker_agent.tasks.refill); the fill tops up only devices holding fewer than this: in
+#: a 1,000-device fleet every pass had sent 100-490 jobs to devices with work enough.
+AGENT_REFILLS_BELOW = 2
 
 
 @dataclass
@@ -354,7 +359,13 @@ def reconcile(
     with report.timed("fill"):
         if not budget.spent():  # before the queues fill; else the next pass's
             report.returned = bring_back(engine, timing, now)
-        live = [k for k, (alive, healthy, _) in status.items() if alive and healthy]
+        with engine.connect() as conn:
+            refilled_by_agent = device_queue.holding_at_least(conn, AGENT_REFILLS_BELOW)
+        live = [
+            k
+            for k, (alive, healthy, _) in status.items()
+            if alive and healthy and k not in refilled_by_agent
+        ]
         random.shuffle(live)  # a pass whose budget runs out fills a part at random
         for part in budget.fill_parts(live, FILL_PART):
             filled = device_queue.fill(engine, dispatcher, part, now)

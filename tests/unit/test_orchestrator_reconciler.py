@@ -9,7 +9,8 @@ import pytest
 from sqlalchemy import func, select, update
 
 from farm_core import jobs
-from farm_core.schema import DISPATCHED, QUEUED, TIMED_OUT, Device, Job, utcnow
+from farm_core.device_queue import queue_depth
+from farm_core.schema import DISPATCHED, QUEUED, SUCCEEDED, TIMED_OUT, Device, Job, utcnow
 from farm_core.settings import Timing
 from orchestrator.reconciler import reconcile
 from orchestrator.submit import submit
@@ -333,7 +334,6 @@ def test_a_spent_budget_leaves_the_next_steps_to_the_next_passes(tmp_path) -> No
     """With no budget a pass runs its first move step (the jobs off the lost device, all
     of them) and leaves relocation, counted, to the next pass, which leaves the fill to
     the one after; every job moves once."""
-    from farm_core.device_queue import queue_depth
 
     engine = _lost_farm(tmp_path, 60, others=2)
     with engine.begin() as c:  # 20 of the lost device's jobs dispatched, 40 queued
@@ -417,3 +417,28 @@ def test_only_jobs_left_to_move_call_for_the_next_pass_at_once() -> None:
     assert ReconcileReport(deferred={"relocate": 3, "fill": 250}).moves_left()
     assert not ReconcileReport(deferred={"fill": 250}).moves_left()
     assert not ReconcileReport().moves_left()
+
+
+def test_a_pass_fills_only_devices_down_to_their_last_job(tmp_path) -> None:
+    """An agent fills its own device's queue when it is down to its last job; a pass tops
+    up a device holding two jobs or more no further (it had sent 100-490 jobs a pass in a
+    1,000-device fleet) and fills one holding a single job to the queue's depth."""
+    engine = sqlite_engine(tmp_path)
+    add_device(engine, "noop:a")
+    models = [write_model(tmp_path / f"m{n}.tflite", scale=1.0 + n) for n in range(12)]
+    submit(engine, RecordingDispatcher(), models, "key=noop:a", "cpu")
+
+    def finish(count: int) -> None:
+        with engine.begin() as c:
+            ids = c.execute(
+                select(Job.id).where(Job.state == DISPATCHED).order_by(Job.id).limit(count)
+            ).scalars()
+            c.execute(update(Job).where(Job.id.in_(list(ids))).values(state=SUCCEEDED))
+
+    probe = lambda: {f"df-job-{n}-1" for n in range(1, 13)}  # noqa: E731 - every message held
+    finish(queue_depth() - 2)  # two left
+    d = RecordingDispatcher()
+    assert reconcile(engine, d, probe, TIMING).sent == 0 and d.sent == []
+    finish(1)  # its last job
+    report = reconcile(engine, d, probe, TIMING)
+    assert report.sent == 12 - queue_depth() and len(d.sent) == 12 - queue_depth()
