@@ -35,6 +35,10 @@ model, for a whole zoo in one call.
 `--after MODEL` runs MODEL first on each new cache, untimed: a host's earlier model,
 whose entries (its first tier's generic units among them: gpu/opencl/first_tier.py) the
 timed runs then find.
+`--warm-tier` (with `--build-pool`) has the builders build the first tier's generic kernels
+at their start, as an agent's do (gpu/opencl/tier_warm_up.py), awaited before the timed
+runs: the cold run is then a new model on a host whose agent has started (its seconds
+printed), not a new driver's first.
 `--hold-device` opens the device in this process (its OpenCL context) for the whole run,
 as a lab host holds it (its agent's context, or nvidia-persistenced): without a process
 holding it, NVIDIA's driver sets the GPU up anew for each child (about 100 ms more on
@@ -282,6 +286,7 @@ def measure_pool(
     jobs: int | None = None,
     lab_only: bool = False,
     after: str | None = None,
+    warm_tier: bool = False,
 ) -> dict[str, dict]:
     """Ours with `pool` resident builders (build_pool.py) started on a new cache, as a lab
     agent has them, outside the timing: cold with their contexts held, warm right after,
@@ -289,7 +294,9 @@ def measure_pool(
     gave theirs up before the job came. `lab_only`: only the lab's usual state, builders
     that gave their contexts up: cold (woken by the job), then warm once they gave them
     up again. `after`: a model run on each new cache first, untimed (a host's earlier
-    model: what it left in the cache, its first tier's units among them, stays)."""
+    model: what it left in the cache, its first tier's units among them, stays).
+    `warm_tier`: the builders build the first tier at their start (an agent's pool:
+    tier_warm_up.py), awaited outside the timing; its seconds in runs["warm_up"]."""
     from delegate_runtime.gpu.opencl.build_pool import start_pool, stop_pool
     from delegate_runtime.gpu.opencl.build_workers import device_spec
     from delegate_runtime.gpu.opencl.runtime import select_device
@@ -299,8 +306,14 @@ def measure_pool(
     for fresh in ("released",) if lab_only else ("held", "released"):
         env, args = _ours(path, precision, device, extra, jobs)
         cache = Path(args[args.index("--cache") + 1])
-        procs = start_pool(spec, cache, pool, environ=env, idle_release_s=idle_s)
+        started = time.monotonic()
+        procs = start_pool(
+            spec, cache, pool, environ=env, idle_release_s=idle_s, warm_tier=warm_tier
+        )
         try:
+            if warm_tier:
+                _await_warm_up(spec, cache)
+                runs["warm_up"] = {"seconds": time.monotonic() - started}
             if after is not None:
                 earlier = [after if a == path else a for a in args]
                 runs["after"] = run_child(earlier + list(tail), env)
@@ -315,6 +328,18 @@ def measure_pool(
         finally:
             stop_pool(procs)
     return runs
+
+
+def _await_warm_up(spec: str, cache: Path, timeout_s: float = 600.0) -> None:
+    """Until the builders built the first tier's warm-up (tier_warm_up.py)."""
+    from delegate_runtime.gpu.opencl.build_pool import spool_dir
+    from delegate_runtime.gpu.opencl.tier_warm_up import units_left
+
+    deadline = time.monotonic() + timeout_s
+    while units_left(spool_dir(cache, spec)):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the builders did not build the first tier's warm-up")
+        time.sleep(0.1)
 
 
 def _await_release(spec: str, cache: Path, pool: int, timeout_s: float = 120.0) -> None:
@@ -412,14 +437,20 @@ def main() -> int:
         help="with --build-pool: a model run first on each new cache, untimed (a host's "
         "earlier model)",
     )
+    ap.add_argument(
+        "--warm-tier",
+        action="store_true",
+        help="with --build-pool: the builders build the first tier at their start, as an"
+        " agent's do (awaited before the timed runs, its seconds printed)",
+    )
     ap.add_argument("--child-ours", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-litert", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--litert-cpu", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
     ap.add_argument("--cache", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
-    if (a.lab_only or a.after) and not a.build_pool:
-        ap.error("--lab-only and --after need --build-pool N")
+    if (a.lab_only or a.after or a.warm_tier) and not a.build_pool:
+        ap.error("--lab-only, --after and --warm-tier need --build-pool N")
     if a.child_ours:
         got = child_ours(
             a.child_ours, a.precision, a.device, a.cache, a.build_jobs, a.steady, tuple(a.set)
@@ -468,6 +499,7 @@ def main() -> int:
                     a.build_jobs,
                     a.lab_only,
                     a.after,
+                    a.warm_tier,
                 )
                 cold, warm = runs.get("cold_held", runs["cold_released"]), runs["warm_released"]
             else:
@@ -484,6 +516,10 @@ def main() -> int:
                 f" {warm['process_ms']:.0f} | {steady(warm)} | {steady(lite_warm)} |",
                 flush=True,
             )
+            if pool and "warm_up" in runs:
+                print(
+                    f"  first tier built at the builders' start: {runs['warm_up']['seconds']:.1f} s"
+                )
             if "with_cpu" in lite_cold and pool == pools[-1]:
                 print(f"  LiteRT GPU alone: {lite_cold['with_cpu']}; timed with its CPU beside it")
             if pool and not a.lab_only:

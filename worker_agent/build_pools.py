@@ -7,8 +7,11 @@ Started for each OpenCL device whose driver compiles one program at a time per p
 (NVIDIA), before the first canary, on the kernel cache the jobs use; stopped with the
 agent (and each builder exits by itself when the agent is gone). DEVICEFARM_BUILD_POOL
 sets the builders per device (0: none; default build_pool.default_builders: one per
-usable CPU but one, 15 at most with the switches' defaults). A pool that fails to start is reported and left out: sessions then start
-their own build workers, as without it.
+usable CPU but one, 15 at most with the switches' defaults). The builders first build
+the first tier's generic kernels the cache lacks (tier_warm_up.py; the sessions' own
+jobs go first), so that every new model on the host starts on them. A pool that fails
+to start is reported and left out: sessions then start their own build workers, as
+without it.
 """
 
 from __future__ import annotations
@@ -63,7 +66,9 @@ class BuildPools:
         from delegate_runtime.gpu.opencl.cache import default_cache_dir
 
         try:
-            procs = start_pool(device.facts["opencl_spec"], default_cache_dir(), count)
+            procs = start_pool(
+                device.facts["opencl_spec"], default_cache_dir(), count, warm_tier=True
+            )
         except (RuntimeError, OSError, KeyError) as exc:
             self.say(f"{device.key}: no resident program builders ({exc})")
             return

@@ -1,6 +1,7 @@
 """`devicefarm build-pool`: keep resident program builders for a GPU (their OpenCL contexts
 given up while idle, all but four), so that a new model's kernels are built without
-starting processes (cold start; gpu/opencl/build_pool.py). Runs until interrupted; the
+starting processes (cold start; gpu/opencl/build_pool.py), and which first build the
+first tier's generic kernels (gpu/opencl/tier_warm_up.py). Runs until interrupted; the
 worker agent starts its own for the GPUs it serves."""
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="seconds idle after which a builder gives its OpenCL context up until a job "
         "comes (default: 15)",
     )
+    p.add_argument(
+        "--no-warm-tier",
+        action="store_true",
+        help="do not build the first tier's generic kernels at start (default: on a GPU, "
+        "those the cache lacks, so that every new model starts on them)",
+    )
 
 
 def _stop(*_: object) -> None:
@@ -43,10 +50,17 @@ def _stop(*_: object) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..gpu.opencl.build_pool import IDLE_RELEASE_S, default_builders, start_pool, stop_pool
+    from ..gpu.opencl.build_pool import (
+        IDLE_RELEASE_S,
+        default_builders,
+        spool_dir,
+        start_pool,
+        stop_pool,
+    )
     from ..gpu.opencl.build_workers import device_spec
     from ..gpu.opencl.preparation import kernel_cache_dir
     from ..gpu.opencl.runtime import describe, select_device
+    from ..gpu.opencl.tier_warm_up import units_left
 
     device = select_device(args.device)
     spec, name = device_spec(device), describe(device).name
@@ -54,15 +68,25 @@ def run(args: argparse.Namespace) -> int:
     cache_dir = kernel_cache_dir(args.serialization_dir)
     signal.signal(signal.SIGTERM, _stop)
     idle_s = IDLE_RELEASE_S if args.idle_release is None else args.idle_release
-    procs = start_pool(spec, cache_dir, count, idle_release_s=idle_s)
+    started = time.monotonic()
+    procs = start_pool(
+        spec, cache_dir, count, idle_release_s=idle_s, warm_tier=not args.no_warm_tier
+    )
     builders = f"{count} resident builder{'s' if count != 1 else ''}"
     print(
         f"{builders} for {name} ({spec}) on {cache_dir}, each giving its context up after"
         f" {idle_s:g} s idle; Ctrl-C stops them",
         flush=True,
     )
+    spool = spool_dir(cache_dir, spec)
+    warming = units_left(spool)
+    if warming:
+        print(f"first tier: building {warming} generic kernel units", flush=True)
     try:
         while all(p.poll() is None for p in procs):
+            if warming and not units_left(spool):
+                warming = 0
+                print(f"first tier built in {time.monotonic() - started:.1f} s", flush=True)
             time.sleep(1.0)
         print("a builder exited; stopping the others")
         return 1

@@ -179,3 +179,23 @@ def test_a_builder_that_cannot_start_is_reported(tmp_path):
 
     with pytest.raises(RuntimeError, match="resident builders for 9:9 did not start"):
         build_pool.start_pool("9:9", tmp_path, 1)
+
+
+def test_a_sessions_job_goes_before_the_unattended_and_those_a_unit_at_a_time(
+    tmp_path, opencl_device
+):
+    """Builders look at the jobs a session waits for first, each kind oldest first, and
+    build an unattended job's units one at a time (a warm-up of 186 units must not hold
+    a model's own units back)."""
+    from delegate_runtime.gpu.opencl import build_pool
+
+    context, info, job, job_file = _one_unit_job(tmp_path, opencl_device)
+    spool = job_file.parent.parent.parent
+    one = job["units"][0]
+    unattended = {**job, "units": [one, one.replace("one", "two")], "unattended": True}
+    warm_up = build_pool.post_job(spool, unattended)
+    later = build_pool.post_job(spool, job)
+    order = [f for f, _ in build_pool.waiting_first(spool / "jobs")]
+    assert order[-1] == warm_up and set(order[:2]) == {job_file, later}
+    assert context.build(info, unattended, warm_up, most=1) == 0
+    assert sorted(p.name for p in (warm_up.parent / "claims").iterdir()) == ["0", "0.done"]

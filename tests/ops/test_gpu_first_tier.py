@@ -184,3 +184,30 @@ def test_a_session_that_waits_for_its_own_leaves_the_tier_to_the_builders(
         ), again.program_summary
     finally:
         build_pool.stop_pool(procs)
+
+
+def test_the_builders_warm_up_holds_every_models_first_tier(opencl_device, tiered, tmp_path):
+    """The tier's units are cut from the whole library, so two models of different ops
+    (one with a SOFTMAX, whose kernel file the other's program lacks) share each generic
+    kernel's unit, and the builders' warm-up (tier_warm_up.py) builds exactly those texts:
+    after each model's first tier the warm-up lacks as many units fewer as it built."""
+    from delegate_runtime.gpu.opencl import build_workers, tier_warm_up
+    from delegate_runtime.gpu.opencl.cache import KernelCache
+    from delegate_runtime.gpu.opencl.runtime import describe, select_device
+
+    device = select_device(opencl_device)
+    info, spec = describe(device), build_workers.device_spec(device)
+
+    def missing() -> dict[str, int]:
+        jobs = tier_warm_up.jobs(info, KernelCache(tmp_path), spec)
+        return {job["options"]: len(job["units"]) for job in jobs}
+
+    everything = missing()
+    fp32 = tier_warm_up.option_sets(info)[0]
+    assert len(everything) == 3 and set(everything.values()) == {62}
+    first = _session(separable_blocks(blocks=1)[0], tmp_path)
+    assert missing()[fp32] == 62 - first.first_tier_units > 0
+    other = _session(separable_blocks(blocks=1, tail="softmax")[0], tmp_path)
+    new = set(_enqueued(other)) - set(_enqueued(first))
+    assert new and missing()[fp32] == 62 - first.first_tier_units - len(new)
+

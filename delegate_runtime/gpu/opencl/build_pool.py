@@ -133,18 +133,21 @@ def start_pool(
     environ: dict[str, str] | None = None,
     idle_release_s: float = IDLE_RELEASE_S,
     keep_held: int = KEEP_HELD,
+    warm_tier: bool = False,
 ) -> list[Any]:
     """Start `builders` resident builders for device `spec` on `cache_dir` (their
     environment: builder_env's); return once each has its context (a heartbeat), or raise
     RuntimeError naming why not. All but `keep_held` give their contexts up after
-    `idle_release_s` idle."""
+    `idle_release_s` idle. `warm_tier`: the first builds the first tier's units the cache
+    lacks, and the others with it, before any model asks (tier_warm_up.py)."""
     spool = ensure_private_dir(spool_dir(cache_dir, spec))
     ensure_private_dir(spool / "jobs")
     before = live_builders(spool)
     release = [float("inf")] * keep_held + [idle_release_s] * max(builders - keep_held, 0)
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", __name__, spec, str(cache_dir), str(release[i])],
+            [sys.executable, "-m", __name__, spec, str(cache_dir), str(release[i])]
+            + (["warm"] if warm_tier and i == 0 else []),
             env=builder_env(cache_dir, environ),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -176,6 +179,22 @@ def stop_pool(procs: list[Any], grace_s: float = 5.0) -> None:
             proc.wait()
 
 
+def waiting_first(jobs: Path) -> list[tuple[Path, dict]]:
+    """The spool's jobs (job file, job), those a session waits for before the unattended,
+    each kind oldest first; a job older than JOB_MAX_AGE_S retired (its session died)."""
+    found = []
+    for job_dir in jobs.iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            mtime = job_dir.stat().st_mtime
+            if time.time() - mtime > JOB_MAX_AGE_S:
+                retire_job(job_dir / "job.json")
+                continue
+            job = json.loads((job_dir / "job.json").read_text())
+            found.append((bool(job.get("unattended")), mtime, job_dir / "job.json", job))
+    found.sort(key=lambda item: item[:2])
+    return [(job_file, job) for _, _, job_file, job in found]
+
+
 class BuilderContext:
     """A builder's OpenCL context: made when there is work, one builder at a time (the
     spool's lock), given up after a while idle; `<pid>.context` marks it held."""
@@ -197,10 +216,11 @@ class BuilderContext:
             self.mark.touch()
         return self.ctx
 
-    def build(self, info: Any, job: dict, job_file: Path) -> int | None:
-        """build_claimed in this context (made first if given up; no one else keeps it);
-        None, claiming nothing, where the driver would not make a context now: the units
-        are left to the other builders and the session, and the next job tries again."""
+    def build(self, info: Any, job: dict, job_file: Path, most: int | None = None) -> int | None:
+        """build_claimed in this context (made first if given up; no one else keeps it), at
+        most `most` units; None, claiming nothing, where the driver would not make a
+        context now: the units are left to the other builders and the session, and the
+        next job tries again."""
         from .cache import KernelCache
         from .capi import CLCallError
 
@@ -209,7 +229,7 @@ class BuilderContext:
         except (CLCallError, OSError):
             return None
         cache = KernelCache(job["cache"])
-        return build_claimed(self.lib, ctx, self.device, info, cache, job, job_file)
+        return build_claimed(self.lib, ctx, self.device, info, cache, job, job_file, most)
 
     def release(self) -> None:
         if self.ctx is not None:
@@ -218,11 +238,16 @@ class BuilderContext:
             self.mark.unlink(missing_ok=True)
 
 
-def serve(spec: str, cache_dir: Path, idle_release_s: float = IDLE_RELEASE_S) -> int:
+def serve(
+    spec: str, cache_dir: Path, idle_release_s: float = IDLE_RELEASE_S, warm_tier: bool = False
+) -> int:
     """A resident builder: its context made, build the spool's jobs' unclaimed units until
-    the process that started it is gone (or SIGTERM); its context given up while idle."""
+    the process that started it is gone (or SIGTERM); its context given up while idle.
+    Jobs a session waits for first; an unattended job's units one at a time between looks
+    for them. `warm_tier`: post the first tier's warm-up first (tier_warm_up.py)."""
     import signal
 
+    from . import tier_warm_up
     from .runtime import describe, select_device
     from .unit_claims import all_done, has_unclaimed
 
@@ -232,6 +257,8 @@ def serve(spec: str, cache_dir: Path, idle_release_s: float = IDLE_RELEASE_S) ->
     jobs = ensure_private_dir(spool / "jobs")
     context = BuilderContext(spool, device)
     context.held()  # started hot: an agent's first jobs (its canaries) come at once
+    if warm_tier:
+        tier_warm_up.post(spool, info, cache_dir, spec)
     beat = spool / f"{os.getpid()}.alive"
     parent = os.getppid()
     stop = threading.Event()
@@ -246,17 +273,15 @@ def serve(spec: str, cache_dir: Path, idle_release_s: float = IDLE_RELEASE_S) ->
     worked = time.monotonic()
     try:
         while not stop.is_set() and os.getppid() == parent:
-            for job_dir in sorted(jobs.iterdir()):
+            for job_file, job in waiting_first(jobs):
                 with contextlib.suppress(OSError, ValueError, KeyError):
-                    if time.time() - job_dir.stat().st_mtime > JOB_MAX_AGE_S:
-                        retire_job(job_dir / "job.json")
-                        continue
-                    job_file = job_dir / "job.json"
-                    job = json.loads(job_file.read_text())
+                    unattended = bool(job.get("unattended"))
                     if has_unclaimed(job, job_file):
-                        context.build(info, job, job_file)
+                        context.build(info, job, job_file, most=1 if unattended else None)
                         worked = time.monotonic()
-                    if job.get("unattended") and all_done(job, job_file):
+                        if unattended:
+                            break  # look for a session's job before the next unit
+                    if unattended and all_done(job, job_file):
                         retire_job(job_file)  # no session waits to retire it
             if time.monotonic() - worked > idle_release_s:
                 context.release()
@@ -269,4 +294,4 @@ def serve(spec: str, cache_dir: Path, idle_release_s: float = IDLE_RELEASE_S) ->
 
 
 if __name__ == "__main__":
-    sys.exit(serve(sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])))
+    sys.exit(serve(sys.argv[1], Path(sys.argv[2]), float(sys.argv[3]), sys.argv[4:] == ["warm"]))

@@ -6,9 +6,11 @@ is what makes its inference fast and its cold start slow: on an H100 the Efficie
 family's 28-51 units took 3-5 s on 15 woken builders, 2.1-2.5x LiteRT's GPU's whole start
 (docs/benchmarks.md). The kernels those copies are made from are few (11 for
 MobileNetV3Large) and the same for every model: each is a unit of its own
-(program_units.kernel_units), keyed by its text, so that a host builds each once for its
-models (those whose programs hold the same kernel files: a rare op's file changes the
-helpers, and so the text). A session whose own program the kernel cache does not hold
+(program_units.kernel_units) cut from the whole library (`tier_source`: every op's kernel
+files, so a unit's text, and its cache key, is the same whatever the model's other ops;
+cut from the model's own files, a rare op's file changed every unit's helpers), so that a
+host builds each once for all its models: its resident builders build them all when they
+start (tier_warm_up.py). A session whose own program the kernel cache does not hold
 whole starts on them where the host built all of them before (`wanted`), its launches
 renamed back to the kernels their copies were made from, every argument passed and no
 persistent runs (a copy computes what its generic kernel computes for its launch), and
@@ -21,14 +23,26 @@ them.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Any
 
 from . import build_pool, build_workers
 from .cache import KernelCache
 from .launch import Lowered, LoweredPartition
+from .program import program_source
 from .program_units import kernel_units
 from .specialize import generic_name
+
+#: The kernel cache's token of the tier's units: the program every model shares.
+TOKEN = "program"
+
+
+@functools.cache
+def tier_source() -> str:
+    """The program the tier's units are cut from: every op's kernel files (376 kB, its
+    helpers 113 kB against 109 kB for a float CNN's own files)."""
+    return program_source()
 
 
 def generic_parts(parts: list[LoweredPartition]) -> list[LoweredPartition]:
@@ -45,11 +59,10 @@ def generic_parts(parts: list[LoweredPartition]) -> list[LoweredPartition]:
     return out
 
 
-def generic_units(generic_source: str, parts: list[LoweredPartition]) -> list[str]:
-    """A unit per generic kernel `parts` launch (kernel_units of `generic_source`, the
-    program every model with these ops shares)."""
+def generic_units(parts: list[LoweredPartition]) -> list[str]:
+    """A unit per generic kernel `parts` launch (kernel_units of `tier_source`)."""
     names = {launch.kernel for part in parts for launch in part.lowered.launches}
-    return kernel_units(generic_source, names)
+    return kernel_units(tier_source(), names)
 
 
 def wanted(forced: bool | None, on: bool, is_gpu: bool, cached: int, units: int) -> bool:

@@ -209,9 +209,6 @@ class ModelProgram:
     parts: list[LoweredPartition]
     half_weights: bool
     specialized_kernels: int
-    #: the program every model with these ops shares, where this one is the model's own:
-    #: its first tier's kernels (first_tier.py)
-    generic_source: str = ""
 
 
 def model_program(
@@ -255,18 +252,18 @@ def model_program(
     units = split_units(own.source, jobs)
     if plan.persistent:  # planned and compiled only where they run
         units += _persistent_units(own.source, lowered, found.info, switches)
-    return ModelProgram(units, "model", parts, half_weights, own.specialized, generic)
+    return ModelProgram(units, "model", parts, half_weights, own.specialized)
 
 
 def first_tier_program(program: ModelProgram) -> ModelProgram | None:
     """What a session starts on while `program`, its own, builds (first_tier.py): its
-    launches on the generic kernels, a unit each, shared by the models whose programs hold
-    the same kernel files; None where `program` is the generic one."""
-    if not program.generic_source:
+    launches on the generic kernels, a unit each, shared by every model; None where
+    `program` is the generic one."""
+    if program.token != "model":
         return None
     parts = first_tier.generic_parts(program.parts)
-    units = first_tier.generic_units(program.generic_source, parts)
-    return ModelProgram(units, "program", parts, program.half_weights, 0)
+    units = first_tier.generic_units(parts)
+    return ModelProgram(units, first_tier.TOKEN, parts, program.half_weights, 0)
 
 
 def _persistent_units(

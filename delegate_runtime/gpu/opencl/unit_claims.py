@@ -52,15 +52,25 @@ def mark_done(job_file: Path, index: int) -> None:
 
 
 def build_claimed(
-    lib: Any, ctx: Any, device: Any, info: DeviceInfo, cache: KernelCache, job: dict, path: Path
+    lib: Any,
+    ctx: Any,
+    device: Any,
+    info: DeviceInfo,
+    cache: KernelCache,
+    job: dict,
+    path: Path,
+    most: int | None = None,
 ) -> int:
-    """Build every unit of `job` that no other builder has claimed, in the job's order, and
-    store each in the cache; the count that failed."""
+    """Build every unit of `job` that no other builder has claimed (at most `most`), in the
+    job's order, and store each in the cache; the count that failed."""
     from .program import build_raw
 
-    failed = 0
+    failed = taken = 0
     for index, unit in enumerate(job["units"]):
+        if most is not None and taken >= most:
+            break
         if claim(path, index):
+            taken += 1
             key = program_key(info, job["token"], unit, job["options"])
             try:
                 failed += bool(

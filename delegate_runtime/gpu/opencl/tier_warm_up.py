@@ -1,0 +1,92 @@
+"""A host's first tier built before a model asks for it: the resident builders' first job.
+
+A session starts on the first tier (first_tier.py) only where the kernel cache holds every
+generic kernel it launches, so a host's first models waited for their own programs (the
+EfficientNet family on an H200 with every cache empty: 4.2-6.1 s, 1.7-3.0x LiteRT's GPU
+start). The generic kernels are few (the library's 62) and each one's unit is the same
+text for every model (first_tier.tier_source), so the builders build them all once per
+device and driver, under each option set a GPU session builds with (float32 storage;
+half storage, with the weights in float32 or in half), as an unattended job posted when
+they start: the sessions' own jobs go first (build_pool.serve), and a later start finds
+them cached and posts nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..switches import Switches
+from .build_workers import unit_job
+from .cache import KernelCache
+from .program import build_options, program_key
+from .program_units import kernel_units
+from .runtime import DeviceInfo
+
+
+def option_sets(info: DeviceInfo) -> list[str]:
+    """The build options a GPU session's program may have on `info` (program.build_options
+    of each precision and weights' type)."""
+    return [
+        build_options("fp32", info),
+        build_options("fp16", info, half_weights=False),
+        build_options("fp16", info, half_weights=True),
+    ]
+
+
+def wanted(info: DeviceInfo, switches: Switches) -> bool:
+    """Whether builders on `info` warm the tier up: where sessions start on it (its switch
+    set on, or at its default on a GPU)."""
+    forced = switches.explicit("first_tier")
+    return forced if forced is not None else switches.first_tier and info.is_gpu
+
+
+def jobs(info: DeviceInfo, cache: KernelCache, spec: str) -> list[dict]:
+    """A job per option set of the tier's units that `cache` lacks (none where it holds
+    them all), for the builders of device `spec`."""
+    from .first_tier import TOKEN, tier_source
+
+    source = tier_source()
+    units = kernel_units(source, set(kernel_names(source)))
+    out = []
+    for options in option_sets(info):
+        missing = [u for u in units if not cache.holds(program_key(info, TOKEN, u, options))]
+        if missing:
+            out.append({**unit_job(spec, cache, TOKEN, options, missing), "unattended": True})
+    return out
+
+
+def kernel_names(source: str) -> list[str]:
+    """The kernels `source` defines, in the order they stand."""
+    from .cl_source import read_source
+
+    _, _, spans = read_source(source)
+    return sorted(spans, key=lambda name: spans[name].start)
+
+
+def post(spool: Path, info: DeviceInfo, cache_dir: Path, spec: str) -> int:
+    """Post the warm-up's jobs to `spool` where builders on `info` warm the tier up; the
+    units posted."""
+    from .build_pool import post_job
+
+    if not wanted(info, Switches.from_env()):
+        return 0
+    posted = jobs(info, KernelCache(cache_dir), spec)
+    for job in posted:
+        post_job(spool, job)
+    return sum(len(job["units"]) for job in posted)
+
+
+def units_left(spool: Path) -> int:
+    """Units of `spool`'s unattended jobs not built yet (each attempt leaves a `.done`)."""
+    import json
+
+    left = 0
+    for job_file in (spool / "jobs").glob("*/job.json"):
+        try:
+            job = json.loads(job_file.read_text())
+        except (OSError, ValueError):
+            continue  # retired meanwhile
+        if job.get("unattended"):
+            done = len(list((job_file.parent / "claims").glob("*.done")))
+            left += max(len(job["units"]) - done, 0)
+    return left
