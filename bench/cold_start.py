@@ -313,7 +313,10 @@ def measure_pool(
         try:
             if warm_tier:
                 _await_warm_up(spec, cache)
-                runs["warm_up"] = {"seconds": time.monotonic() - started}
+                runs["warm_up"] = {
+                    "seconds": time.monotonic() - started,
+                    "failed": _warm_up_missing(device, spec, cache),
+                }
             if after is not None:
                 earlier = [after if a == path else a for a in args]
                 runs["after"] = run_child(earlier + list(tail), env)
@@ -340,6 +343,16 @@ def _await_warm_up(spec: str, cache: Path, timeout_s: float = 600.0) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError("the builders did not build the first tier's warm-up")
         time.sleep(0.1)
+
+
+def _warm_up_missing(device: str | None, spec: str, cache: Path) -> int:
+    """The warm-up's units the cache lacks once the builders are done: those that failed."""
+    from delegate_runtime.gpu.opencl import tier_warm_up
+    from delegate_runtime.gpu.opencl.cache import KernelCache
+    from delegate_runtime.gpu.opencl.runtime import describe, select_device
+
+    info = describe(select_device(device))
+    return sum(len(j["units"]) for j in tier_warm_up.jobs(info, KernelCache(cache), spec))
 
 
 def _await_release(spec: str, cache: Path, pool: int, timeout_s: float = 120.0) -> None:
@@ -517,8 +530,10 @@ def main() -> int:
                 flush=True,
             )
             if pool and "warm_up" in runs:
+                up = runs["warm_up"]
                 print(
-                    f"  first tier built at the builders' start: {runs['warm_up']['seconds']:.1f} s"
+                    f"  first tier built at the builders' start: {up['seconds']:.1f} s,"
+                    f" {up['failed']} units failed"
                 )
             if "with_cpu" in lite_cold and pool == pools[-1]:
                 print(f"  LiteRT GPU alone: {lite_cold['with_cpu']}; timed with its CPU beside it")
