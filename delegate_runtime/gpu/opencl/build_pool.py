@@ -10,8 +10,10 @@ and they wait on a spool inside the kernel cache, `<cache>/build-pool/<P_D>/`. A
 that finds live builders there (a heartbeat file each, touched every HEARTBEAT_S) posts
 its job in the spool's `jobs/` instead of a temporary folder, builds beside them and
 starts only the processes they fall short of. A job marked `unattended` (a first tier's
-units left for later models: first_tier.leave_for_builders) has no session waiting: the
-builder that finds all its units done retires it. Units are claimed as build_workers claims
+units left for later models, first_tier.leave_for_builders, or its warm-up at the
+builders' start, tier_warm_up.py) has no session waiting: the builders that keep their
+contexts build it a unit at a time after the sessions' jobs, and the one that finds all
+its units done retires it. Units are claimed as build_workers claims
 them, the claimer's pid in the claim and a `.done` mark after each attempt, so the
 session waits (`await_claims`) until every unit is done or its claimer is gone; whatever
 is then missing from the cache it builds itself. Builders share the cache's driver
@@ -137,12 +139,14 @@ def start_pool(
 ) -> list[Any]:
     """Start `builders` resident builders for device `spec` on `cache_dir` (their
     environment: builder_env's); return once each has its context (a heartbeat), or raise
-    RuntimeError naming why not. All but `keep_held` give their contexts up after
-    `idle_release_s` idle. `warm_tier`: the first builds the first tier's units the cache
-    lacks, and the others with it, before any model asks (tier_warm_up.py)."""
+    RuntimeError naming why not. All but `keep_held` (at least one: those build what no
+    session waits for) give their contexts up after `idle_release_s` idle. `warm_tier`:
+    the first posts the first tier's units the cache lacks, for those that keep their
+    contexts to build before any model asks (tier_warm_up.py)."""
     spool = ensure_private_dir(spool_dir(cache_dir, spec))
     ensure_private_dir(spool / "jobs")
     before = live_builders(spool)
+    keep_held = max(keep_held, 1)
     release = [float("inf")] * keep_held + [idle_release_s] * max(builders - keep_held, 0)
     procs = [
         subprocess.Popen(
@@ -244,7 +248,9 @@ def serve(
     """A resident builder: its context made, build the spool's jobs' unclaimed units until
     the process that started it is gone (or SIGTERM); its context given up while idle.
     Jobs a session waits for first; an unattended job's units one at a time between looks
-    for them. `warm_tier`: post the first tier's warm-up first (tier_warm_up.py)."""
+    for them, and only by builders that keep their contexts (`idle_release_s` infinite):
+    work no session waits for wakes no context and leaves the host's other cores to its
+    jobs. `warm_tier`: post the first tier's warm-up first (tier_warm_up.py)."""
     import signal
 
     from . import tier_warm_up
@@ -257,6 +263,7 @@ def serve(
     jobs = ensure_private_dir(spool / "jobs")
     context = BuilderContext(spool, device)
     context.held()  # started hot: an agent's first jobs (its canaries) come at once
+    takes_unattended = idle_release_s == float("inf")
     if warm_tier:
         tier_warm_up.post(spool, info, cache_dir, spec)
     beat = spool / f"{os.getpid()}.alive"
@@ -276,6 +283,8 @@ def serve(
             for job_file, job in waiting_first(jobs):
                 with contextlib.suppress(OSError, ValueError, KeyError):
                     unattended = bool(job.get("unattended"))
+                    if unattended and not takes_unattended:
+                        continue
                     if has_unclaimed(job, job_file):
                         context.build(info, job, job_file, most=1 if unattended else None)
                         worked = time.monotonic()

@@ -6,9 +6,10 @@ EfficientNet family on an H200 with every cache empty: 4.2-6.1 s, 1.7-3.0x LiteR
 start). The generic kernels are few (the library's 62) and each one's unit is the same
 text for every model (first_tier.tier_source), so the builders build them all once per
 device and driver, under each option set a GPU session builds with (float32 storage;
-half storage, with the weights in float32 or in half), as an unattended job posted when
-they start: the sessions' own jobs go first (build_pool.serve), and a later start finds
-them cached and posts nothing.
+half storage, with the weights in float32 or in half), as unattended jobs posted when
+they start, built by the builders that keep their contexts (4 of 15 by default), the
+sessions' own jobs first (build_pool.serve); a later start finds them cached and posts
+nothing.
 """
 
 from __future__ import annotations
