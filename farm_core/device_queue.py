@@ -27,6 +27,7 @@ from sqlalchemy import (
     Integer,
     String,
     bindparam,
+    exists,
     func,
     literal,
     select,
@@ -39,7 +40,7 @@ from . import fairness, fill_locks, holds, jobs, queue_state, quotas, reservatio
 from .database import Statements, transaction_block
 from .dispatch import SEND_BATCH, Dispatcher, SendOrder
 from .pair_chunks import chunks
-from .schema import DISPATCHED, QUEUED, RUNNING, Campaign, Job, utcnow
+from .schema import DISPATCHED, QUEUED, RUNNING, Campaign, Device, Job, utcnow
 
 #: Overrides the depth of every device's queue (jobs dispatched or running at once).
 ENV_QUEUE_DEPTH = "DEVICEFARM_QUEUE_DEPTH"
@@ -85,17 +86,16 @@ def jobs_out(conn: Connection, key: str) -> int:
     ).scalar_one()
 
 
-def holding_at_least(conn: Connection, jobs_held: int) -> set[str]:
-    """Devices holding at least `jobs_held` jobs (dispatched or running): one grouped count
-    on the state index."""
-    return set(
-        conn.execute(
-            select(Job.device_key)
-            .where(Job.state.in_((DISPATCHED, RUNNING)))
-            .group_by(Job.device_key)
-            .having(func.count() >= jobs_held)
-        ).scalars()
+def wanting_jobs(conn: Connection, held_below: int) -> set[str]:
+    """Devices with a job queued for them holding fewer than `held_below` (dispatched or
+    running): two probes of the queue's index per device, whatever the backlog."""
+    queued = exists().where(Job.device_key == Device.key, Job.state == QUEUED)
+    held = (
+        select(func.count())
+        .where(Job.device_key == Device.key, Job.state.in_((DISPATCHED, RUNNING)))
+        .scalar_subquery()
     )
+    return set(conn.execute(select(Device.key).where(queued, held < held_below)).scalars())
 
 
 T = TypeVar("T")

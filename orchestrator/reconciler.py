@@ -57,8 +57,9 @@ LEASE_PART = 20
 OFF_LOST_PART = 200
 FILL_PART = 250
 #: A live device's agent fills its queue when it is down to its last job
-#: (worker_agent.tasks.refill); the fill tops up only devices holding fewer than this: in
-#: a 1,000-device fleet every pass had sent 100-490 jobs to devices with work enough.
+#: (worker_agent.tasks.refill); the fill tops up only devices holding fewer than this
+#: with jobs queued for them: in a 1,000-device fleet every pass had sent 100-490 jobs to
+#: devices with work enough, and locked and read the queues of devices with none.
 AGENT_REFILLS_BELOW = 2
 
 
@@ -359,13 +360,10 @@ def reconcile(
     with report.timed("fill"):
         if not budget.spent():  # before the queues fill; else the next pass's
             report.returned = bring_back(engine, timing, now)
+        live = [k for k, (alive, healthy, _) in status.items() if alive and healthy]
         with engine.connect() as conn:
-            refilled_by_agent = device_queue.holding_at_least(conn, AGENT_REFILLS_BELOW)
-        live = [
-            k
-            for k, (alive, healthy, _) in status.items()
-            if alive and healthy and k not in refilled_by_agent
-        ]
+            wanting = device_queue.wanting_jobs(conn, AGENT_REFILLS_BELOW)
+        live = [k for k in live if k in wanting]
         random.shuffle(live)  # a pass whose budget runs out fills a part at random
         for part in budget.fill_parts(live, FILL_PART):
             filled = device_queue.fill(engine, dispatcher, part, now)
