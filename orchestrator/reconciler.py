@@ -77,7 +77,8 @@ class ReconcileReport:
     expired: list[int] = field(default_factory=list)
     sent: int = 0
     broker_error: str = ""
-    #: seconds per part of the pass (devices, jobs, probe, moves, lost, relocate, send, fill)
+    #: seconds per part of the pass (devices, jobs, probe, moves, lost, relocate, send, home,
+    #: fill)
     phases: dict[str, float] = field(default_factory=dict)
     #: jobs (devices, for the fill) left for the next pass by step, its budget spent
     deferred: dict[str, int] = field(default_factory=dict)
@@ -357,9 +358,10 @@ def reconcile(
             report.sent = len(sent)
             with engine.begin() as conn:
                 jobs.mark_sent(conn, sent, now)
-    with report.timed("fill"):
+    with report.timed("home"):
         if not budget.spent():  # before the queues fill; else the next pass's
             report.returned = bring_back(engine, timing, now)
+    with report.timed("fill"):
         live = [k for k, (alive, healthy, _) in status.items() if alive and healthy]
         with engine.connect() as conn:
             wanting = device_queue.wanting_jobs(conn, AGENT_REFILLS_BELOW)
