@@ -5,7 +5,7 @@ quota nor to a device reserved for someone else (farm_core.holds).
 
 `fill` is called by submission (the campaign's devices), by a worker when its queue is
 down to its last job (its own device; worker_agent.tasks.refill) and by every reconciler
-pass (every live device down to its last job). Fills of one device, or touching one
+pass (every idle live device with jobs queued for it). Fills of one device, or touching one
 project with a concurrent-jobs quota, run one at a time
 (farm_core.fill_locks; SQLite: BEGIN IMMEDIATE), and a job is marked dispatched before its
 message is sent, so a job is never sent twice and a quota never overshot.

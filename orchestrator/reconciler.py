@@ -7,8 +7,8 @@ jobs off devices that went offline or quarantined, queues again (in sets) dispat
 whose message is no longer in the broker, places queued jobs whose device is lost, quarantined or
 reserved for someone else on another device of the same hardware, expires jobs that waited
 too long for a device that is gone, each with its reason, and fills the queue of every live device
-down to its last job (farm_core.device_queue: priority, fair share, quotas, reservations;
-an agent fills its own device's queue then too). Every change is
+that holds no job (farm_core.device_queue: priority, fair share, quotas, reservations; an
+agent fills its own device's queue at its last job). Every change is
 a compare-and-set, so passes may overlap. Bulk work (the moves, the fill) begins only
 within `Timing.pass_budget_s` (orchestrator.pass_budget); what a pass leaves is the next
 pass's, which the loops start at once where jobs are left to move.
@@ -56,11 +56,12 @@ log = logging.getLogger(__name__)
 LEASE_PART = 20
 OFF_LOST_PART = 200
 FILL_PART = 250
-#: A live device's agent fills its queue when it is down to its last job
-#: (worker_agent.tasks.refill); the fill tops up only devices holding fewer than this
-#: with jobs queued for them: in a 1,000-device fleet every pass had sent 100-490 jobs to
-#: devices with work enough, and locked and read the queues of devices with none.
-AGENT_REFILLS_BELOW = 2
+#: A live device's agent fills its queue after each job that leaves it its last one
+#: (worker_agent.tasks.refill), so the fill tops up only devices holding fewer than this
+#: (none: idle) with jobs queued for them. Topping up every live device, a 1,000-device
+#: fleet's passes sent 100-490 jobs to devices with work enough; those holding one, they
+#: took the farm's fill lock against the agents filling those very devices and sent none.
+FILL_HOLDING_BELOW = 1
 
 
 @dataclass
@@ -364,7 +365,7 @@ def reconcile(
     with report.timed("fill"):
         live = [k for k, (alive, healthy, _) in status.items() if alive and healthy]
         with engine.connect() as conn:
-            wanting = device_queue.wanting_jobs(conn, AGENT_REFILLS_BELOW)
+            wanting = device_queue.wanting_jobs(conn, FILL_HOLDING_BELOW)
         live = [k for k in live if k in wanting]
         random.shuffle(live)  # a pass whose budget runs out fills a part at random
         for part in budget.fill_parts(live, FILL_PART):

@@ -12,7 +12,7 @@ from farm_core import jobs
 from farm_core.device_queue import queue_depth, wanting_jobs
 from farm_core.schema import DISPATCHED, QUEUED, SUCCEEDED, TIMED_OUT, Device, Job, utcnow
 from farm_core.settings import Timing
-from orchestrator.reconciler import AGENT_REFILLS_BELOW, reconcile
+from orchestrator.reconciler import FILL_HOLDING_BELOW, reconcile
 from orchestrator.submit import submit
 from tests.support.farm import (
     RecordingDispatcher,
@@ -419,11 +419,11 @@ def test_only_jobs_left_to_move_call_for_the_next_pass_at_once() -> None:
     assert not ReconcileReport().moves_left()
 
 
-def test_a_pass_fills_only_devices_down_to_their_last_job(tmp_path) -> None:
-    """An agent fills its own device's queue when it is down to its last job; a pass tops
-    up a device holding two jobs or more no further (it had sent 100-490 jobs a pass in a
-    1,000-device fleet), fills one holding a single job to the queue's depth, and leaves
-    one with no job queued for it alone."""
+def test_a_pass_fills_only_idle_devices(tmp_path) -> None:
+    """An agent fills its own device's queue after each job that leaves it its last one;
+    a pass tops up a device holding a job no further (it had sent 100-490 jobs a pass in
+    a 1,000-device fleet, and raced the agents for the rest), fills an idle one to the
+    queue's depth, and leaves one with no job queued for it alone."""
     engine = sqlite_engine(tmp_path)
     add_device(engine, "noop:a")
     models = [write_model(tmp_path / f"m{n}.tflite", scale=1.0 + n) for n in range(12)]
@@ -437,14 +437,14 @@ def test_a_pass_fills_only_devices_down_to_their_last_job(tmp_path) -> None:
             c.execute(update(Job).where(Job.id.in_(list(ids))).values(state=SUCCEEDED))
 
     probe = lambda: {f"df-job-{n}-1" for n in range(1, 13)}  # noqa: E731 - every message held
-    finish(queue_depth() - 2)  # two left
+    finish(queue_depth() - 1)  # its last job left: its agent fills it when that one ends
     d = RecordingDispatcher()
     assert reconcile(engine, d, probe, TIMING).sent == 0 and d.sent == []
-    finish(1)  # its last job
+    finish(1)  # none left: its agent will not
     with engine.begin() as c:
-        assert wanting_jobs(c, AGENT_REFILLS_BELOW) == {"noop:a"}
+        assert wanting_jobs(c, FILL_HOLDING_BELOW) == {"noop:a"}
     report = reconcile(engine, d, probe, TIMING)
     assert report.sent == 12 - queue_depth() and len(d.sent) == 12 - queue_depth()
     finish(12)  # every job done, none queued: nothing to fill, its queue left alone
     with engine.begin() as c:
-        assert wanting_jobs(c, AGENT_REFILLS_BELOW) == set()
+        assert wanting_jobs(c, FILL_HOLDING_BELOW) == set()
