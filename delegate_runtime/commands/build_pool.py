@@ -1,7 +1,7 @@
 """`devicefarm build-pool`: keep resident program builders for a GPU (their OpenCL contexts
 given up while idle, all but four), so that a new model's kernels are built without
-starting processes (cold start; gpu/opencl/build_pool.py), and which first build the
-first tier's generic kernels (gpu/opencl/tier_warm_up.py). Runs until interrupted; the
+starting processes (cold start; gpu/opencl/build_pool.py); with --warm-tier they first
+build the first tier's generic kernels (gpu/opencl/tier_warm_up.py). Runs until interrupted; the
 worker agent starts its own for the GPUs it serves."""
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "comes (default: 15)",
     )
     p.add_argument(
-        "--no-warm-tier",
+        "--warm-tier",
         action="store_true",
-        help="do not build the first tier's generic kernels at start (default: on a GPU, "
-        "those the cache lacks, so that every new model starts on them)",
+        help="build the first tier's generic kernels the cache lacks at start (on a GPU), so "
+        "that every new model starts on them",
     )
 
 
@@ -69,9 +69,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _stop)
     idle_s = IDLE_RELEASE_S if args.idle_release is None else args.idle_release
     started = time.monotonic()
-    procs = start_pool(
-        spec, cache_dir, count, idle_release_s=idle_s, warm_tier=not args.no_warm_tier
-    )
+    procs = start_pool(spec, cache_dir, count, idle_release_s=idle_s, warm_tier=args.warm_tier)
     builders = f"{count} resident builder{'s' if count != 1 else ''}"
     print(
         f"{builders} for {name} ({spec}) on {cache_dir}, each giving its context up after"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker_agent.build_pools import BuildPools, builders_wanted, wants_pool
+from worker_agent.build_pools import BuildPools, builders_wanted, wants_pool, warm_tier
 from worker_agent.devices import DeviceInfo
 
 
@@ -29,6 +29,13 @@ def test_the_builders_wanted_come_from_the_setting_else_the_cpus(monkeypatch):
     assert builders_wanted({}) == 15
     monkeypatch.setattr("delegate_runtime.host_cpus.usable_cpus", lambda: 64)
     assert builders_wanted({}) == 15  # the session builds too: 16, the switches' max_build_jobs
+
+
+def test_the_first_tiers_warm_up_is_asked_for_by_its_setting():
+    assert not warm_tier({}) and not warm_tier({"DEVICEFARM_WARM_TIER": "0"})
+    assert warm_tier({"DEVICEFARM_WARM_TIER": "1"})
+    with pytest.raises(ValueError, match="DEVICEFARM_WARM_TIER='yes': expected 0 or 1"):
+        warm_tier({"DEVICEFARM_WARM_TIER": "yes"})
 
 
 def test_a_pool_that_cannot_start_is_reported_and_left_out(monkeypatch, tmp_path):
