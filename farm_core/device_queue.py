@@ -86,16 +86,14 @@ def jobs_out(conn: Connection, key: str) -> int:
     ).scalar_one()
 
 
-def wanting_jobs(conn: Connection, held_below: int) -> set[str]:
-    """Devices with a job queued for them holding fewer than `held_below` (dispatched or
-    running): two probes of the queue's index per device, whatever the backlog."""
+def idle_with_jobs_queued(conn: Connection) -> set[str]:
+    """Devices holding no job (dispatched or running) with a job queued for them: two
+    probes of the state index per device, each ending at its first row, whatever the
+    backlog (a count of each device's jobs out instead: 13-18 ms for 1,000 devices on a
+    quiet machine, 0.2-0.6 s of a loaded fleet's passes)."""
     queued = exists().where(Job.device_key == Device.key, Job.state == QUEUED)
-    held = (
-        select(func.count())
-        .where(Job.device_key == Device.key, Job.state.in_((DISPATCHED, RUNNING)))
-        .scalar_subquery()
-    )
-    return set(conn.execute(select(Device.key).where(queued, held < held_below)).scalars())
+    busy = exists().where(Job.device_key == Device.key, Job.state.in_((DISPATCHED, RUNNING)))
+    return set(conn.execute(select(Device.key).where(queued, ~busy)).scalars())
 
 
 T = TypeVar("T")

@@ -56,12 +56,6 @@ log = logging.getLogger(__name__)
 LEASE_PART = 20
 OFF_LOST_PART = 200
 FILL_PART = 250
-#: A live device's agent fills its queue after each job that leaves it its last one
-#: (worker_agent.tasks.refill), so the fill tops up only devices holding fewer than this
-#: (none: idle) with jobs queued for them. Topping up every live device, a 1,000-device
-#: fleet's passes sent 100-490 jobs to devices with work enough; those holding one, they
-#: took the farm's fill lock against the agents filling those very devices and sent none.
-FILL_HOLDING_BELOW = 1
 
 
 @dataclass
@@ -364,9 +358,13 @@ def reconcile(
             report.returned = bring_back(engine, timing, now)
     with report.timed("fill"):
         live = [k for k, (alive, healthy, _) in status.items() if alive and healthy]
+        # a device holding a job is filled by its agent when the job leaves it its last
+        # (worker_agent.tasks.refill): topping up every live device, a 1,000-device fleet's
+        # passes sent 100-490 jobs to devices with work enough, and where a device held
+        # one, took the farm's fill lock against the agent filling it and sent none
         with engine.connect() as conn:
-            wanting = device_queue.wanting_jobs(conn, FILL_HOLDING_BELOW)
-        live = [k for k in live if k in wanting]
+            idle = device_queue.idle_with_jobs_queued(conn)
+        live = [k for k in live if k in idle]
         random.shuffle(live)  # a pass whose budget runs out fills a part at random
         for part in budget.fill_parts(live, FILL_PART):
             filled = device_queue.fill(engine, dispatcher, part, now)

@@ -9,10 +9,10 @@ import pytest
 from sqlalchemy import func, select, update
 
 from farm_core import jobs
-from farm_core.device_queue import queue_depth, wanting_jobs
+from farm_core.device_queue import idle_with_jobs_queued, queue_depth
 from farm_core.schema import DISPATCHED, QUEUED, SUCCEEDED, TIMED_OUT, Device, Job, utcnow
 from farm_core.settings import Timing
-from orchestrator.reconciler import FILL_HOLDING_BELOW, reconcile
+from orchestrator.reconciler import reconcile
 from orchestrator.submit import submit
 from tests.support.farm import (
     RecordingDispatcher,
@@ -442,9 +442,9 @@ def test_a_pass_fills_only_idle_devices(tmp_path) -> None:
     assert reconcile(engine, d, probe, TIMING).sent == 0 and d.sent == []
     finish(1)  # none left: its agent will not
     with engine.begin() as c:
-        assert wanting_jobs(c, FILL_HOLDING_BELOW) == {"noop:a"}
+        assert idle_with_jobs_queued(c) == {"noop:a"}
     report = reconcile(engine, d, probe, TIMING)
     assert report.sent == 12 - queue_depth() and len(d.sent) == 12 - queue_depth()
     finish(12)  # every job done, none queued: nothing to fill, its queue left alone
     with engine.begin() as c:
-        assert wanting_jobs(c, FILL_HOLDING_BELOW) == set()
+        assert idle_with_jobs_queued(c) == set()
