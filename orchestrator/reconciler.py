@@ -4,12 +4,12 @@ One pass (`reconcile`) marks silent devices offline, quarantines stalled devices
 a message waiting on their queue, nothing claimed for `stall_after_s`: their agent restarts
 the consumer once the canary passes), takes back running jobs whose lease expired, moves
 jobs off devices that went offline or quarantined, queues again (in sets) dispatched jobs
-whose message is no longer in the broker, places queued jobs whose device is lost, quarantined or
-reserved for someone else on another device of the same hardware, expires jobs that waited
-too long for a device that is gone, each with its reason, and fills the queue of every live device
-that holds no job (farm_core.device_queue: priority, fair share, quotas, reservations; an
-agent fills its own device's queue at its last job). Every change is
-a compare-and-set, so passes may overlap. Bulk work (the moves, the fill) begins only
+whose message is no longer in the broker, places queued jobs whose device is lost,
+quarantined or reserved for someone else on another device of the same hardware, expires
+jobs that waited too long for a device that is gone, each with its reason, and fills the
+queue of every live device that holds no job (farm_core.device_queue: priority, fair share,
+quotas, reservations; an agent fills its own device's queue at its last job). Every change
+is a compare-and-set, so passes may overlap. Bulk work (the moves, the fill) begins only
 within `Timing.pass_budget_s` (orchestrator.pass_budget); what a pass leaves is the next
 pass's, which the loops start at once where jobs are left to move.
 """
