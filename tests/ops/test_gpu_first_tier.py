@@ -210,4 +210,3 @@ def test_the_builders_warm_up_holds_every_models_first_tier(opencl_device, tiere
     other = _session(separable_blocks(blocks=1, tail="softmax")[0], tmp_path)
     new = set(_enqueued(other)) - set(_enqueued(first))
     assert new and missing()[fp32] == 62 - first.first_tier_units - len(new)
-
