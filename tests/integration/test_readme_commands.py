@@ -164,7 +164,7 @@ def test_the_main_jobs_model_is_ignored_by_git() -> None:
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A farm with the example model measured (as `devicefarm run` leaves it), inputs for
-    invoke and the datasets the accuracy examples read."""
+    invoke, the datasets the accuracy examples read and an API token."""
     from devicefarm.cli import main
 
     folder = tmp_path_factory.mktemp("readme")
@@ -184,6 +184,10 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         np.savez(folder / "in.npz", in_0=np.ones(shape, np.float32))
         assert main(["make-dataset", "classification", "--out", "cls"]) == 0
         assert main(["make-dataset", "detection", "--out", "det"]) == 0
+        # a token, as the README's `api token add` lines leave one: the cases run spread
+        # over the test workers, each with a farm of its own, and `api token list` may
+        # come to one whose farm never ran those lines
+        assert main(["api", "token", "add", "readme-reader", "--role", "read"]) == 0
         yield folder
     finally:
         os.chdir(old_cwd)

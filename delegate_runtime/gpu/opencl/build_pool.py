@@ -44,6 +44,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,8 @@ JOB_MAX_AGE_S = 3600.0
 #: An idle builder gives its OpenCL context up after this long without a unit (s): a
 #: campaign's new models come close together, its warm starts after them.
 IDLE_RELEASE_S = 15.0
+#: The module a builder's process runs (its `serve`, and the warm-up where asked).
+BUILDER_MODULE = f"{__package__}.builder_process"
 #: Builders that keep their contexts however long idle: a new model's build starts on
 #: them at once while the others make theirs (4 contexts slow a warm start's by 7-25 ms).
 KEEP_HELD = 4
@@ -150,7 +153,7 @@ def start_pool(
     release = [float("inf")] * keep_held + [idle_release_s] * max(builders - keep_held, 0)
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", __name__, spec, str(cache_dir), str(release[i])]
+            [sys.executable, "-m", BUILDER_MODULE, spec, str(cache_dir), str(release[i])]
             + (["warm"] if warm_tier and i == 0 else []),
             env=builder_env(cache_dir, environ),
             stdin=subprocess.DEVNULL,
@@ -243,17 +246,20 @@ class BuilderContext:
 
 
 def serve(
-    spec: str, cache_dir: Path, idle_release_s: float = IDLE_RELEASE_S, warm_tier: bool = False
+    spec: str,
+    cache_dir: Path,
+    idle_release_s: float = IDLE_RELEASE_S,
+    first_jobs: Callable[[Path, Any], None] | None = None,
 ) -> int:
     """A resident builder: its context made, build the spool's jobs' unclaimed units until
     the process that started it is gone (or SIGTERM); its context given up while idle.
     Jobs a session waits for first; an unattended job's units one at a time between looks
     for them, and only by builders that keep their contexts (`idle_release_s` infinite):
     work no session waits for wakes no context and leaves the host's other cores to its
-    jobs. `warm_tier`: post the first tier's warm-up first (tier_warm_up.py)."""
+    jobs. `first_jobs(spool, info)` posts jobs once the context is made (the first tier's
+    warm-up: builder_process.py)."""
     import signal
 
-    from . import tier_warm_up
     from .runtime import describe, select_device
     from .unit_claims import all_done, has_unclaimed
 
@@ -264,8 +270,8 @@ def serve(
     context = BuilderContext(spool, device)
     context.held()  # started hot: an agent's first jobs (its canaries) come at once
     takes_unattended = idle_release_s == float("inf")
-    if warm_tier:
-        tier_warm_up.post(spool, info, cache_dir, spec)
+    if first_jobs is not None:
+        first_jobs(spool, info)
     beat = spool / f"{os.getpid()}.alive"
     parent = os.getppid()
     stop = threading.Event()
@@ -300,7 +306,3 @@ def serve(
         context.release()
         beat.unlink(missing_ok=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(serve(sys.argv[1], Path(sys.argv[2]), float(sys.argv[3]), sys.argv[4:] == ["warm"]))

@@ -9,7 +9,8 @@ device and driver, under each option set a GPU session builds with (float32 stor
 half storage, with the weights in float32 or in half), as unattended jobs posted when
 they start, built by the builders that keep their contexts (4 of 15 by default), the
 sessions' own jobs first (build_pool.serve); a later start finds them cached and posts
-nothing.
+nothing. The first builder of a pool started with the warm-up posts them
+(builder_process.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from ..switches import Switches
 from .build_workers import unit_job
 from .cache import KernelCache
+from .first_tier import TOKEN, tier_source
 from .program import build_options, program_key
 from .program_units import kernel_units
 from .runtime import DeviceInfo
@@ -44,8 +46,6 @@ def wanted(info: DeviceInfo, switches: Switches) -> bool:
 def jobs(info: DeviceInfo, cache: KernelCache, spec: str) -> list[dict]:
     """A job per option set of the tier's units that `cache` lacks (none where it holds
     them all), for the builders of device `spec`."""
-    from .first_tier import TOKEN, tier_source
-
     source = tier_source()
     units = kernel_units(source, set(kernel_names(source)))
     out = []
@@ -62,19 +62,6 @@ def kernel_names(source: str) -> list[str]:
 
     _, _, spans = read_source(source)
     return sorted(spans, key=lambda name: spans[name].start)
-
-
-def post(spool: Path, info: DeviceInfo, cache_dir: Path, spec: str) -> int:
-    """Post the warm-up's jobs to `spool` where builders on `info` warm the tier up; the
-    units posted."""
-    from .build_pool import post_job
-
-    if not wanted(info, Switches.from_env()):
-        return 0
-    posted = jobs(info, KernelCache(cache_dir), spec)
-    for job in posted:
-        post_job(spool, job)
-    return sum(len(job["units"]) for job in posted)
 
 
 def units_left(spool: Path) -> int:
