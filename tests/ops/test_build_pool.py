@@ -187,7 +187,7 @@ def test_a_sessions_job_goes_before_the_unattended_and_those_a_unit_at_a_time(
     """Builders look at the jobs a session waits for first, each kind oldest first, and
     build an unattended job's units one at a time (a warm-up of 186 units must not hold
     a model's own units back)."""
-    from delegate_runtime.gpu.opencl import build_pool
+    from delegate_runtime.gpu.opencl import build_pool, tier_warm_up
 
     context, info, job, job_file = _one_unit_job(tmp_path, opencl_device)
     spool = job_file.parent.parent.parent
@@ -199,3 +199,4 @@ def test_a_sessions_job_goes_before_the_unattended_and_those_a_unit_at_a_time(
     assert order[-1] == warm_up and set(order[:2]) == {job_file, later}
     assert context.build(info, unattended, warm_up, most=1) == 0
     assert sorted(p.name for p in (warm_up.parent / "claims").iterdir()) == ["0", "0.done"]
+    assert tier_warm_up.units_left(spool) == 1  # what `build-pool --warm-tier` waits on

@@ -18,12 +18,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..switches import Switches
+from .build_pool import waiting_first
 from .build_workers import unit_job
 from .cache import KernelCache
+from .cl_source import read_source
 from .first_tier import TOKEN, tier_source
 from .program import build_options, program_key
 from .program_units import kernel_units
 from .runtime import DeviceInfo
+from .unit_claims import not_done
 
 
 def option_sets(info: DeviceInfo) -> list[str]:
@@ -47,7 +50,8 @@ def jobs(info: DeviceInfo, cache: KernelCache, spec: str) -> list[dict]:
     """A job per option set of the tier's units that `cache` lacks (none where it holds
     them all), for the builders of device `spec`."""
     source = tier_source()
-    units = kernel_units(source, set(kernel_names(source)))
+    _, _, spans = read_source(source)
+    units = kernel_units(source, set(spans))
     out = []
     for options in option_sets(info):
         missing = [u for u in units if not cache.holds(program_key(info, TOKEN, u, options))]
@@ -56,25 +60,10 @@ def jobs(info: DeviceInfo, cache: KernelCache, spec: str) -> list[dict]:
     return out
 
 
-def kernel_names(source: str) -> list[str]:
-    """The kernels `source` defines, in the order they stand."""
-    from .cl_source import read_source
-
-    _, _, spans = read_source(source)
-    return sorted(spans, key=lambda name: spans[name].start)
-
-
 def units_left(spool: Path) -> int:
-    """Units of `spool`'s unattended jobs not built yet (each attempt leaves a `.done`)."""
-    import json
-
-    left = 0
-    for job_file in (spool / "jobs").glob("*/job.json"):
-        try:
-            job = json.loads(job_file.read_text())
-        except (OSError, ValueError):
-            continue  # retired meanwhile
-        if job.get("unattended"):
-            done = len(list((job_file.parent / "claims").glob("*.done")))
-            left += max(len(job["units"]) - done, 0)
-    return left
+    """Units of `spool`'s unattended jobs neither built nor failed yet."""
+    return sum(
+        not_done(job, job_file)
+        for job_file, job in waiting_first(spool / "jobs")
+        if job.get("unattended")
+    )

@@ -39,10 +39,15 @@ def has_unclaimed(job: dict, job_file: Path) -> bool:
     return any(not (claims / str(i)).exists() for i in range(len(job["units"])))
 
 
+def not_done(job: dict, job_file: Path) -> int:
+    """Units of `job` neither built nor failed yet (without their `.done` mark)."""
+    claims = job_file.parent / "claims"
+    return sum(not (claims / f"{i}.done").exists() for i in range(len(job["units"])))
+
+
 def all_done(job: dict, job_file: Path) -> bool:
     """Whether every unit of `job` was built or failed (its `.done` mark)."""
-    claims = job_file.parent / "claims"
-    return all((claims / f"{i}.done").exists() for i in range(len(job["units"])))
+    return not not_done(job, job_file)
 
 
 def mark_done(job_file: Path, index: int) -> None:
