@@ -35,10 +35,11 @@ model, for a whole zoo in one call.
 `--after MODEL` runs MODEL first on each new cache, untimed: a host's earlier model,
 whose entries (its first tier's generic units among them: gpu/opencl/first_tier.py) the
 timed runs then find.
-`--warm-tier` (with `--build-pool`) has the builders build the first tier's generic kernels
-at their start, as an agent's do (gpu/opencl/tier_warm_up.py), awaited before the timed
-runs: the cold run is then a new model on a host whose agent has started (its seconds
-printed), not a new driver's first.
+`--warm-tier` (with `--build-pool`) first has builders on a new cache build the first
+tier's generic kernels at their start, as an agent's do (gpu/opencl/tier_warm_up.py; its
+seconds and failed units printed), and copies that cache (the drivers' caches inside it)
+into each model's new cache before its builders start: the cold run is then a new model on
+a host whose agent has started, not a new driver's first.
 `--hold-device` opens the device in this process (its OpenCL context) for the whole run,
 as a lab host holds it (its agent's context, or nvidia-persistenced): without a process
 holding it, NVIDIA's driver sets the GPU up anew for each child (about 100 ms more on
@@ -54,6 +55,7 @@ import argparse
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -286,7 +288,7 @@ def measure_pool(
     jobs: int | None = None,
     lab_only: bool = False,
     after: str | None = None,
-    warm_tier: bool = False,
+    warmed: Path | None = None,
 ) -> dict[str, dict]:
     """Ours with `pool` resident builders (build_pool.py) started on a new cache, as a lab
     agent has them, outside the timing: cold with their contexts held, warm right after,
@@ -295,8 +297,8 @@ def measure_pool(
     that gave their contexts up: cold (woken by the job), then warm once they gave them
     up again. `after`: a model run on each new cache first, untimed (a host's earlier
     model: what it left in the cache, its first tier's units among them, stays).
-    `warm_tier`: the builders build the first tier at their start (an agent's pool:
-    tier_warm_up.py), awaited outside the timing; its seconds in runs["warm_up"]."""
+    `warmed`: a cache whose builders built the first tier (warm_tier_cache), copied into
+    each new cache before its builders start: a host whose agent has started."""
     from delegate_runtime.gpu.opencl.build_pool import start_pool, stop_pool
     from delegate_runtime.gpu.opencl.build_workers import device_spec
     from delegate_runtime.gpu.opencl.runtime import select_device
@@ -306,17 +308,16 @@ def measure_pool(
     for fresh in ("released",) if lab_only else ("held", "released"):
         env, args = _ours(path, precision, device, extra, jobs)
         cache = Path(args[args.index("--cache") + 1])
-        started = time.monotonic()
+        if warmed is not None:
+            shutil.copytree(
+                warmed, cache, ignore=shutil.ignore_patterns("build-pool"), dirs_exist_ok=True
+            )
         procs = start_pool(
-            spec, cache, pool, environ=env, idle_release_s=idle_s, warm_tier=warm_tier
+            spec, cache, pool, environ=env, idle_release_s=idle_s, warm_tier=warmed is not None
         )
         try:
-            if warm_tier:
+            if warmed is not None:
                 _await_warm_up(spec, cache)
-                runs["warm_up"] = {
-                    "seconds": time.monotonic() - started,
-                    "failed": _warm_up_missing(device, spec, cache),
-                }
             if after is not None:
                 earlier = [after if a == path else a for a in args]
                 runs["after"] = run_child(earlier + list(tail), env)
@@ -331,6 +332,26 @@ def measure_pool(
         finally:
             stop_pool(procs)
     return runs
+
+
+def warm_tier_cache(device: str | None, extra: dict, pool: int, idle_s: float) -> tuple[Path, dict]:
+    """A new cache whose `pool` builders, started as an agent's with the warm-up
+    (tier_warm_up.py), built the first tier; the warm-up's seconds and failed units."""
+    from delegate_runtime.gpu.opencl.build_pool import start_pool, stop_pool
+    from delegate_runtime.gpu.opencl.build_workers import device_spec
+    from delegate_runtime.gpu.opencl.runtime import select_device
+
+    spec = device_spec(select_device(device))
+    env, args = _ours("", "fp32", device, extra, None)
+    cache = Path(args[args.index("--cache") + 1])
+    started = time.monotonic()
+    procs = start_pool(spec, cache, pool, environ=env, idle_release_s=idle_s, warm_tier=True)
+    try:
+        _await_warm_up(spec, cache)
+        seconds = time.monotonic() - started
+    finally:
+        stop_pool(procs)
+    return cache, {"seconds": seconds, "failed": _warm_up_missing(device, spec, cache)}
 
 
 def _await_warm_up(spec: str, cache: Path, timeout_s: float = 600.0) -> None:
@@ -492,6 +513,15 @@ def main() -> int:
         " ours cold / LiteRT cold | ours warm process ms | ours steady | LiteRT steady |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    warmed = None
+    if a.warm_tier:
+        warmed, up = warm_tier_cache(a.device, extra, a.build_pool, a.pool_idle)
+        print(
+            f"first tier built by {a.build_pool} builders at their start: {up['seconds']:.1f} s,"
+            f" {up['failed']} units not cached after it (failed, or a CPU device's: not"
+            " warmed); copied into each new cache below",
+            flush=True,
+        )
     pools = ([] if a.lab_only else [0]) + ([a.build_pool] if a.build_pool else [])
     ratios: dict[int, list[float]] = {n: [] for n in pools}
     released_ratios: list[float] = []
@@ -512,7 +542,7 @@ def main() -> int:
                     a.build_jobs,
                     a.lab_only,
                     a.after,
-                    a.warm_tier,
+                    warmed,
                 )
                 cold, warm = runs.get("cold_held", runs["cold_released"]), runs["warm_released"]
             else:
@@ -529,12 +559,6 @@ def main() -> int:
                 f" {warm['process_ms']:.0f} | {steady(warm)} | {steady(lite_warm)} |",
                 flush=True,
             )
-            if pool and "warm_up" in runs:
-                up = runs["warm_up"]
-                print(
-                    f"  first tier built at the builders' start: {up['seconds']:.1f} s,"
-                    f" {up['failed']} units failed"
-                )
             if "with_cpu" in lite_cold and pool == pools[-1]:
                 print(f"  LiteRT GPU alone: {lite_cold['with_cpu']}; timed with its CPU beside it")
             if pool and not a.lab_only:
