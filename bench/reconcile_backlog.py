@@ -66,7 +66,9 @@ def timed_pass(engine, now, dispatcher=None, probe=None) -> tuple[float, int, ob
 
     event.listen(engine, "before_cursor_execute", note)
     start = time.perf_counter()
-    report = reconcile(engine, dispatcher or Unsent(), probe or (lambda: set()), TIMING, now=now)
+    report = reconcile(
+        engine, dispatcher or Unsent(), probe or (lambda queues=None: set()), TIMING, now=now
+    )
     took = time.perf_counter() - start
     event.remove(engine, "before_cursor_execute", note)
     return took, count[0], report

@@ -1,7 +1,9 @@
 """Looking into the broker for job messages: which dispatches still have a message there.
 
 The reconciler uses it to find jobs whose message was lost (Redis restarted without
-persistence). Each probe returns the task ids it saw, or None when it cannot tell.
+persistence). A probe is called with the queues to read (those of the devices holding a
+dispatch past the grace), or with none for all the broker holds, and returns the task ids
+it saw, or None when it cannot tell.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from farm_core.celery_app import (
     transport_options,
 )
 
-Probe = Callable[[], "set[str] | None"]
+Probe = Callable[..., "set[str] | None"]  #: (queues=None) -> task ids seen, or None
 #: kombu's Redis transport keeps delivered, unacknowledged messages in this hash.
 REDIS_UNACKED_KEY = "unacked"
 REDIS_SCAN_COUNT = 1000
@@ -61,15 +63,17 @@ def priority_lists(queue: str) -> list[str]:
 
 
 class RedisProbe:
-    """Task ids in every device queue (all priority lists) and in the unacked hash.
+    """Task ids in the given device queues (all priority lists), or in every one, and in
+    the unacked hash.
 
-    The full probe scans for the queues' lists, then reads them and the hash in one
-    transaction (MULTI/EXEC: one round trip, 9x faster than a read per list with 1,000
-    queues, `bench/probe_scale.py`). A message whose list was empty at the scan and which
-    moved from the hash back to its list before the read (a consumer's take-back after a
-    Redis restart) is in neither: `recheck` reads the candidates' own queues and the hash
-    in one transaction, and the reconciler calls a message lost only when that snapshot
-    lacks it too, in every pass for `lost_confirm_s` (`missing_since`)."""
+    Given queues, it reads their lists and the hash in one transaction (`recheck`:
+    MULTI/EXEC, one round trip, one instant). The full probe (no queues) scans for the
+    queues' lists, then reads them and the hash in one transaction (9x faster than a read
+    per list with 1,000 queues, `bench/probe_scale.py`); a message whose list was empty at
+    the scan and which moved from the hash back to its list before the read (a consumer's
+    take-back after a Redis restart) is in neither, so the reconciler calls a message lost
+    only when a snapshot of its queue (`recheck`) lacks it too, in every pass for
+    `lost_confirm_s` (`missing_since`)."""
 
     def __init__(self, broker_url: str):
         import redis
@@ -78,9 +82,11 @@ class RedisProbe:
         #: task id -> when the reconciler first found it missing (lost_messages.confirmed)
         self.missing_since: dict[str, datetime] = {}
 
-    def __call__(self) -> set[str] | None:
+    def __call__(self, queues: Iterable[str] | None = None) -> set[str] | None:
         import redis
 
+        if queues is not None:
+            return self.recheck(queues)
         try:
             keys = list(self.client.scan_iter(match=f"{QUEUE_PREFIX}*", count=REDIS_SCAN_COUNT))
             with self.client.pipeline(transaction=True) as pipe:
@@ -125,7 +131,8 @@ class FilesystemProbe:
         #: task id -> when the reconciler first found it missing (lost_messages.confirmed)
         self.missing_since: dict[str, datetime] = {}
 
-    def __call__(self) -> set[str] | None:
+    def __call__(self, queues: Iterable[str] | None = None) -> set[str] | None:
+        """Every waiting message's task id (the folder holds every queue's messages)."""
         raw = []
         try:
             names = os.listdir(self.folder)
@@ -149,4 +156,4 @@ def probe_for(broker_url: str) -> Probe:
         return redis_probe(broker_url)
     if broker_url.startswith("filesystem://"):
         return filesystem_probe(broker_url)
-    return lambda: None
+    return lambda queues=None: None

@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import Engine, and_, func, or_, select, update
 
 from farm_core import device_queue, jobs, reservations
-from farm_core.celery_app import task_id
+from farm_core.celery_app import queue_for, task_id
 from farm_core.dispatch import Dispatcher, SendOrder
 from farm_core.schema import (
     DISPATCHED,
@@ -71,6 +71,8 @@ class ReconcileReport:
     placed: list[int] = field(default_factory=list)
     expired: list[int] = field(default_factory=list)
     sent: int = 0
+    #: device queues the broker probe read (those holding a dispatch past the grace)
+    probed: int = 0
     broker_error: str = ""
     #: seconds per part of the pass (devices, jobs, probe, moves, lost, relocate, send, home,
     #: fill)
@@ -147,7 +149,6 @@ def quarantine_stalled(
     """Quarantine online, healthy devices with a message waiting in the broker for longer
     than `stall_after_s` that run nothing and have claimed nothing for as long."""
     cutoff = now - timedelta(seconds=timing.stall_after_s)
-    busy = {j.device_key for j in active if j.state == RUNNING}
     waiting: dict[str, tuple[int, datetime]] = {}
     for j in active:
         alive, healthy, _ = status.get(j.device_key, (False, False, None))
@@ -155,7 +156,6 @@ def quarantine_stalled(
             j.state == DISPATCHED
             and alive
             and healthy
-            and j.device_key not in busy
             and j.dispatched_at is not None
             and j.dispatched_at < cutoff
             and task_id(j.id, j.attempt) in in_broker
@@ -166,6 +166,13 @@ def quarantine_stalled(
     if not waiting:
         return []
     with engine.begin() as conn:
+        busy = conn.execute(
+            select(Job.device_key)
+            .where(Job.state == RUNNING, Job.device_key.in_(list(waiting)))
+            .distinct()
+        ).scalars()
+        for key in busy:
+            del waiting[key]
         last_claim = dict(
             conn.execute(
                 select(Job.device_key, func.max(Job.started_at))
@@ -196,14 +203,14 @@ def quarantine_stalled(
     return stalled
 
 
-def _may_need_work(live: list[str], reserved: list[str], grace: datetime) -> Any:
-    """The active jobs a pass looks at: every running one (a lease to check; a device
-    busy), dispatched ones past the grace (a message to find, a stall) or on a device not
-    live, queued ones on a device not live or reserved. Queued jobs waiting their turn on
-    live devices, most of a backlog, are the fill's (10,000 rows read each pass took
-    0.6-0.7 s of a fleet's pass under load)."""
+def _may_need_work(live: list[str], reserved: list[str], grace: datetime, now: datetime) -> Any:
+    """The active jobs a pass looks at: running ones whose lease expired, dispatched ones
+    past the grace (a message to find, a stall) or on a device not live, queued ones on a
+    device not live or reserved. Queued jobs waiting their turn on live devices, most of a
+    backlog, are the fill's (10,000 rows read each pass took 0.6-0.7 s of a fleet's pass
+    under load); running ones within their lease, a job per busy device, need nothing."""
     return or_(
-        Job.state == RUNNING,
+        and_(Job.state == RUNNING, Job.lease_expires_at < now),
         and_(
             Job.state == DISPATCHED,
             or_(Job.dispatched_at < grace, Job.device_key.not_in(live)),
@@ -264,7 +271,7 @@ def reconcile(
                 Campaign.owner,
             )
             .join(Campaign, Campaign.id == Job.campaign_id)
-            .where(_may_need_work(live, list(reserved), grace))
+            .where(_may_need_work(live, list(reserved), grace, now))
         ).all()
 
     away: dict[tuple, list[int]] = {}  #: queued jobs on devices reserved for others
@@ -273,9 +280,18 @@ def reconcile(
     off_lost = []  #: dispatched jobs on lost or quarantined devices, moved in sets
     lost_devices: dict[str, str] = {}  #: why, by device
     in_broker: set[str] | None = None
-    if any(j.state == DISPATCHED and (j.dispatched_at or now) < grace for j in active):
+    live_set = set(live)
+    # the broker is read only for the queues of live devices holding a dispatch past the
+    # grace (a message lost, or a device stalled, can be found only there)
+    overdue = {
+        queue_for(j.device_key)
+        for j in active
+        if j.state == DISPATCHED and (j.dispatched_at or now) < grace and j.device_key in live_set
+    }
+    report.probed = len(overdue)
+    if overdue:
         with report.timed("probe"):
-            in_broker = probe()
+            in_broker = probe(sorted(overdue))
 
     if in_broker is not None:
         with report.timed("stalled"):

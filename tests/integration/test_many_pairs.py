@@ -50,7 +50,9 @@ def test_jobs_off_a_lost_device_are_placed_in_chunks_on_postgresql(
     seen: list[str] = []
     event.listen(engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
     timing = Timing(dispatch_grace_s=0, offline_after_s=30, device_gone_s=300, pass_budget_s=60)
-    report = reconcile(engine, RecordingDispatcher(), lambda: set(), timing, now=utcnow())
+    report = reconcile(
+        engine, RecordingDispatcher(), lambda queues=None: set(), timing, now=utcnow()
+    )
     moves = [s for s in seen if s.startswith("UPDATE jobs SET") and "lease_expires_at" in s]
     assert len(moves) == 2, [m[:80] for m in moves]
     assert all("= ANY (" in m and "->>" in m for m in moves)

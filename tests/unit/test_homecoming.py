@@ -67,7 +67,7 @@ def test_a_dispatched_job_returns_and_the_reconciler_sends_it_home(farm) -> None
     with farm.begin() as c:
         c.execute(update(Job).where(Job.id == 1).values(state=DISPATCHED, dispatched_at=utcnow()))
     d = RecordingDispatcher()
-    reconcile(farm, d, lambda: {"df-job-1-2"}, TIMING)
+    reconcile(farm, d, lambda queues=None: {"df-job-1-2"}, TIMING)
     assert [(o.job_id, o.attempt, o.device_key) for o in d.sent] == [(1, 3, "noop:a")]
     assert (job(farm).state, job(farm).device_key) == (DISPATCHED, "noop:a")
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select, update
 
 from farm_core import jobs
+from farm_core.celery_app import queue_for
 from farm_core.device_queue import idle_with_jobs_queued, queue_depth
 from farm_core.schema import DISPATCHED, QUEUED, SUCCEEDED, TIMED_OUT, Device, Job, utcnow
 from farm_core.settings import Timing
@@ -42,7 +43,7 @@ def job_row(engine):
 
 def test_lost_message_is_sent_again(farm) -> None:
     d = RecordingDispatcher()
-    report = reconcile(farm, d, lambda: set(), TIMING, now=utcnow() + LATER)
+    report = reconcile(farm, d, lambda queues=None: set(), TIMING, now=utcnow() + LATER)
     assert report.resent_lost_message == [1]
     assert [(o.device_key, o.attempt) for o in d.sent] == [("noop:a", 2)]
     row = job_row(farm)
@@ -51,20 +52,37 @@ def test_lost_message_is_sent_again(farm) -> None:
 
 def test_message_still_in_broker_is_left_alone(farm) -> None:
     d = RecordingDispatcher()
-    report = reconcile(farm, d, lambda: {"df-job-1-1"}, TIMING, now=utcnow() + LATER)
+    report = reconcile(farm, d, lambda queues=None: {"df-job-1-1"}, TIMING, now=utcnow() + LATER)
     assert not report.changed() and d.sent == []
+
+
+def test_the_probe_reads_only_the_queues_holding_a_dispatch_past_the_grace(tmp_path) -> None:
+    engine = sqlite_engine(tmp_path)
+    for key in ("noop:a", "noop:b", "noop:c"):
+        add_device(engine, key)
+    model = write_model(tmp_path / "m.tflite")
+    submit(engine, RecordingDispatcher(), [model], "key=noop:a", "cpu")
+    submit(engine, RecordingDispatcher(), [model], "key=noop:b", "cpu")
+    with engine.begin() as c:  # b's job runs, within its lease: nothing to look for
+        jobs.claim(c, 2, 1, "w1", lease_s=600)
+    asked = []
+    probe = lambda queues=None: asked.append(queues) or {"df-job-1-1"}  # noqa: E731
+    report = reconcile(engine, RecordingDispatcher(), probe, TIMING, now=utcnow() + LATER)
+    assert asked == [[queue_for("noop:a")]] and report.probed == 1 and not report.changed()
 
 
 def test_probe_that_cannot_tell_sends_nothing(farm) -> None:
     d = RecordingDispatcher()
-    assert not reconcile(farm, d, lambda: None, TIMING, now=utcnow() + LATER).changed()
+    assert not reconcile(farm, d, lambda queues=None: None, TIMING, now=utcnow() + LATER).changed()
 
 
 def test_expired_lease_moves_the_job_and_counts_a_failure(farm) -> None:
     with farm.begin() as c:
         jobs.claim(c, 1, 1, "w1", lease_s=1)
     d = RecordingDispatcher()
-    report = reconcile(farm, d, lambda: set(), TIMING, now=utcnow() + timedelta(seconds=5))
+    report = reconcile(
+        farm, d, lambda queues=None: set(), TIMING, now=utcnow() + timedelta(seconds=5)
+    )
     assert report.lease_expired == [1]
     row = job_row(farm)
     assert (row.state, row.attempt, row.failures) == (DISPATCHED, 2, 1)
@@ -84,7 +102,7 @@ def test_silent_device_goes_offline_and_its_job_moves(farm) -> None:
     with farm.begin() as c:
         c.execute(update(Campaign).values(selector="kind=noop"))
     d = RecordingDispatcher()
-    report = reconcile(farm, d, lambda: {"df-job-1-1"}, TIMING)
+    report = reconcile(farm, d, lambda queues=None: {"df-job-1-1"}, TIMING)
     assert report.went_offline == ["noop:a"]
     assert report.moved_off_lost_device == [1]
     assert d.sent[0].device_key == "noop:b"
@@ -94,10 +112,12 @@ def test_job_of_a_device_that_never_comes_back_expires_with_the_reason(farm) -> 
     with farm.begin() as c:
         c.execute(update(Device).values(last_seen=utcnow() - timedelta(seconds=60)))
     d = RecordingDispatcher()
-    reconcile(farm, d, lambda: {"df-job-1-1"}, TIMING)
+    reconcile(farm, d, lambda queues=None: {"df-job-1-1"}, TIMING)
     row = job_row(farm)
     assert row.state == QUEUED and "offline" in row.reason
-    report = reconcile(farm, d, lambda: set(), TIMING, now=utcnow() + timedelta(seconds=400))
+    report = reconcile(
+        farm, d, lambda queues=None: set(), TIMING, now=utcnow() + timedelta(seconds=400)
+    )
     row = job_row(farm)
     assert report.expired == [1] and row.state == TIMED_OUT
     assert "no heartbeat since" in row.reason and "expired after waiting" in row.reason
@@ -108,10 +128,12 @@ def test_queued_job_is_placed_when_its_device_returns(farm) -> None:
     d = RecordingDispatcher(broken="down")
     with farm.begin() as c:
         c.execute(update(Job).values(state=QUEUED))
-    reconcile(farm, d, lambda: set(), TIMING, now=utcnow() + LATER)  # broker down: still queued
+    reconcile(
+        farm, d, lambda queues=None: set(), TIMING, now=utcnow() + LATER
+    )  # broker down: still queued
     assert job_row(farm).state == QUEUED
     d.broken = ""
-    report = reconcile(farm, d, lambda: set(), TIMING, now=utcnow() + LATER)
+    report = reconcile(farm, d, lambda queues=None: set(), TIMING, now=utcnow() + LATER)
     assert report.placed == [1] and job_row(farm).state == DISPATCHED
 
 
@@ -127,7 +149,9 @@ def test_device_that_claims_nothing_while_its_message_waits_is_quarantined(farm)
     """Issue 16 point 1: a consumer that stopped consuming, its device online."""
     later = utcnow() + STALL
     _alive_at(farm, later)
-    report = reconcile(farm, RecordingDispatcher(), lambda: {"df-job-1-1"}, TIMING, now=later)
+    report = reconcile(
+        farm, RecordingDispatcher(), lambda queues=None: {"df-job-1-1"}, TIMING, now=later
+    )
     assert report.stalled == ["noop:a"]
     with farm.begin() as c:
         health, why = c.execute(
@@ -143,14 +167,16 @@ def test_device_that_claimed_recently_is_not_stalled(farm) -> None:
     _alive_at(farm, later)
     with farm.begin() as c:
         c.execute(update(Job).values(started_at=later - timedelta(seconds=5)))
-    report = reconcile(farm, RecordingDispatcher(), lambda: {"df-job-1-1"}, TIMING, now=later)
+    report = reconcile(
+        farm, RecordingDispatcher(), lambda queues=None: {"df-job-1-1"}, TIMING, now=later
+    )
     assert report.stalled == []
 
 
 def test_message_not_in_the_broker_is_a_lost_message_not_a_stall(farm) -> None:
     later = utcnow() + STALL
     _alive_at(farm, later)
-    report = reconcile(farm, RecordingDispatcher(), lambda: set(), TIMING, now=later)
+    report = reconcile(farm, RecordingDispatcher(), lambda queues=None: set(), TIMING, now=later)
     assert report.stalled == [] and report.resent_lost_message == [1]
 
 
@@ -175,7 +201,9 @@ def test_queued_jobs_of_a_lost_device_move_in_one_statement(tmp_path) -> None:
     statement per device the jobs went to (751 jobs, 751 devices: 8.3 s of a fleet pass)."""
     engine = _lost_farm(tmp_path, 60, others=2)
     seen = _statements(engine)
-    reconcile(engine, RecordingDispatcher(), lambda: set(), TIMING, now=utcnow() + LATER)
+    reconcile(
+        engine, RecordingDispatcher(), lambda queues=None: set(), TIMING, now=utcnow() + LATER
+    )
     moves = [s for s in seen if s.startswith("UPDATE jobs SET device_key=")]
     assert len(moves) == 1, moves  # each job's device by a CASE on its id
     with engine.begin() as c:
@@ -187,13 +215,15 @@ def test_queued_jobs_of_a_lost_device_move_in_one_statement(tmp_path) -> None:
 
 def test_queued_jobs_with_no_device_wait_then_expire_in_one_statement(tmp_path) -> None:
     engine = _lost_farm(tmp_path, 40, others=0)
-    reconcile(engine, RecordingDispatcher(), lambda: set(), TIMING, now=utcnow() + LATER)
+    reconcile(
+        engine, RecordingDispatcher(), lambda queues=None: set(), TIMING, now=utcnow() + LATER
+    )
     with engine.begin() as c:
         reasons = set(c.execute(select(Job.reason)).scalars())
     assert len(reasons) == 1 and reasons.pop().endswith(jobs.WAITING)
     seen = _statements(engine)
     later = utcnow() + timedelta(seconds=TIMING.device_gone_s + 60)
-    report = reconcile(engine, RecordingDispatcher(), lambda: set(), TIMING, now=later)
+    report = reconcile(engine, RecordingDispatcher(), lambda queues=None: set(), TIMING, now=later)
     assert sorted(report.expired) == list(range(1, 41))
     expiring = [s for s in seen if "SET state=" in s and "finished_at" in s]
     assert len(expiring) == 1, expiring  # one statement (executed for the 40 rows)
@@ -214,7 +244,9 @@ def test_a_job_that_failed_on_a_device_goes_to_another_first(tmp_path) -> None:
                 reason="crashed", at=utcnow(),
             )
         )  # fmt: skip
-    reconcile(engine, RecordingDispatcher(), lambda: set(), TIMING, now=utcnow() + LATER)
+    reconcile(
+        engine, RecordingDispatcher(), lambda queues=None: set(), TIMING, now=utcnow() + LATER
+    )
     with engine.begin() as c:
         where = dict(c.execute(select(Job.id, Job.device_key)).all())
     assert where[1] == "noop:o1"
@@ -234,7 +266,7 @@ def test_lost_messages_are_queued_again_in_a_statement_per_attempt(tmp_path) -> 
         c.execute(update(Job).values(state=DISPATCHED, dispatched_at=utcnow() - LATER))
     seen = _statements(engine)
     d = RecordingDispatcher()
-    report = reconcile(engine, d, lambda: set(), TIMING, now=utcnow() + LATER)
+    report = reconcile(engine, d, lambda queues=None: set(), TIMING, now=utcnow() + LATER)
     assert report.resent_lost_message == list(range(1, 31))
     requeued = [s for s in seen if s.startswith("UPDATE jobs SET state=") and "attempt=" in s]
     assert len(requeued) == 1, requeued
@@ -258,7 +290,7 @@ def test_dispatched_jobs_of_a_lost_device_move_in_a_few_statements(tmp_path) -> 
         c.execute(update(Job).values(state=DISPATCHED, dispatched_at=utcnow() - LATER))
     seen = _statements(engine)
     d = RecordingDispatcher()
-    report = reconcile(engine, d, lambda: set(), TIMING, now=utcnow() + LATER)
+    report = reconcile(engine, d, lambda queues=None: set(), TIMING, now=utcnow() + LATER)
     writes = [s for s in seen if s.startswith("UPDATE jobs SET") and "lease_expires_at" in s]
     assert len(writes) == 1, [w[:60] for w in writes]  # the fill's own come after
     assert "state=" in writes[0] and "device_key=CASE" in writes[0]
@@ -284,7 +316,9 @@ def test_dispatched_jobs_no_device_takes_wait_written_once(tmp_path) -> None:
     with engine.begin() as c:
         c.execute(update(Job).values(state=DISPATCHED, dispatched_at=utcnow() - LATER))
     seen = _statements(engine)
-    report = reconcile(engine, RecordingDispatcher(), lambda: set(), TIMING, now=utcnow() + LATER)
+    report = reconcile(
+        engine, RecordingDispatcher(), lambda queues=None: set(), TIMING, now=utcnow() + LATER
+    )
     writes = [s for s in seen if s.startswith("UPDATE jobs SET") and "lease_expires_at" in s]
     assert len(writes) == 1, [w[:60] for w in writes]
     assert report.moved_off_lost_device == []  # onto no other device: they wait
@@ -301,8 +335,9 @@ def test_dispatched_jobs_no_device_takes_wait_written_once(tmp_path) -> None:
 
 def test_a_pass_reads_no_job_that_waits_its_turn_on_a_live_device(tmp_path) -> None:
     """A backlog queued on live devices is the fill's: reading all 10,000 of a fleet's
-    active jobs took 0.6-0.7 s of a pass under load. Read: running jobs, jobs on a device
-    not live, dispatched ones past the grace, queued ones on a reserved device."""
+    active jobs took 0.6-0.7 s of a pass under load. Read: running jobs past their lease,
+    jobs on a device not live, dispatched ones past the grace, queued ones on a reserved
+    device."""
     from orchestrator.reconciler import _may_need_work
 
     engine = _lost_farm(tmp_path, 30, others=2)  # jobs 1-30 queued on noop:lost (silent)
@@ -318,13 +353,16 @@ def test_a_pass_reads_no_job_that_waits_its_turn_on_a_live_device(tmp_path) -> N
         c.execute(update(Job).where(Job.id == 33).values(state=DISPATCHED, dispatched_at=old))
         c.execute(update(Job).where(Job.id == 34).values(device_key="noop:o1"))
     live, grace = ["noop:o0", "noop:o1"], now - timedelta(seconds=30)
-    with engine.begin() as c:
-        read = set(c.execute(select(Job.id).where(_may_need_work(live, [], grace))).scalars())
-        reserved = set(
-            c.execute(select(Job.id).where(_may_need_work(live, ["noop:o1"], grace))).scalars()
-        )
-    assert read == set(range(1, 32)) | {33}  # not 32 (fresh) nor 34-50 (their turn)
-    assert reserved == read | {34}
+
+    def read_at(reserved: list[str], at: datetime) -> set[int]:
+        with engine.begin() as c:
+            got = c.execute(select(Job.id).where(_may_need_work(live, reserved, grace, at)))
+            return set(got.scalars())
+
+    read = read_at([], now)
+    assert read == set(range(1, 31)) | {33}  # not 31 (in its lease), 32 (fresh), 34-50
+    assert read_at(["noop:o1"], now) == read | {34}
+    assert read_at([], now + timedelta(seconds=601)) == read | {31}  # its lease expired
 
 
 # -- a pass's budget: bulk work in parts, the rest the next pass's (issue 44) -------------
@@ -342,7 +380,8 @@ def test_a_spent_budget_leaves_the_next_steps_to_the_next_passes(tmp_path) -> No
     d = RecordingDispatcher()
     # a probe that cannot tell: no message the fill sent is taken for lost
     first, second, third = (
-        reconcile(engine, d, lambda: None, spent, now=utcnow() + LATER) for _ in range(3)
+        reconcile(engine, d, lambda queues=None: None, spent, now=utcnow() + LATER)
+        for _ in range(3)
     )
     assert sorted(first.moved_off_lost_device) == list(range(1, 21))
     assert first.deferred == {"relocate": 40, "fill": 2} and first.moves_left()
@@ -373,12 +412,16 @@ def test_a_lost_host_s_jobs_move_in_parts_placing_read_once(tmp_path, monkeypatc
     seen: list[str] = []
     event.listen(engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
     spent = Timing(dispatch_grace_s=0, offline_after_s=30, device_gone_s=300, pass_budget_s=0)
-    first = reconcile(engine, RecordingDispatcher(), lambda: None, spent, now=utcnow() + LATER)
+    first = reconcile(
+        engine, RecordingDispatcher(), lambda queues=None: None, spent, now=utcnow() + LATER
+    )
     assert sorted(first.moved_off_lost_device) == list(range(1, 9))  # by device, then id
     assert first.deferred == {"off lost devices": 12, "fill": 2} and first.moves_left()
     ample = Timing(dispatch_grace_s=0, offline_after_s=30, device_gone_s=300, pass_budget_s=60)
     seen.clear()
-    second = reconcile(engine, RecordingDispatcher(), lambda: None, ample, now=utcnow() + LATER)
+    second = reconcile(
+        engine, RecordingDispatcher(), lambda queues=None: None, ample, now=utcnow() + LATER
+    )
     assert sorted(second.moved_off_lost_device) == list(range(9, 21))
     assert second.deferred == {}
     live_reads = [  # relocation's read of every live device, whole rows
@@ -396,7 +439,9 @@ def test_a_pass_within_its_budget_takes_every_step(tmp_path) -> None:
     with engine.begin() as c:
         c.execute(update(Job).where(Job.id <= 20).values(state=DISPATCHED, dispatched_at=utcnow()))
     ample = Timing(dispatch_grace_s=0, offline_after_s=30, device_gone_s=300, pass_budget_s=60)
-    report = reconcile(engine, RecordingDispatcher(), lambda: None, ample, now=utcnow() + LATER)
+    report = reconcile(
+        engine, RecordingDispatcher(), lambda queues=None: None, ample, now=utcnow() + LATER
+    )
     assert sorted(report.moved_off_lost_device) == list(range(1, 21))
     assert report.deferred == {} and report.sent > 0
 
@@ -436,7 +481,7 @@ def test_a_pass_fills_only_idle_devices(tmp_path) -> None:
             ).scalars()
             c.execute(update(Job).where(Job.id.in_(list(ids))).values(state=SUCCEEDED))
 
-    probe = lambda: {f"df-job-{n}-1" for n in range(1, 13)}  # noqa: E731 - every message held
+    probe = lambda queues=None: {f"df-job-{n}-1" for n in range(1, 13)}  # noqa: E731 - every message held
     finish(queue_depth() - 1)  # its last job left: its agent fills it when that one ends
     d = RecordingDispatcher()
     assert reconcile(engine, d, probe, TIMING).sent == 0 and d.sent == []

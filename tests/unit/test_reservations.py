@@ -123,7 +123,7 @@ def test_the_reconciler_moves_others_jobs_to_a_free_device_of_the_same_hardware(
     reserve(farm, start=now - HOUR, hours=2, now=now)
     campaign = queued_campaign(farm, tmp_path / "o", "speech", 3, "kind=noop")
     d = RecordingDispatcher()
-    report = reconcile(farm, d, lambda: set(), Timing(dispatch_grace_s=0), now=now)
+    report = reconcile(farm, d, lambda queues=None: set(), Timing(dispatch_grace_s=0), now=now)
     with farm.begin() as c:
         rows = c.execute(
             select(Job.planned_device, Job.device_key, Job.state, Job.reason).where(
