@@ -612,7 +612,8 @@ def fleet_report(fig: FleetFigures) -> str:
         phases = ", ".join(f"{k} {v:.2f}" for k, v in p.get("phases", {}).items() if v >= 0.05)
         lines.append(
             f"  {p['at'] - submitted:6.1f}: {p['s']:.2f} s, sent {p.get('sent', 0)},"
-            f" lost {p.get('resent_lost_message', 0)} (in Redis after: {p.get('lost_found', 0)});"
+            f" lost {p.get('resent_lost_message', 0)} (in Redis after: {p.get('lost_found', 0)}),"
+            f" {p.get('probed', 0)} queues probed;"
             f" {phases}"
         )
     wrongly = sorted(set(calls.arrived_later) | set(calls.still_in_broker))
