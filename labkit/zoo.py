@@ -161,18 +161,19 @@ def _keras_script() -> Any:
     return module
 
 
-_KERAS_SCRIPT = _keras_script()
+#: scripts/make_keras_zoo.py, loaded as a module: its ZOO, recipe and image drawing.
+KERAS_SCRIPT = _keras_script()
 #: (model, variant) of every file scripts/make_keras_zoo.py builds: keras.applications
 #: architectures, then the small non-vision models (text, top-k, LSTM, log-mel).
-KERAS_MODELS = tuple((m.name, v) for m in _KERAS_SCRIPT.ZOO for v in m.variants)
+KERAS_MODELS = tuple((m.name, v) for m in KERAS_SCRIPT.ZOO for v in m.variants)
 #: The non-vision models among them: their inputs are uniform over the input range (token
 #: ids: its integers), not smooth images.
-KERAS_SMALL_MODELS = frozenset(m.name for m in _KERAS_SCRIPT.SMALL_MODELS)
+KERAS_SMALL_MODELS = frozenset(m.name for m in KERAS_SCRIPT.SMALL_MODELS)
 
 
 def smooth_images(rng: Any, count: int, lo: float, hi: float) -> Any:
     """Images drawn as the Keras models' calibration images are (make_keras_zoo's)."""
-    return _KERAS_SCRIPT.random_images(rng, count, lo, hi)
+    return KERAS_SCRIPT.random_images(rng, count, lo, hi)
 
 
 def keras_model(name: str, variant: str) -> tuple[Path, tuple[float, float]] | None:
@@ -185,7 +186,7 @@ def keras_model(name: str, variant: str) -> tuple[Path, tuple[float, float]] | N
     if not path.exists() or not manifest.exists():
         return None
     entry = json.loads(manifest.read_text()).get(path.name)
-    if entry is None or entry.get("recipe") != _KERAS_SCRIPT.recipe():
+    if entry is None or entry.get("recipe") != KERAS_SCRIPT.recipe():
         return None
     lo, hi = entry["input_range"]
     return path, (float(lo), float(hi))

@@ -77,13 +77,14 @@ keras_out=$(python -c '
 from labkit import zoo
 missing = [m for m in zoo.KERAS_MODELS if zoo.keras_model(*m) is None]
 print(zoo.zoo_dir() / "keras" if missing else "")')
-# the whole run's budget is a cold run's where the zoo is built (6.5-9 minutes on 2 cores)
+# the whole run's budget is a cold run's where the zoo is built (11-13 minutes of one core's
+# time, built a process per CPU)
 total_caches=$caches
 if [ -n "$keras_out" ]; then
   total_caches=cold
-  step "Keras zoo (scripts/make_keras_zoo.py into $keras_out; fresh virtualenv .venv-zoo, extras: zoo)"
+  step "Keras zoo (scripts/make_keras_zoo_parallel.py: a process per CPU, into $keras_out; fresh virtualenv .venv-zoo, extras: zoo)"
   fresh_venv .venv-zoo zoo
-  .venv-zoo/bin/python scripts/make_keras_zoo.py --out "$keras_out"
+  .venv-zoo/bin/python scripts/make_keras_zoo_parallel.py --out "$keras_out"
 else
   echo "== Keras zoo: every file present"
 fi
