@@ -107,6 +107,9 @@ class Timing:
     #: a reconcile pass begins parts of bulk work (moves, the fill) until this long after
     #: its start; the rest is the next pass's (orchestrator.pass_budget)
     pass_budget_s: float = 0.5
+    #: a pass looks for lost messages and stalls on at most this many live devices, those
+    #: it looked at longest ago (orchestrator.look_turns): a large fleet in turn
+    probe_devices: int = 250
 
     @classmethod
     def from_env(cls) -> Timing:

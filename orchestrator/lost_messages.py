@@ -9,7 +9,7 @@ a pass that found 4,916 such jobs placed them one transaction each, for 233 s.""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection
@@ -25,24 +25,36 @@ def reason(attempt: int) -> str:
     return f"message for attempt {attempt} was no longer in the broker"
 
 
-def confirmed(probe: Any, candidates: Sequence[Any], now: datetime, confirm_s: float) -> list[Any]:
-    """The `candidates` (reconciler rows the full probe did not see) the broker has lacked
-    in every probe for `confirm_s` (the probe's `missing_since`: a consumer may hold a
-    message Redis popped for it, unread, in no list and not yet in the unacked hash), and
-    that the probe's snapshot of their queues lacks too (probes.RedisProbe.recheck: read
-    only for those due, as a scan may miss a message that moved meanwhile); none when the
-    broker cannot be read now (decided next pass). A probe with no memory or snapshot
-    decides on what it lacks now."""
+def confirmed(
+    probe: Any,
+    candidates: Sequence[Any],
+    now: datetime,
+    confirm_s: float,
+    looked: Sequence[str] | None = None,
+) -> list[Any]:
+    """The `candidates` (reconciler rows the probe did not see, on the devices the pass
+    looked at: `looked`, None for every one) the broker has lacked in every probe for
+    `confirm_s` (the probe's `missing_since`: a consumer may hold a message Redis popped
+    for it, unread, in no list and not yet in the unacked hash), and that the probe's
+    snapshot of their queues lacks too (probes.RedisProbe.recheck: read only for those
+    due, as a scan may miss a message that moved meanwhile); none when the broker cannot
+    be read now (decided next pass). A probe with no memory or snapshot decides on what it
+    lacks now. What the pass did not look at is kept for the pass that does, but no longer
+    than ten confirmations (its device gone, the job moved)."""
     due = list(candidates)
     since = getattr(probe, "missing_since", None)
     if since is not None:
         missing = {task_id(j.id, j.attempt): j for j in candidates}
-        for found_or_moved in since.keys() - missing.keys():
-            del since[found_or_moved]
+        devices = None if looked is None else set(looked)
+        forget_before = now - timedelta(seconds=10 * confirm_s)
+        for tid in since.keys() - missing.keys():
+            first, device = since[tid]
+            if devices is None or device in devices or first < forget_before:
+                del since[tid]  # found, or moved on
         due = [
             j
             for tid, j in missing.items()
-            if (now - since.setdefault(tid, now)).total_seconds() >= confirm_s
+            if (now - since.setdefault(tid, (now, j.device_key))[0]).total_seconds() >= confirm_s
         ]
     recheck = getattr(probe, "recheck", None)
     if recheck is None or not due:

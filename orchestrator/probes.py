@@ -80,8 +80,11 @@ class RedisProbe:
         import redis
 
         self.client = redis.Redis.from_url(broker_url)
-        #: task id -> when the reconciler first found it missing (lost_messages.confirmed)
-        self.missing_since: dict[str, datetime] = {}
+        #: task id -> when the reconciler first found it missing, and its device
+        #: (lost_messages.confirmed)
+        self.missing_since: dict[str, tuple[datetime, str]] = {}
+        #: device -> when a pass last looked at it (look_turns)
+        self.looked_at: dict[str, datetime] = {}
 
     def __call__(self, queues: Iterable[str] | None = None) -> set[str] | None:
         import redis
@@ -130,8 +133,11 @@ class FilesystemProbe:
 
     def __init__(self, broker_url: str):
         self.folder = Path(transport_options(broker_url)["data_folder_in"])
-        #: task id -> when the reconciler first found it missing (lost_messages.confirmed)
-        self.missing_since: dict[str, datetime] = {}
+        #: task id -> when the reconciler first found it missing, and its device
+        #: (lost_messages.confirmed)
+        self.missing_since: dict[str, tuple[datetime, str]] = {}
+        #: device -> when a pass last looked at it (look_turns)
+        self.looked_at: dict[str, datetime] = {}
 
     def __call__(self, queues: Iterable[str] | None = None) -> set[str] | None:
         """Every waiting message's task id (the folder holds every queue's messages)."""

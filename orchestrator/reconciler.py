@@ -43,6 +43,7 @@ from farm_core.schema import (
 from farm_core.settings import Timing
 
 from .homecoming import bring_back
+from .look_turns import devices_to_look_at
 from .lost_messages import confirmed, requeue
 from .pass_budget import PassBudget
 from .probes import Probe
@@ -203,18 +204,25 @@ def quarantine_stalled(
     return stalled
 
 
-def _may_need_work(live: list[str], reserved: list[str], grace: datetime, now: datetime) -> Any:
+def _may_need_work(
+    live: list[str],
+    reserved: list[str],
+    grace: datetime,
+    now: datetime,
+    looking: list[str] | None = None,
+) -> Any:
     """The active jobs a pass looks at: running ones whose lease expired, dispatched ones
-    past the grace (a message to find, a stall) or on a device not live, queued ones on a
-    device not live or reserved. Queued jobs waiting their turn on live devices, most of a
-    backlog, are the fill's (10,000 rows read each pass took 0.6-0.7 s of a fleet's pass
-    under load); running ones within their lease, a job per busy device, need nothing."""
+    past the grace on a device it looks at (`looking`, None: every one; a message to find,
+    a stall) or on a device not live, queued ones on a device not live or reserved. Queued
+    jobs waiting their turn on live devices, most of a backlog, are the fill's (10,000 rows
+    read each pass took 0.6-0.7 s of a fleet's pass under load); running ones within their
+    lease, a job per busy device, need nothing."""
+    overdue = Job.dispatched_at < grace
+    if looking is not None:
+        overdue = and_(overdue, Job.device_key.in_(looking))
     return or_(
         and_(Job.state == RUNNING, Job.lease_expires_at < now),
-        and_(
-            Job.state == DISPATCHED,
-            or_(Job.dispatched_at < grace, Job.device_key.not_in(live)),
-        ),
+        and_(Job.state == DISPATCHED, or_(overdue, Job.device_key.not_in(live))),
         and_(
             Job.state == QUEUED,
             or_(Job.device_key.not_in(live), Job.device_key.in_(reserved)),
@@ -251,6 +259,7 @@ def reconcile(
 
     grace = now - timedelta(seconds=timing.dispatch_grace_s)
     live = [k for k, (alive, healthy, _) in status.items() if alive and healthy]
+    looking = devices_to_look_at(probe, live, timing.probe_devices, now)
     with report.timed("jobs"), engine.begin() as conn:
         reserved = reservations.active_on(conn, None, now)
         active = conn.execute(
@@ -271,7 +280,7 @@ def reconcile(
                 Campaign.owner,
             )
             .join(Campaign, Campaign.id == Job.campaign_id)
-            .where(_may_need_work(live, list(reserved), grace, now))
+            .where(_may_need_work(live, list(reserved), grace, now, looking))
         ).all()
 
     away: dict[tuple, list[int]] = {}  #: queued jobs on devices reserved for others
@@ -354,7 +363,7 @@ def reconcile(
             report.moved_off_lost_device = moved.moved
             report.expired += moved.expired
     with report.timed("lost"):
-        lost_messages = confirmed(probe, lost_messages, now, timing.lost_confirm_s)
+        lost_messages = confirmed(probe, lost_messages, now, timing.lost_confirm_s, looking)
         if lost_messages:
             with engine.begin() as conn:
                 report.resent_lost_message = requeue(conn, lost_messages, now)
