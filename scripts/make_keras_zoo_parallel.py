@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -80,18 +81,24 @@ def main(argv: list[str] | None = None) -> int:
     groups = split(names, args.jobs)
     print(f"building {len(names)} models in {len(groups)} processes: {groups}", flush=True)
     scratch = Path(tempfile.mkdtemp(prefix=".parts-", dir=args.out))
+    procs: list[subprocess.Popen] = []
+    # a SIGTERM (CI cancelling the step) ends the builders too, through the finally below
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         parts = [scratch / str(i) for i in range(len(groups))]
-        procs = [
-            subprocess.Popen([sys.executable, str(SCRIPT), "--out", str(part), "--only", *group])
-            for part, group in zip(parts, groups, strict=True)
-        ]
+        for part, group in zip(parts, groups, strict=True):
+            command = [sys.executable, str(SCRIPT), "--out", str(part), "--only", *group]
+            procs.append(subprocess.Popen(command))
         failed = [p.args for p in procs if p.wait() != 0]
         if failed:
             print(f"make_keras_zoo.py failed: {failed}", file=sys.stderr)
             return 1
         merge(parts, args.out)
     finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
