@@ -69,8 +69,8 @@ class RedisProbe:
     A probe scans for the queues' lists that exist (of the given queues, or all), then
     reads them and the hash in one transaction (MULTI/EXEC: one round trip, 9x faster than
     a read per list with 1,000 queues, `bench/probe_scale.py`; reading every priority list
-    of 1,000 queues by name, most of them empty, took a fleet's probe 1.3-2.8 s against
-    0.25-0.86 s so). A message whose list was empty at the scan and which moved from the
+    of 1,000 queues by name, most of them empty, took a fleet's probe 0.94-2.80 s against
+    0.31-0.69 s so). A message whose list was empty at the scan and which moved from the
     hash back to its list before the read (a consumer's take-back after a Redis restart) is
     in neither: `recheck` reads the candidates' own queues and the hash in one transaction,
     and the reconciler calls a message lost only when that snapshot lacks it too, in every
