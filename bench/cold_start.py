@@ -508,11 +508,6 @@ def main() -> int:
         + f"; steady: the warm run's median of {a.steady} more, us"
         + (f"; {held} held open by this process throughout" if held else "")
     )
-    print(
-        "| model | precision | ours cold | ours warm | LiteRT GPU cold | LiteRT GPU warm |"
-        " ours cold / LiteRT cold | ours warm process ms | ours steady | LiteRT steady |"
-    )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     warmed = None
     if a.warm_tier:
         warmed, up = warm_tier_cache(a.device, extra, a.build_pool, a.pool_idle)
@@ -522,6 +517,11 @@ def main() -> int:
             " warmed); copied into each new cache below",
             flush=True,
         )
+    print(
+        "| model | precision | ours cold | ours warm | LiteRT GPU cold | LiteRT GPU warm |"
+        " ours cold / LiteRT cold | ours warm process ms | ours steady | LiteRT steady |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     pools = ([] if a.lab_only else [0]) + ([a.build_pool] if a.build_pool else [])
     ratios: dict[int, list[float]] = {n: [] for n in pools}
     released_ratios: list[float] = []
