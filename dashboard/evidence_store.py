@@ -9,7 +9,9 @@ after the version was, so never older than it). Of two processes storing one ver
 once, the first insert stands and the other's is dropped (insert-if-absent). A store deletes its scope's rows read before it,
 and the rows past ROWS_KEPT; a stored row is at most MAX_BYTES (a larger one stays in its
 process only). Failing to store or read loses nothing but time: the page reads the
-results as before.
+results as before. A process with nothing kept whose version is not stored may show the
+scope's newest row read within the last minute (`newest`) while it reads the results in
+the background, as a process that kept it would (dashboard.cache).
 """
 
 from __future__ import annotations
@@ -64,6 +66,23 @@ def load(engine: Engine, projects: Any, version: Any) -> tuple[Gathered, datetim
             return None
     except SQLAlchemyError as exc:
         log.warning("kept evidence not read (the results are): %s", exc)
+        return None
+
+
+def newest(engine: Engine, projects: Any, since: datetime) -> tuple[Gathered, datetime] | None:
+    """The evidence of `projects` read last, at whatever version, if read at `since` or
+    later, and when it was read; None if none (or unreadable: the results are read)."""
+    try:
+        with engine.connect() as conn:
+            row = conn.execute(
+                select(KeptEvidence.data, KeptEvidence.read_at)
+                .where(KeptEvidence.scope == scope_key(projects), KeptEvidence.read_at >= since)
+                .order_by(KeptEvidence.read_at.desc())
+                .limit(1)
+            ).first()
+        return None if row is None else (gathered_json.loads(row.data), row.read_at)
+    except (SQLAlchemyError, ValueError, zlib.error) as exc:
+        log.warning("newest kept evidence not read (the results are): %s", exc)
         return None
 
 

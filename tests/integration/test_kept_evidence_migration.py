@@ -55,6 +55,7 @@ def test_0012_makes_the_declared_table_and_its_downgrade_drops_it(engine: Engine
 
 def test_two_processes_storing_one_version_at_once_keep_one_row(engine: Engine) -> None:
     import threading
+    from datetime import timedelta
 
     from sqlalchemy import func, select
 
@@ -79,3 +80,7 @@ def test_two_processes_storing_one_version_at_once_keep_one_row(engine: Engine) 
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(KeptEvidence)).scalar_one() == 1
     assert evidence_store.load(engine, None, version) == (gathered, at)
+    # a fresh process at a later version shows it while it is recent (dashboard.cache)
+    assert evidence_store.newest(engine, None, at - timedelta(seconds=1)) == (gathered, at)
+    assert evidence_store.newest(engine, None, at + timedelta(seconds=1)) is None
+    assert evidence_store.newest(engine, ("other",), at - timedelta(seconds=1)) is None

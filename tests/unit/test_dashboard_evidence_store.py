@@ -1,11 +1,14 @@
 """The compatibility page's gathered evidence stored in the database per scope and evidence
 version (dashboard.evidence_store): a fresh dashboard process reads it instead of the
-results while the version holds, recomputes when a new result changes it, and shows the
-same page from either."""
+results while the version holds, recomputes when a new result changes it (at once where
+the stored row is over a minute old, else in the background after showing that row), and
+shows the same page from either."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -59,6 +62,29 @@ def page(decided: cache.Decided) -> tuple[list, dict]:
     return queries.matrix(decided.lists), files
 
 
+def age_stored_rows(engine: Engine, seconds: float) -> None:
+    """As if every stored row had been read `seconds` earlier."""
+    with engine.begin() as conn:  # in Python: SQLite has no datetime arithmetic
+        rows = conn.execute(select(KeptEvidence.scope, KeptEvidence.version, KeptEvidence.read_at))
+        for scope, version, read_at in rows.all():
+            conn.execute(
+                update(KeptEvidence)
+                .where(KeptEvidence.scope == scope, KeptEvidence.version == version)
+                .values(read_at=read_at - timedelta(seconds=seconds))
+            )
+
+
+def new_result(engine: Engine) -> None:
+    """A new result: the newest one again, 3x slower."""
+    results = Result.__table__
+    with engine.begin() as conn:
+        newest = dict(
+            conn.execute(select(results).order_by(results.c.id.desc())).mappings().first()
+        )
+        again = newest | {"attempt": 99, "avg_us": 3 * newest["avg_us"]}
+        conn.execute(results.insert().values({k: v for k, v in again.items() if k != "id"}))
+
+
 def stored_rows(engine: Engine) -> int:
     with engine.connect() as conn:
         return conn.execute(select(func.count()).select_from(KeptEvidence)).scalar_one()
@@ -90,13 +116,8 @@ def test_a_stored_version_is_read_instead_of_the_results(farm) -> None:
 def test_a_new_result_changes_the_version_and_the_evidence_is_read_again(farm) -> None:
     engine, calls = farm.engine, farm.calls
     before = farm.fresh()
-    results = Result.__table__
-    with engine.begin() as conn:  # a new result: the newest one again, 3x slower
-        newest = dict(
-            conn.execute(select(results).order_by(results.c.id.desc())).mappings().first()
-        )
-        again = newest | {"attempt": 99, "avg_us": 3 * newest["avg_us"]}
-        conn.execute(results.insert().values({k: v for k, v in again.items() if k != "id"}))
+    new_result(engine)
+    age_stored_rows(engine, cache.MAX_AGE_S + 1)  # read over a minute ago: not shown
     after = farm.fresh()
     assert calls == [None, None] and after.kept.version != before.kept.version
     assert after.kept.gathered != before.kept.gathered
@@ -167,5 +188,35 @@ def test_a_device_change_changes_the_version(farm) -> None:
     engine, calls = farm.engine, farm.calls
     farm.fresh()
     add_device(engine, "noop:new")
+    age_stored_rows(engine, cache.MAX_AGE_S + 1)
     farm.fresh()
     assert calls == [None, None]
+
+
+def test_a_first_view_shows_a_row_read_within_a_minute_then_reads_again(farm) -> None:
+    engine, calls = farm.engine, farm.calls
+    before = farm.fresh()
+    new_result(engine)
+    age_stored_rows(engine, 20)
+    shown = farm.fresh()  # a fresh process: the older version's row, read 20 s ago
+    assert calls == [None] and shown.kept.version == cache.OLDER
+    assert shown.kept.gathered == before.kept.gathered and shown.at == before.at - timedelta(
+        seconds=20
+    )
+    assert time.monotonic() - shown.kept.made_s >= 20  # kept as if read 20 s ago
+    again = cache.allowlists(engine, Thresholds(), None, farm.read, max_age_s=20, wait=True)
+    assert calls == [None, None] and again.kept.version == queries.evidence_version(engine)
+    assert again.kept.gathered != before.kept.gathered
+    cache.forget()
+    assert page(again) == page(cache.allowlists(engine, Thresholds(), None, queries.evidence))
+
+
+def test_a_first_view_reads_the_results_where_the_recent_row_is_unreadable(farm) -> None:
+    engine, calls = farm.engine, farm.calls
+    first = farm.fresh()
+    new_result(engine)
+    with engine.begin() as conn:  # another code's format, read just now
+        conn.execute(update(KeptEvidence).values(data=b"not zlib"))
+    again = farm.fresh()
+    assert calls == [None, None] and again.kept.version == queries.evidence_version(engine)
+    assert again.kept.gathered != first.kept.gathered
