@@ -7,10 +7,10 @@ Started for each OpenCL device whose driver compiles one program at a time per p
 (NVIDIA), before the first canary, on the kernel cache the jobs use; stopped with the
 agent (and each builder exits by itself when the agent is gone). DEVICEFARM_BUILD_POOL
 sets the builders per device (0: none; default build_pool.default_builders: one per
-usable CPU but one, 15 at most with the switches' defaults). With DEVICEFARM_WARM_TIER=1
-the builders first build the first tier's generic kernels the cache lacks
-(tier_warm_up.py; the sessions' own jobs go first), so that every new model on the host
-starts on them. A pool that fails to start is reported and left out: sessions then start
+usable CPU but one, 15 at most with the switches' defaults). The builders first build
+the first tier's generic kernels the cache lacks (tier_warm_up.py; the sessions' own jobs
+go first; DEVICEFARM_WARM_TIER=0 skips it), so that every new model on the host starts on
+them: about 50 s once per host and driver on an H100. A pool that fails to start is reported and left out: sessions then start
 their own build workers, as without it.
 """
 
@@ -23,17 +23,18 @@ from typing import Any
 from .devices import DeviceInfo
 
 POOL_ENV = "DEVICEFARM_BUILD_POOL"
-#: 1: the builders build the first tier at their start (tier_warm_up.py). Off by default
-#: until measured on a GPU: its units take the held builders' cores beside the first jobs.
+#: 0: the builders do not build the first tier at their start (tier_warm_up.py). On by
+#: default: on an H100 its 186 units took 49-52 s once, after which a new model's cold start
+#: was 0.12-0.20x LiteRT's GPU against 2.07x without (docs/benchmarks.md).
 WARM_TIER_ENV = "DEVICEFARM_WARM_TIER"
 
 
 def warm_tier(environ: dict[str, str] | None = None) -> bool:
-    """Whether the builders warm the first tier up: DEVICEFARM_WARM_TIER=1 (default off)."""
+    """Whether the builders warm the first tier up: DEVICEFARM_WARM_TIER (default 1)."""
     raw = (environ if environ is not None else os.environ).get(WARM_TIER_ENV, "").strip()
     if raw not in ("", "0", "1"):
         raise ValueError(f"{WARM_TIER_ENV}={raw!r}: expected 0 or 1")
-    return raw == "1"
+    return raw != "0"
 
 
 def builders_wanted(environ: dict[str, str] | None = None) -> int:

@@ -1,7 +1,8 @@
 """`devicefarm build-pool`: keep resident program builders for a GPU (their OpenCL contexts
 given up while idle, all but four), so that a new model's kernels are built without
-starting processes (cold start; gpu/opencl/build_pool.py); with --warm-tier they first
-build the first tier's generic kernels (gpu/opencl/tier_warm_up.py). Runs until interrupted; the
+starting processes (cold start; gpu/opencl/build_pool.py); they first build the first tier's
+generic kernels the cache lacks (gpu/opencl/tier_warm_up.py; --no-warm-tier skips it), as
+the agent's do. Runs until interrupted; the
 worker agent starts its own for the GPUs it serves."""
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--warm-tier",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="build the first tier's generic kernels the cache lacks at start (on a GPU), so "
-        "that every new model starts on them",
+        "that every new model starts on them (default; about 50 s once on an H100)",
     )
 
 

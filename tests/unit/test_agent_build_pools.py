@@ -32,8 +32,8 @@ def test_the_builders_wanted_come_from_the_setting_else_the_cpus(monkeypatch):
 
 
 def test_the_first_tiers_warm_up_is_asked_for_by_its_setting():
-    assert not warm_tier({}) and not warm_tier({"DEVICEFARM_WARM_TIER": "0"})
-    assert warm_tier({"DEVICEFARM_WARM_TIER": "1"})
+    assert warm_tier({}) and warm_tier({"DEVICEFARM_WARM_TIER": "1"})  # on by default
+    assert not warm_tier({"DEVICEFARM_WARM_TIER": "0"})
     with pytest.raises(ValueError, match="DEVICEFARM_WARM_TIER='yes': expected 0 or 1"):
         warm_tier({"DEVICEFARM_WARM_TIER": "yes"})
 
