@@ -10,10 +10,13 @@ finds its version stored (dashboard.evidence_store). Last, the
 first view of compare and compatibility in a new process each (after its preload and the
 fleet page, as a visitor landing on `/`).
 
-    python bench/bench_dashboard.py [--results 100000] [--devices 56] [--url postgresql://...]
+    python bench/bench_dashboard.py [--results 100000] [--devices 56] [--models 4]
+        [--url postgresql://...]
 
 `--devices`: the fleet's size (the demo lab's 16 devices, then phones of five GPU
-generations, each its own model; 1000 for issue 44's farm).
+generations, each its own model; 1000 for issue 44's farm). `--models`: the catalogue (the
+demo lab's 4, then classifiers of varied cost, run on every device in the newest campaign:
+100 for issue 44's farm; `--results` counts the demo's campaigns only).
 
 Uses a fresh database `devicefarm_bench_<pid>` on DEVICEFARM_TEST_PG_URL (default
 postgresql://postgres:postgres@127.0.0.1:5432/postgres), dropped at the end. The anchor is
@@ -130,6 +133,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=int, default=100_000)
     ap.add_argument("--devices", type=int, default=56, help="devices in the fleet (at least 16)")
+    ap.add_argument(
+        "--models",
+        type=int,
+        default=len(MODELS),
+        help=f"models (at least the demo's {len(MODELS)}; the others run in the newest campaign)",
+    )
     ap.add_argument("--url", default=os.environ.get("DEVICEFARM_TEST_PG_URL", DEFAULT_URL))
     ap.add_argument("--keep", action="store_true", help="keep the database (prints its name)")
     ap.add_argument("--db", default="", help="measure a database --keep kept (no seeding)")
@@ -147,11 +156,14 @@ def main() -> int:
             fleet = [*DEVICES, *extra_phones(extra)]
             per_campaign = len(MODELS) * sum(len(KIND_CONFIGS[d.kind]) for d in fleet)
             campaigns = max(2, round(args.results / per_campaign))
+            more = max(args.models - len(MODELS), 0)
             start = time.perf_counter()
-            summary = seed(engine, campaigns=campaigns, extra_devices=extra, days=180)
+            summary = seed(
+                engine, campaigns=campaigns, extra_devices=extra, days=180, more_models=more
+            )
             print(
                 f"seeded {summary.results} results, {summary.jobs} jobs, {summary.campaigns} "
-                f"campaigns, {len(summary.devices)} devices in {time.perf_counter() - start:.1f} s"
+                f"campaigns, {len(summary.devices)} devices, {len(summary.models)} models in {time.perf_counter() - start:.1f} s"
             )
         with engine.begin() as c:
             c.execute(text("ANALYZE"))
@@ -162,8 +174,9 @@ def main() -> int:
             sha = c.execute(select(StoredModel.sha256).where(StoredModel.name == MODELS[0].name))
             sha = sha.scalar_one()
             n_devices = c.execute(select(func.count()).select_from(Device)).scalar_one()
+            n_models = c.execute(select(func.count()).select_from(StoredModel)).scalar_one()
             n_results = c.execute(select(func.count()).select_from(Result)).scalar_one()
-        print(f"database {name}: {n_results} results, {n_devices} devices")
+        print(f"database {name}: {n_results} results, {n_devices} devices, {n_models} models")
         os.environ["DEVICEFARM_DB"] = url
         # as `devicefarm dashboard` starts (serve.py): the first views are measured after it
         print(f"dashboard process start: preload {preload():.3f} s (dashboard/preload.py)")

@@ -387,6 +387,23 @@ def extra_phones(n: int) -> list[DemoDevice]:
     return out
 
 
+def extra_models(n: int) -> list[DemoModel]:
+    """`n` more models (for benchmarks: a lab's larger catalogue), classifiers of varied
+    cost and GPU benefit, each its own bytes."""
+    return [
+        DemoModel(
+            f"catalogue_{i:03d}.tflite",
+            10.0 + i,
+            30_000 + (i % 13) * 20_000,
+            0.5 + (i % 7) * 0.15,
+            20 + i % 90,
+            ("logits",),
+            quantized=i % 3 == 0,
+        )
+        for i in range(n)
+    ]
+
+
 def _measure(
     rng: random.Random,
     m: DemoModel,
@@ -499,8 +516,11 @@ def seed(
     days: float = 30.0,
     rng_seed: int = 0,
     running_campaign: bool = True,
+    more_models: int = 0,
 ) -> SeedSummary:
-    """Write the demo lab into an (empty, migrated) farm database, the way the farm does."""
+    """Write the demo lab into an (empty, migrated) farm database, the way the farm does.
+    `more_models`: so many more models (extra_models) in the newest campaign, as a lab that
+    grew its catalogue."""
     rng = random.Random(rng_seed)
     now = utcnow()
     devices = [*DEVICES, NEW_PHONE, *extra_phones(extra_devices)]
@@ -508,7 +528,8 @@ def seed(
     _register(engine, [_as_before_update(d) for d in devices])
     n_jobs = n_results = 0
     with tempfile.TemporaryDirectory() as folder:
-        paths = _write_models(Path(folder))
+        catalogue = [*MODELS, *extra_models(more_models)]
+        paths = _write_models(Path(folder), catalogue)
         shas = {name: hashlib.sha256(p.read_bytes()).hexdigest() for name, p in paths.items()}
         for c in range(campaigns):
             at = now - timedelta(days=days * (campaigns - 1 - c) / max(campaigns - 1, 1), hours=2)
@@ -525,7 +546,8 @@ def seed(
                 for d in measured
                 if d.state == "online" or not newest
             ]
-            jobs_, results = _campaign(engine, rng, c, fleet, paths, shas, at, newest)
+            models = catalogue if newest else list(MODELS)
+            jobs_, results = _campaign(engine, rng, c, fleet, models, paths, shas, at, newest)
             n_jobs += jobs_
             n_results += results
         for d in measured:
@@ -542,12 +564,12 @@ def _as_before_update(d: DemoDevice) -> DemoDevice:
     return replace(d, **REDMI_BEFORE_UPDATE) if d.key == REDMI else d
 
 
-def _write_models(folder: Path) -> dict[str, Path]:
-    """The demo models as files (each a valid one-op model; `scale` makes the hashes differ)."""
+def _write_models(folder: Path, models: Sequence[DemoModel]) -> dict[str, Path]:
+    """The models as files (each a valid one-op model; `scale` makes the hashes differ)."""
     from delegate_runtime.examples import scaled_model
 
     paths = {}
-    for m in MODELS:
+    for m in models:
         paths[m.name] = folder / m.name
         paths[m.name].write_bytes(scaled_model(m.scale))
     return paths
@@ -597,6 +619,7 @@ def _campaign(
     rng: random.Random,
     index: int,
     fleet: list[DemoDevice],
+    models: Sequence[DemoModel],
     paths: dict[str, Path],
     shas: dict[str, str],
     at: datetime,
@@ -607,7 +630,7 @@ def _campaign(
     sub = submit(
         engine,
         _Broker(),
-        [paths[m.name] for m in MODELS],
+        [paths[m.name] for m in models],
         _selector(engine, fleet),
         list(DEFAULT_CONFIGS),
         name=f"nightly #{index + 1}",
@@ -617,7 +640,7 @@ def _campaign(
     host_cpu = {d.host: d for d in fleet if d.kind == "cpu"}
     t, results = at, 0
     with engine.begin() as conn:
-        for m in MODELS:
+        for m in models:
             for d in fleet:
                 ref = host_cpu.get(d.host, d)
                 cpu_ref_us = m.cpu_us * ref.cpu_factor
