@@ -11,7 +11,7 @@ says when it was read. It is gathered into entries once (collect.gather) and sto
 the database at its version (evidence_store), so a fresh dashboard process reads the
 gathered entries instead of every result while the version holds; where its version is not
 stored, a fresh process takes the newest row read within MAX_AGE_S (a busy farm's usual
-case: 1.4-2.7 s of reading at 1,000 devices) as if it had kept it, and reads again in the
+case: 1.0-2.7 s of reading at 1,000 devices) as if it had kept it, and reads again in the
 background once that is MAX_AGE_S old. Lists are decided from those once per thresholds,
 files made once.
 Shared by the sessions of one dashboard process (Streamlit runs each in a thread): callers
