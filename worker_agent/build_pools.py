@@ -10,8 +10,8 @@ sets the builders per device (0: none; default build_pool.default_builders: one 
 usable CPU but one, 15 at most with the switches' defaults). The builders first build
 the first tier's generic kernels the cache lacks (tier_warm_up.py; the sessions' own jobs
 go first; DEVICEFARM_WARM_TIER=0 skips it), so that every new model on the host starts on
-them: about 50 s once per host and driver on an H100. A pool that fails to start is reported and left out: sessions then start
-their own build workers, as without it.
+them: about 50 s once per host and driver on an H100. A pool that fails to start is
+reported and left out: sessions then start their own build workers, as without it.
 """
 
 from __future__ import annotations
