@@ -133,17 +133,19 @@ def _from_store(
     """The evidence stored at `version`, else the scope's newest stored evidence read within
     `max_age_s` (kept as if this process had read it then); None if neither."""
     stored = evidence_store.load(engine, projects, version)
-    now = utcnow()
     if stored is not None:
-        kept_version = version
+        gathered, at = stored
+        kept = Kept(version, at, time.monotonic(), gathered)
     elif max_age_s > 0:
-        stored = evidence_store.newest(engine, projects, now - timedelta(seconds=max_age_s))
-        kept_version = OLDER
-    if stored is None:
+        now = utcnow()
+        recent = evidence_store.newest(engine, projects, now - timedelta(seconds=max_age_s))
+        if recent is None:
+            return None
+        gathered, at = recent
+        age_s = max(0.0, (now - at).total_seconds())
+        kept = Kept(OLDER, at, time.monotonic() - age_s, gathered)
+    else:
         return None
-    gathered, at = stored
-    age_s = max(0.0, (now - at).total_seconds()) if kept_version is OLDER else 0.0
-    kept = Kept(kept_version, at, time.monotonic() - age_s, gathered)
     _keep(key, kept)
     return kept
 
