@@ -76,7 +76,9 @@ def page_queries(engine: Any, sha: str) -> dict[str, Callable[[], Any]]:
         ),
         "accuracy": lambda: (queries.models(engine), queries.accuracy(engine, sha)),
         "op_coverage": lambda: (queries.models(engine), queries.op_coverage(engine, sha)),
-        "compatibility": lambda: queries.matrix(queries.allowlists(engine, Thresholds())),
+        "compatibility": lambda: queries.matrix(  # the first page's models
+            queries.allowlists(engine, Thresholds(), list(queries.list_models(engine))[:10])
+        ),
         "history": lambda: queries.flag_regressions(
             queries.lineage_history(engine, name, queries.lineage_devices(engine, name)[0])
         ),
@@ -102,9 +104,10 @@ def render(name: str, n: int = 3) -> tuple[float, float]:
 
 
 def rekey_stored(engine: Engine, key: str) -> str:
-    """Key the one stored evidence row by `key` (its version's key); the key it had."""
+    """Key the stored evidence rows (of one version) by `key` (a version's key); the key
+    they had."""
     with engine.begin() as c:
-        had = c.execute(select(KeptEvidence.version)).scalar_one()
+        had = c.execute(select(KeptEvidence.version).distinct()).scalar_one()
         c.execute(update(KeptEvidence).values(version=key))
     return had
 

@@ -1,19 +1,20 @@
-"""The evidence allowlists are decided from, kept: read once, then again in the background
-as results come in.
+"""The evidence allowlists are decided from, kept per model: read once, then again in the
+background as results come in.
 
 The compatibility page took seconds on a 1,000-device farm: reading the evidence (an
-aggregate over every result) and deciding 4,000 model x device entries. The evidence is the
-same for every viewer of the same projects until a result, a model or a device's facts
-change (queries.evidence_version); on a busy farm that is every few seconds. So the first
-view reads it (and waits), later views get the kept one at once, and once it changed and
-is MAX_AGE_S old one background thread reads it again for the views after it; the page
-says when it was read. It is gathered into entries once (collect.gather) and stored in
-the database at its version (evidence_store), so a fresh dashboard process reads the
-gathered entries instead of every result while the version holds; where its version is not
-stored, a fresh process takes the newest row read within MAX_AGE_S (a busy farm's usual
-case: 1.0-2.7 s of reading at 1,000 devices) as if it had kept it, and reads again in the
-background once that is MAX_AGE_S old. Lists are decided from those once per thresholds,
-files made once.
+aggregate over every result) and deciding 1,000 entries per model, for 100 models. It now
+shows a page of models at a time, and only their evidence is read, kept and decided. The
+evidence is the same for every viewer of the same projects until a result, a model or a
+device's facts change (queries.evidence_version); on a busy farm that is every few seconds.
+So a model's first view reads it (and waits), later views get the kept one at once, and
+once it changed and is MAX_AGE_S old one background thread reads the page's models again
+for the views after it; the page says when it was read. It is gathered into entries once
+(collect.gather) and stored in the database at its version, a row per model
+(evidence_store), so a fresh dashboard process reads the gathered entries instead of the
+results while the version holds; where its version is not stored, a fresh process takes a
+model's newest row read within MAX_AGE_S (a busy farm's usual case) as if it had kept it,
+and reads again in the background once that is MAX_AGE_S old. Lists are decided from those
+once per thresholds, files made once.
 Shared by the sessions of one dashboard process (Streamlit runs each in a thread): callers
 must not change what they are given.
 """
@@ -23,7 +24,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -36,44 +37,59 @@ from orchestrator.allowlist import export
 from orchestrator.allowlist.collect import Allowlist, Gathered, Read, decide_gathered, gather
 from orchestrator.allowlist.rules import Thresholds
 
-#: The evidence is read again (in the background) at most this often, s.
+#: A model's evidence is read again (in the background) at most this often, s.
 MAX_AGE_S = 60.0
-#: (database, projects) whose evidence is kept.
-KEPT = 16
-#: Thresholds whose lists are kept per evidence (a viewer trying a few).
+#: Models' evidence kept (of any database and projects): about 2 MB each at 1,000 devices.
+KEPT = 256
+#: Thresholds whose lists are kept per model's evidence (a viewer trying a few).
 THRESHOLDS_KEPT = 8
 #: The version of evidence stored at a version not known (evidence_store.newest): never current.
 OLDER = "older"
 
+#: Reads the evidence of (engine, projects, models): queries.evidence.
+Reader = Callable[[Engine, Any, Sequence[str]], Read]
+
 
 @dataclass
 class Kept:
-    """The evidence as read at `at` (UTC) at `version`, gathered into entries, and what
-    was decided from it."""
+    """One model's evidence as read at `at` (UTC) at `version`, gathered into entries
+    (a Gathered of that model only), and what was decided from it."""
 
     version: Any
     at: datetime
     made_s: float  #: time.monotonic() when read (from the results or the stored entries)
     gathered: Gathered
-    lists: dict[Thresholds, dict[str, Allowlist]] = field(default_factory=dict)
-    files: dict[tuple[Thresholds, str, str], bytes] = field(default_factory=dict)
+    lists: dict[Thresholds, Allowlist] = field(default_factory=dict)
+    files: dict[tuple[Thresholds, str], bytes] = field(default_factory=dict)
+
+    def decide(self, thresholds: Thresholds) -> Allowlist:
+        """The model's list under `thresholds`, decided once."""
+        allowlist = self.lists.get(thresholds)
+        if allowlist is None:
+            allowlist = self.lists[thresholds] = next(
+                iter(decide_gathered(self.gathered, thresholds).values())
+            )
+            while len(self.lists) > THRESHOLDS_KEPT:  # the oldest first (dicts keep order)
+                self.lists.pop(next(iter(self.lists)), None)
+        return allowlist
 
 
 @dataclass(frozen=True)
 class Decided:
-    """The allowlists under `thresholds`, from the evidence read at `at` (UTC)."""
+    """The allowlists of the models asked for under `thresholds`, in the order asked, from
+    the evidence read at `at` (UTC; the oldest of theirs); `kept`: each model's."""
 
     at: datetime
     lists: dict[str, Allowlist]
     thresholds: Thresholds
-    kept: Kept
+    kept: dict[str, Kept]
 
     def render(self, model: str, fmt: str) -> bytes:
         """One model's list in `fmt` (export.FORMATS), made once."""
-        key = (self.thresholds, model, fmt)
-        if key not in self.kept.files:
-            self.kept.files[key] = export.render(self.lists[model], fmt)
-        return self.kept.files[key]
+        files, key = self.kept[model].files, (self.thresholds, fmt)
+        if key not in files:
+            files[key] = export.render(self.lists[model], fmt)
+        return files[key]
 
 
 _kept: OrderedDict[tuple[Any, ...], Kept] = OrderedDict()
@@ -85,101 +101,128 @@ def allowlists(
     engine: Engine,
     thresholds: Thresholds,
     projects: Any,
-    read: Callable[[Engine, Any], Read] = queries.evidence,
+    models: Sequence[str] | None = None,
+    read: Reader = queries.evidence,
     max_age_s: float = MAX_AGE_S,
     wait: bool = False,
 ) -> Decided:
-    """The allowlists of `projects` under `thresholds`, from the kept evidence (`read`
-    reads it: here the first time, in the background once it changed and is `max_age_s`
-    old; `wait`: for that read), or from the evidence stored at its version, or, a first
-    view, from the newest stored within `max_age_s` (read again as kept evidence is)."""
-    key = (engine.url.render_as_string(), projects)
+    """The allowlists of `models` (sha256; default every one of `projects`, by name) under
+    `thresholds`, each from its kept evidence (`read` reads it: here the first time, in the
+    background once it changed and is `max_age_s` old; `wait`: for that read), or from the
+    evidence stored at its version, or, a first view, from its newest stored within
+    `max_age_s` (read again as kept evidence is). A model not found is left out."""
+    scope = (engine.url.render_as_string(), projects)
+    if models is None:
+        models = list(queries.list_models(engine, projects))
     version = queries.evidence_version(engine)
-    with _lock:
-        kept = _kept.get(key)
-        if kept is not None:
-            _kept.move_to_end(key)
-    if kept is None:
-        kept = _from_store(key, engine, projects, version, max_age_s)
-    if kept is None:
-        kept = _read(key, engine, projects, read, version)
-    elif kept.version != version and time.monotonic() - kept.made_s >= max_age_s:
+    kept = _get(scope, models)
+    missing = [m for m in models if m not in kept]
+    if missing:
+        kept |= _from_store(scope, engine, projects, version, missing, max_age_s)
+        missing = [m for m in missing if m not in kept]
+    if missing:
+        kept |= _read(scope, engine, projects, read, version, missing)
+    now = time.monotonic()
+    stale = [m for m, k in kept.items() if k.version != version and now - k.made_s >= max_age_s]
+    if stale:
         with _lock:
-            worker = _refreshing.get(key)
+            worker = _refreshing.get(scope)
             if worker is None:
                 worker = threading.Thread(
                     target=_read,
-                    args=(key, engine, projects, read, version),
+                    args=(scope, engine, projects, read, version, stale),
                     name="allowlist-evidence",
                     daemon=True,
                 )
-                _refreshing[key] = worker
+                _refreshing[scope] = worker
                 worker.start()
         if wait:
             worker.join()
-            with _lock:
-                kept = _kept.get(key, kept)
-    lists = kept.lists.get(thresholds)
-    if lists is None:
-        lists = kept.lists[thresholds] = decide_gathered(kept.gathered, thresholds)
-        while len(kept.lists) > THRESHOLDS_KEPT:  # the oldest first (dicts keep order)
-            kept.lists.pop(next(iter(kept.lists)), None)
-    return Decided(kept.at, lists, thresholds, kept)
+            kept |= _get(scope, stale)
+    shown = [m for m in models if m in kept]
+    lists = {m: kept[m].decide(thresholds) for m in shown}
+    at = min((kept[m].at for m in shown), default=utcnow())
+    return Decided(at, lists, thresholds, {m: kept[m] for m in shown})
+
+
+def _get(scope: tuple[Any, ...], models: Sequence[str]) -> dict[str, Kept]:
+    """The evidence this process keeps of `models`, by model (the most recently used last)."""
+    out = {}
+    with _lock:
+        for m in models:
+            kept = _kept.get((*scope, m))
+            if kept is not None:
+                _kept.move_to_end((*scope, m))
+                out[m] = kept
+    return out
 
 
 def _from_store(
-    key: tuple[Any, ...], engine: Engine, projects: Any, version: Any, max_age_s: float
-) -> Kept | None:
-    """The evidence stored at `version`, else the scope's newest stored evidence read within
-    `max_age_s` (kept as if this process had read it then); None if neither."""
-    stored = evidence_store.load(engine, projects, version)
-    if stored is not None:
-        gathered, at = stored
-        kept = Kept(version, at, time.monotonic(), gathered)
-    elif max_age_s > 0:
+    scope: tuple[Any, ...],
+    engine: Engine,
+    projects: Any,
+    version: Any,
+    models: Sequence[str],
+    max_age_s: float,
+) -> dict[str, Kept]:
+    """The evidence of `models` stored at `version`, else each one's newest stored evidence
+    read within `max_age_s` (kept as if this process had read it then), by model."""
+    made = time.monotonic()
+    found = {
+        m: Kept(version, at, made, g)
+        for m, (g, at) in evidence_store.load(engine, projects, version, models).items()
+    }
+    rest = [m for m in models if m not in found]
+    if rest and max_age_s > 0:
         now = utcnow()
-        recent = evidence_store.newest(engine, projects, now - timedelta(seconds=max_age_s))
-        if recent is None:
-            return None
-        gathered, at = recent
-        age_s = max(0.0, (now - at).total_seconds())
-        kept = Kept(OLDER, at, time.monotonic() - age_s, gathered)
-    else:
-        return None
-    _keep(key, kept)
-    return kept
+        recent = evidence_store.newest(engine, projects, now - timedelta(seconds=max_age_s), rest)
+        for m, (g, at) in recent.items():
+            age_s = max(0.0, (now - at).total_seconds())
+            found[m] = Kept(OLDER, at, made - age_s, g)
+    _keep(scope, found)
+    return found
 
 
-def _keep(key: tuple[Any, ...], kept: Kept) -> None:
+def _keep(scope: tuple[Any, ...], kept: dict[str, Kept]) -> None:
     with _lock:
-        _kept[key] = kept
-        _kept.move_to_end(key)
+        for m, k in kept.items():
+            _kept[(*scope, m)] = k
+            _kept.move_to_end((*scope, m))
         while len(_kept) > KEPT:
             _kept.popitem(last=False)
 
 
 def _read(
-    key: tuple[Any, ...],
+    scope: tuple[Any, ...],
     engine: Engine,
     projects: Any,
-    read: Callable[[Engine, Any], Read],
+    read: Reader,
     version: Any,
-) -> Kept:
+    models: Sequence[str],
+) -> dict[str, Kept]:
+    """The evidence of `models` at `version`: stored, else read from the results (after
+    `version` was: never older than it, a result stored in between is in) and stored."""
     try:
-        stored = evidence_store.load(engine, projects, version)
-        if stored is None:
-            # read after `version`: never older than it (a result stored in between is in)
-            at, evidence = utcnow(), read(engine, projects)
+        made = time.monotonic()
+        kept = {
+            m: Kept(version, at, made, g)
+            for m, (g, at) in evidence_store.load(engine, projects, version, models).items()
+        }
+        rest = [m for m in models if m not in kept]
+        if rest:
+            at, evidence = utcnow(), read(engine, projects, rest)
             gathered = gather(evidence.rows, evidence.devices, evidence.models)
             evidence_store.store(engine, projects, version, gathered, at)
-        else:
-            gathered, at = stored
-        kept = Kept(version, at, time.monotonic(), gathered)
-        _keep(key, kept)
+            made = time.monotonic()
+            for m, name in gathered.models.items():
+                one = Gathered({m: name}, {m: gathered.entries[m]})
+                kept[m] = Kept(version, at, made, one)
+        _keep(scope, kept)
         return kept
     finally:
         with _lock:
-            _refreshing.pop(key, None)
+            if _refreshing.get(scope) is threading.current_thread():
+                _refreshing.pop(scope, None)
 
 
 def forget() -> None:

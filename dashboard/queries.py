@@ -47,7 +47,7 @@ from orchestrator.allowlist.collect import (
     read_evidence,
 )
 from orchestrator.allowlist.rules import Thresholds
-from orchestrator.scope import Projects, of_projects, results_of
+from orchestrator.scope import Projects, models_of, of_projects, results_of
 
 #: Largest model accepted from an upload.
 MAX_UPLOAD_BYTES = 512 * 1024 * 1024
@@ -597,14 +597,26 @@ def allowlists(
     return scope.decide_models(engine, thresholds, model_shas, projects)
 
 
-def evidence(engine: Engine, projects: Projects = None) -> Read:
-    """What allowlists are decided from (allowlists_from): of `projects`, their models on
-    their results only."""
+def evidence(
+    engine: Engine, projects: Projects = None, models: Sequence[str] | None = None
+) -> Read:
+    """What allowlists are decided from (allowlists_from), for `models` (sha256; default
+    every one): of `projects`, their models on their results only."""
     if projects is None:
-        return read_evidence(engine)
-    from orchestrator.scope import models_of
+        return read_evidence(engine, models)
+    return read_evidence(engine, models, models_of(projects), results_of(projects))
 
-    return read_evidence(engine, None, models_of(projects), results_of(projects))
+
+def list_models(engine: Engine, projects: Projects = None) -> dict[str, str]:
+    """The models allowlists are decided for (sha256 -> name, by name): every stored model,
+    of `projects` their models only."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(StoredModel.sha256, StoredModel.name)
+            .where(models_of(projects))
+            .order_by(StoredModel.name, StoredModel.sha256)
+        )
+        return {sha: name for sha, name in rows}
 
 
 def allowlists_from(read: Read, thresholds: Thresholds) -> dict[str, Allowlist]:

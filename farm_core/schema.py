@@ -276,14 +276,16 @@ class Artifact(Base):
 
 
 class KeptEvidence(Base):
-    """The allowlists' evidence gathered into entries (what no threshold changes), as read
-    at `read_at` at one evidence version, for one scope (every project's results, or some
-    projects'): a fresh dashboard process reads this row instead of aggregating every
-    result again. A cache: a new result makes a new version, and any row may be deleted."""
+    """One model's allowlist evidence gathered into entries (what no threshold changes), as
+    read at `read_at` at one evidence version, for one scope (every project's results, or
+    some projects'): a fresh dashboard process reads the rows of the models a page shows
+    instead of aggregating their results again. A cache: a new result makes a new version,
+    and any row may be deleted."""
 
     __tablename__ = "kept_evidence"
 
     scope: Mapped[str] = mapped_column(String(64), primary_key=True)  #: sha256 of the scope
+    model: Mapped[str] = mapped_column(String(64), primary_key=True)  #: the model's sha256
     version: Mapped[str] = mapped_column(String(64), primary_key=True)  #: sha256 of it
     data: Mapped[bytes] = mapped_column(LargeBinary)  #: zlib-compressed JSON
     size_bytes: Mapped[int] = mapped_column(Integer)  #: len(data)

@@ -1,6 +1,7 @@
-"""Migration 0012 makes the kept_evidence table exactly as farm_core.schema declares it,
-on SQLite and PostgreSQL, and its downgrade removes it; of two processes storing one
-version at once, one stores it and the other's is dropped, not an error."""
+"""Migrations 0012 and 0013 make the kept_evidence table exactly as farm_core.schema
+declares it (a row per scope, model and version), on SQLite and PostgreSQL, and their
+downgrades undo them; of two processes storing one version at once, one stores it and the
+other's is dropped, not an error."""
 
 from __future__ import annotations
 
@@ -39,16 +40,21 @@ def migrate(engine: Engine, to: str, down: bool = False) -> None:
         (command.downgrade if down else command.upgrade)(cfg, to)
 
 
-def test_0012_makes_the_declared_table_and_its_downgrade_drops_it(engine: Engine) -> None:
+def test_0013_makes_the_declared_table_and_the_downgrades_undo_it(engine: Engine) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
-    migrate(engine, "0012")
+    migrate(engine, "0013")
     with engine.connect() as conn:
         diffs = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     assert [d for d in diffs if "kept_evidence" in repr(d)] == []
     columns = {c["name"] for c in inspect(engine).get_columns("kept_evidence")}
-    assert columns == {"scope", "version", "data", "size_bytes", "read_at"}
+    assert columns == {"scope", "model", "version", "data", "size_bytes", "read_at"}
+    key = inspect(engine).get_pk_constraint("kept_evidence")["constrained_columns"]
+    assert key == ["scope", "model", "version"]
+    migrate(engine, "0012", down=True)
+    key = inspect(engine).get_pk_constraint("kept_evidence")["constrained_columns"]
+    assert key == ["scope", "version"]
     migrate(engine, "0011", down=True)
     assert "kept_evidence" not in inspect(engine).get_table_names()
 
@@ -65,6 +71,7 @@ def test_two_processes_storing_one_version_at_once_keep_one_row(engine: Engine) 
 
     migrate(engine, "head")
     gathered, version, at = Gathered({"sha": "m.tflite"}, {"sha": []}), ("v", 1), utcnow()
+    models = ["sha"]
     start, stored = threading.Barrier(2), []
 
     def store() -> None:
@@ -76,11 +83,13 @@ def test_two_processes_storing_one_version_at_once_keep_one_row(engine: Engine) 
         t.start()
     for t in threads:
         t.join(30)
-    assert sorted(stored) == [False, True]  # insert-if-absent: the second one is dropped
+    assert sorted(stored) == [0, 1]  # insert-if-absent: the second one is dropped
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(KeptEvidence)).scalar_one() == 1
-    assert evidence_store.load(engine, None, version) == (gathered, at)
+    assert evidence_store.load(engine, None, version, models) == {"sha": (gathered, at)}
     # a fresh process at a later version shows it while it is recent (dashboard.cache)
-    assert evidence_store.newest(engine, None, at - timedelta(seconds=1)) == (gathered, at)
-    assert evidence_store.newest(engine, None, at + timedelta(seconds=1)) is None
-    assert evidence_store.newest(engine, ("other",), at - timedelta(seconds=1)) is None
+    since = at - timedelta(seconds=1)
+    assert evidence_store.newest(engine, None, since, models) == {"sha": (gathered, at)}
+    assert evidence_store.newest(engine, None, at + timedelta(seconds=1), models) == {}
+    assert evidence_store.newest(engine, ("other",), since, models) == {}
+    assert evidence_store.newest(engine, None, since, ["other"]) == {}

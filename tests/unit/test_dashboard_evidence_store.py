@@ -1,6 +1,6 @@
-"""The compatibility page's gathered evidence stored in the database per scope and evidence
-version (dashboard.evidence_store): a fresh dashboard process reads it instead of the
-results while the version holds, recomputes when a new result changes it (at once where
+"""The compatibility page's gathered evidence stored in the database per scope, model and
+evidence version (dashboard.evidence_store): a fresh dashboard process reads it instead of
+the results while the version holds, recomputes when a new result changes it (at once where
 the stored row is over a minute old, else in the background after showing that row), and
 shows the same page from either."""
 
@@ -33,14 +33,17 @@ class Farm:
         self.engine = engine
         self.calls: list[object] = []
 
-    def read(self, engine: Engine, projects: object) -> Read:
+    def read(self, engine: Engine, projects: object, models: list[str]) -> Read:
         self.calls.append(projects)
-        return queries.evidence(engine, projects)
+        return queries.evidence(engine, projects, models)
 
     def fresh(self, thresholds: Thresholds | None = None, projects=None) -> cache.Decided:
         """The allowlists as a dashboard process that keeps nothing yet decides them."""
         cache.forget()
-        return cache.allowlists(self.engine, thresholds or Thresholds(), projects, self.read)
+        return cache.allowlists(self.engine, thresholds or Thresholds(), projects, read=self.read)
+
+    def models(self) -> int:
+        return len(queries.list_models(self.engine))
 
 
 @pytest.fixture
@@ -65,11 +68,11 @@ def page(decided: cache.Decided) -> tuple[list, dict]:
 def age_stored_rows(engine: Engine, seconds: float) -> None:
     """As if every stored row had been read `seconds` earlier."""
     with engine.begin() as conn:  # in Python: SQLite has no datetime arithmetic
-        rows = conn.execute(select(KeptEvidence.scope, KeptEvidence.version, KeptEvidence.read_at))
-        for scope, version, read_at in rows.all():
+        keys = (KeptEvidence.scope, KeptEvidence.model, KeptEvidence.version)
+        for *key, read_at in conn.execute(select(*keys, KeptEvidence.read_at)).all():
             conn.execute(
                 update(KeptEvidence)
-                .where(KeptEvidence.scope == scope, KeptEvidence.version == version)
+                .where(*(column == value for column, value in zip(keys, key, strict=True)))
                 .values(read_at=read_at - timedelta(seconds=seconds))
             )
 
@@ -90,6 +93,14 @@ def stored_rows(engine: Engine) -> int:
         return conn.execute(select(func.count()).select_from(KeptEvidence)).scalar_one()
 
 
+def versions(decided: cache.Decided) -> set:
+    return {k.version for k in decided.kept.values()}
+
+
+def gathered(decided: cache.Decided) -> dict:
+    return {m: k.gathered for m, k in decided.kept.items()}
+
+
 def test_the_codec_reads_back_equal_gathered_evidence(farm) -> None:
     engine = farm.engine
     read = queries.evidence(engine)
@@ -103,14 +114,27 @@ def test_the_codec_reads_back_equal_gathered_evidence(farm) -> None:
 def test_a_stored_version_is_read_instead_of_the_results(farm) -> None:
     engine, calls = farm.engine, farm.calls
     first = farm.fresh()
-    assert calls == [None] and stored_rows(engine) == 1
+    assert calls == [None] and stored_rows(engine) == farm.models() == 4  # a row per model
     second = farm.fresh()
-    assert calls == [None]  # the stored row, not the results
-    assert second.kept is not first.kept and second.at == first.at  # read when first read
+    assert calls == [None]  # the stored rows, not the results
+    assert all(second.kept[m] is not first.kept[m] for m in first.kept)
+    assert second.at == first.at  # read when first read
     assert page(second) == page(first)
     strict = Thresholds(min_speedup=3.0, min_runs=2)  # other thresholds decide from it too
     plain = queries.allowlists_from(queries.evidence(engine), strict)
     assert farm.fresh(strict).lists == plain and calls == [None]
+
+
+def test_a_page_of_models_reads_and_stores_its_models_only(farm) -> None:
+    engine, calls = farm.engine, farm.calls
+    models = list(queries.list_models(engine))
+    cache.forget()
+    two = cache.allowlists(engine, Thresholds(), None, models[1:3], farm.read)
+    assert list(two.lists) == models[1:3] and stored_rows(engine) == 2
+    every = queries.allowlists_from(queries.evidence(engine), Thresholds())
+    assert two.lists == {m: every[m] for m in models[1:3]}  # as when every model is read
+    farm.fresh()
+    assert calls == [None, None] and stored_rows(engine) == 4  # the two others read then
 
 
 def test_a_new_result_changes_the_version_and_the_evidence_is_read_again(farm) -> None:
@@ -119,11 +143,11 @@ def test_a_new_result_changes_the_version_and_the_evidence_is_read_again(farm) -
     new_result(engine)
     age_stored_rows(engine, cache.MAX_AGE_S + 1)  # read over a minute ago: not shown
     after = farm.fresh()
-    assert calls == [None, None] and after.kept.version != before.kept.version
-    assert after.kept.gathered != before.kept.gathered
-    assert stored_rows(engine) == 1  # the older version's row deleted
+    assert calls == [None, None] and versions(after) != versions(before)
+    assert gathered(after) != gathered(before)
+    assert stored_rows(engine) == 4  # the older version's rows deleted
     cache.forget()
-    computed = cache.allowlists(engine, Thresholds(), None, queries.evidence)
+    computed = cache.allowlists(engine, Thresholds(), None)
     assert page(after) == page(computed)
 
 
@@ -144,35 +168,40 @@ def test_scopes_are_stored_apart(farm) -> None:
     farm.fresh()
     farm.fresh(projects=("default",))
     farm.fresh(projects=("default",))
-    assert calls == [None, ("default",)] and stored_rows(engine) == 2
-    farm.fresh(projects=("*",))  # a project's name never reads as every project
-    assert calls[-1] == ("*",) and stored_rows(engine) == 3
+    assert calls == [None, ("default",)] and stored_rows(engine) == 8
+    farm.fresh(projects=("*",))  # a project's name never reads as every project: no models
+    assert farm.fresh(projects=("*",)).lists == {} and stored_rows(engine) == 8
 
 
-def test_two_processes_storing_one_version_keep_one_row(farm) -> None:
+def test_two_processes_storing_one_version_keep_one_row_per_model(farm) -> None:
     engine = farm.engine
     read = queries.evidence(engine)
     gathered = gather(read.rows, read.devices, read.models)
     version = queries.evidence_version(engine)
-    assert evidence_store.store(engine, None, version, gathered, utcnow())
-    assert not evidence_store.store(engine, None, version, gathered, utcnow())  # first stands
-    assert stored_rows(engine) == 1
-    assert evidence_store.load(engine, None, version)[0] == gathered
+    assert evidence_store.store(engine, None, version, gathered, utcnow()) == 4
+    assert evidence_store.store(engine, None, version, gathered, utcnow()) == 0  # first stands
+    assert stored_rows(engine) == 4
+    loaded = evidence_store.load(engine, None, version, list(read.models))
+    assert {m: g.entries[m] for m, (g, _) in loaded.items()} == gathered.entries
 
 
-def test_rows_are_bounded_in_size_and_number(farm, monkeypatch) -> None:
+def test_rows_are_bounded_in_size_and_in_all(farm, monkeypatch) -> None:
     engine, calls = farm.engine, farm.calls
     monkeypatch.setattr(evidence_store, "MAX_BYTES", 100)
     farm.fresh()
     farm.fresh()
     assert stored_rows(engine) == 0 and calls == [None, None]  # too large: read each time
     monkeypatch.setattr(evidence_store, "MAX_BYTES", 32 * 1024 * 1024)
-    monkeypatch.setattr(evidence_store, "ROWS_KEPT", 2)
-    for projects in (("a",), ("b",), ("c",)):
+    farm.fresh(projects=("default",))
+    with engine.connect() as conn:
+        scope_bytes = conn.execute(select(func.sum(KeptEvidence.size_bytes))).scalar_one()
+    monkeypatch.setattr(evidence_store, "BYTES_KEPT", 2 * scope_bytes)
+    for projects in (("default", "b"), ("default", "c")):  # the same models and evidence
         farm.fresh(projects=projects)
     with engine.connect() as conn:
         kept = set(conn.execute(select(KeptEvidence.scope)).scalars())
-    assert kept == {evidence_store.scope_key(("b",)), evidence_store.scope_key(("c",))}
+    assert kept == {evidence_store.scope_key(("default", "b")),
+                    evidence_store.scope_key(("default", "c"))}  # fmt: skip
 
 
 def test_an_unreadable_row_is_read_as_absent(farm) -> None:
@@ -182,6 +211,7 @@ def test_an_unreadable_row_is_read_as_absent(farm) -> None:
         conn.execute(update(KeptEvidence).values(data=b"not zlib"))
     again = farm.fresh()
     assert calls == [None, None] and page(again) == page(first)
+    assert stored_rows(engine) == 4  # deleted, then stored again
 
 
 def test_a_device_change_changes_the_version(farm) -> None:
@@ -193,22 +223,21 @@ def test_a_device_change_changes_the_version(farm) -> None:
     assert calls == [None, None]
 
 
-def test_a_first_view_shows_a_row_read_within_a_minute_then_reads_again(farm) -> None:
+def test_a_first_view_shows_rows_read_within_a_minute_then_reads_again(farm) -> None:
     engine, calls = farm.engine, farm.calls
     before = farm.fresh()
     new_result(engine)
     age_stored_rows(engine, 20)
-    shown = farm.fresh()  # a fresh process: the older version's row, read 20 s ago
-    assert calls == [None] and shown.kept.version == cache.OLDER
-    assert shown.kept.gathered == before.kept.gathered and shown.at == before.at - timedelta(
-        seconds=20
-    )
-    assert time.monotonic() - shown.kept.made_s >= 20  # kept as if read 20 s ago
-    again = cache.allowlists(engine, Thresholds(), None, farm.read, max_age_s=20, wait=True)
-    assert calls == [None, None] and again.kept.version == queries.evidence_version(engine)
-    assert again.kept.gathered != before.kept.gathered
+    shown = farm.fresh()  # a fresh process: the older version's rows, read 20 s ago
+    assert calls == [None] and versions(shown) == {cache.OLDER}
+    assert gathered(shown) == gathered(before)
+    assert shown.at == before.at - timedelta(seconds=20)
+    assert all(time.monotonic() - k.made_s >= 20 for k in shown.kept.values())  # as if kept
+    again = cache.allowlists(engine, Thresholds(), None, None, farm.read, max_age_s=20, wait=True)
+    assert calls == [None, None] and versions(again) == {queries.evidence_version(engine)}
+    assert gathered(again) != gathered(before)
     cache.forget()
-    assert page(again) == page(cache.allowlists(engine, Thresholds(), None, queries.evidence))
+    assert page(again) == page(cache.allowlists(engine, Thresholds(), None))
 
 
 def test_a_first_view_reads_the_results_where_the_recent_row_is_unreadable(farm) -> None:
@@ -218,5 +247,5 @@ def test_a_first_view_reads_the_results_where_the_recent_row_is_unreadable(farm)
     with engine.begin() as conn:  # another code's format, read just now
         conn.execute(update(KeptEvidence).values(data=b"not zlib"))
     again = farm.fresh()
-    assert calls == [None, None] and again.kept.version == queries.evidence_version(engine)
-    assert again.kept.gathered != first.kept.gathered
+    assert calls == [None, None] and versions(again) == {queries.evidence_version(engine)}
+    assert gathered(again) != gathered(first)
