@@ -5,7 +5,8 @@ The compatibility page took seconds on a 1,000-device farm: reading the evidence
 aggregate over every result) and deciding 1,000 entries per model, for 100 models. It now
 shows a page of models at a time, and only their evidence is read, kept and decided. The
 evidence is the same for every viewer of the same projects until a result, a model or a
-device's facts change (queries.evidence_version); on a busy farm that is every few seconds.
+device's facts change (queries.evidence_versions, per model); on a busy farm that is every
+few seconds for the models being measured.
 So a model's first view reads it (and waits), later views get the kept one at once, and
 once it changed and is MAX_AGE_S old one background thread reads the page's models again
 for the views after it; the page says when it was read. It is gathered into entries once
@@ -114,23 +115,23 @@ def allowlists(
     scope = (engine.url.render_as_string(), projects)
     if models is None:
         models = list(queries.list_models(engine, projects))
-    version = queries.evidence_version(engine)
+    versions = queries.evidence_versions(engine, models)
     kept = _get(scope, models)
     missing = [m for m in models if m not in kept]
     if missing:
-        kept |= _from_store(scope, engine, projects, version, missing, max_age_s)
+        kept |= _from_store(scope, engine, projects, _of(versions, missing), max_age_s)
         missing = [m for m in missing if m not in kept]
     if missing:
-        kept |= _read(scope, engine, projects, read, version, missing)
+        kept |= _read(scope, engine, projects, read, _of(versions, missing))
     now = time.monotonic()
-    stale = [m for m, k in kept.items() if k.version != version and now - k.made_s >= max_age_s]
+    stale = [m for m, k in kept.items() if k.version != versions[m] and now - k.made_s >= max_age_s]
     if stale:
         with _lock:
             worker = _refreshing.get(scope)
             if worker is None:
                 worker = threading.Thread(
                     target=_read,
-                    args=(scope, engine, projects, read, version, stale),
+                    args=(scope, engine, projects, read, _of(versions, stale)),
                     name="allowlist-evidence",
                     daemon=True,
                 )
@@ -143,6 +144,10 @@ def allowlists(
     lists = {m: kept[m].decide(thresholds) for m in shown}
     at = min((kept[m].at for m in shown), default=utcnow())
     return Decided(at, lists, thresholds, {m: kept[m] for m in shown})
+
+
+def _of(versions: dict[str, Any], models: Sequence[str]) -> dict[str, Any]:
+    return {m: versions[m] for m in models}
 
 
 def _get(scope: tuple[Any, ...], models: Sequence[str]) -> dict[str, Kept]:
@@ -161,18 +166,17 @@ def _from_store(
     scope: tuple[Any, ...],
     engine: Engine,
     projects: Any,
-    version: Any,
-    models: Sequence[str],
+    versions: dict[str, Any],
     max_age_s: float,
 ) -> dict[str, Kept]:
-    """The evidence of `models` stored at `version`, else each one's newest stored evidence
-    read within `max_age_s` (kept as if this process had read it then), by model."""
+    """The evidence of the models stored at their `versions`, else each one's newest stored
+    evidence read within `max_age_s` (kept as if this process had read it then), by model."""
     made = time.monotonic()
     found = {
-        m: Kept(version, at, made, g)
-        for m, (g, at) in evidence_store.load(engine, projects, version, models).items()
+        m: Kept(versions[m], at, made, g)
+        for m, (g, at) in evidence_store.load(engine, projects, versions).items()
     }
-    rest = [m for m in models if m not in found]
+    rest = [m for m in versions if m not in found]
     if rest and max_age_s > 0:
         now = utcnow()
         recent = evidence_store.newest(engine, projects, now - timedelta(seconds=max_age_s), rest)
@@ -197,26 +201,27 @@ def _read(
     engine: Engine,
     projects: Any,
     read: Reader,
-    version: Any,
-    models: Sequence[str],
+    versions: dict[str, Any],
 ) -> dict[str, Kept]:
-    """The evidence of `models` at `version`: stored, else read from the results (after
-    `version` was: never older than it, a result stored in between is in) and stored."""
+    """The evidence of the models at their `versions`: stored, else read from the results
+    (after the versions were: never older than them, a result stored in between is in) and
+    stored."""
     try:
         made = time.monotonic()
         kept = {
-            m: Kept(version, at, made, g)
-            for m, (g, at) in evidence_store.load(engine, projects, version, models).items()
+            m: Kept(versions[m], at, made, g)
+            for m, (g, at) in evidence_store.load(engine, projects, versions).items()
         }
-        rest = [m for m in models if m not in kept]
+        rest = [m for m in versions if m not in kept]
         if rest:
             at, evidence = utcnow(), read(engine, projects, rest)
             gathered = gather(evidence.rows, evidence.devices, evidence.models)
-            evidence_store.store(engine, projects, version, gathered, at)
+            found = [m for m in gathered.models if m in versions]
+            evidence_store.store(engine, projects, _of(versions, found), gathered, at)
             made = time.monotonic()
-            for m, name in gathered.models.items():
-                one = Gathered({m: name}, {m: gathered.entries[m]})
-                kept[m] = Kept(version, at, made, one)
+            for m in found:
+                one = Gathered({m: gathered.models[m]}, {m: gathered.entries[m]})
+                kept[m] = Kept(versions[m], at, made, one)
         _keep(scope, kept)
         return kept
     finally:

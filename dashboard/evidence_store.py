@@ -4,9 +4,9 @@ of aggregating their results (seconds at 1,000 devices; 3 s for the one row of 1
 that this replaced).
 
 A row is keyed by its scope (the projects whose results it holds; None: all), its model and
-the evidence version it was read at (queries.evidence_version): a new result, model or
-device fact makes a new version, which the first process to need a model at it gathers and
-stores (read after the version was, so never older than it). Of two processes storing one
+the model's evidence version it was read at (queries.evidence_versions): a new result of the
+model or a new device fact makes a new version, which the first process to need the model
+at it gathers and stores (read after the version was, so never older than it). Of two processes storing one
 row at once, the first insert stands and the other's is dropped (insert-if-absent). A store
 deletes the older rows of its scope and models, and the oldest rows past BYTES_KEPT in all;
 a stored row is at most MAX_BYTES (a larger one stays in its process only). Failing to
@@ -22,7 +22,7 @@ import hashlib
 import json
 import logging
 import zlib
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -56,23 +56,25 @@ def version_key(version: Any) -> str:
     return hashlib.sha256(f"{version!r}|{gathered_json.tag()}".encode()).hexdigest()
 
 
-def load(engine: Engine, projects: Any, version: Any, models: Collection[str]) -> dict[str, Stored]:
-    """The evidence of `models` (sha256) in `projects` stored at `version`, by model: those
-    stored and readable (an unreadable row is deleted, for a store to replace it)."""
-    where = (
-        KeptEvidence.scope == scope_key(projects),
-        KeptEvidence.version == version_key(version),
-        KeptEvidence.model.in_(list(models)),
-    )
+def load(engine: Engine, projects: Any, versions: Mapping[str, Any]) -> dict[str, Stored]:
+    """The evidence of each model (sha256) in `projects` stored at its version in
+    `versions`, by model: those stored and readable (an unreadable row is deleted, for a
+    store to replace it)."""
+    scope = KeptEvidence.scope == scope_key(projects)
+    keyed = tuple_(KeptEvidence.model, KeptEvidence.version)
+    wanted = [(m, version_key(v)) for m, v in versions.items()]
     try:
         with engine.connect() as conn:
             rows = conn.execute(
-                select(KeptEvidence.model, KeptEvidence.data, KeptEvidence.read_at).where(*where)
+                select(KeptEvidence.model, KeptEvidence.data, KeptEvidence.read_at).where(
+                    scope, keyed.in_(wanted)
+                )
             ).all()
         out, bad = _decoded(rows)
         if bad:
             with engine.begin() as conn:
-                conn.execute(delete(KeptEvidence).where(*where[:2], KeptEvidence.model.in_(bad)))
+                gone = [(m, version_key(versions[m])) for m in bad]
+                conn.execute(delete(KeptEvidence).where(scope, keyed.in_(gone)))
         return out
     except SQLAlchemyError as exc:
         log.warning("kept evidence not read (the results are): %s", exc)
@@ -115,12 +117,16 @@ def _decoded(rows: Any) -> tuple[dict[str, Stored], list[str]]:
 
 
 def store(
-    engine: Engine, projects: Any, version: Any, gathered: Gathered, read_at: datetime
+    engine: Engine,
+    projects: Any,
+    versions: Mapping[str, Any],
+    gathered: Gathered,
+    read_at: datetime,
 ) -> int:
-    """Keep each model of `gathered` (of `projects`, read at `read_at` at `version`) unless
-    a row of that model and version is there already or it is over MAX_BYTES; the number
-    of rows this call stored."""
-    scope, key = scope_key(projects), version_key(version)
+    """Keep each model of `gathered` (of `projects`, read at `read_at`, each at its version
+    in `versions`) unless a row of that model and version is there already or it is over
+    MAX_BYTES; the number of rows this call stored."""
+    scope = scope_key(projects)
     rows = []
     for model, name in gathered.models.items():
         one = Gathered({model: name}, {model: gathered.entries[model]})
@@ -129,10 +135,11 @@ def store(
             log.warning("kept evidence of %s not stored: %d bytes, over %d", model, len(data),
                         MAX_BYTES)  # fmt: skip
             continue
-        rows.append({"scope": scope, "model": model, "version": key, "read_at": read_at,
-                     "data": data, "size_bytes": len(data)})  # fmt: skip
+        rows.append({"scope": scope, "model": model, "version": version_key(versions[model]),
+                     "read_at": read_at, "data": data, "size_bytes": len(data)})  # fmt: skip
     if not rows:
         return 0
+    keyed = tuple_(KeptEvidence.model, KeptEvidence.version)
     try:
         with engine.begin() as conn:
             dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
@@ -143,7 +150,8 @@ def store(
                 delete(KeptEvidence).where(
                     KeptEvidence.scope == scope,
                     KeptEvidence.model.in_([r["model"] for r in rows]),
-                    KeptEvidence.version != key,  # a row stored first at this version stands
+                    # a row stored first at one of these versions stands
+                    keyed.not_in([(r["model"], r["version"]) for r in rows]),
                     KeptEvidence.read_at < read_at,
                 )
             )

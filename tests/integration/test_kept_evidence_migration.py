@@ -70,13 +70,13 @@ def test_two_processes_storing_one_version_at_once_keep_one_row(engine: Engine) 
     from orchestrator.allowlist.collect import Gathered
 
     migrate(engine, "head")
-    gathered, version, at = Gathered({"sha": "m.tflite"}, {"sha": []}), ("v", 1), utcnow()
+    gathered, versions, at = Gathered({"sha": "m.tflite"}, {"sha": []}), {"sha": ("v", 1)}, utcnow()
     models = ["sha"]
     start, stored = threading.Barrier(2), []
 
     def store() -> None:
         start.wait(10)
-        stored.append(evidence_store.store(engine, None, version, gathered, at))
+        stored.append(evidence_store.store(engine, None, versions, gathered, at))
 
     threads = [threading.Thread(target=store) for _ in range(2)]
     for t in threads:
@@ -86,7 +86,7 @@ def test_two_processes_storing_one_version_at_once_keep_one_row(engine: Engine) 
     assert sorted(stored) == [0, 1]  # insert-if-absent: the second one is dropped
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(KeptEvidence)).scalar_one() == 1
-    assert evidence_store.load(engine, None, version, models) == {"sha": (gathered, at)}
+    assert evidence_store.load(engine, None, versions) == {"sha": (gathered, at)}
     # a fresh process at a later version shows it while it is recent (dashboard.cache)
     since = at - timedelta(seconds=1)
     assert evidence_store.newest(engine, None, since, models) == {"sha": (gathered, at)}

@@ -77,8 +77,8 @@ def age_stored_rows(engine: Engine, seconds: float) -> None:
             )
 
 
-def new_result(engine: Engine) -> None:
-    """A new result: the newest one again, 3x slower."""
+def new_result(engine: Engine) -> str:
+    """A new result: the newest one again, 3x slower; its model's sha256."""
     results = Result.__table__
     with engine.begin() as conn:
         newest = dict(
@@ -86,6 +86,7 @@ def new_result(engine: Engine) -> None:
         )
         again = newest | {"attempt": 99, "avg_us": 3 * newest["avg_us"]}
         conn.execute(results.insert().values({k: v for k, v in again.items() if k != "id"}))
+    return newest["model_sha256"]
 
 
 def stored_rows(engine: Engine) -> int:
@@ -93,8 +94,13 @@ def stored_rows(engine: Engine) -> int:
         return conn.execute(select(func.count()).select_from(KeptEvidence)).scalar_one()
 
 
-def versions(decided: cache.Decided) -> set:
-    return {k.version for k in decided.kept.values()}
+def versions(decided: cache.Decided) -> dict:
+    return {m: k.version for m, k in decided.kept.items()}
+
+
+def current(engine: Engine) -> dict:
+    """Each model's evidence version now."""
+    return queries.evidence_versions(engine, list(queries.list_models(engine)))
 
 
 def gathered(decided: cache.Decided) -> dict:
@@ -137,15 +143,20 @@ def test_a_page_of_models_reads_and_stores_its_models_only(farm) -> None:
     assert calls == [None, None] and stored_rows(engine) == 4  # the two others read then
 
 
-def test_a_new_result_changes_the_version_and_the_evidence_is_read_again(farm) -> None:
+def test_a_new_result_changes_its_models_version_and_its_evidence_is_read_again(farm) -> None:
     engine, calls = farm.engine, farm.calls
     before = farm.fresh()
-    new_result(engine)
+    changed = new_result(engine)
     age_stored_rows(engine, cache.MAX_AGE_S + 1)  # read over a minute ago: not shown
     after = farm.fresh()
-    assert calls == [None, None] and versions(after) != versions(before)
-    assert gathered(after) != gathered(before)
-    assert stored_rows(engine) == 4  # the older version's rows deleted
+    assert calls == [None, None] and versions(after) == current(engine)
+    assert {m for m in after.kept if versions(after)[m] != versions(before)[m]} == {changed}
+    assert {m for m in after.kept if gathered(after)[m] != gathered(before)[m]} == {changed}
+    assert after.kept[changed].at > before.at
+    others = [m for m in after.kept if m != changed]
+    aged = timedelta(seconds=cache.MAX_AGE_S + 1)
+    assert all(after.kept[m].at == before.kept[m].at - aged for m in others)  # rows stand
+    assert stored_rows(engine) == 4  # the older version's row deleted
     cache.forget()
     computed = cache.allowlists(engine, Thresholds(), None)
     assert page(after) == page(computed)
@@ -177,11 +188,11 @@ def test_two_processes_storing_one_version_keep_one_row_per_model(farm) -> None:
     engine = farm.engine
     read = queries.evidence(engine)
     gathered = gather(read.rows, read.devices, read.models)
-    version = queries.evidence_version(engine)
-    assert evidence_store.store(engine, None, version, gathered, utcnow()) == 4
-    assert evidence_store.store(engine, None, version, gathered, utcnow()) == 0  # first stands
+    versions = queries.evidence_versions(engine, list(read.models))
+    assert evidence_store.store(engine, None, versions, gathered, utcnow()) == 4
+    assert evidence_store.store(engine, None, versions, gathered, utcnow()) == 0  # first stands
     assert stored_rows(engine) == 4
-    loaded = evidence_store.load(engine, None, version, list(read.models))
+    loaded = evidence_store.load(engine, None, versions)
     assert {m: g.entries[m] for m, (g, _) in loaded.items()} == gathered.entries
 
 
@@ -226,16 +237,19 @@ def test_a_device_change_changes_the_version(farm) -> None:
 def test_a_first_view_shows_rows_read_within_a_minute_then_reads_again(farm) -> None:
     engine, calls = farm.engine, farm.calls
     before = farm.fresh()
-    new_result(engine)
+    changed = new_result(engine)
     age_stored_rows(engine, 20)
-    shown = farm.fresh()  # a fresh process: the older version's rows, read 20 s ago
-    assert calls == [None] and versions(shown) == {cache.OLDER}
+    shown = farm.fresh()  # a fresh process: the changed model's older row, read 20 s ago
+    assert calls == [None] and versions(shown)[changed] == cache.OLDER
+    assert {m: v for m, v in versions(shown).items() if m != changed} == {
+        m: v for m, v in current(engine).items() if m != changed
+    }  # the others' rows are at their versions
     assert gathered(shown) == gathered(before)
     assert shown.at == before.at - timedelta(seconds=20)
-    assert all(time.monotonic() - k.made_s >= 20 for k in shown.kept.values())  # as if kept
+    assert time.monotonic() - shown.kept[changed].made_s >= 20  # kept as if read 20 s ago
     again = cache.allowlists(engine, Thresholds(), None, None, farm.read, max_age_s=20, wait=True)
-    assert calls == [None, None] and versions(again) == {queries.evidence_version(engine)}
-    assert gathered(again) != gathered(before)
+    assert calls == [None, None] and versions(again) == current(engine)
+    assert gathered(again)[changed] != gathered(before)[changed]
     cache.forget()
     assert page(again) == page(cache.allowlists(engine, Thresholds(), None))
 
@@ -243,9 +257,9 @@ def test_a_first_view_shows_rows_read_within_a_minute_then_reads_again(farm) -> 
 def test_a_first_view_reads_the_results_where_the_recent_row_is_unreadable(farm) -> None:
     engine, calls = farm.engine, farm.calls
     first = farm.fresh()
-    new_result(engine)
+    changed = new_result(engine)
     with engine.begin() as conn:  # another code's format, read just now
         conn.execute(update(KeptEvidence).values(data=b"not zlib"))
     again = farm.fresh()
-    assert calls == [None, None] and versions(again) == {queries.evidence_version(engine)}
-    assert gathered(again) != gathered(first)
+    assert calls == [None, None] and versions(again) == current(engine)
+    assert gathered(again)[changed] != gathered(first)[changed]
