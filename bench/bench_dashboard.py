@@ -76,8 +76,8 @@ def page_queries(engine: Any, sha: str) -> dict[str, Callable[[], Any]]:
         ),
         "accuracy": lambda: (queries.models(engine), queries.accuracy(engine, sha)),
         "op_coverage": lambda: (queries.models(engine), queries.op_coverage(engine, sha)),
-        "compatibility": lambda: queries.matrix(  # the first page's models
-            queries.allowlists(engine, Thresholds(), list(queries.list_models(engine))[:10])
+        "compatibility": lambda: queries.matrix(  # the first page's models (its default: 5)
+            queries.allowlists(engine, Thresholds(), list(queries.list_models(engine))[:5])
         ),
         "history": lambda: queries.flag_regressions(
             queries.lineage_history(engine, name, queries.lineage_devices(engine, name)[0])

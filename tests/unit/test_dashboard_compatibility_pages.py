@@ -1,4 +1,4 @@
-"""The compatibility page shows ten models at a time (a 1,000-device farm's 100 models took
+"""The compatibility page shows five models at a time (the viewer may pick more) (a 1,000-device farm's 100 models took
 6-17 s on one page): a page picker and a name filter choose them, and only the shown models'
 evidence is read, decided and stored; the allowlist builder still offers every model."""
 
@@ -55,19 +55,22 @@ def stored_models(engine) -> int:
 
 def test_the_matrix_shows_a_page_of_models_and_reads_only_theirs(farm) -> None:
     at = compatibility()
-    assert "models 1-10 of 12" in captions(at) and "on these 10 models" in captions(at)
-    assert stored_models(farm) == 10  # the two on the next page not read
-    at.number_input(key="models_page").set_value(2).run()
+    assert "models 1-5 of 12" in captions(at) and "on these 5 models" in captions(at)
+    assert stored_models(farm) == 5  # the seven on the next pages not read
+    at.number_input(key="models_page").set_value(3).run()
     assert not at.exception
     assert "models 11-12 of 12" in captions(at) and "on these 2 models" in captions(at)
+    assert stored_models(farm) == 7
+    at.selectbox(key="models_per_page").select(20).run()
+    assert not at.exception and "on these 12 models" in captions(at)
+    assert "models_page" not in [n.key for n in at.number_input]  # one page: no picker
     assert stored_models(farm) == 12
 
 
 def test_a_name_filter_chooses_the_models(farm) -> None:
     at = compatibility()
     at.text_input(key="model_filter").input("CATALOGUE_00").run()  # any case
-    assert not at.exception and "on these 8 models" in captions(at)
-    assert "models_page" not in [n.key for n in at.number_input]  # one page: no picker
+    assert not at.exception and "models 1-5 of 8" in captions(at)
     at.text_input(key="model_filter").input("no such model").run()
     assert not at.exception and "No model matches" in at.info[0].value
 
@@ -80,4 +83,4 @@ def test_the_builder_offers_a_model_off_the_page(farm) -> None:
     builder.select(last).run()
     assert not at.exception
     assert '"tflite.gpu.status"' in at.code[0].value
-    assert len(at.get("download_button")) == 4 and stored_models(farm) == 11
+    assert len(at.get("download_button")) == 4 and stored_models(farm) == 6
