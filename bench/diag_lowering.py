@@ -56,7 +56,7 @@ def found_device(precision: str) -> Any:
     plan = plan_execution(
         DEFAULTS, profiling=False, cpu_runtime=LITERT, device=info, specialize_option=None
     )
-    return preparation.FoundDevice(None, info, plan, True)
+    return preparation.FoundDevice(None, info, plan, True, 4096)
 
 
 def lower_once(path: str, precision: str, found: Any, jobs: int) -> tuple[dict, Any]:

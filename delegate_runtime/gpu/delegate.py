@@ -258,6 +258,10 @@ class GpuSession:
         program = lower(staged)
         token, keys, options, beside = keyed(program)
         t = self._phase("lower", t)
+        layouts = None
+        if beside:  # a warm start: its arenas laid out while the driver makes the context
+            layouts = prep.lay_out_parts(sg, program.parts, opts.precision, found)
+            t = self._phase("layout", t)
         opened = opening.result()
         self.ctx, self.queue = opened.ctx, opened.queue
         self.host_edges = opened.host_edges is not None
@@ -266,7 +270,7 @@ class GpuSession:
         if staged != prep.staged_edges(opts.precision, opened):
             program = lower(not staged)  # the device refused the plan's host edges
             token, keys, options, beside = keyed(program)
-            early = None  # kept for the other edges, and the facts say them
+            early = layouts = None  # kept for the other edges, and the facts say them
             t = self._phase("lower_again", t)
         self.half_weights = program.half_weights
         self.specialized_kernels = program.specialized_kernels
@@ -311,7 +315,7 @@ class GpuSession:
         native = native.result()
         t = self._phase("launch_loop", t)  # what the program left of the loop's loading
         self.executors = prep.make_executors(
-            opened, programs, sg, parts, opts.precision, native, switches
+            opened, programs, sg, parts, opts.precision, native, switches, layouts
         )
         self._phase("upload", t)
         if beside:

@@ -55,6 +55,9 @@ def test_a_cached_program_loads_beside_the_uploads(device, tmp_path):
     assert warm.program_beside_upload and warm.program_from_cache
     assert warm.init_phases_ms["program"] > 0  # the loading thread's own time
     assert "from cache, beside the upload" in init_split_line(0, 0, 0, warm)
+    # its arenas laid out before the context was waited for; the cold one's after it
+    assert "layout" in warm.init_phases_ms and "layout" not in cold.init_phases_ms
+    assert "arena layout" in init_split_line(0, 0, 0, warm)
     _check(cold)
     _check(warm)
 

@@ -30,13 +30,14 @@ CONSTS = {
 def _arena(whole: bool) -> tuple[Any, Any, Any]:
     import pyopencl as cl
 
-    from delegate_runtime.gpu.opencl.arena import Arena
+    from delegate_runtime.gpu.opencl.arena import Arena, ArenaImage
     from delegate_runtime.gpu.opencl.runtime import select_device
 
     device = select_device(None)
     ctx = cl.Context([device])
     queue = cl.CommandQueue(ctx)
-    arena = Arena(ctx, queue, device.mem_base_addr_align, CONSTS, 5, [100, 4096, 1], 64, whole)
+    image = ArenaImage.lay_out(device.mem_base_addr_align, CONSTS, 5, [100, 4096, 1], 64, whole)
+    arena = Arena(ctx, queue, image)
     return arena, queue, device
 
 

@@ -35,7 +35,7 @@ def test_the_process_part_is_paid_once():
                 launch_loop="c",
             ),
             "(read 3.2, session 1.9: fold and partition 2.0, device 0.4, lower 5.1, context "
-            "(beyond the lowering) 0.2, program 30.0 (14 specialized, from cache), launch loop 0.0 (c), upload 30.4)",
+            "(beyond the lowering and layout) 0.2, program 30.0 (14 specialized, from cache), launch loop 0.0 (c), upload 30.4)",
         ),
         (
             SimpleNamespace(

@@ -18,7 +18,7 @@ from ...ops.common import dequantize, quantize
 from ..execution_plan import ExecutionPlan
 from ..switches import Switches
 from . import host_copy, persistent
-from .arena import Arena
+from .arena import Arena, ArenaImage
 from .capi import CLCallError, opencl_library
 from .hot_path import HotPath
 from .launch import (
@@ -108,6 +108,77 @@ class SessionDevice:
     host_edges: Any = None  #: host_edges.HostEdges, or None
 
 
+@dataclass(frozen=True)
+class PartitionLayout:
+    """A partition's memory laid out before its device is open: its launches on root
+    tensors, the memory plan and the arena's image (a warm start makes it while NVIDIA's
+    driver makes the context: nothing here needs the device but its sub-buffer alignment)."""
+
+    part: LoweredPartition
+    rooted: Lowered
+    memory: MemoryPlan
+    image: ArenaImage
+
+
+def lay_out(
+    sg: Subgraph, part: LoweredPartition, storage: np.dtype, base_align_bits: int
+) -> PartitionLayout:
+    """`part`'s layout for a session storing floats as `storage` on a device whose
+    sub-buffers align to `base_align_bits`."""
+    lowered, alias = part.lowered, part.lowered.alias
+
+    def root(t: int) -> int:
+        return _root(alias, t)
+
+    edges = [root(t) for t in part.inputs], [root(t) for t in part.outputs]
+    rooted = Lowered([_rooted(launch, root) for launch in lowered.launches], lowered.consts, {})
+    sizes = _root_sizes(sg, storage, lowered, [*part.inputs, *part.outputs], root)
+    memory = plan_memory(rooted, sizes, *edges)
+    launches = rooted.launches
+    scratch = max([a.nbytes for ln in launches for a in ln.args if isinstance(a, Scratch)] + [4])
+    counters = max([a.count for ln in launches for a in ln.args if isinstance(a, Counters)] + [1])
+    consts = {k: _const_host(v, storage, k in part.float_consts) for k, v in rooted.consts.items()}
+    image = ArenaImage.lay_out(
+        base_align_bits,
+        consts,
+        counters,
+        memory.buffer_bytes,
+        scratch,
+        whole=any(ln.copy_args and ln.copy_args.offsets for ln in launches),
+    )
+    return PartitionLayout(part, rooted, memory, image)
+
+
+def _root(alias: dict[int, int], t: int) -> int:
+    while t in alias:
+        t = alias[t]
+    return t
+
+
+def _root_sizes(
+    sg: Subgraph, storage: np.dtype, lowered: Lowered, edges: list[int], root: Any
+) -> dict[int, int]:
+    """Bytes of each root tensor's buffer: the largest view of it a launch or an edge
+    names, or a concatenation's whole output where no launch names it."""
+    sizes: dict[int, int] = {}
+    named = [a for launch in lowered.launches for a in launch.args] + [Buf(t) for t in edges]
+    for arg in named:
+        if isinstance(arg, Buf):  # a root holds its views: the largest size
+            r, n = root(arg.tensor), sg.tensors[arg.tensor].size
+            sizes[r] = max(sizes.get(r, 0), n * storage.itemsize)
+    for r in sizes:  # a concatenation's whole output, where no launch names it
+        sizes[r] = max(sizes[r], sg.tensors[r].size * storage.itemsize)
+    return sizes
+
+
+def _const_host(v: np.ndarray, storage: np.dtype, float32: bool) -> np.ndarray:
+    """A constant as uploaded: floats in the storage type, or float32 where its kernels
+    read it so (`float32`: const_types.py)."""
+    if v.dtype.kind == "f":
+        return np.ascontiguousarray(v, dtype=np.float32 if float32 else storage)
+    return np.ascontiguousarray(v)
+
+
 def pyopencl_kernel(kernel: Any) -> Any:
     """`kernel` as pyopencl enqueues it: a RawKernel's wrapper (raw_kernel.py), else itself."""
     return kernel.pyopencl if isinstance(kernel, RawKernel) else kernel
@@ -129,7 +200,9 @@ class PartitionExecutor:
     the arena and staging buffers allocated, its launches bound (runs of them as persistent
     kernels where planned), its copies prepared."""
 
-    def __init__(self, shared: SessionDevice, part: LoweredPartition):
+    def __init__(
+        self, shared: SessionDevice, part: LoweredPartition, layout: PartitionLayout | None = None
+    ):
         import pyopencl as cl
 
         self.cl = cl
@@ -140,19 +213,17 @@ class PartitionExecutor:
         self.queue = shared.queue
         self.sg = shared.sg
         self.storage = np.dtype(shared.storage)
-        lowered = part.lowered
-        self.alias = lowered.alias
+        self.alias = part.lowered.alias
         self.inputs = [self.root(t) for t in part.inputs]
         self.input_tensors = part.inputs
         self.outputs = part.outputs
-        sizes = self._root_sizes(lowered, [*part.inputs, *part.outputs])
-        rooted = Lowered(
-            [_rooted(launch, self.root) for launch in lowered.launches], lowered.consts, {}
-        )
+        if layout is None or layout.part is not part:  # laid out here, the device open
+            layout = lay_out(self.sg, part, self.storage, self.queue.device.mem_base_addr_align)
+        rooted = layout.rooted
         #: its tensors' shared buffers (plan_memory)
-        self.memory = plan_memory(rooted, sizes, self.inputs, [self.root(t) for t in self.outputs])
+        self.memory = layout.memory
         try:
-            self.arena = self._arena(shared.ctx, rooted, part.float_consts)
+            self.arena = Arena(shared.ctx, self.queue, layout.image)
             #: float32 buffers that inputs and outputs pass through (staging_edges.py), and
             #: those in host memory as the host sees them (host_edges.py)
             self.staging, self.mapped = self._staging(shared.ctx, rooted, shared.host_edges)
@@ -160,44 +231,11 @@ class PartitionExecutor:
             if isinstance(programs, Future):  # loading beside the uploads: wait for it
                 programs = programs.result()
             self._bind_launches(programs, rooted)
-            if lowered.runs:  # planned only where the session's plan runs them
-                self._persist(shared.ctx, programs, lowered.runs)
+            if part.lowered.runs:  # planned only where the session's plan runs them
+                self._persist(shared.ctx, programs, part.lowered.runs)
         except (cl.Error, CLCallError) as exc:
             raise device_error(exc, "preparing the GPU partition") from exc
         self._prepare_copies(shared.ctx, shared.native)
-
-    def _root_sizes(self, lowered: Lowered, edges: list[int]) -> dict[int, int]:
-        """Bytes of each root tensor's buffer: the largest view of it a launch or an edge
-        names, or a concatenation's whole output where no launch names it."""
-        sizes: dict[int, int] = {}
-        named = [a for launch in lowered.launches for a in launch.args] + [Buf(t) for t in edges]
-        for arg in named:
-            if isinstance(arg, Buf):  # a root holds its views: the largest size
-                root, n = self.root(arg.tensor), self.sg.tensors[arg.tensor].size
-                sizes[root] = max(sizes.get(root, 0), n * self.storage.itemsize)
-        for root in sizes:  # a concatenation's whole output, where no launch names it
-            sizes[root] = max(sizes[root], self.sg.tensors[root].size * self.storage.itemsize)
-        return sizes
-
-    def _arena(self, ctx: Any, rooted: Lowered, float_consts: frozenset[str]) -> Arena:
-        """The partition's one allocation: its constants, counters, buffers and scratch."""
-        launches = rooted.launches
-        scratch = max(
-            [a.nbytes for ln in launches for a in ln.args if isinstance(a, Scratch)] + [4]
-        )
-        n_counters = max(
-            [a.count for ln in launches for a in ln.args if isinstance(a, Counters)] + [1]
-        )
-        return Arena(
-            ctx,
-            self.queue,
-            self.queue.device.mem_base_addr_align,
-            {k: self._const_host(v, k in float_consts) for k, v in rooted.consts.items()},
-            n_counters,
-            self.memory.buffer_bytes,
-            scratch,
-            whole=any(ln.copy_args and ln.copy_args.offsets for ln in launches),
-        )
 
     def _staging(
         self, ctx: Any, rooted: Lowered, host_edges: Any
@@ -313,16 +351,7 @@ class PartitionExecutor:
         return pinned
 
     def root(self, t: int) -> int:
-        while t in self.alias:
-            t = self.alias[t]
-        return t
-
-    def _const_host(self, v: np.ndarray, float32: bool) -> np.ndarray:
-        """A constant as uploaded: floats in the storage type, or float32 where its kernels
-        read it so (`float32`: const_types.py)."""
-        if v.dtype.kind == "f":
-            return np.ascontiguousarray(v, dtype=np.float32 if float32 else self.storage)
-        return np.ascontiguousarray(v)
+        return _root(self.alias, t)
 
     def _bind(self, programs: ProgramSet, launch: Any) -> tuple[Any, tuple, tuple | None]:
         """A kernel object with its arguments set once. A specialized copy

@@ -46,7 +46,7 @@ from ..execution_plan import ExecutionPlan
 from ..switches import Switches
 from . import const_types, first_tier, host_edges, lowering_cache, persistent, specialize
 from .cache import CacheKey, KernelCache, default_cache_dir, point_driver_cache
-from .executor import PartitionExecutor, SessionDevice
+from .executor import PartitionExecutor, PartitionLayout, SessionDevice, lay_out
 from .host_edges import HostEdges, host_edges_for
 from .launch import Lowered, LoweredPartition
 from .lowering import Lowerer
@@ -85,6 +85,9 @@ class FoundDevice:
     #: read here: while a context is being made, NVIDIA's driver answers a device query
     #: only once it is made, and pyopencl's call holds the GIL meanwhile (110 ms lost)
     host_edges_offered: bool
+    #: the device's sub-buffer alignment (bits), read here for the same reason: the
+    #: arenas are laid out while the context is being made (executor.lay_out)
+    base_align_bits: int
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,8 @@ def find_device(
     """The device `requested` (select_device's argument) and the session's plan on it."""
     device = select_device(requested)
     info = describe(device)
-    return FoundDevice(device, info, plan_for(info), host_edges.offered(device))
+    offered = host_edges.offered(device)
+    return FoundDevice(device, info, plan_for(info), offered, device.mem_base_addr_align)
 
 
 def open_context(found: FoundDevice) -> OpenedDevice:
@@ -121,8 +125,8 @@ def open_context(found: FoundDevice) -> OpenedDevice:
     )
     edges = host_edges_for(ctx, queue) if plan.host_edges else None
     made_ms = (time.perf_counter() - start) * 1e3
-    offered = found.host_edges_offered
-    return OpenedDevice(device, found.info, plan, offered, ctx, queue, edges, made_ms)
+    facts = (found.host_edges_offered, found.base_align_bits)
+    return OpenedDevice(device, found.info, plan, *facts, ctx, queue, edges, made_ms)
 
 
 def _in_thread(fn: Callable[[], T], name: str) -> Future[T]:
@@ -390,6 +394,15 @@ def start_native(plan: ExecutionPlan, cache_dir: Path, switches: Switches) -> Fu
     return _in_thread(lambda: native_for(plan, cache_dir, switches), "launch-loop")
 
 
+def lay_out_parts(
+    sg: Subgraph, parts: list[LoweredPartition], precision: str, found: FoundDevice
+) -> list[PartitionLayout]:
+    """Each partition's memory and arena image (executor.lay_out): what a warm start makes
+    while the driver makes its context."""
+    storage = np.dtype(np.float16 if precision == "fp16" else np.float32)
+    return [lay_out(sg, part, storage, found.base_align_bits) for part in parts]
+
+
 def make_executors(
     opened: OpenedDevice,
     programs: ProgramSet | Future[ProgramSet],
@@ -398,9 +411,11 @@ def make_executors(
     precision: str,
     native: Any,
     switches: Switches,
+    layouts: list[PartitionLayout] | None = None,
 ) -> list[PartitionExecutor]:
     """One executor per partition, sharing the device, the program (or its loading, which
-    they wait for where they bind kernels) and the native library."""
+    they wait for where they bind kernels) and the native library; `layouts`: the
+    partitions' laid out earlier (lay_out_parts), where they are these parts'."""
     shared = SessionDevice(
         opened.ctx,
         opened.queue,
@@ -412,7 +427,8 @@ def make_executors(
         native,
         opened.host_edges,
     )
-    return [PartitionExecutor(shared, part) for part in parts]
+    laid = {id(layout.part): layout for layout in layouts or ()}
+    return [PartitionExecutor(shared, part, laid.get(id(part))) for part in parts]
 
 
 def launch_loop_facts(
