@@ -3,13 +3,13 @@ background as results come in.
 
 The compatibility page took seconds on a 1,000-device farm: reading the evidence (an
 aggregate over every result) and deciding 1,000 entries per model, for 100 models. It now
-shows a page of models at a time, and only their evidence is read, kept and decided. The
-evidence is the same for every viewer of the same projects until a result, a model or a
-device's facts change (queries.evidence_versions, per model); on a busy farm that is every
-few seconds for the models being measured.
-So a model's first view reads it (and waits), later views get the kept one at once, and
-once it changed and is MAX_AGE_S old one background thread reads the page's models again
-for the views after it; the page says when it was read. It is gathered into entries once
+shows a page of models at a time, and only their evidence is read, kept and decided. A
+model's evidence is the same for every viewer of the same projects until a result of that
+model or a device's facts change (queries.evidence_versions); on a busy farm that is every
+few seconds for the models being measured. So a model's first view reads it (and waits),
+later views get the kept one at once, and once it changed and is MAX_AGE_S old one
+background thread (per scope) reads the changed models of the page again for the views
+after it; the page says when it was read. It is gathered into entries once
 (collect.gather) and stored in the database at its version, a row per model
 (evidence_store), so a fresh dashboard process reads the gathered entries instead of the
 results while the version holds; where its version is not stored, a fresh process takes a

@@ -6,14 +6,14 @@ that this replaced).
 A row is keyed by its scope (the projects whose results it holds; None: all), its model and
 the model's evidence version it was read at (queries.evidence_versions): a new result of the
 model or a new device fact makes a new version, which the first process to need the model
-at it gathers and stores (read after the version was, so never older than it). Of two processes storing one
-row at once, the first insert stands and the other's is dropped (insert-if-absent). A store
-deletes the older rows of its scope and models, and the oldest rows past BYTES_KEPT in all;
-a stored row is at most MAX_BYTES (a larger one stays in its process only). Failing to
-store or read loses nothing but time: the page reads the results as before. A process with
-nothing kept whose version is not stored may show a model's newest row read within the last
-minute (`newest`) while it reads the results in the background, as a process that kept it
-would (dashboard.cache).
+at it gathers and stores (read after the version was, so never older than it). Of two
+processes storing one row at once, the first insert stands and the other's is dropped
+(insert-if-absent). A store deletes the older rows of its scope and models, and the oldest
+rows past BYTES_KEPT in all; a stored row is at most MAX_BYTES (a larger one stays in its
+process only). Failing to store or read loses nothing but time: the page reads the results
+as before. A process with nothing kept whose version is not stored may show a model's
+newest row read within the last minute (`newest`) while it reads the results in the
+background, as a process that kept it would (dashboard.cache).
 """
 
 from __future__ import annotations
