@@ -94,8 +94,11 @@ files = {
 }
 cols = st.columns(len(files))
 for col, (fmt, (name, mime)) in zip(cols, files.items(), strict=True):
-    # made when clicked (a 1,000-device list takes a second per format)
-    col.download_button(fmt, lambda fmt=fmt: rendered(fmt), name, mime, key=f"dl_{fmt}")
+    # made when clicked (a 1,000-device list takes a second per format); no rerun: a
+    # rerun begun with the download could drop the file being made (Streamlit's docs)
+    col.download_button(
+        fmt, lambda fmt=fmt: rendered(fmt), name, mime, key=f"dl_{fmt}", on_click="ignore"
+    )
 with st.expander("devicedb JSON"):
     # a long list's JSON (megabytes at 1,000 devices) is written only when asked for
     if len(allowlist.entries) <= CODE_VIEW_ENTRIES or st.toggle("Show it", key="show_json"):
