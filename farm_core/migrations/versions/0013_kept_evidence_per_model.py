@@ -1,7 +1,7 @@
 """kept_evidence: one row per model, so that a page reads the rows of the models it shows
 
 At 100 models x 1,000 devices the one row of a scope's evidence was 14.5 MB compressed and
-took 3 s to read, for a page that shows ten models. A row now holds one model's evidence,
+took 3 s to read, for a page that shows a few models. A row now holds one model's evidence,
 keyed by scope, model and evidence version. A cache: the table is made anew (its rows are
 gathered again as pages need them), both ways.
 
