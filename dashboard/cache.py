@@ -130,7 +130,7 @@ def allowlists(
             worker = _refreshing.get(scope)
             if worker is None:
                 worker = threading.Thread(
-                    target=_read,
+                    target=_refresh,
                     args=(scope, engine, projects, read, _of(versions, stale)),
                     name="allowlist-evidence",
                     daemon=True,
@@ -203,31 +203,43 @@ def _read(
     read: Reader,
     versions: dict[str, Any],
 ) -> dict[str, Kept]:
-    """The evidence of the models at their `versions`: stored, else read from the results
-    (after the versions were: never older than them, a result stored in between is in) and
-    stored."""
+    """The evidence of the models read from the results (after their `versions` were:
+    never older than them, a result stored in between is in), stored and kept."""
+    at, evidence = utcnow(), read(engine, projects, list(versions))
+    gathered = gather(evidence.rows, evidence.devices, evidence.models)
+    found = [m for m in gathered.models if m in versions]
+    evidence_store.store(engine, projects, _of(versions, found), gathered, at)
+    made = time.monotonic()
+    kept = {
+        m: Kept(versions[m], at, made, Gathered({m: gathered.models[m]}, {m: gathered.entries[m]}))
+        for m in found
+    }
+    _keep(scope, kept)
+    return kept
+
+
+def _refresh(
+    scope: tuple[Any, ...],
+    engine: Engine,
+    projects: Any,
+    read: Reader,
+    versions: dict[str, Any],
+) -> None:
+    """The background read of changed models: those another process stored at their
+    `versions` meanwhile from the store, the others from the results."""
     try:
         made = time.monotonic()
         kept = {
             m: Kept(versions[m], at, made, g)
             for m, (g, at) in evidence_store.load(engine, projects, versions).items()
         }
+        _keep(scope, kept)
         rest = [m for m in versions if m not in kept]
         if rest:
-            at, evidence = utcnow(), read(engine, projects, rest)
-            gathered = gather(evidence.rows, evidence.devices, evidence.models)
-            found = [m for m in gathered.models if m in versions]
-            evidence_store.store(engine, projects, _of(versions, found), gathered, at)
-            made = time.monotonic()
-            for m in found:
-                one = Gathered({m: gathered.models[m]}, {m: gathered.entries[m]})
-                kept[m] = Kept(versions[m], at, made, one)
-        _keep(scope, kept)
-        return kept
+            _read(scope, engine, projects, read, _of(versions, rest))
     finally:
         with _lock:
-            if _refreshing.get(scope) is threading.current_thread():
-                _refreshing.pop(scope, None)
+            _refreshing.pop(scope, None)
 
 
 def forget() -> None:
