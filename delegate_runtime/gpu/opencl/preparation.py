@@ -399,8 +399,12 @@ def lay_out_parts(
 ) -> list[PartitionLayout]:
     """Each partition's memory and arena image (executor.lay_out): what a warm start makes
     while the driver makes its context."""
-    storage = np.dtype(np.float16 if precision == "fp16" else np.float32)
-    return [lay_out(sg, part, storage, found.base_align_bits) for part in parts]
+    return [lay_out(sg, part, _storage(precision), found.base_align_bits) for part in parts]
+
+
+def _storage(precision: str) -> np.dtype:
+    """How a session of `precision` stores floats on the device."""
+    return np.dtype(np.float16 if precision == "fp16" else np.float32)
 
 
 def make_executors(
@@ -421,7 +425,7 @@ def make_executors(
         opened.queue,
         programs,
         sg,
-        np.dtype(np.float16 if precision == "fp16" else np.float32),
+        _storage(precision),
         opened.plan,
         switches,
         native,
