@@ -17,6 +17,7 @@ import argparse
 import cProfile
 import io
 import json
+import os
 import pstats
 import subprocess
 import sys
@@ -103,6 +104,61 @@ def child_context(device: str | None) -> dict:
     return out
 
 
+#: How child_upload copies a fresh context's first N MB to the device.
+UPLOAD_WAYS = ("pageable", "copy_host_ptr", "chunks", "pinned", "pinned_chunks")
+
+
+def child_upload(device: str | None, way: str, mb: int) -> dict:
+    """A fresh context's first upload of `mb` MB (an arena's constants) one `way`, then a
+    second of the same size the same way: the first's cost over the second is the
+    driver's first-use work, the second's the copy itself."""
+    import numpy as np
+    import pyopencl as cl
+
+    from delegate_runtime.gpu.opencl.runtime import select_device
+
+    dev = select_device(device)
+    t = time.perf_counter()
+    ctx = cl.Context([dev])
+    queue = cl.CommandQueue(ctx, dev)
+    out: dict = {"way": way, "mb": mb, "context_ms": _ms(t)}
+    host = np.random.default_rng(0).integers(0, 255, mb << 20, dtype=np.uint8)
+    mf = cl.mem_flags
+    for attempt in ("first", "second"):
+        t = time.perf_counter()
+        if way == "copy_host_ptr":
+            buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=host)
+            queue.finish()
+        else:
+            buf = cl.Buffer(ctx, mf.READ_WRITE, host.nbytes)
+            src = host
+            if way.startswith("pinned"):
+                s = time.perf_counter()
+                staging = cl.Buffer(ctx, mf.READ_ONLY | mf.ALLOC_HOST_PTR, host.nbytes)
+                mapped, _ = cl.enqueue_map_buffer(
+                    queue, staging, cl.map_flags.WRITE_INVALIDATE_REGION, 0, host.shape, host.dtype
+                )
+                out[f"{attempt}_pin_ms"] = _ms(s)
+                s = time.perf_counter()
+                mapped[:] = host
+                out[f"{attempt}_fill_ms"] = _ms(s)
+                src = mapped
+            if way.endswith("chunks"):
+                step = 2 << 20
+                for at in range(0, host.nbytes, step):
+                    cl.enqueue_copy(
+                        queue, buf, src[at : at + step], dst_offset=at, is_blocking=False
+                    )
+                queue.finish()
+            else:
+                cl.enqueue_copy(queue, buf, src, is_blocking=True)
+        out[f"{attempt}_ms"] = _ms(t)
+        back = np.empty(16, np.uint8)
+        cl.enqueue_copy(queue, back, buf, src_offset=host.nbytes - 16, is_blocking=True)
+        assert (back == host[-16:]).all(), "the upload did not arrive"
+    return out
+
+
 def _timed_binary_loads(stats: dict) -> None:
     """Wrap the C API's binary build (as program.py calls it) to count and time it."""
     from delegate_runtime.gpu.opencl import program
@@ -146,6 +202,53 @@ def _thread_times(stats: dict) -> None:
         setattr(preparation, name, timed)
 
 
+def _executor_times(stats: dict) -> None:
+    """Wrap an executor's steps (summed over partitions, ms): the arena's allocation and
+    upload, the staging buffers, binding, the persistent kernels' trials, the copies'
+    preparation, and the whole (its rest: the wait for the program's load)."""
+    from delegate_runtime.gpu.opencl import arena, executor
+
+    steps = [(arena.Arena, "__init__", "arena")]
+    steps += [
+        (executor.PartitionExecutor, m, m.strip("_"))
+        for m in ("__init__", "_staging", "_bind_launches", "_persist", "_prepare_copies")
+    ]
+    for owner, name, label in steps:
+        real = getattr(owner, name)
+
+        def timed(*args, _real=real, _label=label, **kwargs):
+            t = time.perf_counter()
+            try:
+                return _real(*args, **kwargs)
+            finally:
+                key = f"ex_{_label}_ms"
+                stats[key] = round(stats.get(key, 0.0) + (time.perf_counter() - t) * 1e3, 1)
+
+        setattr(owner, name, timed)
+
+
+def _trial_times(trials: list) -> None:
+    """Wrap the persistent kernels' trial launch (executor.enqueue_once, as _persist calls
+    it) to time each to its end, then a second launch of it (ms; the same grid, the
+    barrier counts left at zero by the first): a first launch far above the second is the
+    driver's first-use work; a trial near the spin limit's time is a grid that failed."""
+    from delegate_runtime.gpu.opencl import executor
+
+    real = executor.enqueue_once
+
+    def timed(queue, kernel, gsize, lsize):
+        t = time.perf_counter()
+        real(queue, kernel, gsize, lsize)
+        queue.finish()
+        first = _ms(t)
+        t = time.perf_counter()
+        real(queue, kernel, gsize, lsize)
+        queue.finish()
+        trials.append((gsize[0] // (lsize[0] if lsize else 1), first, _ms(t)))
+
+    executor.enqueue_once = timed
+
+
 def child_session(model_path: str, precision: str, device: str | None, cache: str, prof: bool):
     import pyopencl  # noqa: F401
 
@@ -159,6 +262,10 @@ def child_session(model_path: str, precision: str, device: str | None, cache: st
     _timed_binary_loads(stats)
     steps: dict = {}
     _thread_times(steps)
+    _executor_times(steps)
+    trials: list = []
+    if os.environ.get("DIAG_TRIALS") == "1":
+        _trial_times(trials)
     model = load_model(model_path)
     xs = model_inputs(model_path)
     profiler = cProfile.Profile() if prof else None
@@ -171,7 +278,11 @@ def child_session(model_path: str, precision: str, device: str | None, cache: st
     if profiler:
         profiler.disable()
     init = _ms(t0)
+    t1 = time.perf_counter()
     session.invoke(xs)
+    steps["first_inference_ms"] = _ms(t1)
+    if trials:
+        steps["trials (groups, first ms, second ms)"] = trials
     out = {
         "init_ms": init,
         "phases": {k: round(v) for k, v in session.init_phases_ms.items()},
@@ -208,13 +319,24 @@ def main() -> int:
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--contexts", type=int, default=0)
+    ap.add_argument(
+        "--uploads",
+        type=int,
+        default=0,
+        metavar="MB",
+        help="fresh processes each timing a first upload of MB one way",
+    )
     ap.add_argument("--hold-device", action="store_true", help="as cold_start.py's")
-    ap.add_argument("--child", choices=("context", "session"), help=argparse.SUPPRESS)
+    ap.add_argument("--way", choices=UPLOAD_WAYS, help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("context", "session", "upload"), help=argparse.SUPPRESS)
     ap.add_argument("--cache", help=argparse.SUPPRESS)
     ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child == "context":
         print(json.dumps(child_context(a.device)))
+        return 0
+    if a.child == "upload":
+        print(json.dumps(child_upload(a.device, a.way, a.uploads)))
         return 0
     if a.child == "session":
         got = child_session(a.models[0], a.precision, a.device, a.cache, a.profile)
@@ -227,6 +349,10 @@ def main() -> int:
     env = {k: v for k, v in clean_env(root, {}).items() if k != "CUDA_CACHE_PATH"}
     for _ in range(a.contexts):
         print("context", json.dumps(run_child(["--child", "context", *dev], env)), flush=True)
+    for _ in range(2 if a.uploads else 0):
+        for way in UPLOAD_WAYS:
+            args = ["--child", "upload", "--way", way, "--uploads", str(a.uploads), *dev]
+            print("upload", json.dumps(run_child(args, env)), flush=True)
     for model in a.models:
         cache = tempfile.mkdtemp(prefix="kernels-", dir=root)
         base = ["--child", "session", model, "--cache", cache, "--precision", a.precision, *dev]

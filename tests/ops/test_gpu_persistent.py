@@ -181,6 +181,44 @@ def test_groups_the_device_cannot_hold_at_once_fall_back_to_launches(opencl_devi
         np.testing.assert_array_equal(got, w)
 
 
+def test_a_warm_session_tries_the_grid_that_held_first(opencl_device, monkeypatch, tmp_path):
+    """A grid the device cannot hold fails its trial once per kernel and device: the
+    session keeps the grid that held beside the kernel's cache entry, and the next session
+    of the model tries that one alone (a failed trial spins to its limit: 52 ms of an
+    H100's warm start), computing what the launches compute."""
+    from delegate_runtime.gpu.delegate import GpuSession
+    from delegate_runtime.gpu.opencl import executor, grid_record, persistent
+    from delegate_runtime.gpu.opencl.runtime import select_device
+
+    model, inputs = separable_blocks()
+    want = _session(model, "fp32", "0", monkeypatch).invoke(inputs)
+    too_many = 64 * select_device(None).max_compute_units
+    monkeypatch.setattr(persistent, "grid_sizes", lambda units, switches: [too_many, 1])
+    switched(monkeypatch, persistent_check_spins=1 << 16)
+    tried: list[int] = []
+    enqueue_once = executor.enqueue_once
+
+    def counted(queue, kernel, gsize, lsize):
+        tried.append(gsize[0] // lsize[0])
+        enqueue_once(queue, kernel, gsize, lsize)
+
+    monkeypatch.setattr(executor, "enqueue_once", counted)
+    monkeypatch.setenv("DEVICEFARM_GPU_PERSISTENT", "1")
+    for want_tried, want_failed in (([too_many, 1], 1), ([1], 0)):
+        tried.clear()
+        session = GpuSession(read_model(model), log=io.StringIO(), serialization_dir=str(tmp_path))
+        ex = session.executors[0]
+        assert (tried, ex.failed_trials) == (want_tried, want_failed)
+        assert session.persistent_runs[1] == 1
+        ((run, _),) = ex.persistent
+        for got, w in zip(session.invoke(inputs), want, strict=True):
+            np.testing.assert_array_equal(got, w)
+    assert session.program_summary.endswith("from cache")
+    records = list(tmp_path.rglob("*.grids"))
+    assert len(records) == 1
+    assert grid_record.held(str(records[0])[: -len(".grids")], run.kernel) == 1
+
+
 def test_two_partitions_each_with_a_run_share_one_program(opencl_device, monkeypatch):
     """A LOG_SOFTMAX between two runs: two GPU partitions, a persistent kernel each in one
     program (what the kernels share is defined once), the outputs those of the launches."""

@@ -17,7 +17,7 @@ from ...graph import Subgraph
 from ...ops.common import dequantize, quantize
 from ..execution_plan import ExecutionPlan
 from ..switches import Switches
-from . import host_copy, persistent
+from . import grid_record, host_copy, persistent
 from .arena import Arena, ArenaImage
 from .capi import CLCallError, opencl_library
 from .hot_path import HotPath
@@ -268,6 +268,8 @@ class PartitionExecutor:
         self.enqueued = list(self.kernels)
         #: the runs that became persistent kernels, each with its state buffer
         self.persistent: list[tuple[Run, Any]] = []
+        #: the persistent kernels' trials that found a grid the device could not hold
+        self.failed_trials = 0
 
     def _prepare_copies(self, ctx: Any, native: Any) -> None:
         """What an invoke copies in and out, and how: the hot path (with the native
@@ -293,8 +295,9 @@ class PartitionExecutor:
         `nodes` and `covers` still name the launches: what is computed, node by node).
         A persistent kernel takes the arena and a state buffer holding the barrier counts
         and each layer's arena offsets. Each is run once here, at the grid sizes
-        persistent.grid_sizes offers, until its barriers all fill; a run whose groups
-        the device cannot hold at once at any of them keeps its launches."""
+        persistent.grid_sizes offers (from the one it held at last time on this device:
+        grid_record.py), until its barriers all fill; a run whose groups the device
+        cannot hold at once at any of them keeps its launches."""
         cl = self.cl
         sw = self.switches
         sizes = persistent.grid_sizes(self.queue.device.max_compute_units, sw)
@@ -309,18 +312,23 @@ class PartitionExecutor:
             state = cl.Buffer(ctx, flags, hostbuf=words)
             kernel = programs.kernel(run.kernel)
             kernel.set_args(self.arena.buffer, state, *[self.staging[t] for t in run.edges])
-            for groups in sizes:
+            unit = programs.entry(run.kernel)  # its kernel-cache entry
+            known = grid_record.held(unit, run.kernel)
+            for groups in grid_record.to_try(sizes, known):
                 entry = (kernel, (groups * persistent.GROUP_ITEMS,), (persistent.GROUP_ITEMS,))
                 enqueue_once(self.queue, kernel, *entry[1:])
                 done = np.empty(persistent.HEADER, np.int32)
                 cl.enqueue_copy(self.queue, done, state)
                 if not done[persistent.FAILED]:
+                    if groups != known:
+                        grid_record.remember(unit, run.kernel, groups)
                     header[persistent.LIMIT] = sw.persistent_run_spins
                     cl.enqueue_copy(self.queue, state, header)
                     self.enqueued[run.start : run.end] = [entry]
                     self.persistent.insert(0, (run, state))
                     break
                 # layers ran out of order: counts and the GEMM tiles' counters start again
+                self.failed_trials += 1
                 cl.enqueue_copy(self.queue, state, header)
                 counters, at = self.arena.locate(("counters",))
                 size = self.arena.sizes[("counters",)]

@@ -99,10 +99,12 @@ class ProgramSet:
         import pyopencl as cl
 
         self._owner: dict[str, Any] = {}
+        self._entries: dict[str, str | None] = {}
         for b in self.built:
             names = b.program.get_info(cl.program_info.KERNEL_NAMES)
             for name in filter(None, names.split(";")):
                 self._owner.setdefault(name, b.program)
+                self._entries.setdefault(name, b.cache_path)
 
     @property
     def misses(self) -> int:
@@ -129,6 +131,10 @@ class ProgramSet:
             helpers.append(f"{self.workers} process{'es' if self.workers != 1 else ''}")
         where = f" ({' + '.join([*helpers, 'session'])})" if helpers else ""
         return f"{units}, {self.misses} built{where}"
+
+    def entry(self, name: str) -> str | None:
+        """The kernel-cache entry of the unit holding kernel `name` (None: not cached)."""
+        return self._entries.get(name)
 
     def kernel(self, name: str) -> Any:
         """A new kernel object for kernel `name`, from the unit that holds it: a RawKernel
