@@ -160,3 +160,30 @@ def test_each_unit_is_claimed_by_one_builder(tmp_path):
     (tmp_path / "claims").mkdir()
     assert claim(job, 0) and claim(job, 1)
     assert not claim(job, 0) and not claim(job, 1)
+
+
+def test_a_session_that_built_prunes_the_cache_to_its_bound(model_and_input, tmp_path, monkeypatch):
+    """A session that built its program prunes the kernel cache in a thread to
+    $DEVICEFARM_KERNEL_CACHE_BYTES, the entries used least recently going first: an old
+    entry goes, a newer one and the session's own stay, and the next session is warm."""
+    import os
+    import threading
+    import time
+
+    from delegate_runtime.gpu.opencl.cache import CacheKey, KernelCache
+
+    model, _ = model_and_input
+    cache_dir = tmp_path / "kernels"
+    cache = KernelCache(cache_dir)
+    old = [CacheKey("other-model", "dev", "drv", "", f"{n:064x}") for n in range(2)]
+    for age, key in enumerate(old):  # 1.4 MB of another model's units, a second apart
+        cache.store(key, bytes(700_000))
+        os.utime(cache.path(key), (1_000_000 + age, 1_000_000 + age))
+    monkeypatch.setenv("DEVICEFARM_KERNEL_CACHE_BYTES", str(1 << 20))
+    assert not session(model, cache_dir).program_from_cache
+    deadline = time.monotonic() + 30
+    while any(t.name.startswith("kernel-cache-prune") for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the prune did not end"
+        time.sleep(0.05)
+    assert [cache.holds(k) for k in old] == [False, True]
+    assert session(model, cache_dir).program_from_cache

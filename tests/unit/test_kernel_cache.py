@@ -211,3 +211,51 @@ def test_users_driver_caches_are_respected(tmp_path, monkeypatch):
     assert os.environ["CUDA_CACHE_PATH"] == "/somewhere/else"
     assert os.environ["POCL_CACHE_DIR"] == "/somewhere/pocl"
     assert not (tmp_path / "kc").exists()
+
+
+def _aged(cache: KernelCache, n: int, size: int, age: int) -> CacheKey:
+    """An entry of `size` bytes for a key of its own, last used `age` seconds after 1e6."""
+    key = replace(KEY, source_sha256=f"{n:064x}")
+    cache.store(key, bytes(size))
+    os.utime(cache.path(key), (1_000_000 + age, 1_000_000 + age))
+    return key
+
+
+def test_the_entries_keep_within_their_bound_the_least_recently_used_going_first(cache):
+    from delegate_runtime.gpu.opencl import grid_record
+
+    keys = [_aged(cache, n, 1000, age=n) for n in range(4)]
+    grid_record.remember(str(cache.path(keys[0])), "persistent0_0", 132)
+    assert cache.load(keys[0]) == bytes(1000)  # read: used last now
+    entry_bytes = cache.path(keys[0]).stat().st_size
+    assert cache_mod.prune(cache.dir, 2 * entry_bytes) == 2
+    assert [cache.holds(k) for k in keys] == [True, False, False, True]
+    assert grid_record.held(str(cache.path(keys[0])), "persistent0_0") == 132  # kept with it
+
+
+def test_an_entry_s_sidecars_go_with_it(cache):
+    from delegate_runtime.gpu.opencl import grid_record
+
+    old, new = _aged(cache, 0, 1000, age=0), _aged(cache, 1, 1000, age=1)
+    for key in (old, new):
+        grid_record.remember(str(cache.path(key)), "persistent0_0", 66)
+    cache.path(new).write_bytes(b"torn")  # rejected when read: its record goes too
+    assert cache.load(new) is None
+    assert not Path(f"{cache.path(new)}.grids").exists()
+    assert cache_mod.prune(cache.dir, 1) == 1  # nothing fits: the old entry and its record
+    assert list(cache.dir.iterdir()) == []
+
+
+def test_the_bound_is_read_from_the_environment(monkeypatch):
+    assert cache_mod.bound_bytes() == 4 * 1024**3
+    monkeypatch.setenv(cache_mod.ENV_BOUND, str(1 << 30))
+    assert cache_mod.bound_bytes() == 1 << 30
+
+
+@pytest.mark.parametrize("bad", ["4GB", "1000"])  # not a number; under a MiB
+def test_a_bad_bound_is_refused_by_name(monkeypatch, bad):
+    from delegate_runtime.errors import UsageError
+
+    monkeypatch.setenv(cache_mod.ENV_BOUND, bad)
+    with pytest.raises(UsageError, match="DEVICEFARM_KERNEL_CACHE_BYTES"):
+        cache_mod.bound_bytes()

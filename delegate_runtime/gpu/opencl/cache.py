@@ -4,7 +4,10 @@ Entries are `<dir>/<token>_<fingerprint>.bin`, the fingerprint mixing the token,
 driver, build options, program source and the cache format. Written through a temporary
 file and a rename; each entry carries a header and a checksum, so a corrupt, truncated or
 foreign file is detected, removed and rebuilt, never trusted. The directory is created
-private (0700). On NVIDIA the "binary" is PTX that the driver still compiles, so the
+private (0700). A lab host meets new models, drivers and versions of the delegate for
+months, so the entries are bounded ($DEVICEFARM_KERNEL_CACHE_BYTES, 4 GiB): a session that
+built something prunes the folder (`prune`, in a thread), the entries used least recently
+going first (a load marks its entry used). On NVIDIA the "binary" is PTX that the driver still compiles, so the
 driver's own compute cache is pointed inside ours too (see `point_driver_cache`). On PoCL
 an entry is empty: PoCL keeps each kernel's machine code in its own cache, also pointed
 inside ours (program.DRIVER_CACHED says why).
@@ -12,6 +15,7 @@ inside ours (program.DRIVER_CACHED says why).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -27,6 +31,20 @@ CACHE_FORMAT_VERSION = 1
 MAGIC = b"DFKC"
 #: Entries larger than this are refused when reading (bytes).
 MAX_ENTRY_BYTES = 256 * 1024 * 1024
+#: The entries' bound in bytes ($DEVICEFARM_KERNEL_CACHE_BYTES): a model's units are 1-5 MB
+#: (EfficientNetB0's 33: 3.2 MB), so 4 GiB holds about a thousand models' programs.
+ENV_BOUND = "DEVICEFARM_KERNEL_CACHE_BYTES"
+DEFAULT_BOUND = 4 * 1024**3
+#: What other modules keep beside an entry, `<entry><suffix>` (grid_record.py's grids):
+#: removed with it.
+SIDECARS = (".grids",)
+
+
+def bound_bytes() -> int:
+    """The entries' bound: $DEVICEFARM_KERNEL_CACHE_BYTES (at least 1 MiB), else 4 GiB."""
+    from ...env_numbers import whole_number
+
+    return whole_number(ENV_BOUND, DEFAULT_BOUND, 1 << 20)
 
 
 def default_cache_dir() -> Path:
@@ -57,6 +75,31 @@ def point_driver_cache(cache_dir: Path) -> None:
     for variable, subdir in DRIVER_CACHES.items():
         if variable not in os.environ:
             os.environ[variable] = str(ensure_private_dir(cache_dir / subdir))
+
+
+def prune(folder: Path, bound: int) -> int:
+    """Remove `folder`'s entries (`*.bin`), least recently used first, until they fit in
+    `bound` bytes, each with its sidecars, and sidecars whose entry is gone; the number of
+    entries removed. Entries another process removes meanwhile are skipped: a session
+    whose entry went builds it again."""
+    entries, removed = [], 0
+    for path in folder.glob("*.bin"):
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            entries.append((st.st_mtime, st.st_size, path))
+    total = sum(size for _, size, _ in entries)
+    for _, size, path in sorted(entries, key=lambda e: e[0]):
+        if total <= bound:
+            break
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed += 1
+            total -= size
+    for suffix in SIDECARS:
+        for side in folder.glob(f"*.bin{suffix}"):
+            if not Path(str(side)[: -len(suffix)]).exists():
+                side.unlink(missing_ok=True)
+    return removed
 
 
 def write_atomically(path: Path, pieces: Iterable[Any], sync: bool) -> None:
@@ -136,6 +179,9 @@ class KernelCache:
         payload = self._unpack(raw, key)
         if payload is None:
             self._reject(path)
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(path)  # used now: the last to go (`prune`)
         return payload
 
     def store(self, key: CacheKey, binary: bytes) -> Path:
@@ -176,3 +222,5 @@ class KernelCache:
     def _reject(self, path: Path) -> None:
         self.rejected += 1
         path.unlink(missing_ok=True)
+        for suffix in SIDECARS:
+            Path(str(path) + suffix).unlink(missing_ok=True)

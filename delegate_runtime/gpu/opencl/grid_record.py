@@ -9,8 +9,9 @@ build options and the kernel's source, so the grid that held there is tried firs
 next time, and the larger ones that failed are not tried again. It is still tried: where
 it fails now, the smaller grids follow.
 
-A record is `<entry>.grids`, JSON of kernel name -> groups, written atomically; one that
-cannot be read is ignored (and written anew once a grid holds).
+A record is `<entry>.grids`, JSON of kernel name -> groups, written atomically and removed
+with its entry (cache.py's SIDECARS); one that cannot be read is ignored (and written anew
+once a grid holds).
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import contextlib
 import json
 from pathlib import Path
 
-from .cache import write_atomically
+from .cache import SIDECARS, write_atomically
 
 
 def _record(entry: str) -> Path:
-    return Path(entry + ".grids")
+    return Path(entry + SIDECARS[0])
 
 
 def _read(entry: str) -> dict[str, int]:

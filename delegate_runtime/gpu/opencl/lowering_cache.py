@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ...env_numbers import whole_number
-from .cache import MAX_ENTRY_BYTES, CacheKey, KernelCache, write_atomically
+from .cache import MAX_ENTRY_BYTES, CacheKey, KernelCache, prune, write_atomically
 
 #: The entries' token (their file names begin with it) and the kernel cache's folder they
 #: lie in (beside the program units' entries, not among them).
@@ -133,7 +133,7 @@ def store(cache: KernelCache, key: CacheKey, lowering: Any) -> None:
         return
     with contextlib.suppress(OSError):
         write_atomically(cache.path(key), pieces, sync=False)  # its check finds a torn one
-        _within(cache.dir, bound)
+        prune(cache.dir, bound)
 
 
 class _Layout:
@@ -188,19 +188,3 @@ class _Layout:
             raise ValueError("a foreign, torn or damaged entry")
         buffers = [body[offset : offset + length] for offset, length in header["buffers"]]
         return pickle.loads(body[: header["meta"]], buffers=buffers)
-
-
-def _within(folder: Path, bound: int) -> None:
-    """Remove `folder`'s entries, least recently used first, until they fit in `bound`."""
-    entries = []
-    for path in folder.glob("*.bin"):
-        with contextlib.suppress(OSError):
-            st = path.stat()
-            entries.append((st.st_mtime, st.st_size, path))
-    total = sum(size for _, size, _ in entries)
-    for _, size, path in sorted(entries, key=lambda e: e[0]):
-        if total <= bound:
-            return
-        with contextlib.suppress(OSError):
-            path.unlink()
-            total -= size

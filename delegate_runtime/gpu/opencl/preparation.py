@@ -45,7 +45,14 @@ from ...submodel import boundary
 from ..execution_plan import ExecutionPlan
 from ..switches import Switches
 from . import const_types, first_tier, host_edges, lowering_cache, persistent, specialize
-from .cache import CacheKey, KernelCache, default_cache_dir, point_driver_cache
+from .cache import (
+    CacheKey,
+    KernelCache,
+    bound_bytes,
+    default_cache_dir,
+    point_driver_cache,
+    prune,
+)
 from .executor import PartitionExecutor, PartitionLayout, SessionDevice, lay_out
 from .host_edges import HostEdges, host_edges_for
 from .launch import Lowered, LoweredPartition
@@ -297,19 +304,25 @@ def build_program(
     jobs: int,
     switches: Switches,
 ) -> ProgramSet:
-    """`program`'s units built for the device (or read from the kernel cache under `token`)."""
-    return build_units(
+    """`program`'s units built for the device (or read from the kernel cache under `token`);
+    where any was built, the cache pruned to its bound in a thread (cache.py)."""
+    cache = KernelCache(cache_dir)
+    programs = build_units(
         opened.ctx,
         opened.device,
         opened.info,
         precision,
-        KernelCache(cache_dir),
+        cache,
         token,
         program.units,
         program.half_weights,
         jobs,
         switches,
     )
+    if programs.misses:
+        bound = bound_bytes()  # a bad setting is refused here, not lost in the thread
+        _in_thread(lambda: prune(cache.dir, bound), "kernel-cache-prune")
+    return programs
 
 
 def lowering_facts(
