@@ -4,13 +4,15 @@ Entries are `<dir>/<token>_<fingerprint>.bin`, the fingerprint mixing the token,
 driver, build options, program source and the cache format. Written through a temporary
 file and a rename; each entry carries a header and a checksum, so a corrupt, truncated or
 foreign file is detected, removed and rebuilt, never trusted. The directory is created
-private (0700). A lab host meets new models, drivers and versions of the delegate for
-months, so the entries are bounded ($DEVICEFARM_KERNEL_CACHE_BYTES, 4 GiB): a session that
-built something prunes the folder (`prune`, in a thread), the entries used least recently
-going first (a load marks its entry used). On NVIDIA the "binary" is PTX that the driver still compiles, so the
+private (0700). On NVIDIA the "binary" is PTX that the driver still compiles, so the
 driver's own compute cache is pointed inside ours too (see `point_driver_cache`). On PoCL
 an entry is empty: PoCL keeps each kernel's machine code in its own cache, also pointed
 inside ours (program.DRIVER_CACHED says why).
+
+A lab host meets new models, drivers and versions of the delegate for months, so the
+entries are bounded ($DEVICEFARM_KERNEL_CACHE_BYTES, 4 GiB): a session that built any
+prunes the folder (`prune`, in a thread), the entries used least recently going first (a
+load marks its entry used).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ...env_numbers import whole_number
 
 #: Bump when the entry layout or the kernels' ABI changes.
 CACHE_FORMAT_VERSION = 1
@@ -42,8 +46,6 @@ SIDECARS = (".grids",)
 
 def bound_bytes() -> int:
     """The entries' bound: $DEVICEFARM_KERNEL_CACHE_BYTES (at least 1 MiB), else 4 GiB."""
-    from ...env_numbers import whole_number
-
     return whole_number(ENV_BOUND, DEFAULT_BOUND, 1 << 20)
 
 
