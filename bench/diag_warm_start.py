@@ -1,14 +1,22 @@
 """Where a warm start's time goes: a fresh process with the kernel cache full, step by step.
 
     python bench/diag_warm_start.py MODEL... [--device NVIDIA] [--repeat 3] [--contexts 5]
+        [--uploads MB] [--trials]
 
 `--contexts N`: N fresh processes each timing pyopencl's import, the platforms, the first
 and a second OpenCL context and a queue, and whether another thread runs Python while a
 context is being created (the GIL released: "overlap" near 1.0) or not (near 0.0).
 Per model: one cold child fills a new, empty cache; then `--repeat` warm children print
 their session's init phases, each program binary's load (count, sum, the longest) and the
-wall time of the loads, and the last warm child the delegate's functions that took the most time
-(cProfile, cumulative, the main thread). Each child prints one JSON line. `--hold-device`: as cold_start.py's.
+wall time of the loads, each executor step's ms (`ex_*_ms`: the arena, staging, binding,
+the persistent kernels' trials, the copies; `ex_init_ms` the whole, its rest the wait for
+the program), the first inference's, and the last warm child the delegate's functions that
+took the most time (cProfile, cumulative, the main thread). `--trials`: each persistent
+kernel's trial timed to its end, then once more (groups, first ms, second ms): a failed grid
+spins to its limit. `--uploads MB`: fresh processes each timing a new context's first and
+second upload of MB from pageable memory, through COPY_HOST_PTR, in 2 MB chunks and through
+a pinned staging buffer. Each child prints one JSON line. `--hold-device`: as
+cold_start.py's.
 """
 
 from __future__ import annotations
@@ -17,7 +25,6 @@ import argparse
 import cProfile
 import io
 import json
-import os
 import pstats
 import subprocess
 import sys
@@ -249,7 +256,9 @@ def _trial_times(trials: list) -> None:
     executor.enqueue_once = timed
 
 
-def child_session(model_path: str, precision: str, device: str | None, cache: str, prof: bool):
+def child_session(
+    model_path: str, precision: str, device: str | None, cache: str, prof: bool, trials_timed: bool
+):
     import pyopencl  # noqa: F401
 
     from delegate_runtime import load_model
@@ -264,7 +273,7 @@ def child_session(model_path: str, precision: str, device: str | None, cache: st
     _thread_times(steps)
     _executor_times(steps)
     trials: list = []
-    if os.environ.get("DIAG_TRIALS") == "1":
+    if trials_timed:
         _trial_times(trials)
     model = load_model(model_path)
     xs = model_inputs(model_path)
@@ -331,6 +340,7 @@ def main() -> int:
     ap.add_argument("--child", choices=("context", "session", "upload"), help=argparse.SUPPRESS)
     ap.add_argument("--cache", help=argparse.SUPPRESS)
     ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--trials", action="store_true", help="time each persistent kernel's trial")
     a = ap.parse_args()
     if a.child == "context":
         print(json.dumps(child_context(a.device)))
@@ -339,7 +349,7 @@ def main() -> int:
         print(json.dumps(child_upload(a.device, a.way, a.uploads)))
         return 0
     if a.child == "session":
-        got = child_session(a.models[0], a.precision, a.device, a.cache, a.profile)
+        got = child_session(a.models[0], a.precision, a.device, a.cache, a.profile, a.trials)
         print(json.dumps(got))
         return 0
     dev = ["--device", a.device] if a.device else []
@@ -356,6 +366,7 @@ def main() -> int:
     for model in a.models:
         cache = tempfile.mkdtemp(prefix="kernels-", dir=root)
         base = ["--child", "session", model, "--cache", cache, "--precision", a.precision, *dev]
+        base += ["--trials"] if a.trials else []
         cold = run_child(base, env)
         print(Path(model).stem, "cold", json.dumps(cold), flush=True)
         for i in range(a.repeat):

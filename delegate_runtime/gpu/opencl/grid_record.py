@@ -3,8 +3,8 @@
 A session tries each persistent kernel once before it keeps it (executor.py's `_persist`),
 from the most groups persistent.grid_sizes offers down: a grid the device cannot hold at
 once spins to its limit before it fails, 52 ms of EfficientNetB0's 220 ms warm start on an
-H100 (one 264-group trial failing, then 132 holding in 0.04 ms: `DIAG_TRIALS=1 python
-bench/diag_warm_start.py`). The entry's fingerprint names the device, the driver, the
+H100 (one 264-group trial failing, then 132 holding in 0.04 ms: `python
+bench/diag_warm_start.py --trials`). The entry's fingerprint names the device, the driver, the
 build options and the kernel's source, so the grid that held there is tried first the
 next time, and the larger ones that failed are not tried again. It is still tried: where
 it fails now, the smaller grids follow.
