@@ -56,12 +56,17 @@ if rows:
         left, right = st.columns([3, 1])
         left.write(f"attempt {a['attempt']} · {a['kind']} · `{a['name']}` · "
                    f"{a['size_bytes']} bytes{cut}")  # fmt: skip
+        # read when clicked (a job's artifacts are up to megabytes each, and every rerun
+        # of the page had read them all); no rerun, as the compatibility page's downloads
         right.download_button(
             "Download",
-            queries.artifact_bytes(engine, job, a["attempt"], a["name"], projects) or b"",
+            lambda at=a["attempt"], name=a["name"]: (
+                queries.artifact_bytes(engine, job, at, name, projects) or b""
+            ),
             file_name=f"job{job}-{a['attempt']}-{a['name']}",
             mime=a["media_type"],
             key=f"artifact_{i}",
+            on_click="ignore",
         )
     if job is not None and not found:
         st.caption(f"Job {job} has no debug artifacts.")

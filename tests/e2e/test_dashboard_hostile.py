@@ -22,8 +22,11 @@ import pytest
 from sqlalchemy import update
 from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, PAGE_TIMEOUT_MS, SERVE_TIMEOUT_S
 
+from dashboard import queries
 from devicefarm.demo_lab import seed
+from farm_core import artifacts
 from farm_core.accounts import Accounts, save_accounts
+from farm_core.artifacts import NewArtifact
 from farm_core.schema import Campaign, StoredModel
 from tests.conftest import require
 from tests.support.farm import free_port, sqlite_engine
@@ -37,6 +40,8 @@ MODEL = f"mobilenet [m](http://{EVIL}/m) ![mi](http://{EVIL}/m.png).tflite"
 PASSWORD = "s3cret"
 #: The back-off after the free attempts: long enough that no test outlives it by chance.
 DELAY_S = 60
+#: The debug artifact each campaign's first listed job holds.
+LOGCAT = b"01-02 12:34:56.789  4242  4242 F libc    : Fatal signal 11 (SIGSEGV)\n"
 
 
 def http_status(url: str) -> int:
@@ -57,6 +62,10 @@ class Dashboard:
             conn.execute(
                 update(StoredModel).where(StoredModel.name.like("mobilenet%")).values(name=MODEL)
             )
+        for campaign in queries.campaigns(engine):  # the job the campaigns page shows first
+            first = queries.campaign_jobs(engine, campaign["campaign"])[0]
+            with engine.begin() as conn:
+                artifacts.save(conn, first, 1, [NewArtifact("logcat", "logcat.txt", LOGCAT)])
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = folder / "dashboard.log"
@@ -304,6 +313,21 @@ def test_downloads_need_the_login(users, browser) -> None:
         assert "tflite" not in stranger.content() and "status" not in stranger.content()
     finally:
         stranger.close()
+
+
+def test_a_job_s_artifact_downloads_whole_with_the_login(users, browser) -> None:
+    """The campaigns page's artifact download, made when clicked: the stored bytes."""
+    d, tokens = users
+    page = logged_in(browser, d.url, tokens["read"], "/campaigns")
+    try:
+        button = page.locator('[data-testid="stDownloadButton"] button').first
+        button.wait_for(timeout=PAGE_TIMEOUT_MS)
+        with page.expect_download(timeout=PAGE_TIMEOUT_MS) as info:
+            button.click()
+        assert info.value.suggested_filename.endswith("-1-logcat.txt")
+        assert Path(info.value.path()).read_bytes() == LOGCAT
+    finally:
+        page.close()
 
 
 @pytest.mark.parametrize(
