@@ -19,9 +19,11 @@ SWITCHBOARD = "delegate_runtime/gpu/switches.py"
 #: Files that touch the environment outside the switchboard -> (how many places, why).
 ENVIRONMENT_FACTS: dict[str, tuple[int, str]] = {
     "delegate_runtime/gpu/opencl/cache.py": (
-        3,
+        4,
         "XDG_CACHE_HOME says where the user's cache lies; the drivers' cache variables are "
-        "set for the drivers (a user's own setting kept): facts of the host, no tuning",
+        "set for the drivers (a user's own setting kept): facts of the host, no tuning; "
+        "$DEVICEFARM_KERNEL_CACHE_BYTES: how much disk the host gives the compiled units, "
+        "the lab's storage policy, not what a session runs",
     ),
     "delegate_runtime/gpu/opencl/build_workers.py": (
         1,
@@ -78,6 +80,8 @@ NOT_TUNING: dict[str, dict[str, str]] = {
     "delegate_runtime/gpu/opencl/cache.py": {
         "CACHE_FORMAT_VERSION": "the cache entries' format",
         "MAX_ENTRY_BYTES": "a guard against a corrupt entry, not what runs",
+        "DEFAULT_BOUND": "the compiled units' disk bound: the host's storage policy, not "
+        "what a session runs ($DEVICEFARM_KERNEL_CACHE_BYTES sets it)",
     },
     "delegate_runtime/gpu/opencl/host_edges.py": {
         "MEM_LOCATION_HOST_NV": "cl_nv_create_buffer's flag value (the extension's API)",
